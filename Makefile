@@ -1,0 +1,44 @@
+# llmscale — the two commands a new user needs are `make demo` and `make test`.
+# Everything installs itself into .venv (ignored); the local cluster's binaries are built once
+# into $(LLMSCALE_CACHE) (outside the clone) and reused by every later clone on the machine.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export LLMSCALE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llmscale
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help install lint unit test demo crd clean
+
+help:
+	@echo "make demo   - build/start the local cluster, run the demo, stop everything"
+	@echo "make test   - lint, type-check, unit + integration + e2e tests"
+	@echo "make crd    - regenerate crds/ from the pydantic models"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check operator tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest tests -q
+
+test: lint unit
+
+crd: $(STAMP)
+	$(BIN)/llmscale crd > crds/llmdeployments.llmscale.dev.yaml
+
+demo: $(STAMP)
+	$(BIN)/llmscale demo
+
+clean:
+	rm -rf $(VENV) .cluster

@@ -1,0 +1,513 @@
+"""The ``LLMDeployment`` API (``llmscale.dev/v1alpha1``): spec and status as pydantic v2 models.
+
+These models are the single source of truth: the CRD in ``crds/`` is generated from them by
+``llmscale crd`` (see :mod:`llmscale.crd`), the operator parses objects with them, and the simulator
+reads the same manifest a user applies.
+
+Field names in Python are snake_case; on the wire (YAML, the Kubernetes API) they are camelCase
+aliases. Every field carries a description (it becomes ``kubectl explain`` text), a unit in its name
+or description, and a default where one is sensible so that a minimal spec applies.
+
+Pure module: no Kubernetes, Kopf or Prometheus imports.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+from datetime import time as dtime
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "API_VERSION",
+    "DAYS_OF_WEEK",
+    "GPU_PRESET_NAMES",
+    "GROUP",
+    "KIND",
+    "MODEL_PRESET_NAMES",
+    "PLURAL",
+    "SHORT_NAME",
+    "VERSION",
+    "BatchSpec",
+    "Condition",
+    "CostSpec",
+    "DecisionStatus",
+    "EngineSpec",
+    "HeadroomSpec",
+    "LLMDeployment",
+    "LLMDeploymentSpec",
+    "LLMDeploymentStatus",
+    "ModelArchitecture",
+    "ModelSpec",
+    "ReplicaStatus",
+    "ReplicasSpec",
+    "ResourcesSpec",
+    "ScalingBehavior",
+    "ScalingSpec",
+    "ScalingTargets",
+    "SignalStatus",
+    "SloSpec",
+    "TroughWindow",
+    "iana_timezones",
+]
+
+GROUP = "llmscale.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "LLMDeployment"
+PLURAL = "llmdeployments"
+SINGULAR = "llmdeployment"
+SHORT_NAME = "llmdep"
+
+#: Model presets known to :mod:`llmscale.model` (a test checks the two lists agree).
+MODEL_PRESET_NAMES: tuple[str, ...] = (
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "mistral-7b",
+    "qwen2.5-7b",
+    "qwen2.5-72b",
+    "mixtral-8x7b",
+)
+#: GPU presets known to :mod:`llmscale.model` (a test checks the two lists agree).
+GPU_PRESET_NAMES: tuple[str, ...] = ("a100-80gb", "h100-sxm", "h200", "l40s", "b200")
+
+DAYS_OF_WEEK: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+_HHMM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+# DNS-1123 label: what a Kubernetes object name of a Deployment/Service must be.
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+@lru_cache(maxsize=1)
+def iana_timezones() -> tuple[str, ...]:
+    """Return the IANA zone names shipped by the pinned ``tzdata`` package, sorted.
+
+    The list comes from the package (not the host's ``/usr/share/zoneinfo``) so that the generated
+    CRD is the same on every machine; ``tzdata`` is pinned in ``pyproject.toml``.
+    """
+    text = importlib.resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8")
+    return tuple(sorted(set(text.split())))
+
+
+class _Model(BaseModel):
+    """Base: camelCase on the wire, snake_case in Python, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(alias=to_camel),
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the object as the Kubernetes API spells it (camelCase, no unset optionals)."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# --------------------------------------------------------------------------------------------
+# spec.model
+# --------------------------------------------------------------------------------------------
+
+
+class ModelArchitecture(_Model):
+    """An explicit transformer architecture, with the field names of a Hugging Face ``config.json``
+    where one exists. Used instead of ``spec.model.preset`` for models llmscale has no preset for."""
+
+    num_hidden_layers: int = Field(ge=1, le=1024)
+    """Transformer layers (``num_hidden_layers`` in config.json)."""
+    num_attention_heads: int = Field(ge=1, le=1024)
+    """Query heads per layer (``num_attention_heads``)."""
+    num_key_value_heads: int = Field(ge=1, le=1024)
+    """KV heads per layer (``num_key_value_heads``; equal to the attention heads without GQA)."""
+    head_dim: int = Field(ge=1, le=4096)
+    """Dimension of one attention head (``head_dim``, or hidden_size / num_attention_heads)."""
+    hidden_size: int | None = Field(default=None, ge=1)
+    """Model width (``hidden_size``); informative."""
+    parameters: int = Field(ge=1_000_000)
+    """Total parameter count (weights read per decode step for a dense model)."""
+    active_parameters: int | None = Field(default=None, ge=1_000_000)
+    """Parameters active per token for a mixture-of-experts model (FLOPs); defaults to ``parameters``."""
+
+
+class ModelSpec(_Model):
+    """The model the replicas serve and how its weights and KV cache are stored."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.preset) != has(self.architecture)",
+                    "message": "spec.model: set exactly one of preset and architecture",
+                }
+            ]
+        }
+    )
+
+    name: str = Field(min_length=1, max_length=253)
+    """Served model name (the OpenAI ``model`` field clients send, vLLM's ``--served-model-name``)."""
+    preset: Literal[MODEL_PRESET_NAMES] | None = None  # type: ignore[valid-type]
+    """Architecture preset from llmscale's model table (see ``llmscale plan --help``)."""
+    architecture: ModelArchitecture | None = None
+    """Explicit architecture when no preset fits."""
+    weight_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    """Storage type of the weights: 2 bytes per parameter for bf16/fp16, 1 for fp8."""
+    kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    """Storage type of the KV cache (vLLM ``--kv-cache-dtype``): 2 or 1 bytes per element."""
+    context_limit_tokens: int = Field(default=8192, ge=256, le=2_097_152)
+    """Longest prompt + output a request may have, in tokens (vLLM ``--max-model-len``)."""
+
+    @model_validator(mode="after")
+    def _one_of_preset_or_architecture(self) -> ModelSpec:
+        if (self.preset is None) == (self.architecture is None):
+            raise ValueError("spec.model: set exactly one of preset and architecture")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# spec.engine, spec.resources, spec.replicas, spec.slo
+# --------------------------------------------------------------------------------------------
+
+
+class EngineSpec(_Model):
+    """The inference engine each replica runs, and how llmscale reads its metrics."""
+
+    type: Literal["vllm", "sglang", "mock"] = "vllm"
+    """Engine: ``vllm``, ``sglang``, or ``mock`` (llmscale's mock GPU engine, which speaks vLLM)."""
+    image: str = Field(default="vllm/vllm-openai:v0.11.0", min_length=1)
+    """Container image of the engine."""
+    args: list[str] = Field(default_factory=list, max_length=128)
+    """Extra command-line arguments appended to the engine's own."""
+    port: int = Field(default=8000, ge=1, le=65535)
+    """Container port of the OpenAI-compatible HTTP server and ``/metrics``."""
+    metrics_profile: Literal["vllm", "vllm-legacy", "sglang"] | None = None
+    """Metric names to query: ``vllm`` (V1 names), ``vllm-legacy`` (pre-V1 names) or ``sglang``.
+    Defaults to the engine's own (``mock`` speaks ``vllm``)."""
+
+    def profile(self) -> str:
+        """Return the metric profile in force: the explicit one, else the engine's own."""
+        if self.metrics_profile is not None:
+            return self.metrics_profile
+        return "sglang" if self.type == "sglang" else "vllm"
+
+
+class ResourcesSpec(_Model):
+    """Accelerators of one replica."""
+
+    gpus_per_replica: int = Field(default=1, ge=1, le=64)
+    """GPUs per replica (tensor parallel size); requested as ``nvidia.com/gpu``."""
+    gpu_type: Literal[GPU_PRESET_NAMES] = "h100-sxm"  # type: ignore[valid-type]
+    """GPU preset (memory, bandwidth, FLOP/s) used by the performance model."""
+    gpu_resource_name: str = Field(default="nvidia.com/gpu", min_length=1)
+    """Extended resource name the pods request (the device plugin's)."""
+
+
+class ReplicasSpec(_Model):
+    """Bounds of the interactive pool."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.min <= self.max",
+                    "message": "spec.replicas.min must be less than or equal to spec.replicas.max",
+                }
+            ]
+        }
+    )
+
+    min: int = Field(default=1, ge=0, le=10_000)
+    """Fewest interactive replicas, headroom included."""
+    max: int = Field(default=8, ge=1, le=10_000)
+    """Most interactive replicas, headroom included."""
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> ReplicasSpec:
+        if self.min > self.max:
+            raise ValueError("spec.replicas.min must be less than or equal to spec.replicas.max")
+        return self
+
+
+class SloSpec(_Model):
+    """The latency promise: what goodput counts as delivered."""
+
+    ttft_p95_seconds: float = Field(default=2.0, gt=0, le=600)
+    """Time to first token at p95, in seconds."""
+    itl_p95_seconds: float = Field(default=0.1, gt=0, le=60)
+    """Inter-token latency at p95, in seconds."""
+
+
+# --------------------------------------------------------------------------------------------
+# spec.scaling
+# --------------------------------------------------------------------------------------------
+
+
+class ScalingTargets(_Model):
+    """Per-replica targets of the three leading signals. Each signal proposes
+    ``ceil(ready × observed / target)`` replicas (the HPA rule); the largest proposal wins."""
+
+    queue_depth_per_replica: float = Field(default=3.0, gt=0, le=10_000)
+    """Waiting requests (``vllm:num_requests_waiting``) per ready replica."""
+    kv_cache_utilization: float = Field(default=0.75, gt=0, le=1)
+    """Fraction of the paged KV cache in use (``vllm:kv_cache_usage_perc``), 0–1."""
+    preemptions_per_second_per_replica: float = Field(default=0.05, gt=0, le=1000)
+    """Preemptions per second per ready replica (``rate(vllm:num_preemptions_total[1m])``)."""
+
+
+class ScalingBehavior(_Model):
+    """How fast the pool may change in one direction (the HPA's ``behavior`` in brief)."""
+
+    stabilization_window_seconds: int = Field(default=0, ge=0, le=86_400)
+    """The policy acts on the most conservative recommendation of this many past seconds
+    (the highest one when scaling down, the lowest one when scaling up)."""
+    max_replicas_per_period: int = Field(default=4, ge=1, le=10_000)
+    """Largest change in replicas allowed within ``periodSeconds``."""
+    period_seconds: int = Field(default=60, ge=1, le=3600)
+    """Length of the rate-limit period, in seconds."""
+
+
+def _scale_down_default() -> ScalingBehavior:
+    # 300 s is the HPA's default scale-down stabilisation (kube-controller-manager
+    # --horizontal-pod-autoscaler-downscale-stabilization); one replica a minute drains gently.
+    return ScalingBehavior(stabilization_window_seconds=300, max_replicas_per_period=1, period_seconds=60)
+
+
+class ScalingSpec(_Model):
+    """Targets, behaviour and cadence of the scaling policy."""
+
+    targets: ScalingTargets = Field(default_factory=ScalingTargets)
+    """Per-replica targets of the leading signals."""
+    scale_up: ScalingBehavior = Field(default_factory=ScalingBehavior)
+    """Scale-up behaviour: no stabilisation, up to 4 replicas a minute by default."""
+    scale_down: ScalingBehavior = Field(default_factory=_scale_down_default)
+    """Scale-down behaviour: 300 s stabilisation, 1 replica a minute by default."""
+    tolerance: float = Field(default=0.1, ge=0, lt=1)
+    """Ratio band around a target within which a signal proposes no change (the HPA's 0.1)."""
+    tick_seconds: float = Field(default=15.0, ge=1, le=3600)
+    """How often the operator reads signals and decides, in seconds."""
+    metrics_max_age_seconds: float = Field(default=90.0, ge=1, le=86_400)
+    """Signals older than this are stale: the policy holds replicas rather than read them as zero."""
+
+
+class HeadroomSpec(_Model):
+    """Warm replicas kept ready above demand, because a cold start takes minutes."""
+
+    replicas: int = Field(default=1, ge=0, le=1000)
+    """Ready replicas kept above the demand the signals ask for."""
+    cold_start_seconds: float = Field(default=180.0, ge=0, le=7200)
+    """Expected time from pod creation to Ready (weights read, kernels compiled, CUDA graphs)."""
+
+
+# --------------------------------------------------------------------------------------------
+# spec.batch, spec.cost
+# --------------------------------------------------------------------------------------------
+
+
+class TroughWindow(_Model):
+    """A daily window of low interactive traffic in which the batch pool runs.
+    ``end`` before ``start`` means the window crosses midnight (e.g. 22:00–06:00)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self.start != self.end", "message": "start and end of a trough window must differ"}
+            ]
+        }
+    )
+
+    start: str = Field(pattern=_HHMM)
+    """Local opening time, ``HH:MM`` (24-hour)."""
+    end: str = Field(pattern=_HHMM)
+    """Local closing time, ``HH:MM`` (24-hour); earlier than ``start`` to cross midnight."""
+    timezone: Literal[iana_timezones()] = "UTC"  # type: ignore[valid-type]
+    """IANA time zone of ``start`` and ``end`` (e.g. ``Europe/London``); DST is followed."""
+    days: list[Literal[DAYS_OF_WEEK]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(DAYS_OF_WEEK), min_length=1, max_length=7
+    )
+    """Days on which the window opens (the day of ``start``; a midnight-crossing window runs on)."""
+
+    @field_validator("start", "end")
+    @classmethod
+    def _well_formed(cls, value: str) -> str:
+        if not re.fullmatch(_HHMM, value):
+            raise ValueError(f"{value!r} is not HH:MM")
+        return value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> TroughWindow:
+        if self.start == self.end:
+            raise ValueError("start and end of a trough window must differ")
+        return self
+
+    def start_time(self) -> dtime:
+        """Return ``start`` as a :class:`datetime.time`."""
+        hh, mm = self.start.split(":")
+        return dtime(int(hh), int(mm))
+
+    def end_time(self) -> dtime:
+        """Return ``end`` as a :class:`datetime.time`."""
+        hh, mm = self.end.split(":")
+        return dtime(int(hh), int(mm))
+
+
+class BatchSpec(_Model):
+    """A batch pool (Deployment ``<name>-batch``) that runs only inside trough windows."""
+
+    windows: list[TroughWindow] = Field(min_length=1, max_length=32)
+    """Trough windows; outside every window the batch pool has 0 replicas."""
+    replicas: int = Field(default=1, ge=0, le=10_000)
+    """Batch replicas inside a window."""
+
+
+class CostSpec(_Model):
+    """Prices used for cost per million tokens in status, plans and reports."""
+
+    gpu_hour_usd: float = Field(default=2.5, ge=0, le=1000)
+    """Price of one GPU for one hour, in USD."""
+
+
+# --------------------------------------------------------------------------------------------
+# spec
+# --------------------------------------------------------------------------------------------
+
+
+class LLMDeploymentSpec(_Model):
+    """Desired state of an LLMDeployment: a pool of LLM inference replicas that llmscale scales on
+    queue depth, KV-cache utilisation and preemptions, with warm headroom and batch troughs."""
+
+    model: ModelSpec
+    """The served model."""
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    """The inference engine and its metric profile."""
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    """Accelerators per replica."""
+    replicas: ReplicasSpec = Field(default_factory=ReplicasSpec)
+    """Bounds of the interactive pool."""
+    slo: SloSpec = Field(default_factory=SloSpec)
+    """Latency promise (p95 TTFT and ITL)."""
+    scaling: ScalingSpec = Field(default_factory=ScalingSpec)
+    """Scaling targets, behaviour and tick."""
+    headroom: HeadroomSpec = Field(default_factory=HeadroomSpec)
+    """Warm replicas kept above demand."""
+    batch: BatchSpec | None = None
+    """Optional batch pool that runs in trough windows."""
+    cost: CostSpec = Field(default_factory=CostSpec)
+    """Prices."""
+
+
+# --------------------------------------------------------------------------------------------
+# status
+# --------------------------------------------------------------------------------------------
+
+
+class _Status(BaseModel):
+    """Base of status models: camelCase, tolerant of fields written by newer versions."""
+
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(alias=to_camel),
+        populate_by_name=True,
+        extra="ignore",
+        use_attribute_docstrings=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the object as the Kubernetes API spells it (camelCase, no unset optionals)."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ReplicaStatus(_Status):
+    """Replica counts of the pools."""
+
+    desired: int | None = None
+    """Interactive replicas the operator asked for (demand + headroom, clamped)."""
+    ready: int | None = None
+    """Interactive replicas Ready now."""
+    headroom: int | None = None
+    """Warm replicas above demand in ``desired``."""
+    batch: int | None = None
+    """Batch replicas the operator asked for (0 outside trough windows)."""
+    batch_ready: int | None = None
+    """Batch replicas Ready now."""
+
+
+class SignalStatus(_Status):
+    """The last signal snapshot the policy saw. Absent values were unknown (not zero)."""
+
+    observed_at: str | None = None
+    """RFC 3339 time of the newest sample in the snapshot."""
+    queue_depth: float | None = None
+    """Waiting requests summed over ready replicas."""
+    running_requests: float | None = None
+    """Running requests summed over ready replicas."""
+    kv_cache_utilization: float | None = None
+    """Mean KV-cache utilisation over ready replicas, 0–1."""
+    preemption_rate: float | None = None
+    """Preemptions per second summed over ready replicas."""
+    ttft_p95_seconds: float | None = None
+    """Time to first token at p95 over the last minute, seconds."""
+    itl_p95_seconds: float | None = None
+    """Inter-token latency at p95 over the last minute, seconds."""
+
+
+class DecisionStatus(_Status):
+    """The last scaling decision and why."""
+
+    at: str | None = None
+    """RFC 3339 time of the decision."""
+    interactive_replicas: int | None = None
+    """Interactive replicas decided."""
+    batch_replicas: int | None = None
+    """Batch replicas decided."""
+    reasons: list[str] = Field(default_factory=list)
+    """One line per step of the decision: signal proposals, headroom, clamps, windows."""
+
+
+class Condition(_Status):
+    """A standard Kubernetes condition (``metav1.Condition``)."""
+
+    type: str
+    """``Ready``, ``MetricsAvailable``, ``ScalingLimited`` or ``BatchWindowOpen``."""
+    status: Literal["True", "False", "Unknown"]
+    """Condition status."""
+    reason: str
+    """CamelCase reason, e.g. ``ScaleUpLimit``."""
+    message: str = ""
+    """Human-readable detail."""
+    last_transition_time: str | None = None
+    """RFC 3339 time the status last changed."""
+    observed_generation: int | None = None
+    """``metadata.generation`` the condition was computed for."""
+
+
+class LLMDeploymentStatus(_Status):
+    """Observed state, written by the operator only."""
+
+    observed_generation: int | None = None
+    """``metadata.generation`` of the spec last acted on."""
+    replicas: ReplicaStatus = Field(default_factory=ReplicaStatus)
+    """Replica counts."""
+    signals: SignalStatus = Field(default_factory=SignalStatus)
+    """Last signal snapshot."""
+    last_decision: DecisionStatus = Field(default_factory=DecisionStatus)
+    """Last decision with its reasons."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Standard conditions."""
+    policy_state: dict[str, Any] | None = Field(default=None)
+    """Policy memory that must survive an operator restart (recommendation history for the
+    stabilisation windows, last scale times). Opaque to users."""
+
+
+class LLMDeployment(BaseModel):
+    """A whole ``LLMDeployment`` object as read from YAML or the API (metadata kept as a dict)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore")
+
+    api_version: Literal["llmscale.dev/v1alpha1"] = Field(default="llmscale.dev/v1alpha1", alias="apiVersion")
+    kind: Literal["LLMDeployment"] = "LLMDeployment"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: LLMDeploymentSpec
+    status: LLMDeploymentStatus | None = None

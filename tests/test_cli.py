@@ -1,0 +1,34 @@
+"""The CLI dispatcher: verbs, help and version."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from llmscale import __version__
+from llmscale.cli import VERBS, main
+
+
+def test_no_verb_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "VERB" in capsys.readouterr().out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_design_verbs_are_all_present() -> None:
+    # DESIGN.md fixes the CLI verbs.
+    assert set(VERBS) == {"run", "crd", "plan", "simulate", "engine", "demo"}
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_verb_module_has_the_command_interface(verb: str) -> None:
+    module = importlib.import_module(VERBS[verb][0])
+    assert callable(module.add_arguments)
+    assert callable(module.main)
