@@ -1,0 +1,259 @@
+"""``llmscale plan``: the capacity note of a model on a GPU, from the roofline model.
+
+``--output table`` (default) prints it for people with rich; ``--output json`` prints the
+:class:`~llmscale.planner.CapacityPlan` (keys documented in ``docs/plan.md``). Exit status 0 on
+success, 2 on a usage error (unknown preset, unreadable config) or when the model does not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from llmscale import planner
+from llmscale.model import (
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    DEFAULT_COMPUTE_EFFICIENCY,
+    GPU_PRESETS,
+    MODEL_PRESETS,
+    ModelArch,
+    ModelDoesNotFit,
+    ReplicaModel,
+)
+
+__all__ = ["add_arguments", "main", "render_table"]
+
+GiB = float(1 << 30)
+DTYPES = ("bf16", "fp16", "fp8")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``plan`` options to ``parser``."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", metavar="PRESET", help=f"model preset: {', '.join(MODEL_PRESETS)}")
+    which.add_argument(
+        "--config",
+        metavar="CONFIG_JSON",
+        type=Path,
+        help="a Hugging Face config.json instead of a preset (parameters estimated from it)",
+    )
+    parser.add_argument(
+        "--gpu", metavar="PRESET", required=True, help=f"GPU preset: {', '.join(GPU_PRESETS)}"
+    )
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs per replica, tensor parallel (default 1)")
+    parser.add_argument(
+        "--weight-dtype", choices=DTYPES, default="bf16", help="weight storage (default bf16)"
+    )
+    parser.add_argument("--kv-dtype", choices=DTYPES, default="bf16", help="KV-cache storage (default bf16)")
+    parser.add_argument(
+        "--mean-context-tokens",
+        type=int,
+        default=planner.DEFAULT_MEAN_CONTEXT_TOKENS,
+        metavar="C",
+        help="mean context of a decoding sequence, tokens (default %(default)s: Azure LLM trace 2023, conversation)",
+    )
+    parser.add_argument(
+        "--context-limit-tokens",
+        type=int,
+        default=planner.DEFAULT_CONTEXT_LIMIT_TOKENS,
+        metavar="L",
+        help="longest context a request may have (vLLM --max-model-len), tokens (default %(default)s)",
+    )
+    parser.add_argument(
+        "--min-tokens-per-second-per-user",
+        type=float,
+        default=planner.DEFAULT_MIN_TOK_S_PER_USER,
+        metavar="S",
+        help="per-user decode floor, tokens/s (default %(default)s = 1 / the default 0.1 s ITL SLO)",
+    )
+    parser.add_argument(
+        "--bandwidth-efficiency",
+        type=float,
+        default=DEFAULT_BANDWIDTH_EFFICIENCY,
+        metavar="E",
+        help="achieved share of peak memory bandwidth (default %(default)s)",
+    )
+    parser.add_argument(
+        "--compute-efficiency",
+        type=float,
+        default=DEFAULT_COMPUTE_EFFICIENCY,
+        metavar="E",
+        help="achieved share of dense peak FLOP/s (default %(default)s)",
+    )
+    parser.add_argument(
+        "--gpu-hour-usd",
+        type=float,
+        default=planner.DEFAULT_GPU_HOUR_USD,
+        metavar="X",
+        help="price of one GPU-hour, USD (default %(default)s)",
+    )
+    parser.add_argument(
+        "--utilisation",
+        type=float,
+        default=planner.DEFAULT_UTILISATION,
+        metavar="U",
+        help="share of the hour spent at the goodput peak, for the cost (default %(default)s)",
+    )
+    parser.add_argument(
+        "--output", choices=("table", "json"), default="table", help="output format (default table)"
+    )
+
+
+def _error(message: str) -> int:
+    print(f"llmscale plan: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _arch(args: argparse.Namespace) -> ModelArch:
+    if args.model is not None:
+        if args.model not in MODEL_PRESETS:
+            raise LookupError(f"unknown model preset {args.model!r}; known: {', '.join(MODEL_PRESETS)}")
+        return MODEL_PRESETS[args.model]
+    path: Path = args.config
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise LookupError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(config, dict):
+        raise LookupError(f"{path} is not a JSON object")
+    return ModelArch.from_hf_config(config, name=path.parent.name or path.stem)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``llmscale plan``; returns the exit status (0, or 2 for usage errors and no fit)."""
+    if args.gpu not in GPU_PRESETS:
+        return _error(f"unknown GPU preset {args.gpu!r}; known: {', '.join(GPU_PRESETS)}")
+    try:
+        arch = _arch(args)
+        model = ReplicaModel(
+            arch=arch,
+            gpu=GPU_PRESETS[args.gpu],
+            gpus=args.gpus,
+            weight_dtype=args.weight_dtype,
+            kv_dtype=args.kv_dtype,
+            bandwidth_efficiency=args.bandwidth_efficiency,
+            compute_efficiency=args.compute_efficiency,
+        )
+        result = planner.plan(
+            model,
+            mean_context_tokens=args.mean_context_tokens,
+            context_limit_tokens=args.context_limit_tokens,
+            min_tokens_per_second_per_user=args.min_tokens_per_second_per_user,
+            gpu_hour_usd=args.gpu_hour_usd,
+            utilisation=args.utilisation,
+        )
+    except ModelDoesNotFit as exc:
+        return _error(str(exc))
+    except (LookupError, ValueError) as exc:
+        return _error(str(exc).strip("'\""))
+    if args.output == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        render_table(result, model, Console())
+    return 0
+
+
+def _usd(value: float | None) -> str:
+    return "n/a (no batch meets the floor)" if value is None else f"${value:,.3f}"
+
+
+def render_table(p: planner.CapacityPlan, model: ReplicaModel, console: Console) -> None:
+    """Print the capacity note of ``p`` (for ``model``) to ``console`` as two rich tables."""
+    a = model.arch
+    note = Table(
+        title=(
+            f"Capacity note: {p.model} on {p.gpus}× {p.gpu} ({p.weight_dtype} weights, {p.kv_dtype} KV cache)"
+        ),
+        show_header=False,
+    )
+    note.add_column("figure", style="bold")
+    note.add_column("value")
+    note.add_row(
+        "Fits",
+        f"yes: weights {p.weight_bytes / GiB:.1f} GiB of {p.usable_memory_bytes / GiB:.1f} GiB usable "
+        f"({model.gpu_memory_utilization:.0%} of {p.gpus} × {model.gpu.memory_bytes / GiB:.0f} GiB); "
+        f"KV cache {p.kv_cache_bytes / GiB:.1f} GiB = {p.kv_cache_capacity_tokens:,} tokens",
+    )
+    note.add_row(
+        "KV per token",
+        f"{p.kv_bytes_per_token / 1024:,.0f} KiB = 2 (K,V) × {a.num_hidden_layers} layers × "
+        f"{a.num_key_value_heads} KV heads × {a.head_dim} × {p.kv_bytes_per_token // (2 * a.num_hidden_layers * a.num_key_value_heads * a.head_dim)} B",
+    )
+    note.add_row(
+        "KV per user at the limit",
+        f"{p.kv_bytes_per_sequence_at_limit / GiB:.2f} GiB at {p.context_limit_tokens:,} tokens",
+    )
+    note.add_row(
+        "Concurrency",
+        f"{p.max_concurrent_sequences:,} sequences at the {p.context_limit_tokens:,}-token limit; "
+        f"{p.sequences_at_mean_context:,} at the mean context of {p.mean_context_tokens:,}",
+    )
+    note.add_row("Batch 1", f"ITL {p.batch_one_itl_s * 1e3:.2f} ms = {p.batch_one_tok_s:,.0f} tok/s per user")
+    note.add_row(
+        "Memory knee",
+        f"batch {p.memory_knee_batch:,.1f}: there B × {p.mean_context_tokens:,} tokens × "
+        f"{p.kv_bytes_per_token / 1024:,.0f} KiB of KV reads equal the {p.weight_bytes / GiB:.1f} GiB weight read; "
+        "past it KV reads are most of each step: ITL grows about linearly with the batch and throughput flattens",
+    )
+    note.add_row(
+        "Compute ridge",
+        f"batch {p.compute_ridge_batch:,.1f}: weight-read time equals 2 × {a.active_parameters / 1e9:.2f} B "
+        f"active params × B at {model.effective_flops / 1e12:,.0f} TFLOP/s effective "
+        f"({model.effective_bandwidth_bytes_s / 1e12:.2f} TB/s effective bandwidth)",
+    )
+    asym_kind = (
+        "KV-bound"
+        if p.throughput_asymptote_tok_s < model.effective_flops / model.flops_per_token
+        else "compute-bound"
+    )
+    note.add_row(
+        "Throughput asymptote", f"{p.throughput_asymptote_tok_s:,.0f} tok/s ({asym_kind}, batch → ∞)"
+    )
+    if p.goodput_peak_batch > 0 and p.goodput_peak_itl_s is not None:
+        peak = (
+            f"batch {p.goodput_peak_batch:,}: {p.goodput_peak_tok_s:,.0f} tok/s, ITL {p.goodput_peak_itl_s * 1e3:.1f} ms "
+            f"(≥ {p.min_tokens_per_second_per_user:g} tok/s per user); limited by the {p.goodput_peak_limited_by}"
+            f" (latency floor allows {p.latency_floor_batch:,}, KV cache holds {p.sequences_at_mean_context:,})"
+        )
+    else:
+        peak = f"none: even batch 1 decodes slower than {p.min_tokens_per_second_per_user:g} tok/s per user"
+    note.add_row("Goodput peak", peak)
+    note.add_row("Recommended --max-num-seqs", f"{p.recommended_max_num_seqs:,}")
+    note.add_row(
+        "Cost per million tokens",
+        f"{_usd(p.usd_per_million_tokens)} at ${p.gpu_hour_usd:g}/GPU-hour × {p.gpus}, {p.utilisation:.0%} utilisation",
+    )
+    for w in p.what_if:
+        note.add_row(
+            f"What if {w.change}",
+            f"{w.max_concurrent_sequences:,} sequences at the limit, knee at batch {w.memory_knee_batch:,.1f}, "
+            f"goodput peak batch {w.goodput_peak_batch:,} = {w.goodput_peak_tok_s:,.0f} tok/s, "
+            f"{_usd(w.usd_per_million_tokens)} per million tokens",
+        )
+    console.print(note)
+
+    curve = Table(title=f"Decode curve at a mean context of {p.mean_context_tokens:,} tokens")
+    for name in (
+        "batch",
+        "step / ITL (ms)",
+        "per-user tok/s",
+        "throughput tok/s",
+        "KV share of reads",
+        "bound",
+    ):
+        curve.add_column(name, justify="right")
+    for c in p.curve:
+        curve.add_row(
+            f"{c.batch:,}",
+            f"{c.step_time_s * 1e3:.2f}",
+            f"{c.per_user_tok_s:,.1f}",
+            f"{c.throughput_tok_s:,.0f}",
+            f"{c.kv_read_fraction:.0%}",
+            c.bound,
+        )
+    console.print(curve)
