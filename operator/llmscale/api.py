@@ -46,6 +46,7 @@ __all__ = [
     "ReplicaStatus",
     "ReplicasSpec",
     "ResourcesSpec",
+    "ScaleDownBehavior",
     "ScalingBehavior",
     "ScalingSpec",
     "ScalingTargets",
@@ -270,10 +271,17 @@ class ScalingBehavior(_Model):
     """Length of the rate-limit period, in seconds."""
 
 
-def _scale_down_default() -> ScalingBehavior:
+class ScaleDownBehavior(ScalingBehavior):
+    """How fast the pool may shrink. Same fields as scale-up, gentler defaults of its own, so that
+    ``scaleDown: {periodSeconds: 30}`` keeps the 300 s stabilisation instead of dropping it to 0."""
+
     # 300 s is the HPA's default scale-down stabilisation (kube-controller-manager
     # --horizontal-pod-autoscaler-downscale-stabilization); one replica a minute drains gently.
-    return ScalingBehavior(stabilization_window_seconds=300, max_replicas_per_period=1, period_seconds=60)
+    stabilization_window_seconds: int = Field(default=300, ge=0, le=86_400)
+    """The policy acts on the highest recommendation of this many past seconds, so a brief dip in
+    demand does not remove a replica that takes minutes to bring back."""
+    max_replicas_per_period: int = Field(default=1, ge=1, le=10_000)
+    """Largest decrease in replicas allowed within ``periodSeconds``."""
 
 
 class ScalingSpec(_Model):
@@ -283,7 +291,7 @@ class ScalingSpec(_Model):
     """Per-replica targets of the leading signals."""
     scale_up: ScalingBehavior = Field(default_factory=ScalingBehavior)
     """Scale-up behaviour: no stabilisation, up to 4 replicas a minute by default."""
-    scale_down: ScalingBehavior = Field(default_factory=_scale_down_default)
+    scale_down: ScaleDownBehavior = Field(default_factory=ScaleDownBehavior)
     """Scale-down behaviour: 300 s stabilisation, 1 replica a minute by default."""
     tolerance: float = Field(default=0.1, ge=0, lt=1)
     """Ratio band around a target within which a signal proposes no change (the HPA's 0.1)."""
@@ -300,6 +308,10 @@ class HeadroomSpec(_Model):
     """Ready replicas kept above the demand the signals ask for."""
     cold_start_seconds: float = Field(default=180.0, ge=0, le=7200)
     """Expected time from pod creation to Ready (weights read, kernels compiled, CUDA graphs)."""
+    growth_factor: float = Field(default=1.0, ge=0, le=10)
+    """Adaptive headroom: warm replicas also cover this multiple of the demand growth projected over
+    one cold start (least-squares slope of demand over the last ``coldStartSeconds``, times
+    ``coldStartSeconds``); ``replicas`` stays the floor. 1 covers a steady ramp; 0 turns it off."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,9 +331,11 @@ class TroughWindow(_Model):
         }
     )
 
-    start: str = Field(pattern=_HHMM)
+    # max_length bounds the cost the API server estimates for the CEL rule above (k8s rejects CRDs
+    # whose rules have unbounded cost; an unbounded string is costed at the 3 MiB request limit).
+    start: str = Field(pattern=_HHMM, min_length=5, max_length=5)
     """Local opening time, ``HH:MM`` (24-hour)."""
-    end: str = Field(pattern=_HHMM)
+    end: str = Field(pattern=_HHMM, min_length=5, max_length=5)
     """Local closing time, ``HH:MM`` (24-hour); earlier than ``start`` to cross midnight."""
     timezone: Literal[iana_timezones()] = "UTC"  # type: ignore[valid-type]
     """IANA time zone of ``start`` and ``end`` (e.g. ``Europe/London``); DST is followed."""
@@ -494,7 +508,12 @@ class LLMDeploymentStatus(_Status):
     """Last signal snapshot."""
     last_decision: DecisionStatus = Field(default_factory=DecisionStatus)
     """Last decision with its reasons."""
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        # As metav1.Condition lists are declared in Kubernetes types: one entry per type, so that
+        # server-side apply merges conditions by type instead of replacing the whole list.
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
     """Standard conditions."""
     policy_state: dict[str, Any] | None = Field(default=None)
     """Policy memory that must survive an operator restart (recommendation history for the
