@@ -1,0 +1,222 @@
+"""``llmscale run``: the operator — Kopf handlers plus ``/metrics``, ``/healthz`` and ``/readyz``.
+
+Configuration comes from flags, then ``LLMSCALE_*`` environment variables, then the defaults of
+:class:`llmscale.settings.OperatorSettings` (see ``docs/operator.md``). Kubernetes credentials come
+from the in-cluster service account, else the kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``,
+``--kubeconfig``/``--context`` to choose); Kopf and the server-side-apply writer share them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import kopf
+import kubernetes.client
+import kubernetes.config
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from llmscale.handlers import (
+    Decider,
+    Dependencies,
+    KubernetesWriter,
+    OperatorMetrics,
+    SignalSource,
+    build_registry,
+    configure_kopf,
+)
+from llmscale.settings import OperatorSettings, load_settings
+
+__all__ = ["QuietTimerFilter", "add_arguments", "health_app", "kube_configuration", "main", "serve"]
+
+_LOG = logging.getLogger("llmscale.run")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``llmscale run`` flags. Unset flags fall back to ``LLMSCALE_*`` and the defaults."""
+    parser.add_argument("--prometheus-url", dest="prometheus_url", default=None,
+                        help="Prometheus base URL (env LLMSCALE_PROMETHEUS_URL; "
+                             "default http://prometheus.monitoring.svc:9090)")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", dest="namespaces", action="append", default=None, metavar="NS",
+                       help="namespace (or Kopf glob pattern) to watch; repeatable (env LLMSCALE_NAMESPACES)")
+    scope.add_argument("--all-namespaces", "-A", dest="all_namespaces", action="store_true", default=None,
+                       help="watch every namespace (env LLMSCALE_ALL_NAMESPACES=1)")
+    parser.add_argument("--tick-base-seconds", dest="tick_base_seconds", type=float, default=None,
+                        help="period of the base timer in seconds (default 5); objects tick on "
+                             "spec.scaling.tickSeconds")
+    parser.add_argument("--metrics-host", dest="metrics_host", default=None,
+                        help="bind address of /metrics, /healthz, /readyz (default 0.0.0.0)")
+    parser.add_argument("--metrics-port", dest="metrics_port", type=int, default=None,
+                        help="port of /metrics, /healthz, /readyz (default 8080; 0 picks a free one)")
+    parser.add_argument("--log-level", dest="log_level", default=None,
+                        help="DEBUG, INFO (default), WARNING or ERROR")
+    peering = parser.add_mutually_exclusive_group()
+    peering.add_argument("--standalone", action="store_true", default=None,
+                         help="run without leader election (default)")
+    peering.add_argument("--peering", dest="peering_name", default=None, metavar="NAME",
+                         help="leader election through Kopf peering object NAME (needs Kopf's peering CRDs)")
+    parser.add_argument("--field-manager", dest="field_manager", default=None,
+                        help="server-side apply field manager (default llmscale)")
+    parser.add_argument("--no-cluster-scanning", dest="cluster_scanning", action="store_false", default=None,
+                        help="do not list/watch Namespaces and CRDs (namespace-only RBAC; exact namespace names)")
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, $KUBECONFIG)")
+    parser.add_argument("--context", default=None, help="kubeconfig context")
+
+
+def kube_configuration(kubeconfig: str | None = None, context: str | None = None) -> kubernetes.client.Configuration:
+    """Return the official client's configuration: in-cluster service account, else kubeconfig.
+
+    Raises:
+        kubernetes.config.ConfigException: neither works.
+    """
+    config = kubernetes.client.Configuration()
+    if kubeconfig is None and context is None:
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=config)  # type: ignore[no-untyped-call]
+            return config
+        except kubernetes.config.ConfigException:
+            pass
+    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig, context=context, client_configuration=config
+    )
+    return config
+
+
+def health_app(metrics: OperatorMetrics, ready: asyncio.Event | threading.Event) -> web.Application:
+    """Return the aiohttp app of the operator's own endpoints.
+
+    - ``GET /metrics``: :class:`OperatorMetrics` in the Prometheus text format.
+    - ``GET /healthz``: 200 while the event loop answers (liveness: a wedged loop fails it).
+    - ``GET /readyz``: 200 once Kopf is ready (indexes listed, handlers running), else 503.
+    """
+
+    async def metrics_view(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if ready.is_set():
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="starting\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_view)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[web.AppRunner]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    try:
+        yield runner
+    finally:
+        await runner.cleanup()
+
+
+def _default_signals(settings: OperatorSettings) -> SignalSource:
+    from llmscale.signals.prometheus import PrometheusSignalReader
+
+    return PrometheusSignalReader(settings.prometheus_url)
+
+
+def _default_decider() -> Decider:
+    from llmscale.policy import decide
+
+    return decide
+
+
+async def serve(
+    settings: OperatorSettings,
+    *,
+    kube_config: kubernetes.client.Configuration,
+    signals: SignalSource | None = None,
+    decide: Decider | None = None,
+    metrics: OperatorMetrics | None = None,
+    clock: Any = time.time,
+    stop_flag: asyncio.Event | threading.Event | None = None,
+    ready: asyncio.Event | threading.Event | None = None,
+) -> None:
+    """Run the operator until ``stop_flag`` is set (or a signal stops Kopf).
+
+    Kopf treats every task created in the loop after it started as its own and cancels it on
+    exit, so tests run ``serve`` in a thread of its own (``threading.Event`` flags), as Kopf's
+    ``KopfRunner`` does.
+
+    Everything the handlers use can be injected (tests pass a mock API server's configuration,
+    a canned signal source and a fake clock); what is not given is built from ``settings``:
+    the Prometheus reader of :mod:`llmscale.signals.prometheus` and :func:`llmscale.policy.decide`.
+    """
+    metrics = metrics if metrics is not None else OperatorMetrics()
+    ready = ready if ready is not None else threading.Event()
+    api_client = kubernetes.client.ApiClient(kube_config)
+    deps = Dependencies(
+        settings=settings,
+        writer=KubernetesWriter(api_client, settings.field_manager),
+        signals=signals if signals is not None else _default_signals(settings),
+        decide=decide if decide is not None else _default_decider(),
+        metrics=metrics,
+        kube_config=kube_config,
+        clock=clock,
+    )
+    try:
+        async with _serving(health_app(metrics, ready), settings.metrics_host, settings.metrics_port) as runner:
+            for address in runner.addresses:
+                _LOG.info(f"Served /metrics, /healthz and /readyz on {address}")
+            await kopf.operator(
+                registry=build_registry(settings),
+                settings=configure_kopf(settings),
+                memo=kopf.Memo(deps=deps),
+                clusterwide=settings.all_namespaces,
+                namespaces=settings.namespaces,
+                standalone=settings.standalone,
+                peering_name=settings.peering_name,
+                stop_flag=stop_flag,
+                ready_flag=ready,
+            )
+    finally:
+        api_client.close()  # type: ignore[no-untyped-call]
+
+
+class QuietTimerFilter(logging.Filter):
+    """Drop Kopf's own "Timer 'tick' is invoked/succeeded." records below WARNING: the base timer
+    fires every few seconds per object, and our tick logs what matters (scales, failures)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not record.getMessage().startswith("Timer 'tick' ")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the operator; return 0 on a clean stop, 2 on a configuration error."""
+    try:
+        settings = load_settings(args, os.environ)
+    except ValueError as exc:
+        print(f"llmscale run: {exc}")
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kopf.objects").addFilter(QuietTimerFilter())
+    try:
+        config = kube_configuration(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+    except kubernetes.config.ConfigException as exc:
+        print(f"llmscale run: no Kubernetes credentials: {exc}")
+        return 2
+    asyncio.run(serve(settings, kube_config=config))
+    return 0

@@ -1,0 +1,463 @@
+"""The operator in-process against a mock Kubernetes API server (kmock): children applied with
+server-side apply and owner references, a tick that scales on a canned queue, Events and status
+written on change, and a bad object that does not crash anything.
+
+The API server is kmock's emulator (a real HTTP server with discovery, list, watch and patch);
+the operator is the real one (``llmscale.commands.run.serve``: Kopf, the official client, the real
+policy); only the signal source is canned and the policy's wall clock is fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp.web
+import kmock
+import kubernetes.client
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from llmscale.api import LLMDeploymentSpec
+from llmscale.commands.run import serve
+from llmscale.handlers import OperatorMetrics
+from llmscale.policy import PolicyMemory, PoolState, decide
+from llmscale.settings import OperatorSettings
+from llmscale.signals.profiles import MetricProfile, get_profile
+from llmscale.signals.queries import PoolTarget
+from llmscale.signals.snapshot import SignalSnapshot
+
+NAMESPACE = "serving"
+NAME = "chat"
+UID = "0b5c5a9e-6f4e-4b43-9d55-5a1f3c9a7e01"
+LLMDEPLOYMENTS = "llmscale.dev/v1alpha1/llmdeployments"
+DEPLOYMENTS = "apps/v1/deployments"
+SERVICES = "v1/services"
+PDBS = "policy/v1/poddisruptionbudgets"
+PODS = "v1/pods"
+EVENTS = "v1/events"
+NAMESPACES = "v1/namespaces"
+
+#: 2024-06-03 12:00:00 UTC, a Monday: outside the 22:00-06:00 trough window used by tests.
+NOON = 1717416000.0
+
+
+class ApplyingEmulator(kmock.KubernetesEmulator):
+    """kmock's Kubernetes emulator, taught one thing the real API server does: a server-side apply
+    (``PATCH`` with ``application/apply-patch+yaml``) of an object that does not exist creates it.
+
+    kmock merges patches into stored objects but refuses to patch a missing one; everything else
+    (discovery, list, watch, merge patches, status, deletion) is kmock's own.
+    """
+
+    async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
+        content_type = request.headers.get("Content-Type", "")
+        if (
+            request.method == kmock.method.PATCH
+            and content_type.startswith("application/apply-patch")
+            and request.resource is not None
+            and request.name is not None
+            and not request.subresource
+        ):
+            key = (request.resource, request.namespace, request.name)
+            async with self._lock:
+                if key not in self._objects or self._objects[key].deleted:
+                    if key in self._objects:
+                        self._objects[key].create(request.data)
+                    else:
+                        self._objects[key] = request.data
+                    raw = self._objects[key].last.raw
+                    await self._buses[request.resource].put({"type": "ADDED", "object": raw})
+        return await super()._handle(request)
+
+
+@dataclass
+class CannedSignals:
+    """A signal source that answers whatever the test sets, and records what it was asked."""
+
+    queue_depth: float | None = 0.0
+    kv_cache_utilization: float | None = 0.1
+    preemption_rate: float | None = 0.0
+    fail: bool = False
+    asked: list[tuple[str, PoolTarget]] = field(default_factory=list)
+
+    async def read(self, profile: MetricProfile, target: PoolTarget, now: float) -> SignalSnapshot:
+        self.asked.append((profile.name, target))
+        if self.fail:
+            raise ConnectionRefusedError("canned Prometheus is down")
+        return SignalSnapshot(
+            observed_at=now,
+            queue_depth=self.queue_depth,
+            running_requests=4.0,
+            kv_cache_utilization=self.kv_cache_utilization,
+            preemption_rate=self.preemption_rate,
+            replicas_reporting=2,
+        )
+
+
+@dataclass
+class FakeClock:
+    """Wall clock of the policy, stepped by the tests (the loop clock still runs for Kopf)."""
+
+    now: float = NOON
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def llmdeployment(spec: dict[str, Any] | None = None, *, name: str = NAME, uid: str = UID) -> dict[str, Any]:
+    """Return an LLMDeployment body as the API server would serve it."""
+    return {
+        "apiVersion": "llmscale.dev/v1alpha1",
+        "kind": "LLMDeployment",
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid, "generation": 1, "resourceVersion": "1"},
+        "spec": spec if spec is not None else {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "preset": "llama-3.1-8b"},
+            "engine": {"type": "mock", "image": "llmscale:dev"},
+            "scaling": {"tickSeconds": 1},
+            "headroom": {"replicas": 1, "coldStartSeconds": 120},
+        },
+    }
+
+
+def pod(name: str, *, ready: bool, pool: str = "interactive", owner: str = NAME) -> dict[str, Any]:
+    """Return a pod of one pool as a kubelet (or KWOK) would report it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {
+                "app.kubernetes.io/managed-by": "llmscale",
+                "llmscale.dev/deployment": owner,
+                "llmscale.dev/pool": pool,
+            },
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+            ],
+        },
+    }
+
+
+@pytest.fixture()
+async def kube() -> AsyncIterator[ApplyingEmulator]:
+    """A running mock API server with the resources the operator uses declared for discovery."""
+    async with ApplyingEmulator() as emulator, kmock.Server(emulator):
+        emulator.resources[LLMDEPLOYMENTS] = kmock.ResourceInfo(
+            kind="LLMDeployment", singular="llmdeployment", namespaced=True, shortnames={"llmdep"},
+            subresources={"status"}, verbs={"get", "list", "watch", "patch", "create", "delete", "update"},
+        )
+        emulator.resources[DEPLOYMENTS] = kmock.ResourceInfo(
+            kind="Deployment", namespaced=True, subresources={"status", "scale"},
+            verbs={"get", "list", "watch", "patch", "create", "delete"},
+        )
+        emulator.resources[PODS] = kmock.ResourceInfo(kind="Pod", namespaced=True, verbs={"get", "list", "watch"})
+        emulator.resources[SERVICES] = kmock.ResourceInfo(kind="Service", namespaced=True, verbs={"patch"})
+        emulator.resources[PDBS] = kmock.ResourceInfo(kind="PodDisruptionBudget", namespaced=True, verbs={"patch"})
+        emulator.resources[EVENTS] = kmock.ResourceInfo(kind="Event", namespaced=True, verbs={"create"})
+        # Kopf waits for namespaces to be served; with cluster scanning off (kmock 0.8 cannot
+        # parse the path /api/v1/namespaces) it never lists them and watches `serving` as named.
+        emulator.resources[NAMESPACES] = kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs={"list", "watch"})
+        yield emulator
+
+
+def kube_config_for(emulator: kmock.RawHandler) -> kubernetes.client.Configuration:
+    config = kubernetes.client.Configuration()
+    config.host = str(emulator.url).rstrip("/")
+    return config
+
+
+@dataclass
+class RunningOperator:
+    thread: threading.Thread
+    stop: threading.Event
+    ready: threading.Event
+    metrics: OperatorMetrics
+    signals: CannedSignals
+    clock: FakeClock
+
+
+@pytest.fixture()
+def settings() -> OperatorSettings:
+    # Fast base timer: objects tick on spec.scaling.tickSeconds (1 s in the tests' spec).
+    return OperatorSettings(
+        namespaces=(NAMESPACE,), tick_base_seconds=0.2, metrics_host="127.0.0.1", metrics_port=0,
+        status_refresh_seconds=0.0, cluster_scanning=False,
+    )
+
+
+@pytest.fixture()
+async def start_operator(
+    kube: ApplyingEmulator, settings: OperatorSettings
+) -> AsyncIterator[Callable[..., Any]]:
+    """Yield an async function that starts the operator against ``kube``; every operator started
+    is stopped and joined at teardown.
+
+    The operator runs in a thread with its own event loop (as Kopf's ``KopfRunner`` does): Kopf
+    cancels every task created in its loop after it started, the test's own included.
+    """
+    running: list[RunningOperator] = []
+
+    async def start(signals: CannedSignals | None = None, clock: FakeClock | None = None) -> RunningOperator:
+        stop, ready = threading.Event(), threading.Event()
+        metrics = OperatorMetrics(CollectorRegistry())
+        signals = signals or CannedSignals()
+        clock = clock or FakeClock()
+        coro = serve(
+            settings, kube_config=kube_config_for(kube), signals=signals, decide=decide,
+            metrics=metrics, clock=clock, stop_flag=stop, ready=ready,
+        )
+        thread = threading.Thread(target=asyncio.run, args=(coro,), name="operator", daemon=True)
+        thread.start()
+        op = RunningOperator(thread, stop, ready, metrics, signals, clock)
+        running.append(op)
+        assert await asyncio.to_thread(ready.wait, 10), "the operator did not get ready in 10 s"
+        return op
+
+    yield start
+    for op in running:
+        op.stop.set()
+    for op in running:
+        await asyncio.to_thread(op.thread.join, 15)
+        assert not op.thread.is_alive(), "the operator did not stop in 15 s"
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str = "condition") -> Any:
+    """Poll ``check`` until it returns a truthy value or ``timeout`` seconds pass."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def stored(emulator: ApplyingEmulator, resource: str, name: str) -> dict[str, Any] | None:
+    """Return the stored object (as the API server would serve it), or ``None``."""
+    try:
+        obj = emulator.objects[resource, NAMESPACE, name]
+    except KeyError:
+        return None
+    return None if obj.deleted else obj.raw
+
+
+def applies(emulator: ApplyingEmulator, resource: str, name: str) -> list[Any]:
+    """Return the server-side apply requests for one object, oldest first."""
+    return [
+        r for r in emulator
+        if r.method == kmock.method.PATCH and r.resource == kmock.resource(resource) and r.name == name
+        and r.headers.get("Content-Type", "").startswith("application/apply-patch")
+    ]
+
+
+def posted_events(emulator: ApplyingEmulator) -> list[dict[str, Any]]:
+    return [r.data for r in emulator if r.method == kmock.method.POST and r.resource == kmock.resource(EVENTS)]
+
+
+def status_patches(emulator: ApplyingEmulator, name: str = NAME) -> list[dict[str, Any]]:
+    return [
+        r.data for r in emulator
+        if r.method == kmock.method.PATCH and r.resource == kmock.resource(LLMDEPLOYMENTS) and r.name == name
+        and r.subresource == "status"
+    ]
+
+
+async def test_create_applies_service_pdb_and_deployment_with_owner_references(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    await start_operator()
+
+    deployment = await eventually(lambda: stored(kube, DEPLOYMENTS, NAME), what="Deployment chat")
+    service = await eventually(lambda: stored(kube, SERVICES, NAME), what="Service chat")
+    pdb = await eventually(lambda: stored(kube, PDBS, NAME), what="PodDisruptionBudget chat")
+
+    for obj in (deployment, service, pdb):
+        assert obj["metadata"]["ownerReferences"] == [{
+            "apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "name": NAME, "uid": UID,
+            "controller": True, "blockOwnerDeletion": True,
+        }]
+        assert obj["metadata"]["labels"] == {
+            "app.kubernetes.io/managed-by": "llmscale", "app.kubernetes.io/name": "mock",
+            "app.kubernetes.io/instance": NAME, "llmscale.dev/deployment": NAME, "llmscale.dev/pool": "interactive",
+        }
+    # min 1, headroom 1: one replica of demand plus one warm.
+    assert deployment["spec"]["replicas"] == 2
+    # Every write of a child is a server-side apply by the llmscale field manager, forced.
+    for resource, name in ((DEPLOYMENTS, NAME), (SERVICES, NAME), (PDBS, NAME)):
+        requests = applies(kube, resource, name)
+        assert requests, f"no server-side apply of {resource} {name}"
+        assert all(r.params.get("fieldManager") == "llmscale" and r.params.get("force") == "true" for r in requests)
+    # No batch pool without spec.batch.
+    assert stored(kube, DEPLOYMENTS, f"{NAME}-batch") is None
+
+
+def events_with(emulator: ApplyingEmulator, reason: str) -> list[dict[str, Any]]:
+    return [e for e in posted_events(emulator) if e.get("reason") == reason]
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
+
+
+async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    kube.objects[PODS, NAMESPACE, "chat-a"] = pod("chat-a", ready=True)
+    kube.objects[PODS, NAMESPACE, "chat-b"] = pod("chat-b", ready=True)
+    # 30 waiting requests, target 3 per replica: the queue asks for 10 replicas of demand.
+    op = await start_operator(CannedSignals(queue_depth=30.0))
+
+    # What the real policy says for this tick (the operator must apply exactly that): with the
+    # default scale-up limit of 4 replicas a minute, 2 -> 6.
+    expected = decide(
+        LLMDeploymentSpec.model_validate(llmdeployment()["spec"]),
+        (await CannedSignals(queue_depth=30.0).read(get_profile("vllm"), PoolTarget(NAMESPACE, NAME, "interactive"), NOON),),
+        PoolState(interactive_replicas=2, interactive_ready=2), PolicyMemory(), NOON,
+    ).interactive_replicas
+    assert expected > 2
+
+    scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
+    deployment = stored(kube, DEPLOYMENTS, NAME)
+    assert deployment is not None
+    new = deployment["spec"]["replicas"]
+    assert new == expected
+    message = scaled[0]["message"]
+    assert message.startswith(f"Scaled LLMDeployment {NAMESPACE}/{NAME} from 2 to {new} replicas: ")
+    assert "queue" in message.lower()
+    assert scaled[0]["involvedObject"]["uid"] == UID
+    # The replicas change was a server-side apply of the whole Deployment by llmscale.
+    last_apply = applies(kube, DEPLOYMENTS, NAME)[-1]
+    assert last_apply.data["spec"]["replicas"] == new
+    assert last_apply.params["fieldManager"] == "llmscale"
+
+    status = await eventually(
+        lambda: (stored(kube, LLMDEPLOYMENTS, NAME) or {}).get("status", {}).get("replicas", {}).get("desired") == new
+        and stored(kube, LLMDEPLOYMENTS, NAME)["status"],  # type: ignore[index]
+        what="status.replicas.desired == new",
+    )
+    assert status["replicas"]["ready"] == 2
+    assert status["signals"]["queueDepth"] == 30.0
+    assert status["lastDecision"]["interactiveReplicas"] == new
+    assert status["lastDecision"]["reasons"]
+    assert status["policyState"]["scaleEvents"]
+    assert [c["type"] for c in status["conditions"]] == ["Ready", "MetricsAvailable", "ScalingLimited", "BatchWindowOpen"]
+    assert condition(status, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
+    assert condition(status, "BatchWindowOpen")["status"] == "False"  # type: ignore[index]
+    # Every status write went to the status subresource; the spec was never written.
+    for r in kube:
+        if r.method == kmock.method.PATCH and r.resource == kmock.resource(LLMDEPLOYMENTS):
+            assert not isinstance(r.data, dict) or "spec" not in r.data, r.data
+
+    text = generate_latest(op.metrics.registry).decode()
+    assert f'llmscale_desired_replicas{{name="chat",namespace="serving",pool="interactive"}} {new}.0' in text
+    assert 'llmscale_decisions_total{direction="up"' in text
+    assert op.signals.asked[0] == ("vllm", PoolTarget(NAMESPACE, NAME, "interactive"))
+
+
+async def test_status_is_not_rewritten_when_nothing_changed(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any], settings: OperatorSettings
+) -> None:
+    object.__setattr__(settings, "status_refresh_seconds", 3600.0)
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    for name in ("chat-a", "chat-b"):
+        kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
+    # Quiet traffic at a fixed time: every tick decides the same 2 replicas.
+    op = await start_operator(CannedSignals(queue_depth=0.0, kv_cache_utilization=0.2))
+
+    await eventually(lambda: status_patches(kube), what="the first status patch")
+    ticks = len(op.signals.asked)
+    await eventually(lambda: len(op.signals.asked) >= ticks + 3, what="three more ticks")
+    assert len(status_patches(kube)) == 1
+    assert not events_with(kube, "ScaledUp") and not events_with(kube, "ScaledDown")
+    # Only the create handler applied the Deployment (kmock does not bump resourceVersion, so Kopf
+    # may see the creation twice; both applies are identical), never a replicas change.
+    assert [r.data["spec"]["replicas"] for r in applies(kube, DEPLOYMENTS, NAME)] in ([2], [2, 2])
+
+
+async def test_unknown_signals_hold_replicas_and_say_so(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    kube.objects[PODS, NAMESPACE, "chat-a"] = pod("chat-a", ready=True)
+    kube.objects[PODS, NAMESPACE, "chat-b"] = pod("chat-b", ready=False)
+    op = await start_operator(CannedSignals(fail=True))
+
+    status = await eventually(
+        lambda: (stored(kube, LLMDEPLOYMENTS, NAME) or {}).get("status", {}).get("conditions")
+        and stored(kube, LLMDEPLOYMENTS, NAME)["status"],  # type: ignore[index]
+        what="status conditions",
+    )
+    assert condition(status, "MetricsAvailable")["status"] == "False"  # type: ignore[index]
+    # One of two replicas is ready: the pool serves.
+    ready = condition(status, "Ready")
+    assert ready is not None and ready["status"] == "True" and ready["reason"] == "Serving"
+    assert "1 of 2 replicas ready" in ready["message"]
+    assert stored(kube, DEPLOYMENTS, NAME)["spec"]["replicas"] == 2  # type: ignore[index]
+    assert "queueDepth" not in status["signals"]  # unknown, not zero
+    assert 'llmscale_signal_read_errors_total{name="chat",namespace="serving"}' in (
+        generate_latest(op.metrics.registry).decode()
+    )
+
+
+async def test_a_bad_object_gets_invalid_spec_and_does_not_stop_the_operator(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    bad_uid = "6d1f0c3e-2a57-4c1e-8f0e-0a9b7c6d5e4f"
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, "broken"] = llmdeployment(
+        {"model": {"name": "x", "preset": "gpt-17"}, "replicas": {"min": 5, "max": 2}}, name="broken", uid=bad_uid,
+    )
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    await start_operator()
+
+    status = await eventually(
+        lambda: (stored(kube, LLMDEPLOYMENTS, "broken") or {}).get("status", {}).get("conditions")
+        and stored(kube, LLMDEPLOYMENTS, "broken")["status"],  # type: ignore[index]
+        what="status of the bad object",
+    )
+    ready = condition(status, "Ready")
+    assert ready is not None and ready["status"] == "False" and ready["reason"] == "InvalidSpec"
+    assert "spec.model.preset" in ready["message"]
+    assert "spec.replicas" in ready["message"]
+    warnings = await eventually(lambda: events_with(kube, "InvalidSpec"), what="an InvalidSpec Event")
+    assert warnings[0]["type"] == "Warning" and warnings[0]["involvedObject"]["name"] == "broken"
+    # No child of the bad object; the good one is served all the same.
+    assert stored(kube, DEPLOYMENTS, "broken") is None and not applies(kube, SERVICES, "broken")
+    await eventually(lambda: stored(kube, DEPLOYMENTS, NAME), what="Deployment chat")
+
+
+async def test_removing_spec_batch_deletes_the_batch_deployment(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    body = llmdeployment()
+    body["spec"]["batch"] = {"windows": [{"start": "22:00", "end": "06:00", "timezone": "UTC"}], "replicas": 3}
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = body
+    await start_operator()
+
+    batch = await eventually(lambda: stored(kube, DEPLOYMENTS, f"{NAME}-batch"), what="Deployment chat-batch")
+    assert batch["metadata"]["labels"]["llmscale.dev/pool"] == "batch"
+    assert batch["spec"]["replicas"] == 0  # noon is outside the 22:00-06:00 trough
+    await eventually(lambda: (stored(kube, LLMDEPLOYMENTS, NAME) or {}).get("status"), what="a first status")
+
+    # The user (or GitOps) removes spec.batch: a merge patch that bumps the generation.
+    async with kube.patch(
+        f"/apis/llmscale.dev/v1alpha1/namespaces/{NAMESPACE}/llmdeployments/{NAME}",
+        json={"metadata": {"generation": 2}, "spec": {"batch": None}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    ) as response:
+        assert response.status == 200
+
+    await eventually(lambda: stored(kube, DEPLOYMENTS, f"{NAME}-batch") is None, what="chat-batch deleted")
+    await eventually(lambda: events_with(kube, "BatchPoolRemoved"), what="a BatchPoolRemoved Event")
+    assert stored(kube, DEPLOYMENTS, NAME) is not None
