@@ -1,4 +1,4 @@
-"""docs/api.md carries the reference tables generated from the models, and they are current."""
+"""README.md carries the reference tables generated from the models, and they are current."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from llmscale.crd import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-DOC = REPO / "docs" / "api.md"
+DOC = REPO / "README.md"
 
 
 def _block(text: str, name: str) -> str:
@@ -37,7 +37,7 @@ def _block(text: str, name: str) -> str:
 )
 def test_docs_tables_equal_the_generated_ones(name: str, generate: Any) -> None:
     assert _block(DOC.read_text(encoding="utf-8"), name) == generate(), (
-        "Regenerate with `llmscale crd --update-docs docs/api.md`"
+        "Regenerate with `llmscale crd --update-docs README.md`"
     )
 
 
