@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 export LLMSCALE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llmscale
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install lint unit test demo crd clean
+.PHONY: help install binaries lint unit e2e test demo crd clean
 
 help:
 	@echo "make demo   - build/start the local cluster, run the demo, stop everything"
@@ -29,7 +29,14 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+# The local cluster's binaries (kube-apiserver, etcd, KWOK, kubectl), Debian's prometheus, Helm
+# (built from its Go module) and checkov (own venv): once per machine into $(LLMSCALE_CACHE).
+binaries:
+	bash e2e/cluster/build.sh
+	bash tools/build-helm.sh
+	bash tools/install-checkov.sh
+
+unit: $(STAMP) binaries
 	$(BIN)/pytest tests -q
 
 test: lint unit

@@ -1,0 +1,45 @@
+# syntax=docker/dockerfile:1
+# One image for the operator (`llmscale run`, the default command) and the mock GPU engine
+# (`llmscale engine`, which the operator starts for spec.engine.type=mock).
+#   docker build -t llmscale:dev .
+# The base is pinned by tag (Python 3.11, Debian 12); release builds pin it by digest too
+# (python:3.11-slim-bookworm@sha256:...) in both FROM lines.
+
+FROM python:3.11-slim-bookworm AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator ./operator
+# Everything (wheels compiled to .pyc) lands in one venv that the final stage copies; pip itself
+# is removed from it, so the final stage carries no build or install tooling of ours.
+RUN python -m venv /opt/llmscale \
+ && /opt/llmscale/bin/pip install --upgrade pip==25.3 \
+ && /opt/llmscale/bin/pip install . \
+ && /opt/llmscale/bin/pip uninstall --yes pip
+
+FROM python:3.11-slim-bookworm
+LABEL org.opencontainers.image.title="llmscale" \
+      org.opencontainers.image.description="Kubernetes operator that scales LLM inference on leading signals, and its mock GPU engine" \
+      org.opencontainers.image.source="https://github.com/llmscale/llmscale" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# A fixed numeric non-root user (65532, as distroless "nonroot") so that Kubernetes can check
+# runAsNonRoot without a user database lookup.
+RUN groupadd --system --gid 65532 llmscale \
+ && useradd --system --uid 65532 --gid llmscale --home-dir /nonexistent --no-create-home \
+      --shell /usr/sbin/nologin llmscale
+COPY --from=build /opt/llmscale /opt/llmscale
+# PYTHONDONTWRITEBYTECODE: the root filesystem is read-only in the pod. MPLCONFIGDIR: matplotlib
+# (reports) caches fonts; /tmp is an emptyDir in the chart.
+ENV PATH="/opt/llmscale/bin:${PATH}" \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    MPLCONFIGDIR=/tmp/matplotlib
+USER 65532:65532
+# 8080: the operator's /metrics, /healthz, /readyz. 8000: the mock engine's OpenAI API and /metrics.
+EXPOSE 8080 8000
+# Kubernetes probes the operator (/healthz, /readyz) and the engine (/health); Docker's
+# HEALTHCHECK is ignored by Kubernetes, so none is declared.
+HEALTHCHECK NONE
+ENTRYPOINT ["llmscale"]
+CMD ["run"]

@@ -1,0 +1,265 @@
+"""The Helm chart: lint, render under each supported combination of values, and check the contract
+with the operator (environment variables, ports, RBAC, labels the signals module selects on)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from tests.deploy.helpers import CHART, ROOT, VARIANTS, by_kind, parse_docs, run
+
+from llmscale.settings import ENV_VARS, load_settings
+from llmscale.signals.queries import SelectorLabels
+
+
+def template(helm: Path, *sets: str, ok: bool = True) -> Any:
+    args: list[str | Path] = [helm, "template", "llmscale", CHART, "--namespace", "llmscale-system"]
+    for s in sets:
+        args += ["--set", s]
+    proc = run(args, ok=ok)
+    return parse_docs(proc.stdout) if ok else proc
+
+
+def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = by_kind(docs, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
+def test_helm_lint_strict_passes(helm: Path, sets: list[str]) -> None:
+    args: list[str | Path] = [helm, "lint", "--strict", CHART]
+    for s in sets:
+        args += ["--set", s]
+    run(args)
+
+
+@pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
+def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Path, sets: list[str]) -> None:
+    docs = template(helm, *sets)
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"}
+    watched = {"serving", "batch"}
+    for doc in docs:
+        ns = doc["metadata"].get("namespace")
+        if doc["kind"] in cluster_scoped:
+            assert ns is None, doc["metadata"]
+        elif doc["kind"] in {"Role", "RoleBinding", "KopfPeering"}:
+            assert ns in watched, doc["metadata"]
+        else:
+            assert ns == "llmscale-system", doc["metadata"]
+    assert len(by_kind(docs, "Deployment")) == 1
+
+
+def test_defaults_render_the_expected_objects(helm: Path) -> None:
+    kinds = sorted(d["kind"] for d in template(helm))
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "Service", "ServiceAccount"]
+
+
+def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:
+    """Every LLMSCALE_* the chart sets is a known variable, and the operator's own
+    load_settings accepts the rendered environment as it would in the pod."""
+    for sets, expect_all in ((VARIANTS["defaults"], True), (VARIANTS["namespaced"], False)):
+        container = operator_container(template(helm, *sets, "leaderElection.enabled=true"))
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert set(env) <= set(ENV_VARS), set(env) - set(ENV_VARS)
+        settings = load_settings(None, env)
+        assert settings.all_namespaces is expect_all
+        assert settings.namespaces == (() if expect_all else ("serving", "batch"))
+        assert settings.peering_name == "llmscale"
+        assert settings.prometheus_url == "http://prometheus.monitoring.svc:9090"
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports["metrics"] == settings.metrics_port
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+        assert container["args"] == ["run"]
+
+
+def test_standalone_by_default(helm: Path) -> None:
+    env = {e["name"]: e["value"] for e in operator_container(template(helm))["env"]}
+    assert load_settings(None, env).standalone
+
+
+def test_operator_pod_is_locked_down(helm: Path) -> None:
+    docs = template(helm)
+    (deployment,) = by_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    sc = operator_container(docs)["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["runAsUser"] != 0
+    assert {"name": "tmp", "mountPath": "/tmp"} in operator_container(docs)["volumeMounts"]
+    res = operator_container(docs)["resources"]
+    assert res["requests"] and res["limits"]
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+
+
+WORK_RULES = {
+    ("llmscale.dev", "llmdeployments", "list"), ("llmscale.dev", "llmdeployments", "watch"),
+    ("llmscale.dev", "llmdeployments", "patch"), ("llmscale.dev", "llmdeployments/status", "patch"),
+    ("llmscale.dev", "llmdeployments/finalizers", "update"),
+    ("apps", "deployments", "list"), ("apps", "deployments", "watch"), ("apps", "deployments", "create"),
+    ("apps", "deployments", "patch"), ("apps", "deployments", "delete"),
+    ("", "services", "create"), ("", "services", "patch"),
+    ("policy", "poddisruptionbudgets", "create"), ("policy", "poddisruptionbudgets", "patch"),
+    ("", "pods", "list"), ("", "pods", "watch"), ("", "events", "create"),
+}
+CRD_RULES = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")}
+
+
+def test_cluster_rbac_is_exactly_the_documented_rules(helm: Path) -> None:
+    (role,) = by_kind(template(helm), "ClusterRole")
+    assert rules(role) == WORK_RULES | CRD_RULES
+    (role,) = by_kind(template(helm, *VARIANTS["leader-election-cluster"]), "ClusterRole")
+    assert rules(role) - WORK_RULES - CRD_RULES == {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")}
+
+
+def test_namespaced_rbac_is_roles_in_watched_namespaces_plus_read_only_discovery(helm: Path) -> None:
+    docs = template(helm, *VARIANTS["leader-election-namespaced"])
+    (role,) = by_kind(docs, "Role")
+    assert role["metadata"]["namespace"] == "serving"
+    assert rules(role) == WORK_RULES | {("kopf.dev", "kopfpeerings", v) for v in ("list", "watch", "patch")}
+    (discovery,) = by_kind(docs, "ClusterRole")
+    assert rules(discovery) == CRD_RULES | {("", "namespaces", "list"), ("", "namespaces", "watch")}
+    (peering,) = by_kind(docs, "KopfPeering")
+    assert peering["metadata"] == peering["metadata"] | {"name": "llmscale", "namespace": "serving"}
+    sa = by_kind(docs, "ServiceAccount")[0]["metadata"]["name"]
+    for binding in by_kind(docs, "RoleBinding") + by_kind(docs, "ClusterRoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": "llmscale-system"}]
+    two = template(helm, *VARIANTS["namespaced"])
+    assert sorted(r["metadata"]["namespace"] for r in by_kind(two, "Role")) == ["batch", "serving"]
+
+
+def test_rbac_never_grants_wildcards_secrets_or_nodes(helm: Path) -> None:
+    for sets in VARIANTS.values():
+        for role in by_kind(template(helm, *sets), "ClusterRole") + by_kind(template(helm, *sets), "Role"):
+            for group, resource, verb in rules(role):
+                assert "*" not in (group, resource, verb), role["metadata"]["name"]
+                assert resource not in {"secrets", "nodes", "configmaps", "serviceaccounts/token"}, resource
+
+
+def test_cluster_peering_object_with_leader_election(helm: Path) -> None:
+    docs = template(helm, *VARIANTS["leader-election-cluster"])
+    (peering,) = by_kind(docs, "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == "llmscale"
+    (pdb,) = by_kind(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    (deployment,) = by_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+
+
+def _labelmap(regex: str, source: str) -> str | None:
+    m = re.fullmatch(regex, source)
+    return m.expand(r"\1") if m else None
+
+
+def test_pod_monitor_relabelling_produces_the_labels_signals_selects_on(helm: Path) -> None:
+    """The PodMonitor's labelmap turns the engine pods' labels into the names
+    llmscale.signals.queries.SelectorLabels expects (Prometheus writes llmscale.dev/deployment as
+    __meta_kubernetes_pod_label_llmscale_dev_deployment)."""
+    docs = template(helm, *VARIANTS["monitoring"])
+    (pm,) = by_kind(docs, "PodMonitor")
+    assert pm["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/managed-by": "llmscale"}
+    assert pm["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = pm["spec"]["podMetricsEndpoints"]
+    relabel = endpoint["relabelings"]
+    (labelmap,) = [r for r in relabel if r.get("action") == "labelmap"]
+    expected = SelectorLabels()
+    for pod_label, target in (("llmscale.dev/deployment", expected.deployment), ("llmscale.dev/pool", expected.pool)):
+        meta = "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", pod_label)
+        assert _labelmap(labelmap["regex"], meta) == target
+    assert {"sourceLabels": ["__meta_kubernetes_namespace"], "targetLabel": expected.namespace} in relabel
+    ns = template(helm, *VARIANTS["monitoring"], *VARIANTS["namespaced"])
+    assert by_kind(ns, "PodMonitor")[0]["spec"]["namespaceSelector"] == {"matchNames": ["serving", "batch"]}
+
+
+def test_prometheus_rule_uses_the_operators_metric_names(helm: Path) -> None:
+    from llmscale.handlers import OperatorMetrics
+
+    # Series names as exposed: counters get _total, histograms _bucket/_sum/_count (Prometheus
+    # text format; prometheus-client). Labelled metrics have no samples before first use.
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    exposed = {
+        family.name + suffix
+        for family in OperatorMetrics().registry.collect()
+        for suffix in suffixes[family.type]
+    }
+    (rule,) = by_kind(template(helm, *VARIANTS["monitoring"]), "PrometheusRule")
+    for r in rule["spec"]["groups"][0]["rules"]:
+        used = set(re.findall(r"\bllmscale_[a-z_]+", r["expr"]))
+        assert used, r["alert"]
+        assert used <= exposed, used - exposed
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        pytest.param(["replicaCount=2"], "leaderElection", id="two-replicas-without-peering"),
+        pytest.param(["watch.allNamespaces=false"], "namespaces", id="namespaced-without-namespaces"),
+        pytest.param(["watch.namespaces={a}"], "watch", id="both-scopes"),
+        pytest.param(["operator.logLevel=LOUD"], "logLevel", id="bad-log-level"),
+        pytest.param(["operator.prometheusUrl=prometheus:9090"], "prometheusUrl", id="url-without-scheme"),
+        pytest.param(["securityContext.readOnlyRootFilesystem=false"], "readOnlyRootFilesystem", id="writable-root"),
+        pytest.param(["unknownKey=1"], "unknownKey", id="unknown-key"),
+    ],
+)
+def test_bad_values_are_refused(helm: Path, sets: list[str], message: str) -> None:
+    proc = template(helm, *sets, ok=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+
+
+def test_values_schema_validates_values_yaml() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.Draft7Validator(schema).validate(values)
+    values["replicaCount"] = 3  # without leader election
+    assert list(jsonschema.Draft7Validator(schema).iter_errors(values))
+
+
+def test_chart_version_follows_the_package() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert chart["version"] == version
+    assert chart["appVersion"] == version
+
+
+def test_notes_render(helm: Path, tmp_path: Path) -> None:
+    """NOTES.txt renders (``helm template`` skips it and an install dry run needs a cluster, so a
+    copy of the chart renders its text inside a ConfigMap template)."""
+    chart = tmp_path / "llmscale"
+    shutil.copytree(CHART, chart)
+    notes = (chart / "templates" / "NOTES.txt").read_text()
+    body = "".join("    " + line + "\n" for line in notes.splitlines())
+    (chart / "templates" / "notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: |\n" + body
+    )
+    for sets, scope in ((VARIANTS["defaults"], "all namespaces"), (VARIANTS["namespaced"], "serving, batch")):
+        args: list[str | Path] = [helm, "template", "llmscale", chart, "-n", "llmscale-system",
+                                  "--show-only", "templates/notes.yaml"]
+        for s in sets:
+            args += ["--set", s]
+        out = parse_docs(run(args).stdout)[0]["data"]["notes"]
+        assert f"watches LLMDeployments in {scope}" in out
+        assert "kubectl -n llmscale-system rollout status deployment/llmscale" in out
