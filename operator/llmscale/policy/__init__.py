@@ -1,0 +1,21 @@
+"""The scaling policy: pure functions from (spec, signal history, pool state, memory, now) to a
+:class:`Decision`. No I/O and no clock; the operator and the simulator run the same code.
+
+See :func:`decide` for the algorithm and ``docs/policy.md`` for every reason and condition.
+"""
+
+from llmscale.policy.core import decide, headroom_replicas
+from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
+from llmscale.policy.windows import batch_window_open, describe_window, local_time
+
+__all__ = [
+    "ConditionResult",
+    "Decision",
+    "PolicyMemory",
+    "PoolState",
+    "batch_window_open",
+    "decide",
+    "describe_window",
+    "headroom_replicas",
+    "local_time",
+]

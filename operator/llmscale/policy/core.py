@@ -1,0 +1,493 @@
+"""The scaling decision: ``decide(spec, history, state, memory, now) -> Decision``.
+
+Pure: no I/O, no clock, no metrics recording. The operator and the simulator call it on every
+tick with the same inputs and apply what it recommends. The steps, in order (each writes a line to
+``Decision.reasons``):
+
+1. **Freshness.** The newest snapshot older than ``spec.scaling.metricsMaxAgeSeconds`` makes every
+   signal unknown. Unknown is not zero: with no leading signal known the pool holds its size
+   (``valid=False``, ``MetricsAvailable=False``).
+2. **Headroom** ``H = max(spec.headroom.replicas, ceil(growthFactor × slope × coldStartSeconds))``,
+   where ``slope`` is the least-squares slope (replicas/s) of the KV-cache need over the last cold
+   start of history. A replica asked for now is Ready one cold start later, so the warm spare must
+   cover the growth in that time.
+3. **Proposals.** Each leading signal proposes a replica count the way the HPA does per metric
+   (``pkg/controller/podautoscaler/replica_calculator.go``): ``ceil(ready × observed_per_replica /
+   target)``. Queue depth and preemptions are sums over the pool, so this is ``ceil(total /
+   target)``; KV-cache utilisation is a mean, so ``ceil(ready × mean / target)``. Within
+   ``±tolerance`` of the *current demand* (current replicas less ``H``) a signal proposes no change.
+   The HPA compares the per-replica ratio with 1 instead; we cannot, because our ready replicas
+   include warm headroom that runs below target by design. While replicas are starting, the two
+   *backlog* signals (queue depth, preemptions) propose at most the current demand: the backlog
+   grows on the overloaded ready replicas during the cold start, and asking for replicas for it
+   again would count the starting ones twice (on the Azure trace it ran a 4-replica need up to
+   19). The KV-cache need is admitted concurrency and keeps proposing. The largest proposal is the
+   demand.
+4. **Latency guard.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading signals ask for no
+   more than the current demand and no replica is starting, demand is the current demand + 1 (the
+   lagging signal says the leading targets are too loose for this traffic). One replica per cold
+   start at most: while it starts the guard is quiet.
+5. **Recommendation** ``demand + H``. On partial data (some leading signal unknown) it is floored at
+   the current size: scale up on what is known, never down.
+6. **Clamps**, as the HPA's ``normalizeDesiredReplicasWithBehaviors``: stabilisation windows over
+   ``memory.recommendations`` (highest in the scale-down window, lowest in the scale-up window),
+   rate limits over ``memory.scale_events`` (``maxReplicasPerPeriod`` within ``periodSeconds``),
+   no adding while pods are unschedulable, then ``spec.replicas.min``/``max``. Scale-down is one
+   rate-limited step at a time; Kubernetes drains the removed pod (in-flight requests finish within
+   its termination grace period), the policy never kills work.
+7. **Batch pool**: ``spec.batch.replicas`` inside a trough window, 0 outside
+   (:func:`llmscale.policy.windows.batch_window_open`).
+
+Pods in their cold start are capacity on the way, never asked for twice: proposals are *totals*
+(replicas the load needs) compared with ``state.interactive_replicas``, which already counts the
+starting pods; only the per-replica arithmetic uses the ready count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from llmscale.api import LLMDeploymentSpec
+from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
+from llmscale.policy.windows import batch_window_open, describe_window, local_time
+from llmscale.signals.snapshot import SignalSnapshot
+
+__all__ = ["decide", "headroom_replicas"]
+
+# ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
+_EPS = 1e-9
+
+# Fewest snapshots for a slope: two points are a difference, not a fit, and one burst would set it.
+_MIN_TREND_POINTS = 3
+
+
+def _ceil(x: float) -> int:
+    return max(0, math.ceil(x - _EPS))
+
+
+def _known(value: float | None) -> float | None:
+    # The snapshot already turns NaN/Inf into None; a negative gauge or rate (a counter reset seen
+    # by rate(), a broken exporter) is not a measurement either.
+    if value is None or value < 0:
+        return None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Proposal:
+    signal: str
+    replicas: int | None  # None: unknown, proposes nothing
+    line: str
+
+
+def _compare(per_replica: float, target: float, tolerance: float) -> str:
+    if per_replica > target * (1 + tolerance):
+        return ">"
+    if per_replica < target * (1 - tolerance):
+        return "<"
+    return "≈"
+
+
+def _settle(raw: float, reference: int, tolerance: float) -> tuple[int, str]:
+    """Return (proposal, suffix): ``reference`` when ``raw`` is within tolerance of it, else ceil."""
+    if reference > 0 and abs(raw / reference - 1) <= tolerance:
+        return (
+            reference,
+            f"within {tolerance:.0%} of current demand {reference}: proposes {reference} (no change)",
+        )
+    proposal = _ceil(raw)
+    return proposal, f"proposes {proposal}"
+
+
+def _backlog_cap(proposal: int, suffix: str, reference: int, starting: int) -> tuple[int, str]:
+    """Cap a backlog signal's proposal at the current demand while replicas are starting."""
+    if starting > 0 and proposal > reference:
+        return reference, (
+            f"{suffix}, but {starting} starting replicas are capacity on the way for this backlog: "
+            f"proposes current demand {reference}"
+        )
+    return proposal, suffix
+
+
+def _proposals(
+    spec: LLMDeploymentSpec, snap: SignalSnapshot | None, ready: int, reference: int, starting: int
+) -> list[_Proposal]:
+    targets = spec.scaling.targets
+    tol = spec.scaling.tolerance
+    out: list[_Proposal] = []
+
+    queue = _known(snap.queue_depth) if snap else None
+    if queue is None:
+        out.append(_Proposal("queue depth", None, "queue depth unknown: proposes nothing"))
+    else:
+        raw = queue / targets.queue_depth_per_replica
+        proposal, suffix = _backlog_cap(*_settle(raw, reference, tol), reference, starting)
+        if ready > 0:
+            per = queue / ready
+            cmp = _compare(per, targets.queue_depth_per_replica, tol)
+            line = (
+                f"queue depth {queue:.1f} over {ready} ready replicas = {per:.1f} per replica "
+                f"{cmp} target {targets.queue_depth_per_replica:.1f}: {suffix}"
+            )
+        else:
+            line = f"queue depth {queue:.1f} with no ready replica, target {targets.queue_depth_per_replica:.1f}: {suffix}"
+        out.append(_Proposal("queue depth", proposal, line))
+
+    kv = _known(snap.kv_cache_utilization) if snap else None
+    if kv is None:
+        out.append(_Proposal("KV-cache utilisation", None, "KV-cache utilisation unknown: proposes nothing"))
+    elif ready == 0:
+        out.append(
+            _Proposal(
+                "KV-cache utilisation",
+                None,
+                "KV-cache utilisation is a mean over no ready replica: proposes nothing",
+            )
+        )
+    else:
+        raw = ready * kv / targets.kv_cache_utilization
+        proposal, suffix = _settle(raw, reference, tol)
+        cmp = _compare(kv, targets.kv_cache_utilization, tol)
+        line = (
+            f"KV-cache utilisation {kv:.2f} mean over {ready} ready replicas {cmp} target "
+            f"{targets.kv_cache_utilization:.2f} ({raw:.2f} replicas at target): {suffix}"
+        )
+        out.append(_Proposal("KV-cache utilisation", proposal, line))
+
+    rate = _known(snap.preemption_rate) if snap else None
+    if rate is None:
+        out.append(_Proposal("preemption rate", None, "preemption rate unknown: proposes nothing"))
+    else:
+        target = targets.preemptions_per_second_per_replica
+        raw = rate / target
+        proposal, suffix = _backlog_cap(*_settle(raw, reference, tol), reference, starting)
+        if ready > 0:
+            per = rate / ready
+            line = (
+                f"preemption rate {rate:.3f}/s over {ready} ready replicas = {per:.3f}/s per replica "
+                f"{_compare(per, target, tol)} target {target:.3f}/s: {suffix}"
+            )
+        else:
+            line = f"preemption rate {rate:.3f}/s with no ready replica, target {target:.3f}/s: {suffix}"
+        out.append(_Proposal("preemption rate", proposal, line))
+    return out
+
+
+def _kv_need(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> float | None:
+    """Replicas the snapshot's KV-cache load needs at target, or None when it cannot say."""
+    kv = _known(snap.kv_cache_utilization)
+    if kv is None or snap.replicas_reporting <= 0:
+        return None
+    return snap.replicas_reporting * kv / spec.scaling.targets.kv_cache_utilization
+
+
+def headroom_replicas(
+    spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], now: float
+) -> tuple[int, str]:
+    """Return the warm headroom in replicas and the reason line.
+
+    ``H = max(floor, ceil(growthFactor × slope × coldStart))`` where ``floor`` is
+    ``spec.headroom.replicas`` and ``slope`` (replicas/s) is the least-squares fit
+    (:func:`numpy.polyfit`, degree 1) of the KV-cache need, ``replicasReporting × kv / target``, over
+    the snapshots of the last ``coldStartSeconds``. The KV-cache need is the pool's concurrency
+    (tokens held), the smoothest leading signal; queue depth is a backlog that spikes in bursts and
+    already has its own proposal. A negative slope gives no adaptive part: shrinking is the
+    stabilisation window's business. Needs at least 3 snapshots spanning half a cold start.
+
+    Args:
+        spec: the LLMDeployment spec (``headroom``, ``scaling.targets``).
+        history: snapshots oldest first; ``replicas_reporting`` must be set for the trend.
+        now: seconds since the Unix epoch.
+
+    Returns:
+        ``(replicas, reason)``.
+    """
+    floor = spec.headroom.replicas
+    window = spec.headroom.cold_start_seconds
+    factor = spec.headroom.growth_factor
+    if factor <= 0 or window <= 0:
+        return floor, f"headroom {floor} warm replicas (spec.headroom.replicas; adaptive part off)"
+    points = [
+        (s.observed_at, need)
+        for s in history
+        if now - window <= s.observed_at <= now and (need := _kv_need(spec, s)) is not None
+    ]
+    if len(points) < _MIN_TREND_POINTS or points[-1][0] - points[0][0] < window / 2:
+        return floor, (
+            f"headroom {floor} warm replicas (spec.headroom.replicas; too little KV-cache history "
+            f"in the last {window:.0f} s cold start for a trend)"
+        )
+    t = np.array([p[0] - points[0][0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float)
+    slope = float(np.polyfit(t, y, 1)[0])
+    growth = factor * slope * window
+    adaptive = _ceil(growth) if growth > 0 else 0
+    head = max(floor, adaptive)
+    return head, (
+        f"headroom {head} warm replicas = max(floor {floor}, ceil({factor:g} × demand growth "
+        f"{slope * window:+.2f} replicas over the {window:.0f} s cold start) = {adaptive})"
+    )
+
+
+def _metrics_condition(
+    snap: SignalSnapshot | None,
+    now: float,
+    max_age: float,
+    unknown: list[str],
+    known: list[str],
+    current: int,
+) -> tuple[ConditionResult, str | None]:
+    """Return the MetricsAvailable condition and, when nothing is usable, the hold line."""
+    if snap is None:
+        msg = f"no signal snapshot yet: held {current} replicas"
+        return ConditionResult("False", "MetricsMissing", msg), msg
+    age = max(0.0, snap.age(now))
+    if age > max_age:
+        msg = f"newest signal snapshot is {age:.0f} s old (max {max_age:.0f} s): held {current} replicas"
+        return ConditionResult("False", "MetricsStale", msg), msg
+    err = f" ({snap.error})" if snap.error else ""
+    if not known:
+        msg = f"all leading signals unknown{err}, snapshot {age:.0f} s old: held {current} replicas"
+        return ConditionResult("False", "MetricsMissing", msg), msg
+    if unknown:
+        msg = f"{', '.join(unknown)} unknown{err}: scaling up only, on {', '.join(known)}"
+        return ConditionResult("True", "MetricsPartial", msg), None
+    msg = f"queue depth, KV-cache utilisation and preemption rate known, newest sample {age:.0f} s old"
+    return ConditionResult("True", "MetricsFresh", msg), None
+
+
+def _batch(spec: LLMDeploymentSpec, now: float) -> tuple[int, ConditionResult, str]:
+    if spec.batch is None:
+        msg = "no batch pool (spec.batch is not set)"
+        return 0, ConditionResult("False", "NoBatchPool", msg), msg
+    window = batch_window_open(spec.batch.windows, now)
+    if window is not None:
+        local = local_time(now, window.timezone)
+        msg = (
+            f"trough window {describe_window(window)} is open (local {local:%a %H:%M %Z}): "
+            f"batch pool {spec.batch.replicas} replicas"
+        )
+        return spec.batch.replicas, ConditionResult("True", "InsideTroughWindow", msg), msg
+    first = spec.batch.windows[0]
+    local = local_time(now, first.timezone)
+    listed = "; ".join(describe_window(w) for w in spec.batch.windows)
+    msg = f"no trough window open (local {local:%a %H:%M %Z}; windows: {listed}): batch pool 0 replicas"
+    return 0, ConditionResult("False", "OutsideTroughWindows", msg), msg
+
+
+def _prune(pairs: Sequence[tuple[float, int]], now: float, keep_s: float) -> tuple[tuple[float, int], ...]:
+    return tuple((t, v) for t, v in pairs if t > now - keep_s)
+
+
+def decide(
+    spec: LLMDeploymentSpec,
+    history: Sequence[SignalSnapshot],
+    state: PoolState,
+    memory: PolicyMemory,
+    now: float,
+) -> Decision:
+    """Recommend the replicas of the interactive and batch pools, with a reason for every step.
+
+    Pure and deterministic: the same arguments give the same Decision. The caller applies it and
+    persists ``Decision.memory`` (``status.policyState``) for the next call; the scale events in it
+    assume the recommendation is applied.
+
+    Args:
+        spec: the LLMDeployment spec.
+        history: signal snapshots of the interactive pool, oldest first (one per tick); the newest
+            is the one judged, older ones feed the headroom trend (up to one cold start back).
+        state: replica counts now; ``interactive_replicas`` counts starting pods, which are
+            capacity on the way and not requested again.
+        memory: recommendations and scale events from earlier calls.
+        now: seconds since the Unix epoch (the caller's clock; the simulator's simulated time).
+
+    Returns:
+        The :class:`~llmscale.policy.types.Decision`; ``valid=False`` when no leading signal was
+        usable and the current size was held (``spec.replicas`` bounds still apply).
+
+    Raises:
+        zoneinfo.ZoneInfoNotFoundError: a trough window names an unknown time zone (the API model
+            rejects such specs).
+    """
+    scaling = spec.scaling
+    current = state.interactive_replicas
+    lo, hi = spec.replicas.min, spec.replicas.max
+    reasons: list[str] = []
+    limits: list[tuple[str, str]] = []  # (reason, message) of each clamp that changed the value
+
+    snap = history[-1] if history else None
+    fresh = snap if snap is not None and snap.age(now) <= scaling.metrics_max_age_seconds else None
+
+    head, head_line = headroom_replicas(spec, history, now)
+    reference = max(current - head, 0)
+    ready = (
+        fresh.replicas_reporting
+        if fresh is not None and fresh.replicas_reporting > 0
+        else state.interactive_ready
+    )
+    proposals = _proposals(spec, fresh, ready, reference, state.interactive_starting)
+    known = [p for p in proposals if p.replicas is not None]
+    unknown_names = [p.signal for p in proposals if p.replicas is None]
+    metrics_cond, hold_line = _metrics_condition(
+        snap, now, scaling.metrics_max_age_seconds, unknown_names, [p.signal for p in known], current
+    )
+
+    recommendation: int | None = None
+    if hold_line is not None:
+        # Unknown is not zero: hold, and do not record a recommendation (it would be a guess).
+        reasons.append(hold_line)
+        desired = current
+        demand = max(current - head, 0)
+    else:
+        assert fresh is not None  # hold_line is None only with a fresh snapshot
+        reasons.extend(p.line for p in proposals)
+        best = max(known, key=lambda p: p.replicas or 0)
+        demand = best.replicas or 0
+        demand_from = best.signal if demand > 0 else "no load"
+
+        breaches = []
+        if fresh.ttft_p95_s is not None and fresh.ttft_p95_s > spec.slo.ttft_p95_seconds:
+            breaches.append(f"TTFT p95 {fresh.ttft_p95_s:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
+        if fresh.itl_p95_s is not None and fresh.itl_p95_s > spec.slo.itl_p95_seconds:
+            breaches.append(f"ITL p95 {fresh.itl_p95_s:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
+        if breaches and demand <= reference:
+            if state.interactive_starting > 0:
+                reasons.append(
+                    f"{' and '.join(breaches)}, but {state.interactive_starting} replicas are starting: "
+                    "latency guard waits for them"
+                )
+            else:
+                demand = reference + 1
+                demand_from = "latency guard"
+                reasons.append(
+                    f"{' and '.join(breaches)} while leading signals ask for no more than current demand "
+                    f"{reference}: latency guard proposes {demand}"
+                )
+        reasons.append(f"demand {demand} replicas ({demand_from})")
+        reasons.append(head_line)
+        recommendation = demand + head
+        reasons.append(f"recommends {recommendation} = demand {demand} + headroom {head}")
+        desired = recommendation
+
+        if unknown_names and desired < current:
+            msg = f"{', '.join(unknown_names)} unknown: no scale-down on partial signals, holds {current}"
+            reasons.append(msg)
+            limits.append(("MetricsPartial", msg))
+            desired = current
+            recommendation = current
+
+        # Stabilisation (HPA stabilizeRecommendationWithBehaviors): the lowest recommendation in
+        # the scale-up window and the highest in the scale-down window, each including this one.
+        up_w = spec.scaling.scale_up.stabilization_window_seconds
+        down_w = spec.scaling.scale_down.stabilization_window_seconds
+        up_recs = [r for t, r in memory.recommendations if t > now - up_w] + [recommendation]
+        down_recs = [r for t, r in memory.recommendations if t > now - down_w] + [recommendation]
+        up_rec, down_rec = min(up_recs), max(down_recs)
+        stabilised = current
+        if stabilised < up_rec:
+            stabilised = up_rec
+        if stabilised > down_rec:
+            stabilised = down_rec
+        if stabilised != desired:
+            if desired < current:
+                msg = (
+                    f"scale-down stabilised: highest recommendation in the last {down_w} s is {down_rec}, "
+                    f"keeps {stabilised}"
+                )
+                limits.append(("ScaleDownStabilized", msg))
+            else:
+                msg = (
+                    f"scale-up stabilised: lowest recommendation in the last {up_w} s is {up_rec}, "
+                    f"goes to {stabilised}"
+                )
+                limits.append(("ScaleUpStabilized", msg))
+            reasons.append(msg)
+            desired = stabilised
+
+        # Rate limits (HPA convertDesiredReplicasWithBehaviorRate): the change within a period,
+        # counted from the replicas at the period's start, stays within maxReplicasPerPeriod.
+        up, down = spec.scaling.scale_up, spec.scaling.scale_down
+        added = sum(d for t, d in memory.scale_events if d > 0 and t > now - up.period_seconds)
+        removed = -sum(d for t, d in memory.scale_events if d < 0 and t > now - down.period_seconds)
+        up_limit = max(current - added + up.max_replicas_per_period, current)
+        down_limit = min(current + removed - down.max_replicas_per_period, current)
+        if desired > up_limit:
+            msg = (
+                f"scale-up limited to {up.max_replicas_per_period} replicas per {up.period_seconds} s "
+                f"({added} added in this period): {desired} → {up_limit}"
+            )
+            limits.append(("ScaleUpLimit", msg))
+            reasons.append(msg)
+            desired = up_limit
+        elif desired < down_limit:
+            msg = (
+                f"scale-down limited to {down.max_replicas_per_period} replicas per {down.period_seconds} s "
+                f"({removed} removed in this period): {desired} → {down_limit}"
+            )
+            limits.append(("ScaleDownLimit", msg))
+            reasons.append(msg)
+            desired = down_limit
+
+        if state.interactive_unschedulable > 0 and desired > current:
+            msg = (
+                f"{state.interactive_unschedulable} interactive pods are unschedulable (PodsUnschedulable): "
+                f"not adding replicas beyond {current} (wanted {desired})"
+            )
+            limits.append(("InsufficientCapacity", msg))
+            reasons.append(msg)
+            desired = current
+
+    if desired < lo:
+        msg = f"below spec.replicas.min {lo}: {desired} → {lo}"
+        limits.append(("TooFewReplicas", msg))
+        reasons.append(msg)
+        desired = lo
+    elif desired > hi:
+        msg = f"above spec.replicas.max {hi}: {desired} → {hi}"
+        limits.append(("TooManyReplicas", msg))
+        reasons.append(msg)
+        desired = hi
+
+    if desired == current:
+        reasons.append(f"interactive pool stays at {current} replicas")
+    else:
+        reasons.append(f"interactive pool {current} → {desired} replicas")
+
+    if limits:
+        reason, msg = limits[-1]
+        scaling_limited = ConditionResult("True", reason, msg)
+    else:
+        scaling_limited = ConditionResult(
+            "False", "DesiredWithinRange", f"the desired count {desired} is within every limit"
+        )
+
+    batch, batch_cond, batch_line = _batch(spec, now)
+    reasons.append(batch_line)
+
+    keep_recs = max(
+        spec.scaling.scale_up.stabilization_window_seconds,
+        spec.scaling.scale_down.stabilization_window_seconds,
+    )
+    keep_events = max(spec.scaling.scale_up.period_seconds, spec.scaling.scale_down.period_seconds)
+    recs = memory.recommendations + (((now, recommendation),) if recommendation is not None else ())
+    events = memory.scale_events + (((now, desired - current),) if desired != current else ())
+    new_memory = PolicyMemory(
+        recommendations=_prune(recs, now, keep_recs),
+        scale_events=_prune(events, now, keep_events),
+    )
+    return Decision(
+        interactive_replicas=desired,
+        batch_replicas=batch,
+        demand_replicas=demand,
+        headroom_replicas=max(0, desired - demand),
+        reasons=tuple(reasons),
+        metrics_available=metrics_cond,
+        scaling_limited=scaling_limited,
+        batch_window_open=batch_cond,
+        memory=new_memory,
+        valid=hold_line is None,
+    )

@@ -1,0 +1,345 @@
+"""Scenarios: a fake clock stepped through time, the expected decision at each tick.
+
+Defaults unless a case says otherwise (``spec()`` below): targets queue 3/replica, KV cache 0.75,
+preemptions 0.05/s/replica; tolerance 0.1; scale-up 4 replicas per 60 s, no window; scale-down
+300 s window, 1 replica per 60 s; metrics stale after 90 s; headroom 1 (adaptive part off so the
+arithmetic is exact); cold start 180 s; replicas 1–16. Each tick comments its arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from tests.policy.fleet import FakeFleet, Tick, run_scenario
+
+from llmscale.api import (
+    BatchSpec,
+    HeadroomSpec,
+    LLMDeploymentSpec,
+    ModelSpec,
+    ReplicasSpec,
+    ScalingSpec,
+    ScalingTargets,
+    TroughWindow,
+)
+from llmscale.policy import PolicyMemory, decide, headroom_replicas
+from llmscale.signals.snapshot import SignalSnapshot
+
+# 2024-06-03 12:00:00 UTC, a Monday: far from DST changes.
+NOON = 1_717_416_000.0
+COLD = 180.0
+
+
+def spec(**overrides: Any) -> LLMDeploymentSpec:
+    """The scenario spec; ``overrides`` replace top-level fields."""
+    fields: dict[str, Any] = {
+        "model": ModelSpec(name="chat", preset="llama-3.1-8b"),
+        "replicas": ReplicasSpec(min=1, max=16),
+        "headroom": HeadroomSpec(replicas=1, cold_start_seconds=COLD, growth_factor=0.0),
+    }
+    fields.update(overrides)
+    return LLMDeploymentSpec(**fields)
+
+
+def quiet(t: float, expect: int, limited: str | None = None, **kw: Any) -> Tick:
+    """A tick with no load at all."""
+    return Tick(t, expect, queue=0.0, kv=0.0, preempt=0.0, limited=limited, **kw)
+
+
+SCENARIOS = [
+    pytest.param(
+        spec(),
+        2,
+        [
+            # KV 2 × 0.3 / 0.75 = 0.8 → 1; + headroom 1 = 2: no change.
+            Tick(0, 2, queue=0, kv=0.3, limited="DesiredWithinRange"),
+            # queue 14 / 3 = 4.67 → 5; + 1 = 6; the up limit is 2 + 4 = 6.
+            Tick(15, 6, queue=14, kv=0.9, starting=0),
+            # 4 pods starting, 2 ready: current demand 6 - 1 = 5; queue 16 / 3 = 5.33 is within 10 %
+            # of 5, so it proposes 5 and the 4 starting pods are not asked for again.
+            Tick(30, 6, queue=16, kv=0.95, starting=4, limited="DesiredWithinRange"),
+            # The backlog grows on the 2 overloaded ready replicas: queue 24 / 3 = 8 > 5, but the 4
+            # starting replicas are capacity on the way for it: the queue proposes 5, still 6.
+            Tick(60, 6, queue=24, kv=0.95, starting=4, limited="DesiredWithinRange"),
+            Tick(90, 6, queue=15, kv=0.95, starting=4),
+            Tick(180, 6, queue=14, kv=0.95, starting=4),
+            # t=195: the pods created at 15 are Ready. KV 6 × 0.4 / 0.75 = 3.2 → 4, + 1 = 5, but the
+            # scale-down window still holds the 6 recommended at t=15..180.
+            Tick(195, 6, queue=0, kv=0.4, starting=0, limited="ScaleDownStabilized"),
+        ],
+        id="ramp-up-then-cold-start-not-double-counted",
+    ),
+    pytest.param(
+        spec(headroom=HeadroomSpec(replicas=2, cold_start_seconds=COLD, growth_factor=0.0)),
+        4,
+        [
+            # KV 4 × 0.75 / 0.75 = 4 replicas of load; current demand 4 - 2 = 2 → proposes 4;
+            # 4 + headroom 2 = 6.
+            Tick(0, 6, queue=0, kv=0.75),
+            # Once Ready the 6 run at 4 replicas of load: KV 6 × 0.5 / 0.75 = 4, demand 4: stays 6.
+            Tick(200, 6, queue=0, kv=0.5, starting=0, limited="DesiredWithinRange"),
+        ],
+        id="headroom-on-top-of-demand",
+    ),
+    pytest.param(
+        spec(),
+        8,
+        [
+            # queue 20 / 3 = 6.67 and KV 8 × 0.7 / 0.75 = 7.47 are within 10 % of demand 7: 7 + 1 = 8.
+            Tick(0, 8, queue=20, kv=0.7, limited="DesiredWithinRange"),
+            # Load stops: demand 0, + 1 = 1, but the 8 of t=0 is in the 300 s window.
+            quiet(15, 8, "ScaleDownStabilized"),
+            quiet(150, 8, "ScaleDownStabilized"),
+            quiet(285, 8, "ScaleDownStabilized"),
+            # t=300: t=0 has left the window (t > now - 300): down to 1, one replica per 60 s.
+            quiet(300, 7, "ScaleDownLimit"),
+            quiet(315, 7, "ScaleDownLimit"),
+            quiet(345, 7, "ScaleDownLimit"),
+            quiet(360, 6, "ScaleDownLimit"),
+            quiet(420, 5, "ScaleDownLimit"),
+            quiet(480, 4, "ScaleDownLimit"),
+            quiet(540, 3, "ScaleDownLimit"),
+            quiet(600, 2, "ScaleDownLimit"),
+            # 2 → 1 is a one-step change: no clamp bites.
+            quiet(660, 1, "DesiredWithinRange"),
+            quiet(720, 1, "DesiredWithinRange"),
+        ],
+        id="load-stops-no-scale-down-before-window-then-one-step-per-period",
+    ),
+    pytest.param(
+        spec(),
+        6,
+        [
+            # 120 s old > 90 s: every signal unknown, held at 6 though the numbers read zero.
+            Tick(0, 6, queue=0, kv=0, age=120, valid=False),
+            Tick(15, 6, queue=0, kv=0, age=90.5, valid=False),
+            # Fresh again (90 s is still fresh): zero load, no memory, so one step down.
+            Tick(30, 5, queue=0, kv=0, age=90, limited="ScaleDownLimit"),
+        ],
+        id="stale-metrics-hold-until-fresh",
+    ),
+    pytest.param(
+        spec(),
+        6,
+        [
+            # KV NaN: partial data. queue 0 and preemptions 0 propose 0, + 1 = 1 < 6: held.
+            Tick(0, 6, queue=0, kv=math.nan, limited="MetricsPartial"),
+            # queue 30 / 3 = 10, + 1 = 11; still partial but upward is allowed: 6 + 4 = 10.
+            Tick(15, 10, queue=30, kv=None, limited="ScaleUpLimit"),
+        ],
+        id="nan-signal-partial-scales-up-only",
+    ),
+    pytest.param(
+        spec(),
+        5,
+        [
+            Tick(0, 5, queue=math.nan, kv=math.inf, preempt=None, valid=False),
+            Tick(15, 5, queue=-1.0, kv=None, preempt=math.nan, valid=False),
+        ],
+        id="no-leading-signal-holds",
+    ),
+    pytest.param(
+        spec(replicas=ReplicasSpec(min=3, max=5)),
+        3,
+        [
+            # demand 0 + 1 = 1; one step down is 2; below min 3.
+            quiet(0, 3, "TooFewReplicas"),
+            # queue 60 / 3 = 20, + 1 = 21; up limit 3 + 4 = 7; above max 5.
+            Tick(15, 5, queue=60, limited="TooManyReplicas"),
+        ],
+        id="min-and-max-clamps",
+    ),
+    pytest.param(
+        spec(scaling=ScalingSpec(targets=ScalingTargets(kv_cache_utilization=0.5))),
+        8,
+        [
+            # KV 8 × 0.5 / 0.5 = 8, + 1 = 9.
+            Tick(0, 9, kv=0.5, limited="DesiredWithinRange"),
+            # The new pod finds no node. KV 8 × 0.9 / 0.5 = 14.4 → 15, + 1 = 16; the up limit allows
+            # 9 - 1 + 4 = 12, but with a pod unschedulable nothing is added.
+            Tick(15, 9, kv=0.9, unschedulable=1, limited="InsufficientCapacity"),
+            Tick(45, 9, kv=0.9, unschedulable=1, limited="InsufficientCapacity"),
+            # A node joined: adding resumes (t=0 has left the 60 s period: 9 + 4 = 13).
+            Tick(90, 13, kv=0.9, unschedulable=0, limited="ScaleUpLimit"),
+        ],
+        id="unschedulable-pods-stop-adding",
+    ),
+    pytest.param(
+        # No cold start, so every new replica is Ready at once and the queue keeps proposing.
+        spec(headroom=HeadroomSpec(replicas=1, cold_start_seconds=0, growth_factor=0.0)),
+        1,
+        [
+            # queue 45 / 3 = 15, + 1 = 16 (max 16): 4 per 60 s from 1.
+            Tick(0, 5, queue=45, limited="ScaleUpLimit"),
+            Tick(15, 5, queue=45, limited="ScaleUpLimit"),
+            Tick(45, 5, queue=45, limited="ScaleUpLimit"),
+            Tick(60, 9, queue=45, limited="ScaleUpLimit"),
+            Tick(120, 13, queue=45, limited="ScaleUpLimit"),
+            Tick(180, 16, queue=45, limited="DesiredWithinRange"),
+        ],
+        id="scale-up-rate-limit",
+    ),
+    pytest.param(
+        spec(),
+        3,
+        [
+            # KV 3 × 0.3 / 0.75 = 1.2 → 2 = current demand 3 - 1: quiet; TTFT breaches: 2 + 1 = 3, + 1 = 4.
+            Tick(0, 4, queue=0, kv=0.3, ttft=3.0),
+            # The guard waits while its replica starts; the window keeps the 4.
+            Tick(15, 4, queue=0, kv=0.3, ttft=3.0, starting=1, limited="ScaleDownStabilized"),
+            # ITL breach on its own also counts once nothing is starting.
+            Tick(200, 5, queue=0, kv=0.2, itl=0.2, starting=0),
+        ],
+        id="latency-guard-adds-one-while-leading-signals-quiet",
+    ),
+    pytest.param(
+        spec(),
+        2,
+        [
+            # preemptions 0.4/s / 0.05 = 8, + 1 = 9; up limit 2 + 4 = 6.
+            Tick(0, 6, queue=0, kv=0.5, preempt=0.4, limited="ScaleUpLimit"),
+        ],
+        id="preemptions-propose",
+    ),
+]
+
+
+@pytest.mark.parametrize(("the_spec", "ready", "ticks"), SCENARIOS)
+def test_scenario(the_spec: LLMDeploymentSpec, ready: int, ticks: list[Tick]) -> None:
+    run_scenario(the_spec, ticks, FakeFleet.ready(ready, the_spec.headroom.cold_start_seconds), NOON)
+
+
+def test_reason_names_the_signal_with_numbers() -> None:
+    state_fleet = FakeFleet.ready(2, COLD)
+    snap = SignalSnapshot(
+        NOON, queue_depth=14.0, kv_cache_utilization=0.3, preemption_rate=0.0, replicas_reporting=2
+    )
+    d = decide(spec(), [snap], state_fleet.state(NOON), PolicyMemory(), NOON)
+    assert d.reasons[0] == "queue depth 14.0 over 2 ready replicas = 7.0 per replica > target 3.0: proposes 5"
+    assert "demand 5 replicas (queue depth)" in d.reasons
+    assert d.demand_replicas == 5
+    assert d.headroom_replicas == 1
+    assert d.interactive_replicas == 6
+    assert d.metrics_available.reason == "MetricsFresh"
+
+
+def test_backlog_while_starting_says_capacity_is_on_the_way() -> None:
+    fleet = FakeFleet.ready(2, COLD)
+    fleet.apply(NOON - 60, 6)  # 4 pods created a minute ago, still in their cold start
+    snap = SignalSnapshot(
+        NOON, queue_depth=24.0, kv_cache_utilization=0.3, preemption_rate=0.5, replicas_reporting=2
+    )
+    d = decide(spec(), [snap], fleet.state(NOON), PolicyMemory(), NOON)
+    assert d.interactive_replicas == 6
+    assert d.reasons[0].endswith(
+        "proposes 8, but 4 starting replicas are capacity on the way for this backlog: proposes current demand 5"
+    )
+    assert "proposes 10, but 4 starting replicas" in d.reasons[2]  # preemptions 0.5 / 0.05 = 10
+
+
+def test_stale_hold_says_how_old() -> None:
+    snap = SignalSnapshot(NOON - 140, queue_depth=0.0, kv_cache_utilization=0.0, preemption_rate=0.0)
+    d = decide(spec(), [snap], FakeFleet.ready(4, COLD).state(NOON), PolicyMemory(), NOON)
+    assert d.metrics_available.status == "False"
+    assert d.metrics_available.reason == "MetricsStale"
+    assert "140 s old (max 90 s): held 4 replicas" in d.metrics_available.message
+    assert d.memory.recommendations == ()  # a guess is never remembered
+
+
+def test_no_history_is_missing() -> None:
+    d = decide(spec(), [], FakeFleet.ready(3, COLD).state(NOON), PolicyMemory(), NOON)
+    assert (d.valid, d.interactive_replicas, d.metrics_available.reason) == (False, 3, "MetricsMissing")
+
+
+def _ramp(slope_per_s: float, n: int = 13, step: float = 15.0) -> list[SignalSnapshot]:
+    """KV-cache need 2 + slope × t replicas over n ticks ending at NOON (8 replicas reporting)."""
+    out = []
+    for i in range(n):
+        t = NOON - (n - 1 - i) * step
+        need = 2 + slope_per_s * (t - (NOON - (n - 1) * step))
+        out.append(
+            SignalSnapshot(
+                t,
+                queue_depth=0.0,
+                kv_cache_utilization=need * 0.75 / 8,
+                preemption_rate=0.0,
+                replicas_reporting=8,
+            )
+        )
+    return out
+
+
+@pytest.mark.parametrize(
+    ("slope_per_s", "factor", "floor", "expected"),
+    [
+        pytest.param(1 / 60, 1.0, 1, 3, id="one-replica-a-minute-over-180s-needs-3"),
+        pytest.param(1 / 60, 2.0, 1, 6, id="growth-factor-doubles"),
+        pytest.param(1 / 600, 1.0, 1, 1, id="slow-ramp-floor-wins"),
+        pytest.param(-1 / 60, 1.0, 2, 2, id="falling-demand-gives-floor"),
+        pytest.param(1 / 60, 0.0, 1, 1, id="adaptive-off"),
+    ],
+)
+def test_adaptive_headroom(slope_per_s: float, factor: float, floor: int, expected: int) -> None:
+    s = spec(headroom=HeadroomSpec(replicas=floor, cold_start_seconds=COLD, growth_factor=factor))
+    head, line = headroom_replicas(s, _ramp(slope_per_s), NOON)
+    assert head == expected, line
+
+
+def test_adaptive_headroom_needs_enough_history() -> None:
+    s = spec(headroom=HeadroomSpec(replicas=1, cold_start_seconds=COLD, growth_factor=1.0))
+    head, line = headroom_replicas(s, _ramp(1 / 60, n=2), NOON)
+    assert head == 1
+    assert "too little" in line
+
+
+def test_adaptive_headroom_leads_a_ramp_in_decide() -> None:
+    # KV need is 5 now and grows by 3 per cold start: demand 5 + headroom 3 = 8 (up limit 4 + 4).
+    s = spec(headroom=HeadroomSpec(replicas=1, cold_start_seconds=COLD, growth_factor=1.0))
+    fleet = FakeFleet.ready(4, COLD)
+    d = decide(s, _ramp(1 / 60), fleet.state(NOON), PolicyMemory(), NOON)
+    assert (d.demand_replicas, d.interactive_replicas) == (5, 8)
+    assert any(r.startswith("headroom 3 warm replicas = max(floor 1") for r in d.reasons)
+
+
+LONDON_NIGHT = BatchSpec(
+    windows=[TroughWindow(start="22:00", end="06:00", timezone="Europe/London")], replicas=2
+)
+
+
+def test_batch_follows_the_window_in_decide() -> None:
+    # 2024-06-03 is BST (UTC+1): 21:30 UTC = 22:30 local (open), 05:30 UTC = 06:30 local (closed).
+    s = spec(batch=LONDON_NIGHT)
+    ticks = [
+        Tick(9 * 3600 + 1800, 2, kv=0.2, batch=2),  # 21:30 UTC
+        Tick(17 * 3600 + 1800, 2, kv=0.2, batch=0),  # 05:30 UTC next day
+    ]
+    decisions = run_scenario(s, ticks, FakeFleet.ready(2, COLD), NOON)
+    assert decisions[0].batch_window_open.status == "True"
+    assert decisions[0].batch_window_open.reason == "InsideTroughWindow"
+    assert (
+        "22:00–06:00 Europe/London daily (crosses midnight) is open" in decisions[0].batch_window_open.message
+    )
+    assert decisions[1].batch_window_open.reason == "OutsideTroughWindows"
+
+
+def test_no_batch_pool() -> None:
+    d = decide(spec(), [], FakeFleet.ready(1, COLD).state(NOON), PolicyMemory(), NOON)
+    assert (d.batch_replicas, d.batch_window_open.reason) == (0, "NoBatchPool")
+
+
+def test_memory_survives_a_restart_through_status() -> None:
+    # The scale-down window must hold after the operator restarts: memory goes through to_dict.
+    s = spec()
+    fleet = FakeFleet.ready(8, COLD)
+    busy = SignalSnapshot(
+        NOON, queue_depth=20.0, kv_cache_utilization=0.7, preemption_rate=0.0, replicas_reporting=8
+    )
+    d0 = decide(s, [busy], fleet.state(NOON), PolicyMemory(), NOON)
+    restored = PolicyMemory.from_dict(d0.memory.to_dict())
+    idle = SignalSnapshot(
+        NOON + 60, queue_depth=0.0, kv_cache_utilization=0.0, preemption_rate=0.0, replicas_reporting=8
+    )
+    d1 = decide(s, [idle], fleet.state(NOON + 60), restored, NOON + 60)
+    assert (d1.interactive_replicas, d1.scaling_limited.reason) == (8, "ScaleDownStabilized")
