@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -608,6 +609,8 @@ def start_all(a: argparse.Namespace, sd: Path, bins: Path, ports: dict, server: 
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            # Extra flags for tests, e.g. an audit log or admission plugins (tests/cluster/).
+            *shlex.split(os.environ.get("LLMSCALE_APISERVER_EXTRA_ARGS", "")),
         ],
     )
     wait_for(

@@ -72,7 +72,7 @@ def deployment(name: str, replicas: int, gpus: int, cold_start: float | None) ->
                         "containers": [
                             {
                                 "name": "engine",
-                                "image": "llmscale/engine:dev",
+                                "image": "llmscale:dev",
                                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
                             }
                         ]

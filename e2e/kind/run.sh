@@ -123,10 +123,7 @@ fi
 # The suite (e2e/conftest.py, external mode) installs the CRD and runs its own operator process
 # against this cluster, exactly as on the local cluster; the chart's operator is scaled to 0 for
 # the run so that two operators never scale the same objects, and restored afterwards. The
-# scenarios' LLMDeployments name the engine image llmscale/engine:dev: the same image, loaded
-# under that name too.
-docker tag "$image" llmscale/engine:dev
-kind load docker-image llmscale/engine:dev --name "$cluster"
+# scenarios' LLMDeployments name the engine image llmscale:dev, loaded into the nodes above.
 
 # Prometheus through a port-forward on a fixed free port, restarted whenever it drops (the
 # Prometheus-outage scenario stops and starts the Prometheus pod).

@@ -532,7 +532,10 @@ async def _tick(
     owner = owner_reference(body)
     applied_i, applied_b, applied_ok = state.interactive_replicas, state.batch_replicas, True
     changes: list[tuple[Pool, int, int]] = []
-    if decision.valid and decision.interactive_replicas != state.interactive_replicas:
+    # An invalid decision (no signal known) holds the current size, but spec.replicas.min/max still
+    # apply (policy.decide's contract): a raised min must scale up even while Prometheus is down.
+    # Anything else an invalid decision returns is the current size, so comparing is enough.
+    if decision.interactive_replicas != state.interactive_replicas:
         changes.append((INTERACTIVE, state.interactive_replicas, decision.interactive_replicas))
     target_b = decision.batch_replicas if spec.batch is not None else 0
     if spec.batch is not None and (current_b is None or target_b != state.batch_replicas):
@@ -558,7 +561,7 @@ async def _tick(
     # A failed apply did not happen: keep the previous memory so rate limits are not consumed.
     mem.policy_memory = decision.memory if applied_ok else memory
 
-    direction = _direction(state.interactive_replicas, applied_i) if decision.valid else "hold"
+    direction = _direction(state.interactive_replicas, applied_i)
     deps.metrics.decisions.labels(direction, decision.scaling_limited.reason).inc()
     deps.metrics.desired.labels(namespace, name, INTERACTIVE).set(applied_i)
     deps.metrics.ready.labels(namespace, name, INTERACTIVE).set(state.interactive_ready)
@@ -634,4 +637,7 @@ def configure_kopf(settings: OperatorSettings) -> kopf.OperatorSettings:
         kopf_settings.peering.name = settings.peering_name
         kopf_settings.peering.mandatory = True
         kopf_settings.peering.clusterwide = settings.all_namespaces
+        # Kopf pauses every peer of equal priority; `llmscale run` draws a random one per process
+        # (settings.with_peering_priority). 0 is Kopf's own default.
+        kopf_settings.peering.priority = settings.peering_priority or 0
     return kopf_settings

@@ -122,6 +122,17 @@ _GRACE_MIN_S = 60
 _GRACE_MAX_S = 900
 
 
+# The mock engine runs as the image's non-root user (Dockerfile: USER 65532:65532) and writes only
+# to /tmp, so its pods meet the "restricted" Pod Security Standard (Kubernetes docs, "Pod Security
+# Standards": runAsNonRoot, allowPrivilegeEscalation=false, capabilities drop ALL, seccomp
+# RuntimeDefault). vLLM and SGLang pods get none of this: their images (vllm/vllm-openai,
+# lmsysorg/sglang) run as root and write to the root filesystem (Hugging Face cache, Triton and
+# torch.compile caches under ~/.cache); forcing a non-root user or a read-only root breaks them, so
+# their namespaces enforce "baseline" (manifests/samples/namespace.yaml).
+_MOCK_UID = 65532
+_MOCK_TMP_SIZE = "64Mi"  # the mock engine writes nothing but Python's and matplotlib's scratch files
+
+
 class UnsupportedSpecError(ValueError):
     """A spec that validates against the API but that the operator cannot turn into pods
     (e.g. the mock engine with an explicit architecture instead of a preset)."""
@@ -313,6 +324,12 @@ def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool) -> dict[str, An
     answer ``/health`` once the model is loaded); a preStop sleep and a grace period sized by
     :func:`termination_grace_seconds`; annotations for the KWOK cold start and Prometheus scraping.
 
+    The mock engine's pod also meets the "restricted" Pod Security Standard: non-root UID/GID
+    65532 (the image's user), no privilege escalation, every capability dropped, seccomp
+    ``RuntimeDefault``, a read-only root filesystem and an ``emptyDir`` on ``/tmp``. vLLM and
+    SGLang pods are left as their images need them (root, writable root filesystem); see the
+    comment at ``_MOCK_UID``.
+
     Raises:
         UnsupportedSpecError: see :func:`engine_command`.
     """
@@ -340,6 +357,24 @@ def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool) -> dict[str, An
         "livenessProbe": probe(_LIVENESS_PERIOD_S, _LIVENESS_FAILURES, 5),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(_PRESTOP_SLEEP_S)]}}},
     }
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "terminationGracePeriodSeconds": termination_grace_seconds(spec),
+    }
+    if spec.engine.type == "mock":
+        container["securityContext"] = {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
+        container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
+        pod_spec["securityContext"] = {
+            "runAsNonRoot": True,
+            "runAsUser": _MOCK_UID,
+            "runAsGroup": _MOCK_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        pod_spec["volumes"] = [{"name": "tmp", "emptyDir": {"sizeLimit": _MOCK_TMP_SIZE}}]
     return {
         "metadata": {
             "labels": labels(name, spec.engine.type, pool),
@@ -350,10 +385,7 @@ def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool) -> dict[str, An
                 "prometheus.io/path": "/metrics",
             },
         },
-        "spec": {
-            "containers": [container],
-            "terminationGracePeriodSeconds": termination_grace_seconds(spec),
-        },
+        "spec": pod_spec,
     }
 
 

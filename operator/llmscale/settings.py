@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ENV_VARS", "OperatorSettings", "load_settings"]
+__all__ = ["ENV_VARS", "PEERING_PRIORITY_RANGE", "OperatorSettings", "load_settings", "with_peering_priority"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,17 @@ class OperatorSettings:
     ``None`` runs standalone (``--standalone``), which is right for a single replica and needs no
     peering CRD. Two standalone replicas would both scale: run one, or peer."""
 
+    peering_priority: int | None = None
+    """Kopf peering priority of this process (``--peering-priority``), only used with
+    ``peering_name``. Kopf pauses a peer that sees a live peer of higher priority, and pauses *every*
+    peer that sees one of the *same* priority ("Pausing all operators, including self";
+    ``kopf/_core/engines/peering.py``, ``process_peering_event``). Replicas of one Deployment share
+    their environment, so a fixed priority would pause all of them forever. ``None`` (the default)
+    gives each process a random priority in ``[1, 2**31 - 1]`` when it starts
+    (:func:`with_peering_priority`): the highest-priority live replica works and the others stand
+    by; two replicas collide with probability about 1 in 2.1e9. Set a fixed value only for one
+    replica that must win or lose against another deployment (e.g. a blue/green operator switch)."""
+
     field_manager: str = "llmscale"
     """Field manager of every server-side apply. The child Deployment's ``spec.replicas`` is owned
     by this manager alone, so GitOps tools applying their own manifests never fight over it."""
@@ -103,11 +115,37 @@ class OperatorSettings:
             raise ValueError(f"signal_timeout_seconds must be > 0, got {self.signal_timeout_seconds}")
         if self.all_namespaces and self.namespaces:
             raise ValueError("set either namespaces or all_namespaces, not both")
+        if self.peering_priority is not None:
+            lo, hi = PEERING_PRIORITY_RANGE
+            if self.peering_name is None:
+                raise ValueError("peering_priority needs peering_name (--peering NAME): a standalone "
+                                 "operator has no peers to rank")
+            if not lo <= self.peering_priority <= hi:
+                raise ValueError(f"peering_priority must be in [{lo}, {hi}], got {self.peering_priority}")
 
     @property
     def standalone(self) -> bool:
         """Whether Kopf runs without peering (no leader election)."""
         return self.peering_name is None
+
+
+#: Range of peering priorities, inclusive: a signed 32-bit integer, so that the value stays exact
+#: in any JSON reader of the peering object's status (Kopf writes it there as a number).
+PEERING_PRIORITY_RANGE: tuple[int, int] = (-(2**31), 2**31 - 1)
+
+
+def with_peering_priority(settings: OperatorSettings, rng: random.Random) -> OperatorSettings:
+    """Return ``settings`` with a peering priority: unchanged when standalone or when one is set,
+    else a random one from ``[1, 2**31 - 1]`` drawn from ``rng`` (see ``peering_priority``).
+
+    Positive, so that a replica with a random priority outranks Kopf's default priority 0 of
+    another instance configured by hand. ``rng`` is an argument so that tests pass a seeded one;
+    ``llmscale run`` passes :class:`random.SystemRandom` (seeded by the OS, so two replicas started in
+    the same instant from the same image still differ).
+    """
+    if settings.peering_name is None or settings.peering_priority is not None:
+        return settings
+    return dataclasses.replace(settings, peering_priority=rng.randint(1, PEERING_PRIORITY_RANGE[1]))
 
 
 #: Environment variable -> settings field. Lists are comma-separated; booleans are 1/true/yes.
@@ -120,6 +158,7 @@ ENV_VARS: dict[str, str] = {
     "LLMSCALE_METRICS_PORT": "metrics_port",
     "LLMSCALE_LOG_LEVEL": "log_level",
     "LLMSCALE_PEERING": "peering_name",
+    "LLMSCALE_PEERING_PRIORITY": "peering_priority",
     "LLMSCALE_FIELD_MANAGER": "field_manager",
     "LLMSCALE_CLUSTER_SCANNING": "cluster_scanning",
     "LLMSCALE_SIGNAL_HISTORY_SECONDS": "signal_history_seconds",
@@ -147,6 +186,8 @@ def _convert(field: str, raw: str, source: str) -> Any:
             return tuple(part.strip() for part in raw.split(",") if part.strip())
         if kind == "str | None":
             return raw or None
+        if kind == "int | None":
+            return int(raw) if raw.strip() else None
     except ValueError:
         raise ValueError(f"{source}: cannot read {raw!r} as {kind}") from None
     return raw
@@ -179,6 +220,9 @@ def load_settings(
             values[field] = tuple(value) if field == "namespaces" else value
         if flags.get("standalone"):
             values["peering_name"] = None
+            if flags.get("peering_priority") is None:
+                # A priority from the environment (the chart's) means nothing without peering.
+                values.pop("peering_priority", None)
         if flags.get("all_namespaces"):
             values["namespaces"] = ()
         elif flags.get("namespaces"):

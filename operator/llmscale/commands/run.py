@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -33,7 +34,7 @@ from llmscale.handlers import (
     build_registry,
     configure_kopf,
 )
-from llmscale.settings import OperatorSettings, load_settings
+from llmscale.settings import OperatorSettings, load_settings, with_peering_priority
 
 __all__ = ["QuietTimerFilter", "add_arguments", "health_app", "kube_configuration", "main", "serve"]
 
@@ -64,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="run without leader election (default)")
     peering.add_argument("--peering", dest="peering_name", default=None, metavar="NAME",
                          help="leader election through Kopf peering object NAME (needs Kopf's peering CRDs)")
+    parser.add_argument("--peering-priority", dest="peering_priority", type=int, default=None, metavar="N",
+                        help="Kopf peering priority of this process (env LLMSCALE_PEERING_PRIORITY; default: "
+                             "random per process, so that replicas never tie and pause each other)")
     parser.add_argument("--field-manager", dest="field_manager", default=None,
                         help="server-side apply field manager (default llmscale)")
     parser.add_argument("--no-cluster-scanning", dest="cluster_scanning", action="store_false", default=None,
@@ -159,10 +163,18 @@ async def serve(
     exit, so tests run ``serve`` in a thread of its own (``threading.Event`` flags), as Kopf's
     ``KopfRunner`` does.
 
+    With peering and no configured ``peering_priority``, a random priority is drawn here, once per
+    process (:func:`llmscale.settings.with_peering_priority`).
+
     Everything the handlers use can be injected (tests pass a mock API server's configuration,
     a canned signal source and a fake clock); what is not given is built from ``settings``:
     the Prometheus reader of :mod:`llmscale.signals.prometheus` and :func:`llmscale.policy.decide`.
     """
+    # Each process draws its own peering priority (unless one is configured): replicas of one
+    # Deployment share their environment, and peers of equal priority all pause (settings.py).
+    settings = with_peering_priority(settings, random.SystemRandom())
+    if settings.peering_name is not None:
+        _LOG.info(f"Chose priority {settings.peering_priority} in Kopf peering {settings.peering_name}")
     metrics = metrics if metrics is not None else OperatorMetrics()
     ready = ready if ready is not None else threading.Event()
     api_client = kubernetes.client.ApiClient(kube_config)

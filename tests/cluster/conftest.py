@@ -1,0 +1,84 @@
+"""A real local control plane for this directory's tests, brought up once per session.
+
+The cluster is ``e2e/cluster/cluster.py`` (pinned kube-apiserver, etcd, controller manager,
+scheduler, KWOK fake GPU nodes; see e2e/README-cluster.md) in a temporary state dir of its own, so
+it never collides with the e2e suite's ``.cluster/``; ``cluster.py down`` stops it by PID at the end.
+Two kube-apiserver flags are added for these tests (``LLMSCALE_APISERVER_EXTRA_ARGS``):
+
+- an **audit log** of every request made by the operator's ServiceAccounts (namespaces
+  ``llmscale-system`` and ``llmscale-ns``), from which the RBAC test reads the permissions the
+  operator really used;
+- the **OwnerReferencesPermissionEnforcement** admission plugin (on in OpenShift and other hardened
+  clusters): setting ``blockOwnerDeletion`` on a child then needs ``update`` on the owner's
+  ``finalizers`` subresource, so the chart's rule for it is exercised rather than assumed.
+
+Where the binaries (``e2e/cluster/build.sh``) or Helm (``tools/build-helm.sh``) are not built, the
+tests skip locally; with ``CI=true`` the repository's conftest turns those skips into failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes.config
+import pytest
+import yaml
+from tests.cluster.helpers import AUDIT_POLICY, CLUSTER_PY, CRDS, LocalCluster, bin_dir
+
+
+def _down(state_dir: Path) -> None:
+    subprocess.run([sys.executable, "-B", str(CLUSTER_PY), "down", "--grace", "5"], env={**os.environ,
+                   "LLMSCALE_CLUSTER_DIR": str(state_dir)}, capture_output=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The local control plane with llmscale's and Kopf's CRDs installed."""
+    bins = bin_dir("e2e/cluster/build.sh")
+    needed = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
+    if bins is None or not all((bins / b).is_file() for b in needed):
+        pytest.skip("the local cluster's binaries are not built: run `bash e2e/cluster/build.sh` (~8 min once)")
+    if shutil.which("openssl") is None:
+        pytest.skip("the local cluster needs the openssl command")
+    state = tmp_path_factory.mktemp("cluster")
+    policy = state / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    audit_log = state / "audit.log"
+    extra = (f"--audit-policy-file={policy} --audit-log-path={audit_log} --audit-log-format=json "
+             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement")
+    env = {**os.environ, "LLMSCALE_CLUSTER_DIR": str(state), "LLMSCALE_APISERVER_EXTRA_ARGS": extra}
+    env.pop("KUBECONFIG", None)
+    try:
+        proc = subprocess.run([sys.executable, "-B", str(CLUSTER_PY), "up", "--no-build", "--nodes", "1"],
+                              env=env, capture_output=True, text=True, timeout=240, check=False)
+        if proc.returncode != 0:
+            pytest.fail(f"the local cluster did not start (logs in {state / 'logs'}):\n{proc.stdout[-3000:]}"
+                        f"\n{proc.stderr[-2000:]}", pytrace=False)
+        kubeconfig = state / "kubeconfig"
+        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        info = json.loads((state / "cluster.json").read_text())
+        c = LocalCluster(state, kubeconfig, bins / "kubectl", audit_log, info.get("server") or api.configuration.host,
+                         api.configuration.ssl_ca_cert, api)
+        c.kubectl("apply", "--server-side", *[f"-f={p}" for p in CRDS])
+        c.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                  *[f"crd/{d['metadata']['name']}" for p in CRDS for d in yaml.safe_load_all(p.read_text()) if d])
+        yield c
+    finally:
+        _down(state)
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """Helm built from its Go module by tools/build-helm.sh."""
+    bins = bin_dir("tools/build-helm.sh")
+    if bins is None or not (bins / "helm").is_file():
+        pytest.skip("helm is not built: run `bash tools/build-helm.sh`")
+    return bins / "helm"
+
+

@@ -1,0 +1,519 @@
+"""The chart's RBAC is sufficient and minimal, and GitOps tools do not fight the operator — proved
+against a real kube-apiserver (the local cluster of conftest.py).
+
+Each install renders the chart (``helm template``), server-side applies its ServiceAccount, RBAC
+and peering objects, mints a token for the ServiceAccount (TokenRequest API) and runs
+``llmscale run`` with only that token and the environment the chart gives the operator container.
+Prometheus is a port nobody listens on: every signal is unknown and the policy holds, so replicas
+move only by ``spec.replicas`` bounds and trough windows — enough to exercise every write.
+
+- **Sufficient**: the operator does its whole job (children created, status patched, Events
+  recorded, a raised ``min`` applied, the batch Deployment deleted when ``spec.batch`` goes) with
+  no 403 in its log nor in the API server's audit log.
+- **Minimal**: every permission the chart grants shows up in the audit log as used, or is listed in
+  ``NOT_A_REQUEST`` with the reason; removing ``create`` or the owner's ``finalizers`` rule makes a
+  child's creation fail; verbs outside the job are refused.
+- **GitOps**: the user's manifest re-applied with server-side apply by ``argocd-controller`` and
+  then ``kustomize-controller`` (Flux's manager) changes no replicas and removes no status; in
+  managedFields, spec belongs to GitOps managers only and the children's ``spec.replicas`` to
+  ``llmscale`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import pytest
+from kubernetes.client.exceptions import ApiException
+from tests.cluster.helpers import (
+    LocalCluster,
+    OperatorProcess,
+    container_env,
+    render_chart,
+    start_operator,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+              "ClusterKopfPeering", "KopfPeering"}
+GITOPS_MANAGERS = {"argocd-controller", "kustomize-controller"}
+#: Field managers of the operator's own writes: ``llmscale`` for server-side apply of children
+#: (--field-manager), ``kopf`` for Kopf's merge patches (named after Kopf's User-Agent).
+OPERATOR_MANAGERS = {"llmscale", "kopf"}
+
+#: Granted permissions that never appear as a request of their own, with the reason they are granted.
+NOT_A_REQUEST = {
+    ("llmscale.dev", "llmdeployments/finalizers", "update"):
+        "checked by the OwnerReferencesPermissionEnforcement admission plugin when a child with "
+        "blockOwnerDeletion=true is created (test_each_write_rule_is_needed shows the refusal without it)",
+}
+
+Rule = tuple[str, str, str]
+
+
+def granted(roles: list[dict[str, Any]]) -> set[Rule]:
+    """(apiGroup, resource[/subresource], verb) of every rule of ``roles``."""
+    return {(g, r, v) for role in roles for rule in role["rules"]
+            for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def used(cluster: LocalCluster, username: str) -> tuple[set[Rule], list[str]]:
+    """The permissions ``username`` exercised, read from the audit log, and its refused requests.
+
+    A server-side apply is a PATCH; when it created the object (201) it was also authorised as
+    ``create`` (kube-apiserver ``handlers/patch.go``: the create path runs ``withAuthorization``
+    with a create attribute), so it counts as both.
+    """
+    rules: set[Rule] = set()
+    refused = []
+    for event in cluster.audit_events(username):
+        ref = event.get("objectRef") or {}
+        if "resource" not in ref:
+            continue  # discovery (/apis, /version): allowed for every authenticated user
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        code = (event.get("responseStatus") or {}).get("code")
+        if code == 403:
+            refused.append(f"{event['verb']} {resource} {ref.get('namespace', '')}/{ref.get('name', '')}")
+            continue
+        rules.add((ref.get("apiGroup", ""), resource, event["verb"]))
+        if event["verb"] == "patch" and code == 201:
+            rules.add((ref.get("apiGroup", ""), resource, "create"))
+    return rules, refused
+
+
+def window_open_now() -> dict[str, str]:
+    """A UTC trough window from the last full hour to two hours later: open while the test runs."""
+    hour = time.gmtime().tm_hour
+    return {"start": f"{(hour + 23) % 24:02d}:00", "end": f"{(hour + 2) % 24:02d}:00", "timezone": "UTC"}
+
+
+def llmdeployment(namespace: str, *, min_replicas: int = 1, max_replicas: int = 4, batch: bool = True) -> dict[str, Any]:
+    """The user's manifest as it sits in Git: mock engine (restricted Pod Security), 1 s ticks."""
+    spec: dict[str, Any] = {
+        "model": {"name": "chat", "preset": "llama-3.1-8b"},
+        "engine": {"type": "mock", "image": "llmscale:dev"},
+        "replicas": {"min": min_replicas, "max": max_replicas},
+        "scaling": {"tickSeconds": 1},
+        "headroom": {"replicas": 1, "coldStartSeconds": 1},
+    }
+    if batch:
+        spec["batch"] = {"replicas": 1, "windows": [window_open_now()]}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "LLMDeployment",
+            "metadata": {"name": "chat", "namespace": namespace}, "spec": spec}
+
+
+@dataclass
+class Install:
+    """One chart install run as its ServiceAccount."""
+
+    docs: list[dict[str, Any]]
+    username: str
+    kubeconfig: Path
+    operators: list[OperatorProcess]
+
+    def roles(self) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d["kind"] in {"ClusterRole", "Role"}]
+
+    def client(self) -> kubernetes.client.ApiClient:
+        return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+
+
+def install(cluster: LocalCluster, helm: Path, tmp: Path, release_ns: str, sets: list[str], operators: int) -> Install:
+    docs = render_chart(helm, release_ns, *sets)
+    cluster.create_namespace(release_ns)
+    cluster.apply([d for d in docs if d["kind"] in RBAC_KINDS], field_manager="helm")
+    kubeconfig = cluster.service_account_kubeconfig(release_ns, "llmscale", tmp / "sa.kubeconfig")
+    env = container_env(docs)
+    ops: list[OperatorProcess] = []
+    try:
+        for i in range(operators):
+            ops.append(start_operator(env, kubeconfig, tmp / f"operator-{i}.log"))
+    except BaseException:
+        for op in ops:
+            op.stop()
+        raise
+    return Install(docs, f"system:serviceaccount:{release_ns}:llmscale", kubeconfig, ops)
+
+
+def deployment(cluster: LocalCluster, namespace: str, name: str) -> Any:
+    try:
+        return kubernetes.client.AppsV1Api(cluster.api).read_namespaced_deployment(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def get_llmdep(cluster: LocalCluster, namespace: str, name: str = "chat") -> dict[str, Any]:
+    obj: dict[str, Any] = kubernetes.client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name)
+    return obj
+
+
+def events(cluster: LocalCluster, namespace: str, reason: str) -> list[Any]:
+    got = kubernetes.client.CoreV1Api(cluster.api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.kind=LLMDeployment,reason={reason}")
+    return list(got.items)
+
+
+def owners_of(obj: Any, *path: str) -> set[str]:
+    """Field managers whose managedFields contain the nested field ``path`` (``f:``-prefixed keys)."""
+    out = set()
+    for entry in obj.metadata.managed_fields or ():
+        node = entry.fields_v1 or {}
+        for key in path:
+            node = node.get(f"f:{key}") if isinstance(node, dict) else None
+        if node is not None:
+            out.add(entry.manager)
+    return out
+
+
+def assert_no_forbidden_in_logs(inst: Install) -> None:
+    for op in inst.operators:
+        text = op.text()
+        assert not re.search(r"\b403\b|[Ff]orbidden", text), [
+            line for line in text.splitlines() if re.search(r"\b403\b|[Ff]orbidden", line)][:5]
+
+
+def assert_every_permission_used(cluster: LocalCluster, inst: Install) -> None:
+    exercised, refused = used(cluster, inst.username)
+    assert refused == [], f"requests of {inst.username} refused: {refused}"
+    grants = granted(inst.roles())
+    assert exercised, f"no request of {inst.username} in the audit log"
+    assert exercised <= grants, f"used but not granted (audit log misread?): {exercised - grants}"
+    assert grants - exercised == set(NOT_A_REQUEST), (
+        f"granted but never used, and not explained in NOT_A_REQUEST: {grants - exercised - set(NOT_A_REQUEST)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster-wide install, two replicas with leader election
+# --------------------------------------------------------------------------------------------
+
+SERVING = "serving"
+
+
+@pytest.fixture(scope="class")
+def clusterwide(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
+    """The chart's cluster-wide install (ClusterRole) with leader election and two replicas; the
+    LLMDeployments' namespace enforces the "restricted" Pod Security Standard."""
+    cluster.create_namespace(SERVING, {"pod-security.kubernetes.io/enforce": "restricted",
+                                       "pod-security.kubernetes.io/enforce-version": "latest"})
+    inst = install(cluster, helm, tmp_path_factory.mktemp("clusterwide"), "llmscale-system",
+                   ["leaderElection.enabled=true", "replicaCount=2"], operators=2)
+    try:
+        yield inst
+    finally:
+        for op in inst.operators:
+            op.stop()
+
+
+@pytest.mark.usefixtures("clusterwide")
+class TestClusterWideInstall:
+    """Ordered steps of one story: Argo CD creates and changes the LLMDeployment, Flux takes over."""
+
+    def test_children_status_and_events_as_the_service_account(self, cluster: LocalCluster) -> None:
+        cluster.apply([llmdeployment(SERVING)], "argocd-controller", force=True)
+        svc = kubernetes.client.CoreV1Api(cluster.api)
+        wait_for("Service serving/chat", lambda: svc.read_namespaced_service("chat", SERVING))
+        wait_for("PDB serving/chat",
+                 lambda: kubernetes.client.PolicyV1Api(cluster.api).read_namespaced_pod_disruption_budget("chat", SERVING))
+        # 1 + headroom 1 = 2 interactive replicas; the open trough window gives the batch pool 1.
+        wait_for("Deployment chat at 2 replicas", lambda: (d := deployment(cluster, SERVING, "chat")) and d.spec.replicas == 2)
+        wait_for("Deployment chat-batch at 1 replica",
+                 lambda: (d := deployment(cluster, SERVING, "chat-batch")) and d.spec.replicas == 1)
+        # Pod Security admission ("restricted") admits the mock engine's pods: the ReplicaSets made them.
+        wait_for("2 interactive pods admitted under restricted Pod Security", lambda: len(svc.list_namespaced_pod(
+            SERVING, label_selector="llmscale.dev/deployment=chat,llmscale.dev/pool=interactive").items) == 2)
+        wait_for("status.replicas with every pod ready after its cold start",
+                 lambda: {"desired": 2, "ready": 2, "batch": 1, "batchReady": 1}.items()
+                 <= get_llmdep(cluster, SERVING)["status"]["replicas"].items())
+        conditions = {c["type"]: c for c in get_llmdep(cluster, SERVING)["status"]["conditions"]}
+        assert conditions["MetricsAvailable"]["status"] == "False"  # Prometheus refused: unknown, not zero
+        assert conditions["BatchWindowOpen"]["status"] == "True"
+        wait_for("a ScaledUp Event for the batch pool", lambda: [
+            e for e in events(cluster, SERVING, "ScaledUp")
+            if "batch pool of LLMDeployment serving/chat from 0 to 1 replicas" in e.message])
+
+    def test_one_of_two_peered_replicas_works_and_the_other_takes_over(self, clusterwide: Install) -> None:
+        """Each replica drew its own priority; the lower one stands by (Kopf pauses it silently when
+        it starts second) and resumes when the higher one stops. A working replica ticks, and each
+        tick logs the failed signal read (Prometheus refuses connections here)."""
+        tick_line = "Failed to read signals of LLMDeployment serving/chat"
+        ops = clusterwide.operators
+        priorities = [int(m.group(1)) for op in ops for m in [re.search(r"Chose priority (-?\d+)", op.text())] if m]
+        assert len(priorities) == 2 and priorities[0] != priorities[1], priorities
+        high, low = (ops[0], ops[1]) if priorities[0] > priorities[1] else (ops[1], ops[0])
+        wait_for("the higher-priority replica to tick", lambda: tick_line in high.text())
+        seen = {id(op): len(op.text()) for op in ops}
+        time.sleep(3)  # three 1 s ticks
+        assert tick_line in high.text()[seen[id(high)]:]
+        assert tick_line not in low.text()[seen[id(low)]:], "the lower-priority replica ticks too"
+        mark = len(low.text())
+        high.stop()  # Kopf removes itself from the peering object on the way out
+        wait_for("the lower-priority replica to resume",
+                 lambda: "Resuming operations after the pause" in low.text()[mark:])
+        wait_for("the lower-priority replica to tick", lambda: tick_line in low.text()[mark:])
+        for op in ops:
+            assert "Possibly conflicting operators with the same priority" not in op.text()
+
+    def test_argo_cd_reapplying_the_manifest_changes_nothing(self, cluster: LocalCluster) -> None:
+        steady = {"desired": 2, "ready": 2, "batch": 1, "batchReady": 1}
+        wait_for("a steady status", lambda: steady.items() <= get_llmdep(cluster, SERVING)["status"]["replicas"].items())
+        before = get_llmdep(cluster, SERVING)
+        cluster.apply([llmdeployment(SERVING)], "argocd-controller", force=True)  # a sync of unchanged Git
+        time.sleep(3)  # three ticks of the operator
+        after = get_llmdep(cluster, SERVING)
+        assert after["metadata"]["generation"] == before["metadata"]["generation"]
+        assert steady.items() <= after["status"]["replicas"].items()
+        assert set(after["status"]) == set(before["status"])  # nothing of the status was removed
+        assert after["metadata"]["finalizers"] == ["llmscale.dev/finalizer"]
+        assert "llmscale.dev/last-handled-configuration" in after["metadata"]["annotations"]
+        assert deployment(cluster, SERVING, "chat").spec.replicas == 2
+        assert deployment(cluster, SERVING, "chat-batch").spec.replicas == 1
+
+    def test_a_raised_min_from_git_is_applied_while_signals_are_unknown(self, cluster: LocalCluster) -> None:
+        cluster.apply([llmdeployment(SERVING, min_replicas=3)], "argocd-controller", force=True)
+        wait_for("Deployment chat at 3 replicas", lambda: deployment(cluster, SERVING, "chat").spec.replicas == 3)
+        wait_for("status.replicas.desired 3",
+                 lambda: get_llmdep(cluster, SERVING)["status"]["replicas"]["desired"] == 3)
+        wait_for("a ScaledUp Event 2 -> 3", lambda: [e for e in events(cluster, SERVING, "ScaledUp")
+                                                   if "serving/chat from 2 to 3 replicas" in e.message])
+
+    def test_removing_spec_batch_in_git_deletes_the_batch_deployment(self, cluster: LocalCluster) -> None:
+        cluster.apply([llmdeployment(SERVING, min_replicas=3, batch=False)], "argocd-controller", force=True)
+        wait_for("Deployment chat-batch deleted", lambda: deployment(cluster, SERVING, "chat-batch") is None)
+        wait_for("a BatchPoolRemoved Event", lambda: events(cluster, SERVING, "BatchPoolRemoved"))
+        assert deployment(cluster, SERVING, "chat").spec.replicas == 3
+
+    def test_flux_takes_over_without_a_fight(self, cluster: LocalCluster) -> None:
+        manifest = llmdeployment(SERVING, min_replicas=3, batch=False)
+        generation = get_llmdep(cluster, SERVING)["metadata"]["generation"]
+        cluster.apply([manifest], "kustomize-controller", force=True)
+        assert get_llmdep(cluster, SERVING)["metadata"]["generation"] == generation
+        # A change in Flux's Git: the operator re-applies the children and keeps its replicas.
+        manifest["spec"]["replicas"]["max"] = 5
+        cluster.apply([manifest], "kustomize-controller", force=True)
+        wait_for("status.observedGeneration to follow the new generation",
+                 lambda: get_llmdep(cluster, SERVING)["status"]["observedGeneration"] == generation + 1)
+        time.sleep(2)
+        assert deployment(cluster, SERVING, "chat").spec.replicas == 3
+        assert get_llmdep(cluster, SERVING)["status"]["replicas"]["desired"] == 3
+
+    def test_managed_fields_split_spec_from_status_and_replicas(self, cluster: LocalCluster) -> None:
+        objects = kubernetes.client.CustomObjectsApi(cluster.api)
+        body = objects.get_namespaced_custom_object(GROUP, VERSION, SERVING, PLURAL, "chat")
+        entries = body["metadata"]["managedFields"]
+        spec_writers = {e["manager"] for e in entries if "f:spec" in e["fieldsV1"]}
+        assert spec_writers and spec_writers <= GITOPS_MANAGERS, spec_writers
+        assert all(e["operation"] == "Apply" for e in entries if "f:spec" in e["fieldsV1"])
+        operator_entries = [e for e in entries if e["manager"] in OPERATOR_MANAGERS]
+        assert operator_entries
+        for e in operator_entries:
+            if e.get("subresource") == "status":
+                assert set(e["fieldsV1"]) == {"f:status"}, e
+                continue
+            # Kopf's bookkeeping on the main resource: its annotations and its finalizer, nothing else.
+            assert set(e["fieldsV1"]) == {"f:metadata"}, e
+            meta = e["fieldsV1"]["f:metadata"]
+            assert set(meta) <= {"f:annotations", "f:finalizers"}, meta
+            assert {k for k in meta.get("f:annotations", {}) if k != "."} <= {
+                "f:llmscale.dev/last-handled-configuration", "f:llmscale.dev/kopf-managed"}
+            assert {k for k in meta.get("f:finalizers", {}) if k != "."} <= {'v:"llmscale.dev/finalizer"'}
+        child = deployment(cluster, SERVING, "chat")
+        assert owners_of(child, "spec", "replicas") == {"llmscale"}
+
+    def test_no_request_was_refused_and_every_permission_was_used(self, cluster: LocalCluster, clusterwide: Install) -> None:
+        assert_no_forbidden_in_logs(clusterwide)
+        assert_every_permission_used(cluster, clusterwide)
+
+    @pytest.mark.parametrize(
+        ("verb", "group", "resource", "namespace"),
+        [
+            pytest.param("delete", "", "nodes", None, id="delete-nodes"),
+            pytest.param("get", "", "secrets", SERVING, id="get-secrets"),
+            pytest.param("list", "", "secrets", None, id="list-secrets"),
+            pytest.param("create", "", "pods", SERVING, id="create-pods"),
+            pytest.param("create", "", "configmaps", SERVING, id="create-configmaps"),
+            pytest.param("update", "llmscale.dev", "llmdeployments", SERVING, id="replace-llmdeployments"),
+            pytest.param("delete", "llmscale.dev", "llmdeployments", SERVING, id="delete-llmdeployments"),
+            pytest.param("create", "", "serviceaccounts/token", "llmscale-system", id="mint-tokens"),
+            pytest.param("create", "rbac.authorization.k8s.io", "clusterrolebindings", None, id="bind-roles"),
+            pytest.param("patch", "", "nodes/status", None, id="patch-node-status"),
+            pytest.param("delete", "", "pods", SERVING, id="delete-pods"),
+        ],
+    )
+    def test_forbidden_verbs_are_refused(self, clusterwide: Install, verb: str, group: str, resource: str,
+                                         namespace: str | None) -> None:
+        api = clusterwide.client()
+        res, _, sub = resource.partition("/")
+        review = kubernetes.client.AuthorizationV1Api(api).create_self_subject_access_review({
+            "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": res, "subresource": sub,
+                                            "namespace": namespace}}})
+        assert review.status.allowed is False, review.status
+
+    def test_real_calls_outside_the_job_get_403(self, clusterwide: Install) -> None:
+        api = clusterwide.client()
+        core = kubernetes.client.CoreV1Api(api)
+        calls = {
+            "delete node": lambda: core.delete_node("gpu-node-0"),
+            "read secret": lambda: core.read_namespaced_secret("anything", SERVING),
+            "create pod": lambda: core.create_namespaced_pod(SERVING, {
+                "metadata": {"name": "x"}, "spec": {"containers": [{"name": "x", "image": "llmscale:dev"}]}}),
+            "delete LLMDeployment": lambda: kubernetes.client.CustomObjectsApi(api).delete_namespaced_custom_object(
+                GROUP, VERSION, SERVING, PLURAL, "chat"),
+        }
+        for what, call in calls.items():
+            with pytest.raises(ApiException) as caught:
+                call()
+            assert caught.value.status == 403, what
+
+    def test_rbac_cannot_keep_the_operator_off_the_spec(self, clusterwide: Install) -> None:
+        """Kopf's annotations and finalizer need ``patch`` on the LLMDeployment, and RBAC has no
+        field-level rules, so the same verb could write spec: what keeps the operator off the spec is
+        its code, shown by managedFields (test_managed_fields_split_spec_from_status_and_replicas)."""
+        review = kubernetes.client.AuthorizationV1Api(clusterwide.client()).create_self_subject_access_review({
+            "spec": {"resourceAttributes": {"verb": "patch", "group": GROUP, "resource": PLURAL, "namespace": SERVING}}})
+        assert review.status.allowed is True
+
+
+# --------------------------------------------------------------------------------------------
+# Namespaced install (Role per watched namespace + read-only discovery), leader election on
+# --------------------------------------------------------------------------------------------
+
+TEAM, OUTSIDE = "team-a", "team-b"
+
+
+@pytest.fixture(scope="class")
+def namespaced(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
+    for ns in (TEAM, OUTSIDE):
+        cluster.create_namespace(ns, {"pod-security.kubernetes.io/enforce": "restricted"})
+    inst = install(cluster, helm, tmp_path_factory.mktemp("namespaced"), "llmscale-ns",
+                   ["watch.allNamespaces=false", f"watch.namespaces={{{TEAM}}}", "leaderElection.enabled=true"],
+                   operators=1)
+    try:
+        yield inst
+    finally:
+        for op in inst.operators:
+            op.stop()
+
+
+@pytest.mark.usefixtures("namespaced")
+class TestNamespacedInstall:
+    def test_whole_job_in_the_watched_namespace(self, cluster: LocalCluster, namespaced: Install) -> None:
+        cluster.apply([llmdeployment(TEAM)], "argocd-controller", force=True)
+        wait_for("Deployment team-a/chat-batch", lambda: deployment(cluster, TEAM, "chat-batch"))
+        wait_for("status.replicas", lambda: get_llmdep(cluster, TEAM).get("status", {}).get("replicas"))
+        cluster.apply([llmdeployment(TEAM, min_replicas=3, batch=False)], "argocd-controller", force=True)
+        wait_for("Deployment team-a/chat at 3 replicas", lambda: deployment(cluster, TEAM, "chat").spec.replicas == 3)
+        wait_for("Deployment team-a/chat-batch deleted", lambda: deployment(cluster, TEAM, "chat-batch") is None)
+        assert_no_forbidden_in_logs(namespaced)
+        assert_every_permission_used(cluster, namespaced)
+
+    def test_an_unwatched_namespace_is_out_of_reach(self, namespaced: Install) -> None:
+        api = namespaced.client()
+        with pytest.raises(ApiException) as caught:
+            kubernetes.client.AppsV1Api(api).patch_namespaced_deployment(
+                "x", OUTSIDE, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}},
+                field_manager="llmscale", _content_type="application/apply-patch+yaml")
+        assert caught.value.status == 403
+        with pytest.raises(ApiException) as caught:
+            kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        assert caught.value.status == 403
+        with pytest.raises(ApiException) as caught:
+            kubernetes.client.CoreV1Api(api).list_namespaced_secret(TEAM)
+        assert caught.value.status == 403
+
+
+# --------------------------------------------------------------------------------------------
+# Is each write rule needed? Take one away and write a child as the operator does.
+# --------------------------------------------------------------------------------------------
+
+LAB = "rbac-lab"
+
+
+@pytest.fixture(scope="module")
+def lab(cluster: LocalCluster, helm: Path) -> dict[str, Any]:
+    """Namespace ``rbac-lab`` with an LLMDeployment to own children, and the chart's namespaced Role
+    for it. The installs above have stopped by now (class fixtures), so no operator acts here."""
+    cluster.create_namespace(LAB)
+    owner: dict[str, Any] = kubernetes.client.CustomObjectsApi(cluster.api).create_namespaced_custom_object(
+        GROUP, VERSION, LAB, PLURAL, llmdeployment(LAB, batch=False))
+    # The chart's namespaced work rules, to take one rule away from at a time.
+    docs = render_chart(helm, "llmscale-system", "watch.allNamespaces=false", f"watch.namespaces={{{LAB}}}")
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    return {"owner": owner, "role": role}
+
+
+def _service(owner: dict[str, Any], name: str) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": LAB, "ownerReferences": [{
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "LLMDeployment", "name": meta["name"],
+                "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"ports": [{"name": "http", "port": 8000}]}}
+
+
+@pytest.mark.parametrize(
+    ("sa", "without", "message"),
+    [
+        pytest.param("all-rules", None, None, id="chart-rules-suffice"),
+        pytest.param("no-create", ("", "services", "create"), 'cannot create resource "services"', id="without-create"),
+        pytest.param("no-finalizers", ("llmscale.dev", "llmdeployments/finalizers", "update"),
+                     "cannot set blockOwnerDeletion", id="without-owner-finalizers-update"),
+    ],
+)
+def test_each_write_rule_is_needed(cluster: LocalCluster, lab: dict[str, Any], tmp_path: Path,
+                                   sa: str, without: Rule | None, message: str | None) -> None:
+    """A server-side apply that creates a child is authorised as ``create`` (patch alone is refused)
+    and, with blockOwnerDeletion, needs ``update`` on the owner's ``finalizers`` (admission)."""
+    rules = []
+    for rule in lab["role"]["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                verbs = [v for v in rule["verbs"] if (group, resource, v) != without]
+                if verbs:
+                    rules.append({"apiGroups": [group], "resources": [resource], "verbs": verbs})
+    cluster.apply([
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": LAB}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": sa, "namespace": LAB},
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": sa, "namespace": LAB},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+         "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": LAB}]},
+    ], field_manager="test")
+    api = kubernetes.config.new_client_from_config(
+        config_file=str(cluster.service_account_kubeconfig(LAB, sa, tmp_path / "kubeconfig")))
+    core = kubernetes.client.CoreV1Api(api)
+    name = f"svc-{sa}"
+    apply = {"field_manager": "llmscale", "force": True, "_content_type": "application/apply-patch+yaml"}
+
+    def ssa() -> Any:
+        return core.patch_namespaced_service(name, LAB, _service(lab["owner"], name), **apply)
+
+    # New RBAC objects reach the authorizer's cache within a moment: wait until the binding is seen
+    # (patch is granted in every case), so that a refusal below is about the missing rule only.
+    authz = kubernetes.client.AuthorizationV1Api(api)
+    wait_for(f"RBAC of ServiceAccount {LAB}/{sa}", lambda: authz.create_self_subject_access_review({"spec": {
+        "resourceAttributes": {"verb": "patch", "resource": "services", "namespace": LAB}}}).status.allowed)
+    if message is None:
+        wait_for("the apply as the chart's rules", ssa, 10)
+        return
+    with pytest.raises(ApiException) as caught:
+        ssa()
+    assert caught.value.status == 403
+    assert message in json.loads(caught.value.body)["message"], caught.value.body
+    # The same apply on an object that exists already is a plain patch: allowed without `create`.
+    if without == ("", "services", "create"):
+        cluster.apply([_service(lab["owner"], name)], field_manager="admin")
+        wait_for("the apply to an existing Service", ssa, 10)
