@@ -1,0 +1,210 @@
+"""``llmscale simulate``: replay a trace through a simulated fleet under each scaling policy.
+
+Reads an LLMDeployment manifest (the file a user applies) and a trace CSV in the Azure LLM
+inference trace format, optionally shapes a day from it, calibrates one replica's capacity at the
+spec's SLO, runs the chosen policies and prints a table or JSON (keys in ``docs/simulate.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["add_arguments", "main", "parse_duration"]
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``90``, ``90s``, ``15m``, ``24h``, ``1d`` (or ``1h30m``) to seconds.
+
+    Raises:
+        argparse.ArgumentTypeError: not a positive duration.
+    """
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd]?)", text.strip().lower())
+    if not parts or "".join(n + u for n, u in parts) != re.sub(r"\s+", "", text.strip().lower()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 24h")
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds < 0:
+        raise argparse.ArgumentTypeError("a duration must not be negative")
+    return seconds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the verb's arguments."""
+    from llmscale.sim.baselines import POLICY_NAMES
+
+    parser.add_argument("--spec", required=True, help="LLMDeployment manifest (YAML), the file you apply")
+    parser.add_argument("--trace", required=True, help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens[,Class])")
+    parser.add_argument(
+        "--shape",
+        choices=("none", "diurnal"),
+        default="none",
+        help="none: replay the trace (looped to --duration, flat rate --peak-rps); "
+        "diurnal: a day shaped by a daily envelope (default: none)",
+    )
+    parser.add_argument("--duration", type=parse_duration, default=None,
+                        help="simulated time, e.g. 24h (default: the trace's length; 24h for diurnal)")
+    parser.add_argument("--peak-rps", type=float, default=None,
+                        help="requests/s at the peak (diurnal) or throughout (none); default: the trace's mean rate")
+    parser.add_argument("--peak-hour", type=float, default=15.0, help="UTC hour of the diurnal peak (default 15)")
+    parser.add_argument("--trough-fraction", type=float, default=0.25,
+                        help="overnight rate as a fraction of the peak (default 0.25)")
+    parser.add_argument("--batch-fraction", type=float, default=0.0,
+                        help="fraction of requests marked batch, for the batch pool (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthesis and the calibration (default 0)")
+    parser.add_argument("--policy", choices=(*POLICY_NAMES, "all"), default="all",
+                        help="policy to run, or all (default)")
+    parser.add_argument("--warmup", type=parse_duration, default=None,
+                        help="start excluded from every figure (default 10m, at most a quarter of the run)")
+    parser.add_argument("--capacity-rps", type=float, default=None,
+                        help="requests/s one replica carries within the SLO; skips the calibration search")
+    parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--plot", default=None, help="write a PNG: load, replicas and p95 TTFT per policy")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+def _fmt(v: Any, spec: str) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return format(v, spec)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the verb; return the exit status (0 ok, 2 bad input)."""
+    from pydantic import ValidationError
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from llmscale.api import LLMDeployment
+    from llmscale.sim.baselines import POLICY_NAMES
+    from llmscale.sim.plot import plot_day
+    from llmscale.sim.runner import Scenario, compare
+    from llmscale.sim.trace import (
+        TRACE_CITATION,
+        DiurnalEnvelope,
+        TraceFormatError,
+        load_azure_csv,
+        synthesize,
+    )
+
+    err = Console(stderr=True)
+    try:
+        doc = yaml.safe_load(Path(args.spec).read_text(encoding="utf-8"))
+        spec = LLMDeployment.model_validate(doc).spec
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        err.print(f"[red]Could not read the LLMDeployment {args.spec}:[/red] {exc}")
+        return 2
+    try:
+        base = load_azure_csv(args.trace)
+    except (OSError, TraceFormatError) as exc:
+        err.print(f"[red]Could not read the trace:[/red] {exc}")
+        return 2
+    diurnal = args.shape == "diurnal"
+    duration = args.duration if args.duration is not None else (86_400.0 if diurnal else base.duration_s)
+    try:
+        envelope = DiurnalEnvelope(args.peak_hour, args.trough_fraction) if diurnal else None
+        trace = synthesize(
+            base,
+            duration_s=duration,
+            peak_rps=args.peak_rps,
+            envelope=envelope,
+            seed=args.seed,
+            batch_fraction=args.batch_fraction,
+        )
+    except ValueError as exc:
+        err.print(f"[red]Could not shape the trace:[/red] {exc}")
+        return 2
+    warmup = args.warmup if args.warmup is not None else min(600.0, duration / 4)
+    if warmup >= duration:
+        err.print("[red]The warm-up must be shorter than the run[/red]")
+        return 2
+    names = list(POLICY_NAMES) if args.policy == "all" else [args.policy]
+    name = (doc.get("metadata") or {}).get("name", "?")
+
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(), console=err, disable=args.quiet, transient=True,
+    )
+    with progress:
+        task = progress.add_task("calibrating capacity at the SLO", total=None)
+        try:
+            sc = Scenario.build(spec, trace, base, warmup_s=warmup, seed=args.seed, capacity_rps=args.capacity_rps)
+        except ValueError as exc:
+            err.print(f"[red]Could not set up the simulation:[/red] {exc}")
+            return 2
+        total = trace.duration_s
+
+        def tick(policy: str, t: float) -> None:
+            progress.update(task, description=f"simulating {policy}", total=total,
+                            completed=min(total, t - trace.start_s))
+
+        results = compare(sc, names, tick)
+
+    summaries = [s for s, _ in results]
+    cap = sc.capacity
+    scenario = {
+        "llmdeployment": name,
+        "trace": trace.source,
+        "trace_citation": TRACE_CITATION,
+        "requests_total": len(trace),
+        "duration_s": trace.duration_s,
+        "warmup_s": warmup,
+        "seed": args.seed,
+        "capacity_rps_per_replica": cap.rate_rps,
+        "capacity_concurrency_per_replica": cap.concurrency,
+        "capacity_running_per_replica": cap.running,
+        "cold_start_s": spec.headroom.cold_start_seconds,
+    }
+    if args.plot:
+        plot_day(
+            {s["policy"]: series for s, series in results},  # type: ignore[misc]
+            args.plot,
+            ttft_slo_s=spec.slo.ttft_p95_seconds,
+            title=f"{name}: {trace.source}",
+            footnote=f"Trace: {TRACE_CITATION}",
+            warmup_s=warmup,
+        )
+    if args.output == "json":
+        json.dump({"scenario": scenario, "results": summaries}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    # A pipe or file gets the whole table, not one squeezed to 80 columns.
+    out = Console() if sys.stdout.isatty() else Console(width=200)
+    out.print(
+        f"LLMDeployment {name}: {len(trace):,} requests over {trace.duration_s / 3600:.1f} h "
+        f"({trace.source}); warm-up {warmup:.0f} s excluded. SLO p95 TTFT ≤ {spec.slo.ttft_p95_seconds:g} s, "
+        f"ITL ≤ {spec.slo.itl_p95_seconds:g} s. Calibrated capacity {cap.rate_rps:.2f} req/s per replica."
+    )
+    table = Table(show_lines=False)
+    for col in ("policy", "GPU-h", "SLO att.", "minutes OK", "TTFT p50/p95/p99 s", "ITL p50/p95/p99 ms",
+                "goodput tok/GPU-h", "$/M tok", "replicas mean/peak", "scale events", "preempt."):
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
+    for s in summaries:
+        table.add_row(
+            str(s["policy"]),
+            _fmt(s["gpu_hours"], ".1f"),
+            _fmt(s["slo_attainment"], ".2%"),
+            _fmt(s["minutes_meeting_slo_fraction"], ".2%"),
+            "/".join(_fmt(s[k], ".2f") for k in ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s")),
+            "/".join(_fmt(None if s[k] is None else 1000 * float(s[k]), ".0f")  # type: ignore[arg-type]
+                     for k in ("itl_p50_s", "itl_p95_s", "itl_p99_s")),
+            _fmt(s["goodput_tokens_per_gpu_hour"], ",.0f"),
+            _fmt(s["usd_per_million_tokens"], ".3f"),
+            f"{s['mean_replicas']:.2f}/{s['peak_replicas']}",
+            str(s["scale_events"]),
+            str(s["preemptions"]),
+        )
+    out.print(table)
+    out.print(f"Trace: {TRACE_CITATION}")
+    if args.plot:
+        out.print(f"Plot written to {args.plot}")
+    return 0

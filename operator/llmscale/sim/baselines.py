@@ -1,0 +1,405 @@
+"""The autoscalers llmscale is compared with, each a faithful rendering of the real algorithm and its
+defaults, plus llmscale's own policy behind the same interface.
+
+- ``llmscale`` — :func:`llmscale.policy.decide`, the operator's code, on the operator's tick with
+  the same :class:`~llmscale.signals.SignalSnapshot` history and memory carried between ticks.
+- ``static-peak`` — a fixed size: the oracle's largest per-minute need over the whole run (the
+  replicas the peak minute needs at the calibrated capacity), all day.
+- ``hpa`` — the Kubernetes HorizontalPodAutoscaler (``pkg/controller/podautoscaler/horizontal.go``
+  and ``replica_calculator.go``, autoscaling/v2 defaults) on the Pods metric
+  ``vllm:num_requests_running`` with an AverageValue target.
+- ``keda-queue`` — KEDA's Prometheus scaler on ``sum(vllm:num_requests_waiting)`` with threshold 5,
+  as vLLM's production-stack ships it; KEDA hands the HPA an External AverageValue metric and the
+  HPA's default behaviour applies.
+- ``kpa`` — Knative's KPA (``pkg/autoscaler/scaling/autoscaler.go``) on in-flight concurrency with
+  the stable (60 s) and panic (6 s, 200 %) windows.
+- ``oracle`` — clairvoyant: knows every future minute's arrivals and starts replicas exactly one
+  cold start before they are needed; the physical lower bound for this trace and SLO.
+
+The per-replica targets of hpa and kpa come from the same calibration that sizes the oracle and
+static-peak (:mod:`llmscale.sim.calibrate`): the running requests / requests in flight one replica
+holds at the highest rate that still meets the SLO — a setting derived for this model, GPU and
+SLO rather than a strawman, but not swept for each baseline's cheapest passing value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmscale.api import LLMDeploymentSpec
+from llmscale.policy.types import PolicyMemory
+from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.sim.fleet import Observation, ScaleDecision
+
+__all__ = [
+    "POLICY_NAMES",
+    "HorizontalPodAutoscaler",
+    "KnativePodAutoscaler",
+    "LlmscalePolicy",
+    "Oracle",
+    "StaticReplicas",
+    "per_minute_need",
+]
+
+#: Every policy ``llmscale simulate --policy`` knows, in report order.
+POLICY_NAMES: tuple[str, ...] = ("llmscale", "static-peak", "hpa", "keda-queue", "kpa", "oracle")
+
+
+class StaticReplicas:
+    """A fixed pool size (``static-peak``): what a capacity plan for the peak buys.
+
+    Args:
+        replicas: the size, kept all the time.
+        name: policy name in reports.
+    """
+
+    tick_s = 60.0
+
+    def __init__(self, replicas: int, name: str = "static-peak") -> None:
+        self.replicas = int(replicas)
+        self.name = name
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """Return the fixed size."""
+        return ScaleDecision(self.replicas, reason=f"static {self.replicas}")
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str  # "Pods" or "Percent"
+    value: int
+    period_s: float
+
+
+class HorizontalPodAutoscaler:
+    """The Kubernetes HPA, autoscaling/v2, one metric, default behaviour.
+
+    Algorithm (Kubernetes ``pkg/controller/podautoscaler``), every ``sync_period_s`` (15 s, the
+    kube-controller-manager ``--horizontal-pod-autoscaler-sync-period`` default):
+
+    1. Replica calculator. *Pods* metric with an AverageValue target (``kind="pods"``):
+       ``ratio = Σ metric / (target × pods_with_metrics)``; within ``tolerance`` (0.1) of 1 → keep
+       the current count, else ``ceil(ratio × pods_with_metrics)``. Pods without a metric (still in
+       their cold start) count as 0 when scaling up and as exactly on target when scaling down,
+       and a result that flips direction or lands within tolerance keeps the current count
+       (``calcPlainMetricReplicas``). *External* metric with an AverageValue target
+       (``kind="external"``, what KEDA creates): ``ratio = value / (target × current)``; outside
+       tolerance → ``ceil(value / target)`` (``GetExternalPerPodMetricReplicas``).
+    2. Stabilisation (``stabilizeRecommendationWithBehaviors``): the result is the current count
+       raised to the lowest recommendation of the scale-up window (0 s) and lowered to the highest
+       of the scale-down window (300 s).
+    3. Rate limits (``calculateScaleUpLimitWithScalingRules``), default policies: scale up by at
+       most ``max(4 pods, 100 %)`` per 15 s, scale down by up to 100 % per 15 s, both relative to
+       the replicas at the start of the period; then ``min``/``max`` replicas.
+
+    A missing metric (no scrape yet) keeps the current count, as the HPA does when it cannot fetch
+    its metric (``FailedGetPodsMetric``).
+
+    Args:
+        name: policy name in reports.
+        kind: ``"pods"`` (metric per pod) or ``"external"`` (one value for the whole pool).
+        metric: which gauge: ``"running"`` or ``"waiting"`` (per pod), ``"queue_depth"`` (pool sum).
+        target: the AverageValue target (per pod).
+        min_replicas / max_replicas: the HPA's bounds.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        metric: str,
+        target: float,
+        min_replicas: int,
+        max_replicas: int,
+        *,
+        tolerance: float = 0.1,
+        sync_period_s: float = 15.0,
+        scale_up_window_s: float = 0.0,
+        scale_down_window_s: float = 300.0,
+    ) -> None:
+        if target <= 0:
+            raise ValueError("target must be positive")
+        if kind not in ("pods", "external"):
+            raise ValueError("kind is pods or external")
+        self.name = name
+        self.kind = kind
+        self.metric = metric
+        self.target = float(target)
+        self.min_replicas = max(1, int(min_replicas))
+        self.max_replicas = int(max_replicas)
+        self.tolerance = tolerance
+        self.tick_s = sync_period_s
+        self.up_window = scale_up_window_s
+        self.down_window = scale_down_window_s
+        self.up_rules = (_Rule("Pods", 4, 15.0), _Rule("Percent", 100, 15.0))
+        self.down_rules = (_Rule("Percent", 100, 15.0),)
+        self._recs: deque[tuple[float, int]] = deque()
+        self._events: deque[tuple[float, int]] = deque()
+
+    def _calc(self, obs: Observation, current: int) -> int | None:
+        tol = self.tolerance
+        if self.kind == "external":
+            value: float | None = getattr(obs.snapshot, self.metric)
+            if value is None:
+                return None
+            ratio = value / (self.target * max(current, 1))
+            if abs(1.0 - ratio) <= tol:
+                return current
+            return math.ceil(float(value) / self.target)
+        pods = obs.pods
+        if not pods:
+            return None
+        values = [float(getattr(p, self.metric)) for p in pods][: max(current, 1)]
+        n = len(values)
+        missing = max(0, current - n)
+        ratio = sum(values) / (self.target * n)
+        if missing == 0:
+            if abs(1.0 - ratio) <= tol:
+                return current
+            return math.ceil(ratio * n)
+        fill = 0.0 if ratio > 1.0 else self.target
+        new_ratio = (sum(values) + fill * missing) / (self.target * (n + missing))
+        if abs(1.0 - new_ratio) <= tol or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+            return current
+        new = math.ceil(new_ratio * (n + missing))
+        if (new_ratio < 1.0 and new > current) or (new_ratio > 1.0 and new < current):
+            return current
+        return new
+
+    def _limit(self, rules: Sequence[_Rule], current: int, now: float, up: bool) -> int:
+        limits = []
+        for rule in rules:
+            added = sum(d for t, d in self._events if t > now - rule.period_s and d > 0)
+            removed = -sum(d for t, d in self._events if t > now - rule.period_s and d < 0)
+            start = current - added + removed
+            if up:
+                limits.append(start + rule.value if rule.kind == "Pods" else math.ceil(start * (1 + rule.value / 100)))
+            else:
+                limits.append(start - rule.value if rule.kind == "Pods" else int(start * (1 - rule.value / 100)))
+        # selectPolicy Max: the policy that allows the largest change.
+        return max(limits) if up else min(limits)
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """One HPA sync: calculator, stabilisation, rate limits, bounds."""
+        now = obs.now
+        current = obs.state.interactive_replicas
+        raw = self._calc(obs, current)
+        if raw is None:
+            return ScaleDecision(current, reason="metric unavailable: hold")
+        self._recs.append((now, raw))
+        keep = max(self.up_window, self.down_window)
+        while self._recs and self._recs[0][0] < now - keep:
+            self._recs.popleft()
+        up_rec = min((r for t, r in self._recs if t >= now - self.up_window), default=raw)
+        down_rec = max((r for t, r in self._recs if t >= now - self.down_window), default=raw)
+        rec = current
+        rec = max(rec, up_rec)
+        rec = min(rec, down_rec)
+        while self._events and self._events[0][0] < now - 60.0:
+            self._events.popleft()
+        if rec > current:
+            rec = min(rec, self._limit(self.up_rules, current, now, up=True))
+        elif rec < current:
+            rec = max(rec, self._limit(self.down_rules, current, now, up=False))
+        rec = min(max(rec, self.min_replicas), self.max_replicas)
+        if rec != current:
+            self._events.append((now, rec - current))
+        return ScaleDecision(rec, reason=f"{self.metric} raw {raw} -> {rec}")
+
+
+class KnativePodAutoscaler:
+    """Knative Serving's KPA on concurrency (``pkg/autoscaler/scaling/autoscaler.go``, defaults of
+    ``config-autoscaler``).
+
+    Every 2 s (the autoscaler's tick): the observed concurrency of the revision (in-flight requests
+    summed over pods, averaged over time as the queue-proxies report it) over the stable window
+    (60 s) and the panic window (10 % of it, 6 s) gives ``dspc = ceil(stable / target)`` and
+    ``dppc = ceil(panic / target)``, each clamped to ``[floor(ready / 2), ceil(1000 × ready)]``
+    (max-scale-down-rate 2, max-scale-up-rate 1000). Panic starts when ``dppc / ready ≥ 2``
+    (panic-threshold 200 %) and ends a stable window after the last time it held; in panic the
+    size never goes down (``max(dspc, dppc)``, ratcheted). Otherwise the result is ``dspc``.
+    ``target = per_pod_target × 0.7`` (container-concurrency-target-percentage 70 %).
+
+    Args:
+        per_pod_target: the revision's concurrency target per pod (``autoscaling.knative.dev/target``;
+            Knative's default 100 is meaningless for an LLM replica, so the caller passes the
+            calibrated concurrency one replica sustains within the SLO).
+        min_replicas / max_replicas: ``min-scale``/``max-scale`` (min at least 1: no scale to zero).
+    """
+
+    name = "kpa"
+    tick_s = 2.0
+
+    def __init__(
+        self,
+        per_pod_target: float,
+        min_replicas: int,
+        max_replicas: int,
+        *,
+        utilization: float = 0.7,
+        stable_window_s: float = 60.0,
+        panic_window_fraction: float = 0.10,
+        panic_threshold: float = 2.0,
+        max_scale_up_rate: float = 1000.0,
+        max_scale_down_rate: float = 2.0,
+    ) -> None:
+        if per_pod_target <= 0:
+            raise ValueError("per_pod_target must be positive")
+        self.target = per_pod_target * utilization
+        self.min_replicas = max(1, int(min_replicas))
+        self.max_replicas = int(max_replicas)
+        self.stable = stable_window_s
+        self.panic = stable_window_s * panic_window_fraction
+        self.panic_threshold = panic_threshold
+        self.up_rate = max_scale_up_rate
+        self.down_rate = max_scale_down_rate
+        self._hist: deque[tuple[float, float]] = deque()
+        self._panic_time: float | None = None
+        self._max_panic_pods = 0
+
+    def _avg(self, now: float, integral: float, window: float) -> float:
+        t0, i0 = self._hist[0]
+        for t, i in self._hist:
+            if t >= now - window:
+                t0, i0 = t, i
+                break
+        span = now - t0
+        return (integral - i0) / span if span > 0 else 0.0
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """One KPA tick."""
+        now = obs.now
+        self._hist.append((now, obs.inflight_integral))
+        while self._hist and self._hist[0][0] < now - self.stable - self.tick_s:
+            self._hist.popleft()
+        if len(self._hist) < 2:
+            return ScaleDecision(obs.state.interactive_replicas, reason="no data yet")
+        stable = self._avg(now, obs.inflight_integral, self.stable)
+        panic = self._avg(now, obs.inflight_integral, self.panic)
+        ready = max(1.0, float(obs.state.interactive_ready))
+        max_up = math.ceil(self.up_rate * ready)
+        max_down = math.floor(ready / self.down_rate)
+        dspc = min(max(math.ceil(stable / self.target), max_down), max_up)
+        dppc = min(max(math.ceil(panic / self.target), max_down), max_up)
+        over = dppc / ready >= self.panic_threshold
+        if over:
+            self._panic_time = now
+        elif self._panic_time is not None and self._panic_time + self.stable < now:
+            self._panic_time = None
+            self._max_panic_pods = 0
+        desired = dspc
+        if self._panic_time is not None:
+            desired = max(desired, dppc)
+            if desired > self._max_panic_pods:
+                self._max_panic_pods = desired
+            else:
+                desired = self._max_panic_pods
+        desired = min(max(desired, self.min_replicas), self.max_replicas)
+        mode = "panic" if self._panic_time is not None else "stable"
+        return ScaleDecision(desired, reason=f"{mode}: stable {stable:.1f} panic {panic:.1f}")
+
+
+def per_minute_need(
+    arrival_s: NDArray[np.float64], start_s: float, end_s: float, capacity_rps: float
+) -> NDArray[np.int64]:
+    """Replicas each minute of ``[start, end)`` needs: ``ceil(arrivals in the minute / 60 /
+    capacity_rps)``; shape ``(minutes,)``.
+
+    Raises:
+        ValueError: ``capacity_rps`` ≤ 0.
+    """
+    if capacity_rps <= 0:
+        raise ValueError("capacity_rps must be positive")
+    minutes = max(1, math.ceil((end_s - start_s) / 60.0))
+    counts = np.bincount(((arrival_s - start_s) // 60.0).astype(np.int64).clip(0, minutes - 1), minlength=minutes)
+    return np.ceil(counts / 60.0 / capacity_rps - 1e-9).astype(np.int64)
+
+
+class Oracle:
+    """The clairvoyant lower bound: knows the arrivals of every future minute.
+
+    The need of minute ``m`` is ``ceil(rate_m / capacity_rps)``, the replicas that carry that
+    minute's rate within the SLO at the calibrated per-replica capacity. A replica asked for at
+    ``t`` is Ready at ``t + cold_start``, so at every tick the oracle asks for the largest need of
+    the minutes in ``[t, t + cold_start + tick]``: replicas start exactly one cold start before
+    their minute, and a replica that will be needed again within a cold start is kept rather than
+    restarted (a restart costs the same cold start).
+
+    Args:
+        need: per-minute needs from :func:`per_minute_need`, starting at ``start_s``.
+        start_s: time of minute 0, seconds since the epoch.
+        cold_start_s: pod creation to Ready, seconds.
+        min_replicas / max_replicas: bounds.
+        tick_s: how often it acts, seconds.
+    """
+
+    name = "oracle"
+
+    def __init__(
+        self,
+        need: NDArray[np.int64],
+        start_s: float,
+        cold_start_s: float,
+        min_replicas: int,
+        max_replicas: int,
+        tick_s: float = 15.0,
+    ) -> None:
+        self.need = need
+        self.start_s = start_s
+        self.cold_start_s = cold_start_s
+        self.min_replicas = max(1, int(min_replicas))
+        self.max_replicas = int(max_replicas)
+        self.tick_s = tick_s
+
+    def desired_at(self, t: float) -> int:
+        """Replicas the oracle asks for at ``t`` (before bounds)."""
+        a = int((t - self.start_s) // 60.0)
+        b = int((t + self.cold_start_s + self.tick_s - self.start_s) // 60.0)
+        a = min(max(a, 0), len(self.need) - 1)
+        b = min(max(b, a), len(self.need) - 1)
+        return int(self.need[a : b + 1].max())
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """Return the largest need within the coming cold start."""
+        d = min(max(self.desired_at(obs.now), self.min_replicas), self.max_replicas)
+        return ScaleDecision(d, reason="clairvoyant")
+
+
+class LlmscalePolicy:
+    """llmscale's own policy, called exactly as the operator calls it.
+
+    Every ``spec.scaling.tick_seconds`` the newest scrape becomes a
+    :class:`~llmscale.signals.SignalSnapshot` appended to the history (one per tick, as the
+    operator keeps it, as far back as one cold start plus a margin), :func:`llmscale.policy.decide`
+    runs with the pool state, and ``Decision.memory`` is carried to the next tick.
+
+    Args:
+        spec: the LLMDeployment spec under test.
+    """
+
+    name = "llmscale"
+
+    def __init__(self, spec: LLMDeploymentSpec) -> None:
+        self.spec = spec
+        self.tick_s = float(spec.scaling.tick_seconds)
+        keep = math.ceil(spec.headroom.cold_start_seconds / self.tick_s) + 8
+        self.history: deque[SignalSnapshot] = deque(maxlen=keep)
+        self.memory = PolicyMemory()
+        self.last_reasons: tuple[str, ...] = ()
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """Run :func:`llmscale.policy.decide` on the history and carry its memory."""
+        from llmscale.policy import decide
+
+        self.history.append(obs.snapshot)
+        d = decide(self.spec, tuple(self.history), obs.state, self.memory, obs.now)
+        self.memory = d.memory
+        self.last_reasons = d.reasons
+        batch = d.batch_replicas if self.spec.batch is not None else 0
+        return ScaleDecision(d.interactive_replicas, batch, reason="; ".join(d.reasons))

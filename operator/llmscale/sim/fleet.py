@@ -1,0 +1,606 @@
+"""The simulated fleet: pools of replicas, a router, cold starts, drains and the time loop.
+
+One :func:`simulate` call replays a :class:`~llmscale.sim.trace.Trace` through an interactive pool
+(and a batch pool when the trace has batch requests) whose size an :class:`Autoscaler` sets on its
+tick, in simulated time (seconds since the Unix epoch, so trough windows fall on real wall-clock
+hours). The autoscaler sees what it would see on a cluster:
+
+- **Prometheus** scrapes every replica every ``scrape_interval_s`` (15 s by default, the
+  kube-prometheus-stack ServiceMonitor interval); a tick sees the gauges of the *last* scrape
+  as a :class:`~llmscale.signals.SignalSnapshot` — the type the operator builds from Prometheus —
+  whose ``observed_at`` is the scrape time, so the signals are up to one interval old. Only Ready,
+  not draining replicas are scrape targets (the Service's endpoints). Preemption rate is the pool's
+  counter increase over the last 60 s divided by 60 (``rate(...[1m])``), TTFT and ITL p95 are over
+  requests that produced their first token / finished in the 60 s before the scrape.
+- **Kubernetes** creates replicas that bill GPU time at once but serve nothing until
+  ``cold_start_s`` later; scaling down removes not-yet-ready replicas first (as the ReplicaSet
+  controller does: unready pods before ready ones), then the newest ready ones, which **drain** —
+  they take no new request and finish every request they hold; GPU time counts until they are
+  empty. In-flight work is never killed.
+- The **router** (the Service / gateway) sends each interactive request to the ready replica with
+  the fewest outstanding requests (ties: the oldest replica); with no ready replica the request
+  waits at the router. Batch requests queue for the batch pool, which takes at most
+  ``2 × max_num_seqs`` outstanding requests per replica (a bounded-concurrency batch client).
+
+Fast by construction: replicas advance in event-driven leaps (:mod:`llmscale.sim.replica`), the
+loop merges three sorted sources (arrivals, replica wake-ups, controller ticks) with ``heapq``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmscale.policy.types import PoolState
+from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.sim.replica import EngineConfig, ReplicaEngine, RequestTable, StepCostModel
+from llmscale.sim.trace import Trace
+
+__all__ = [
+    "Autoscaler",
+    "FleetConfig",
+    "Observation",
+    "PodSample",
+    "ReplicaRecord",
+    "ScaleDecision",
+    "SimResult",
+    "simulate",
+]
+
+INTERACTIVE, BATCH = "interactive", "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSample:
+    """Gauges of one scrape target (a Ready interactive replica) at the last scrape.
+
+    Attributes:
+        waiting: ``vllm:num_requests_waiting``. running: ``vllm:num_requests_running``.
+        kv_cache_utilization: ``vllm:kv_cache_usage_perc``, 0–1.
+    """
+
+    waiting: int
+    running: int
+    kv_cache_utilization: float
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything an autoscaler may look at on its tick.
+
+    Attributes:
+        now: the tick's time, seconds since the epoch.
+        snapshot: the interactive pool's signals at the last scrape (aggregated as the operator's
+            PromQL aggregates them); values are ``None`` when no replica was scraped.
+        pods: per-pod gauges of the last scrape (what a Prometheus adapter serves the HPA).
+        state: replica counts of both pools now.
+        inflight_integral: ∫ of in-flight interactive requests over time up to ``now``,
+            request·seconds — what Knative's queue-proxies report as average concurrency when
+            differenced over a window.
+        scrape_time: time of the last scrape, seconds since the epoch (−inf before the first).
+    """
+
+    now: float
+    snapshot: SignalSnapshot
+    pods: tuple[PodSample, ...]
+    state: PoolState
+    inflight_integral: float
+    scrape_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDecision:
+    """An autoscaler's answer: desired interactive replicas, and batch replicas (``None`` = follow
+    ``spec.batch`` windows as a fixed schedule, what a baseline without trough logic gets)."""
+
+    interactive: int
+    batch: int | None = None
+    reason: str = ""
+
+
+class Autoscaler(Protocol):
+    """A scaling policy under test: ``decide`` is called every ``tick_s`` seconds of simulated time."""
+
+    name: str
+    tick_s: float
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """Return the desired replicas at ``obs.now``."""
+        ...
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """How the simulated cluster behaves.
+
+    Attributes:
+        cold_start_s: pod creation to Ready, seconds (``spec.headroom.cold_start_seconds``).
+        initial_replicas: Ready interactive replicas at the start (a warm pool; the warm-up
+            excludes the transient anyway).
+        min_replicas / max_replicas: bounds applied to every decision (``spec.replicas``); batch
+            decisions are bounded by ``batch_max_replicas``.
+        gpus_per_replica: GPUs billed per replica.
+        scrape_interval_s: Prometheus scrape interval, seconds (15 s: kube-prometheus-stack's
+            ServiceMonitor default).
+        tick_offset_s: phase of the autoscaler's ticks after each scrape, seconds: the signals a
+            tick sees are this old at least.
+        drain_cap_s: after the trace ends, keep serving in-flight interactive requests for at
+            most this long, seconds; anything left is reported unfinished.
+        batch_max_replicas: upper bound of the batch pool.
+        batch_schedule: desired batch replicas at a time when the autoscaler leaves it to the
+            schedule (``None`` = no batch pool).
+    """
+
+    cold_start_s: float = 180.0
+    initial_replicas: int = 1
+    min_replicas: int = 0
+    max_replicas: int = 10_000
+    gpus_per_replica: int = 1
+    scrape_interval_s: float = 15.0
+    tick_offset_s: float = 5.0
+    drain_cap_s: float = 3600.0
+    batch_max_replicas: int = 10_000
+    batch_schedule: Callable[[float], int] | None = None
+
+
+@dataclass(slots=True)
+class ReplicaRecord:
+    """Life of one replica: created, Ready, removal ordered, and gone (drained), seconds since the
+    epoch (``inf`` when it never happened within the run)."""
+
+    pool: str
+    created_s: float
+    ready_s: float = math.inf
+    removed_s: float = math.inf
+    gone_s: float = math.inf
+
+
+@dataclass
+class SimResult:
+    """What one run produced; :mod:`llmscale.sim.report` turns it into the figures.
+
+    Attributes:
+        policy: the autoscaler's name.
+        start_s / end_s: the simulated interval, seconds since the epoch.
+        requests: the :class:`RequestTable` (arrival, first token, finish, …).
+        is_batch / rejected: per-request flags, numpy bool arrays.
+        replicas: every replica's :class:`ReplicaRecord`.
+        interactive_changes / batch_changes: ``(time_s, replicas_before, replicas_after)`` of every
+            change of a pool's desired size (a scale event).
+        preemptions: total preemptions over both pools.
+        gpus_per_replica: GPUs per replica (for GPU-hours).
+        wall_s: wall-clock seconds the run took (measured by the caller, 0 if not).
+    """
+
+    policy: str
+    start_s: float
+    end_s: float
+    requests: RequestTable
+    is_batch: NDArray[np.bool_]
+    rejected: NDArray[np.bool_]
+    replicas: list[ReplicaRecord]
+    interactive_changes: list[tuple[float, int, int]] = field(default_factory=list)
+    batch_changes: list[tuple[float, int, int]] = field(default_factory=list)
+    initial_replicas: int = 0
+    preemptions: int = 0
+    gpus_per_replica: int = 1
+    wall_s: float = 0.0
+
+
+class _Replica:
+    """A replica in a pool: its engine plus lifecycle."""
+
+    __slots__ = ("engine", "record", "state", "version")
+
+    def __init__(self, engine: ReplicaEngine, record: ReplicaRecord) -> None:
+        self.engine = engine
+        self.record = record
+        self.state = "starting"
+        self.version = 0
+
+
+class _Pool:
+    """Replicas of one pool with the router's view of them."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.starting: list[_Replica] = []
+        self.ready: list[_Replica] = []
+        self.draining: list[_Replica] = []
+        self.preemptions = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.starting) + len(self.ready)
+
+
+class _Window:
+    """Values stamped with non-decreasing times; p95 over a trailing window, cheaply."""
+
+    __slots__ = ("head", "times", "values")
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.values: list[float] = []
+        self.head = 0
+
+    def add(self, t: float, v: float) -> None:
+        self.times.append(t)
+        self.values.append(v)
+
+    def p95_since(self, since: float) -> float | None:
+        """p95 of the values stamped at or after ``since`` (``None`` when there are none)."""
+        self.head = bisect.bisect_left(self.times, since, lo=self.head)
+        if self.head > 4096:  # drop what no window will read again
+            del self.times[: self.head], self.values[: self.head]
+            self.head = 0
+        if self.head >= len(self.values):
+            return None
+        return float(np.percentile(np.asarray(self.values[self.head :], dtype=np.float64), 95))
+
+
+def simulate(
+    trace: Trace,
+    autoscaler: Autoscaler,
+    cost: StepCostModel,
+    *,
+    engine: EngineConfig | None = None,
+    fleet: FleetConfig | None = None,
+    context_limit_tokens: int | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> SimResult:
+    """Replay ``trace`` through a fleet sized by ``autoscaler``; return every request's fate.
+
+    Args:
+        trace: the requests (interactive and batch).
+        autoscaler: the policy under test, called every ``autoscaler.tick_s``.
+        cost: the performance model of one replica (``ReplicaModel``).
+        engine: scheduler limits of each replica.
+        fleet: cluster behaviour (cold start, scrape interval, bounds, batch schedule).
+        context_limit_tokens: ``--max-model-len``: a prompt at or over it is rejected (reported in
+            ``SimResult.rejected``, as vLLM answers HTTP 400), a longer output is cut to fit.
+        progress: called now and then with the simulated time reached (seconds since the epoch).
+
+    Returns:
+        A :class:`SimResult`.
+
+    Raises:
+        ValueError: the model's KV cache cannot hold one request at the context limit.
+    """
+    engine = engine or EngineConfig()
+    fleet = fleet or FleetConfig()
+    capacity = int(engine.kv_capacity_tokens or cost.kv_cache_capacity_tokens)
+    limit = int(context_limit_tokens) if context_limit_tokens else capacity
+    if limit > capacity:
+        raise ValueError(
+            f"The context limit ({limit} tokens) is larger than the KV cache ({capacity} tokens): "
+            "vLLM would refuse to start"
+        )
+    n = len(trace)
+    prompt = trace.prompt_tokens.astype(np.int64)
+    output = np.maximum(trace.output_tokens.astype(np.int64), 1)
+    rejected = prompt >= limit
+    output = np.where(rejected, output, np.minimum(output, limit - prompt))
+    table = RequestTable(trace.arrival_s.tolist(), prompt.tolist(), output.tolist())
+    is_batch_arr = trace.is_batch.copy()
+    is_batch = is_batch_arr.tolist()
+    rejected_l = rejected.tolist()
+    arrival = table.arrival
+
+    start, end = trace.start_s, trace.end_s
+    pools = {INTERACTIVE: _Pool(INTERACTIVE), BATCH: _Pool(BATCH)}
+    inter, batchp = pools[INTERACTIVE], pools[BATCH]
+    records: list[ReplicaRecord] = []
+    heap: list[tuple[float, int, int, _Replica]] = []  # (time, seq, version, replica)
+    seq = 0
+    pending: deque[int] = deque()  # interactive requests waiting at the router (no ready replica)
+    backlog: deque[int] = deque()  # batch requests not yet handed to a batch replica
+    batch_cap = 2 * engine.max_num_seqs
+    ttft_log = _Window()
+    itl_log = _Window()
+    inflight = 0
+    inflight_integral = 0.0
+    inflight_t = start
+    inter_changes: list[tuple[float, int, int]] = []
+    batch_changes: list[tuple[float, int, int]] = []
+    unfinished_interactive = int(np.count_nonzero(~is_batch_arr & ~rejected))
+
+    def push(rep: _Replica, t: float) -> None:
+        nonlocal seq
+        rep.version += 1
+        seq += 1
+        heapq.heappush(heap, (t, seq, rep.version, rep))
+
+    def on_first(req: int, t: float) -> None:
+        if not is_batch[req]:
+            ttft_log.add(t, t - arrival[req])
+
+    def on_finish(eng: ReplicaEngine, req: int, t: float) -> None:
+        nonlocal inflight, inflight_integral, inflight_t, unfinished_interactive
+        if not is_batch[req]:
+            inflight_integral += inflight * (t - inflight_t)
+            inflight_t = t
+            inflight -= 1
+            unfinished_interactive -= 1
+            out = table.output[req]
+            if out > 1:
+                itl_log.add(t, (t - table.first_token[req]) / (out - 1))
+        rep = by_engine[eng.index]
+        if rep.state == "draining" and eng.outstanding == 0:
+            rep.state = "gone"
+            rep.record.gone_s = t
+            (batchp if rep.record.pool == BATCH else inter).draining.remove(rep)
+        elif rep.state == "ready" and rep.record.pool == BATCH and backlog:
+            dispatch_batch(t)
+
+    by_engine: list[_Replica] = []
+
+    def new_replica(pool: _Pool, t: float, ready_at: float) -> _Replica:
+        rec = ReplicaRecord(pool=pool.name, created_s=t, ready_s=ready_at)
+        records.append(rec)
+        eng = ReplicaEngine(len(by_engine), table, cost, engine, on_finish, on_first)
+        rep = _Replica(eng, rec)
+        by_engine.append(rep)
+        return rep
+
+    def route(req: int, t: float) -> None:
+        nonlocal inflight, inflight_integral, inflight_t
+        inflight_integral += inflight * (t - inflight_t)
+        inflight_t = t
+        inflight += 1
+        send(req, t)
+
+    def send(req: int, t: float) -> None:
+        ready = inter.ready
+        if not ready:
+            pending.append(req)
+            return
+        best = ready[0]
+        low = best.engine.outstanding
+        if low:
+            for rep in ready:
+                o = rep.engine.outstanding
+                if o < low:
+                    best, low = rep, o
+                    if not o:
+                        break
+        table.replica[req] = best.engine.index
+        wake = best.engine.add(req, t)
+        if wake is not None:
+            push(best, wake)
+
+    def dispatch_batch(t: float) -> None:
+        for rep in batchp.ready:
+            eng = rep.engine
+            while backlog and eng.outstanding < batch_cap:
+                req = backlog.popleft()
+                table.replica[req] = eng.index
+                wake = eng.add(req, t)
+                if wake is not None:
+                    push(rep, wake)
+            if not backlog:
+                return
+
+    def make_ready(rep: _Replica, t: float) -> None:
+        pool = batchp if rep.record.pool == BATCH else inter
+        if rep.state != "starting":
+            return
+        pool.starting.remove(rep)
+        rep.state = "ready"
+        pool.ready.append(rep)
+        if pool is inter:
+            while pending:
+                send(pending.popleft(), t)
+        elif backlog:
+            dispatch_batch(t)
+
+    ready_heap: list[tuple[float, int, _Replica]] = []
+
+    def resize(pool: _Pool, desired: int, t: float) -> None:
+        nonlocal seq
+        cur = pool.size
+        if desired > cur:
+            for _ in range(desired - cur):
+                rep = new_replica(pool, t, t + fleet.cold_start_s)
+                pool.starting.append(rep)
+                seq += 1
+                heapq.heappush(ready_heap, (rep.record.ready_s, seq, rep))
+        elif desired < cur:
+            drop = cur - desired
+            while drop and pool.starting:
+                rep = pool.starting.pop()  # newest not-ready first
+                rep.state = "gone"
+                rep.record.removed_s = rep.record.gone_s = t
+                drop -= 1
+            while drop and pool.ready:
+                rep = pool.ready.pop()  # newest ready next
+                rep.record.removed_s = t
+                if rep.engine.outstanding == 0:
+                    rep.state = "gone"
+                    rep.record.gone_s = t
+                else:
+                    rep.state = "draining"
+                    pool.draining.append(rep)
+                drop -= 1
+
+    # Warm start: the initial interactive replicas are Ready at the start.
+    for _ in range(max(fleet.initial_replicas, fleet.min_replicas)):
+        rep = new_replica(inter, start - fleet.cold_start_s, start)
+        rep.record.created_s = start  # billed from the start of the run only
+        rep.state = "ready"
+        inter.ready.append(rep)
+
+    # Scrapes: the last one's pod gauges and aggregate snapshot.
+    last_pods: tuple[PodSample, ...] = ()
+    last_snapshot = SignalSnapshot(observed_at=start - fleet.scrape_interval_s, error="no scrape yet")
+    last_scrape_t = -math.inf
+    preempt_hist: deque[tuple[float, int]] = deque()
+
+    def scrape(t: float) -> None:
+        nonlocal last_pods, last_snapshot, last_scrape_t
+        pods = tuple(
+            PodSample(r.engine.num_waiting, r.engine.num_running, r.engine.kv_usage(t)) for r in inter.ready
+        )
+        total_pre = sum(r.engine.preemptions for r in by_engine if r.record.pool == INTERACTIVE)
+        preempt_hist.append((t, total_pre))
+        while preempt_hist and preempt_hist[0][0] < t - 60.0 - 1e-9:
+            preempt_hist.popleft()
+        t0, p0 = preempt_hist[0]
+        rate = (total_pre - p0) / (t - t0) if t > t0 else None
+        last_scrape_t = t
+        last_pods = pods
+        if pods:
+            last_snapshot = SignalSnapshot(
+                observed_at=t,
+                queue_depth=float(sum(p.waiting for p in pods)),
+                running_requests=float(sum(p.running for p in pods)),
+                kv_cache_utilization=sum(p.kv_cache_utilization for p in pods) / len(pods),
+                preemption_rate=rate,
+                ttft_p95_s=ttft_log.p95_since(t - 60.0),
+                itl_p95_s=itl_log.p95_since(t - 60.0),
+                replicas_reporting=len(pods),
+            )
+        else:
+            last_snapshot = SignalSnapshot(observed_at=t, replicas_reporting=0, error="no ready replica")
+
+    def tick(t: float) -> None:
+        nonlocal inflight_integral, inflight_t
+        inflight_integral += inflight * (t - inflight_t)
+        inflight_t = t
+        state = PoolState(
+            interactive_replicas=inter.size,
+            interactive_ready=len(inter.ready),
+            interactive_starting=len(inter.starting),
+            batch_replicas=batchp.size,
+            batch_ready=len(batchp.ready),
+        )
+        obs = Observation(t, last_snapshot, last_pods, state, inflight_integral, last_scrape_t)
+        d = autoscaler.decide(obs)
+        want = min(max(int(d.interactive), fleet.min_replicas), fleet.max_replicas)
+        if d.batch is not None:
+            want_b = d.batch
+        elif fleet.batch_schedule is not None:
+            want_b = fleet.batch_schedule(t)
+        else:
+            want_b = 0
+        want_b = min(max(int(want_b), 0), fleet.batch_max_replicas)
+        if want != inter.size:
+            inter_changes.append((t, inter.size, want))
+            resize(inter, want, t)
+        if want_b != batchp.size:
+            batch_changes.append((t, batchp.size, want_b))
+            resize(batchp, want_b, t)
+
+    # ---------------------------------------------------------------- the loop
+    inf = math.inf
+    i = 0
+    next_scrape = start
+    next_tick = start + fleet.tick_offset_s
+    next_progress = start
+    controls_on = True
+    hard_stop = end + fleet.drain_cap_s
+    tick_s = autoscaler.tick_s
+    scrape_s = fleet.scrape_interval_s
+    heappop = heapq.heappop
+    while True:
+        # The next control event (scrape, tick, a replica turning Ready) — rarely changes.
+        tc = (next_scrape if next_scrape < next_tick else next_tick) if controls_on else inf
+        if ready_heap and ready_heap[0][0] < tc:
+            tc = ready_heap[0][0]
+        ta = arrival[i] if i < n else inf
+        te = heap[0][0] if heap else inf
+        if te <= ta and te <= tc:
+            if te == inf or te > hard_stop:
+                break
+            _, _, ver, rep = heappop(heap)
+            if ver != rep.version:
+                continue
+            wake = rep.engine.on_event()
+            if wake is not None:
+                push(rep, wake)
+            if not controls_on and i >= n and unfinished_interactive <= 0:
+                break
+            continue
+        if ta <= tc:
+            if ta > hard_stop:
+                break
+            req = i
+            i += 1
+            if rejected_l[req]:
+                continue
+            if is_batch[req]:
+                backlog.append(req)
+                if batchp.ready:
+                    dispatch_batch(ta)
+            else:
+                route(req, ta)
+            continue
+        t = tc
+        if t == inf or t > hard_stop:
+            break
+        if ready_heap and ready_heap[0][0] == t:
+            _, _, rep = heappop(ready_heap)
+            make_ready(rep, t)
+            continue
+        # controller tick or scrape
+        if t >= end:
+            controls_on = False
+            if i >= n and unfinished_interactive <= 0:
+                break
+            continue
+        if next_scrape == t:
+            scrape(t)
+            next_scrape += scrape_s
+        if next_tick == t:
+            tick(t)
+            next_tick += tick_s
+        if progress is not None and t >= next_progress:
+            progress(t)
+            next_progress = t + 600.0
+
+    total_pre = 0
+    for rep in by_engine:
+        total_pre += rep.engine.preemptions
+    return SimResult(
+        policy=autoscaler.name,
+        start_s=start,
+        end_s=end,
+        requests=table,
+        is_batch=is_batch_arr,
+        rejected=rejected,
+        replicas=records,
+        interactive_changes=inter_changes,
+        batch_changes=batch_changes,
+        initial_replicas=max(fleet.initial_replicas, fleet.min_replicas),
+        preemptions=total_pre,
+        gpus_per_replica=fleet.gpus_per_replica,
+    )
+
+
+def replicas_over_time(
+    records: Sequence[ReplicaRecord], grid_s: NDArray[np.float64], pool: str = INTERACTIVE
+) -> NDArray[np.float64]:
+    """Mean billed replicas of ``pool`` in each interval ``[grid[k], grid[k+1])``; shape ``(len(grid)-1,)``.
+
+    A replica is billed from creation until it is gone (drained or deleted).
+    """
+    out = np.zeros(len(grid_s) - 1, dtype=np.float64)
+    widths = np.diff(grid_s)
+    for rec in records:
+        if rec.pool != pool:
+            continue
+        a, b = rec.created_s, min(rec.gone_s, grid_s[-1])
+        if b <= a:
+            continue
+        lo = np.clip(a, grid_s[:-1], grid_s[1:])
+        hi = np.clip(b, grid_s[:-1], grid_s[1:])
+        out += (hi - lo) / widths
+    return out

@@ -1,0 +1,126 @@
+"""The fleet: conservation, cold starts, drains, signals with scrape delay, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
+from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, simulate
+from llmscale.sim.trace import Trace
+
+MODEL = ReplicaModel(arch=MODEL_PRESETS["llama-3.1-8b"], gpu=GPU_PRESETS["h100-sxm"])
+T0 = 1_700_000_000.0
+
+
+def _trace(rate: float, seconds: float, seed: int = 0, batch: float = 0.0, long_every: int = 0) -> Trace:
+    rng = np.random.default_rng(seed)
+    n = int(rng.poisson(rate * seconds))
+    t = T0 + np.sort(rng.uniform(0, seconds, n))
+    prompt = rng.integers(50, 3000, n)
+    if long_every:
+        prompt[::long_every] = 9000  # over the 8192-token context limit: rejected
+    return Trace(t, prompt, rng.integers(1, 800, n), rng.random(n) < batch, T0, seconds)
+
+
+class Script:
+    """An autoscaler that follows a fixed timetable and records what it saw."""
+
+    name = "script"
+
+    def __init__(self, plan: list[tuple[float, int]], tick_s: float = 15.0, batch: int | None = None) -> None:
+        self.plan = plan
+        self.tick_s = tick_s
+        self.batch = batch
+        self.seen: list[Observation] = []
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        self.seen.append(obs)
+        want = [n for t, n in self.plan if t <= obs.now - T0]
+        return ScaleDecision(want[-1] if want else obs.state.interactive_replicas, self.batch)
+
+
+def test_every_request_finishes_or_is_reported_through_scale_up_and_down() -> None:
+    trace = _trace(20.0, 900.0, long_every=97)
+    # 4 → 8 → 1 → 3 replicas: removals drain busy replicas, additions cold-start.
+    auto = Script([(0, 4), (120, 8), (400, 1), (600, 3)])
+    res = simulate(trace, auto, MODEL, fleet=FleetConfig(cold_start_s=60, initial_replicas=4),
+                   context_limit_tokens=8192)
+    finish = np.array(res.requests.finish)
+    assert res.rejected.sum() == len(range(0, len(trace), 97))
+    assert np.all(finish[~res.rejected] > 0), "no accepted request is lost"
+    assert np.all(finish[res.rejected] < 0)
+    assert np.all(np.array(res.requests.first_token)[~res.rejected] >= trace.arrival_s[~res.rejected])
+    # every replica that was removed while busy drained: gone only after its last request finished
+    served_by = np.array(res.requests.replica)
+    for k, rec in enumerate(res.replicas):
+        mine = finish[served_by == k]
+        if len(mine) and rec.removed_s < np.inf:
+            assert rec.gone_s >= mine.max() - 1e-9
+            assert rec.gone_s >= rec.removed_s
+
+
+def test_replicas_in_their_cold_start_serve_nothing() -> None:
+    trace = _trace(10.0, 600.0)
+    auto = Script([(0, 3)])
+    res = simulate(trace, auto, MODEL, fleet=FleetConfig(cold_start_s=200, initial_replicas=1))
+    served_by = np.array(res.requests.replica)
+    arrival = trace.arrival_s
+    for k, rec in enumerate(res.replicas):
+        if k == 0:
+            continue
+        assert rec.ready_s == pytest.approx(rec.created_s + 200)
+        assert np.all(arrival[served_by == k] >= rec.ready_s)
+        assert np.any(served_by == k), "the new replica takes traffic once Ready"
+
+
+def test_signals_come_from_the_last_scrape_and_unknown_is_not_zero() -> None:
+    trace = _trace(10.0, 300.0)
+    auto = Script([], tick_s=15.0)
+    simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=2, scrape_interval_s=15, tick_offset_s=5))
+    first = auto.seen[0]
+    assert first.snapshot.observed_at == first.scrape_time == T0  # the tick at +5 s sees the scrape at +0
+    for obs in auto.seen:
+        assert obs.now - obs.snapshot.observed_at == pytest.approx(5.0)
+        assert obs.snapshot.replicas_reporting == 2 == len(obs.pods)
+        assert obs.snapshot.queue_depth == sum(p.waiting for p in obs.pods)
+    # no latency known in the first minute's first scrape: None, not 0
+    assert auto.seen[0].snapshot.ttft_p95_s is None
+    assert any(o.snapshot.ttft_p95_s is not None for o in auto.seen[4:])
+
+
+def test_with_no_ready_replica_requests_wait_at_the_router_and_signals_are_unknown() -> None:
+    trace = _trace(5.0, 400.0)
+    auto = Script([(0, 1)])
+    res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=0, cold_start_s=100))
+    assert auto.seen[0].snapshot.queue_depth is None and auto.seen[0].snapshot.error
+    first = np.array(res.requests.first_token)
+    early = trace.arrival_s < T0 + 100
+    assert np.all(first[early] >= T0 + 100)  # served once the first replica is Ready
+    assert np.all(np.array(res.requests.finish) > 0)
+
+
+def test_batch_requests_run_only_on_the_batch_pool() -> None:
+    trace = _trace(6.0, 600.0, batch=0.3)
+    auto = Script([], batch=0)
+    res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=2))
+    finish = np.array(res.requests.finish)
+    assert np.all(finish[res.is_batch] < 0), "no batch pool, no batch work"
+    assert np.all(finish[~res.is_batch] > 0)
+    auto2 = Script([(300, 2)], batch=1)
+    res2 = simulate(trace, auto2, MODEL, fleet=FleetConfig(initial_replicas=2))
+    batch_replicas = {k for k, r in enumerate(res2.replicas) if r.pool == "batch"}
+    served = np.array(res2.requests.replica)
+    assert batch_replicas and set(served[res2.is_batch & (np.array(res2.requests.finish) > 0)]) <= batch_replicas
+    assert not set(served[~res2.is_batch]) & batch_replicas
+
+
+def test_the_same_inputs_give_the_same_run() -> None:
+    trace = _trace(15.0, 600.0, seed=4)
+    runs = [
+        simulate(trace, Script([(0, 2), (200, 5), (400, 2)]), MODEL, fleet=FleetConfig(cold_start_s=60))
+        for _ in range(2)
+    ]
+    assert runs[0].requests.finish == runs[1].requests.finish
+    assert runs[0].requests.first_token == runs[1].requests.first_token
+    assert runs[0].interactive_changes == runs[1].interactive_changes

@@ -1,0 +1,164 @@
+"""One simulated replica against the performance model and against the mock engine's
+step-by-step scheduler (a real component: llmscale.engine.scheduler, after vLLM V1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmscale.engine.scheduler import EngineRequest, Scheduler, SchedulerConfig
+from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
+from llmscale.sim.replica import EngineConfig, ReplicaEngine, RequestTable, roofline_coefficients
+
+MODEL = ReplicaModel(arch=MODEL_PRESETS["llama-3.1-8b"], gpu=GPU_PRESETS["h100-sxm"])
+
+
+def _run_replica(
+    arrival: list[float], prompt: list[int], output: list[int], model: object = MODEL, **cfg: int
+) -> tuple[RequestTable, ReplicaEngine]:
+    """Drive one ReplicaEngine through its event protocol with a tiny loop (no fleet)."""
+    import heapq
+
+    table = RequestTable(arrival, prompt, output)
+    done: list[int] = []
+    eng = ReplicaEngine(0, table, model, EngineConfig(**cfg), lambda e, r, t: done.append(r))  # type: ignore[arg-type]
+    wake: float | None = None
+    i = 0
+    version = 0
+    heap: list[tuple[float, int]] = []
+    while i < len(arrival) or heap:
+        ta = arrival[i] if i < len(arrival) else float("inf")
+        if heap and heap[0][0] <= ta:
+            _t, v = heapq.heappop(heap)
+            if v != version:
+                continue
+            wake = eng.on_event()
+        else:
+            wake = eng.add(i, ta)
+            i += 1
+        if wake is not None:
+            version += 1
+            heapq.heappush(heap, (wake, version))
+    assert sorted(done) == list(range(len(arrival))), "every request finishes exactly once"
+    return table, eng
+
+
+def test_a_saturated_decode_batch_runs_at_the_models_step_time_and_throughput() -> None:
+    # 128 requests arrive together: 1000-token prompts, 2000 tokens out each. After the prefill
+    # the batch decodes in lock step; the model says one step of B=128 at context C takes
+    # step_time(128, 128 × C). Mean context over the decode ≈ 1000 + 1000.
+    b, p, o = 128, 1000, 2000
+    table, _ = _run_replica([0.0] * b, [p] * b, [o] * b)
+    first = np.array(table.first_token)
+    finish = np.array(table.finish)
+    itl = (finish - first) / (o - 1)
+    expected_itl = MODEL.decode_step_time(b, p + o / 2)
+    assert float(np.mean(itl)) == pytest.approx(expected_itl, rel=0.05)
+    decode_tok_s = b * (o - 1) / (finish.max() - first.max())
+    assert decode_tok_s == pytest.approx(MODEL.throughput_tok_s(b, p + o / 2), rel=0.05)
+
+
+@pytest.mark.parametrize("batch", [pytest.param(8, id="B8"), pytest.param(64, id="B64"), pytest.param(256, id="B256")])
+def test_itl_matches_the_model_at_several_batch_sizes(batch: int) -> None:
+    # Short prompts: the whole batch prefills in one step (256 × 30 < 8192 tokens), so every
+    # request's ITL is the pure decode step of the batch.
+    p, o = 30, 400
+    table, _ = _run_replica([0.0] * batch, [p] * batch, [o] * batch)
+    itl = (np.array(table.finish) - np.array(table.first_token)) / (o - 1)
+    assert float(np.median(itl)) == pytest.approx(MODEL.decode_step_time(batch, p + o / 2), rel=0.05)
+
+
+def _poisson(rate: float, seconds: float, seed: int) -> tuple[list[float], list[int], list[int]]:
+    rng = np.random.default_rng(seed)
+    n = rng.poisson(rate * seconds)
+    t = np.sort(rng.uniform(0, seconds, n))
+    prompt = rng.integers(100, 3000, n)
+    out = rng.integers(2, 600, n)
+    return t.tolist(), prompt.tolist(), out.tolist()
+
+
+def _run_mock_engine(arrival: list[float], prompt: list[int], output: list[int], **cfg: int) -> tuple[np.ndarray, np.ndarray]:
+    sched = Scheduler(SchedulerConfig.from_cost_model(MODEL, **cfg), MODEL)
+    for i, (a, pr, o) in enumerate(zip(arrival, prompt, output, strict=True)):
+        sched.add(EngineRequest(str(i), pr, o, a))
+    ttft = np.full(len(arrival), np.nan)
+    tpot = np.full(len(arrival), np.nan)
+    first: dict[str, float] = {}
+    now = 0.0
+    left = len(arrival)
+    while left:
+        res = sched.step(now)
+        if res is None:
+            nxt = sched.next_arrival_s()
+            assert nxt is not None
+            now = max(now, nxt)
+            continue
+        for tok in res.tokens:
+            if tok.ttft_s is not None:
+                ttft[int(tok.request_id)] = tok.ttft_s
+                first[tok.request_id] = tok.time_s
+        for f in res.finished:
+            k = int(f.request_id)
+            if f.output_tokens > 1:
+                tpot[k] = (res.end_s - first[f.request_id]) / (f.output_tokens - 1)
+            left -= 1
+        now = res.end_s
+    return ttft, tpot
+
+
+@pytest.mark.parametrize("rate", [pytest.param(4.0, id="light"), pytest.param(9.0, id="busy")])
+def test_latencies_agree_with_the_mock_engines_step_by_step_scheduler(rate: float) -> None:
+    arrival, prompt, output = _poisson(rate, 240.0, seed=3)
+    table, _ = _run_replica(arrival, prompt, output, max_num_batched_tokens=2048)
+    ttft_ref, tpot_ref = _run_mock_engine(arrival, prompt, output, max_num_batched_tokens=2048)
+    a = np.array(arrival)
+    ttft = np.array(table.first_token) - a
+    out = np.array(output)
+    tpot = np.where(out > 1, (np.array(table.finish) - np.array(table.first_token)) / np.maximum(out - 1, 1), np.nan)
+    assert float(np.mean(tpot)) == pytest.approx(float(np.nanmean(tpot_ref)), rel=0.05)
+    assert float(np.nanpercentile(tpot, 95)) == pytest.approx(float(np.nanpercentile(tpot_ref, 95)), rel=0.05)
+    assert float(np.mean(ttft)) == pytest.approx(float(np.mean(ttft_ref)), rel=0.10)
+    assert float(np.median(ttft)) == pytest.approx(float(np.median(ttft_ref)), rel=0.10)
+
+
+def test_preemption_happens_when_the_kv_cache_fills_and_every_request_still_finishes() -> None:
+    # A cache of 20,000 tokens, 30 requests of 300 + 600 tokens: they all start, their contexts grow
+    # to 27,000 tokens, so the newest are preempted (recomputed later) and all finish.
+    n = 30
+    table, eng = _run_replica([0.0] * n, [300] * n, [600] * n, kv_capacity_tokens=20_000)
+    assert eng.preemptions > 0
+    pre = np.array(table.preemptions)
+    # vLLM preempts the newest: the first admitted requests are never preempted.
+    assert pre[:10].sum() == 0 and pre[-10:].sum() > 0
+    assert all(f > 0 for f in table.finish)
+    assert eng.outstanding == 0 and eng.kv_base + eng.ndec * eng.steps + eng.kv_reserved == 0
+
+
+def test_no_preemption_while_the_cache_has_room() -> None:
+    _table, eng = _run_replica([0.0] * 30, [300] * 30, [600] * 30)
+    assert eng.preemptions == 0
+
+
+def test_max_num_seqs_caps_the_running_batch() -> None:
+    table, _eng = _run_replica([0.0] * 20, [100] * 20, [50] * 20, max_num_seqs=4)
+    first = sorted(table.first_token)
+    # five waves of four: the fifth first token comes after the first wave finished
+    assert first[4] >= min(table.finish) - 1e-12
+
+
+def test_roofline_coefficients_reproduce_the_model_and_refuse_other_forms() -> None:
+    coef = roofline_coefficients(MODEL)
+    assert coef is not None
+    w, kv, c = coef
+    assert MODEL.step_time(17, 12_345, 300) == pytest.approx(max(w + 12_345 * kv, 317 * c), rel=1e-12)
+
+    class Quadratic:
+        kv_cache_capacity_tokens = 10_000
+
+        def step_time(self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0) -> float:
+            return 0.01 + 1e-12 * kv_tokens_read**2 + 1e-5 * (decode_seqs + prefill_tokens)
+
+    assert roofline_coefficients(Quadratic()) is None
+    # ...and a replica with such a model still runs (it calls step_time itself)
+    table, _ = _run_replica([0.0, 0.1], [100, 100], [10, 10], model=Quadratic())
+    assert all(f > 0 for f in table.finish)

@@ -1,0 +1,170 @@
+"""Trace loading (Azure format) and day synthesis by time rescaling."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmscale.sim.trace import DiurnalEnvelope, TraceFormatError, load_azure_csv, synthesize
+
+REAL = Path(__file__).resolve().parents[3] / "shared" / "traces" / "azure-llm-2023-conv.csv"
+
+
+def _csv(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "t.csv"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_seven_fractional_digits_are_kept(tmp_path: Path) -> None:
+    p = _csv(
+        tmp_path,
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n"
+        "2023-11-16 18:15:50.9951697,396,109\n",
+    )
+    t = load_azure_csv(p)
+    epoch = datetime(2023, 11, 16, 18, 15, 46, tzinfo=UTC).timestamp()
+    assert t.arrival_s[0] == pytest.approx(epoch + 0.68059, abs=1e-6)
+    # the 7th digit (100 ns) survives: 4.3145797 s between the two
+    assert t.arrival_s[1] - t.arrival_s[0] == pytest.approx(4.3145797, abs=2e-6)
+    assert t.prompt_tokens.tolist() == [374, 396]
+    assert t.output_tokens.tolist() == [44, 109]
+    assert not t.is_batch.any()
+    assert t.start_s == t.arrival_s[0]
+
+
+def test_class_column_marks_batch_and_rows_are_sorted(tmp_path: Path) -> None:
+    p = _csv(
+        tmp_path,
+        "TIMESTAMP,ContextTokens,GeneratedTokens,Class\n"
+        "2023-11-16 00:00:02.0000000,10,5,batch\n"
+        "2023-11-16 00:00:01.0000000,20,6,Interactive\n"
+        "2023-11-16 00:00:03.5,30,7,\n",
+    )
+    t = load_azure_csv(p)
+    assert t.prompt_tokens.tolist() == [20, 10, 30]
+    assert t.is_batch.tolist() == [False, True, False]
+    assert t.duration_s == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("TIMESTAMP,ContextTokens\n2023-11-16 00:00:01,1\n", id="missing-column"),
+        pytest.param("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,2\n", id="bad-timestamp"),
+        pytest.param("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 00:00:01,x,2\n", id="bad-count"),
+        pytest.param("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 00:00:01,-1,2\n", id="negative"),
+        pytest.param(
+            "TIMESTAMP,ContextTokens,GeneratedTokens,Class\n2023-11-16 00:00:01,1,2,offline\n", id="bad-class"
+        ),
+        pytest.param("TIMESTAMP,ContextTokens,GeneratedTokens\n", id="no-rows"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_malformed_files_are_refused(tmp_path: Path, text: str) -> None:
+    with pytest.raises(TraceFormatError):
+        load_azure_csv(_csv(tmp_path, text))
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="shared trace not present")
+def test_the_real_trace_loads_with_its_documented_figures() -> None:
+    t = load_azure_csv(REAL)
+    assert len(t) == 19_366
+    assert t.prompt_tokens.mean() == pytest.approx(1155, abs=1)
+    assert t.output_tokens.mean() == pytest.approx(211, abs=1)
+    assert int(t.prompt_tokens.max()) == 14_050
+
+
+def _base(n: int = 2000, seed: int = 1) -> object:
+    rng = np.random.default_rng(seed)
+    from llmscale.sim.trace import Trace
+
+    gaps = rng.exponential(0.5, n)  # 2 req/s
+    t = 1_700_000_000.0 + np.cumsum(gaps)
+    return Trace(t, rng.integers(10, 2000, n), rng.integers(1, 500, n), np.zeros(n, bool), float(t[0]), float(t[-1] - t[0]))
+
+
+def test_flat_shape_at_the_base_rate_replays_the_base_unchanged() -> None:
+    base = _base()
+    out = synthesize(base, duration_s=base.duration_s * 0.9, seed=3)
+    k = len(out)
+    assert k > 0.85 * len(base)
+    np.testing.assert_allclose(out.arrival_s, base.arrival_s[:k], atol=1e-6)
+    assert out.prompt_tokens.tolist() == base.prompt_tokens[:k].tolist()
+
+
+def test_diurnal_day_has_the_requested_volume_and_shape() -> None:
+    base = _base()
+    env = DiurnalEnvelope(peak_hour=15, trough_fraction=0.25)
+    day = synthesize(base, duration_s=86_400, peak_rps=10, envelope=env, seed=7)
+    grid = np.arange(86_400) + 0.5
+    expected = float((10 * env(grid)).sum())
+    assert len(day) == pytest.approx(expected, rel=0.01)
+    hour = ((day.arrival_s - day.start_s) // 3600).astype(int)
+    per_hour = np.bincount(hour, minlength=24) / 3600
+    assert per_hour[15] == pytest.approx(10 * float(env(np.array([15.5 * 3600]))[0]), rel=0.1)
+    assert per_hour[3] == pytest.approx(10 * float(env(np.array([3.5 * 3600]))[0]), rel=0.15)
+    assert day.start_s % 86_400 == 0  # starts at midnight UTC
+    assert np.all(np.diff(day.arrival_s) >= 0)
+    assert day.arrival_s[-1] < day.end_s
+
+
+def test_synthesis_is_deterministic_under_a_seed_and_varies_with_it() -> None:
+    base = _base()
+    a = synthesize(base, duration_s=20_000, peak_rps=6, seed=5, batch_fraction=0.2)
+    b = synthesize(base, duration_s=20_000, peak_rps=6, seed=5, batch_fraction=0.2)
+    c = synthesize(base, duration_s=20_000, peak_rps=6, seed=6, batch_fraction=0.2)
+    np.testing.assert_array_equal(a.arrival_s, b.arrival_s)
+    np.testing.assert_array_equal(a.is_batch, b.is_batch)
+    assert not np.array_equal(a.prompt_tokens, c.prompt_tokens)
+    assert a.is_batch.mean() == pytest.approx(0.2, abs=0.02)
+
+
+def test_time_rescaling_keeps_the_trace_burstiness() -> None:
+    # A bursty base (gaps with CV ≈ 2) stays bursty after a 5× speed-up.
+    rng = np.random.default_rng(0)
+    gaps = np.where(rng.random(4000) < 0.2, rng.exponential(2.0, 4000), rng.exponential(0.05, 4000))
+    from llmscale.sim.trace import Trace
+
+    t = np.cumsum(gaps)
+    base = Trace(t, np.ones(4000, np.int64), np.ones(4000, np.int64), np.zeros(4000, bool), float(t[0]), float(t[-1] - t[0]))
+    out = synthesize(base, duration_s=base.duration_s / 5 * 0.95, peak_rps=5 * base.mean_rate_rps, seed=0)
+    cv = lambda g: float(np.std(g) / np.mean(g))  # noqa: E731
+    assert cv(np.diff(out.arrival_s)) == pytest.approx(cv(gaps[1:]), rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "msg"),
+    [
+        pytest.param({"duration_s": 0}, "duration", id="zero-duration"),
+        pytest.param({"duration_s": 10, "peak_rps": -1}, "peak", id="negative-peak"),
+        pytest.param({"duration_s": 10, "batch_fraction": 2}, "batch", id="bad-fraction"),
+    ],
+)
+def test_bad_synthesis_arguments_are_refused(kwargs: dict[str, float], msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        synthesize(_base(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_shaped_day_does_not_repeat_the_base_hours_own_hump() -> None:
+    # A base hour whose rate rises from 2 to 8 req/s and falls back (like the real trace's hump).
+    # Compressed into a day without detrending, every pass would repeat the hump; detrended, the
+    # rate at a flat envelope is flat at the 5-minute scale.
+    from llmscale.sim.trace import Trace
+
+    rng = np.random.default_rng(2)
+    rate = lambda s: 2 + 6 * np.sin(np.pi * s / 3600) ** 2  # noqa: E731
+    t = np.sort(rng.uniform(0, 3600, 40_000))
+    t = t[rng.random(len(t)) < rate(t) / 8]
+    n = len(t)
+    base = Trace(t, np.ones(n, np.int64), np.ones(n, np.int64), np.zeros(n, bool), 0.0, 3600.0)
+    flat = lambda s: np.ones_like(s)  # noqa: E731
+    for detrend, bound in ((300.0, 0.08), (None, 0.3)):
+        out = synthesize(base, duration_s=7200, peak_rps=40, envelope=flat, seed=1, detrend_window_s=detrend)
+        per5 = np.bincount(((out.arrival_s - out.start_s) // 300).astype(int)) / 300
+        spread = float(np.max(np.abs(per5 / 40 - 1)))
+        assert (spread < bound) if detrend else (spread > bound), (detrend, spread)
