@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests
+	$(BIN)/ruff check operator tests e2e
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -39,7 +39,11 @@ binaries:
 unit: $(STAMP) binaries
 	$(BIN)/pytest tests -q
 
-test: lint unit
+# The e2e suite starts (and stops) the local cluster itself; it fails, never skips, without one.
+e2e: $(STAMP) binaries
+	$(BIN)/pytest e2e -q
+
+test: lint unit e2e
 
 crd: $(STAMP)
 	$(BIN)/llmscale crd > crds/llmdeployments.llmscale.dev.yaml

@@ -1,0 +1,405 @@
+"""End-to-end scenarios against a real API server, real Prometheus and mock GPU engines.
+
+Each scenario asserts on what the cluster really holds: API objects, Events, conditions, and the
+series in Prometheus. Times are short (the sample in e2e/samples/chat-mock.yaml): cold start 8 s,
+tick 1 s, scrape 1 s, scale-down stabilisation 20 s, one replica removed per 5 s. The engine is
+the mock Llama-3.1-8B on an L40S at real-time speed with 4 running requests per replica: a
+200-token answer takes ~4 s of decode (19 ms a step), so one replica serves about one request a
+second and 4 requests/s build a queue on one or two replicas.
+
+The numbered scenarios are those of issue 4. 2, 3 and 4 are one load cycle on one LLMDeployment
+(ordered tests of one class).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import threading
+import time
+import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import kubernetes
+import numpy as np
+import pytest
+import yaml
+
+from conftest import GROUP, PLURAL, VERSION, Cluster, sample, wait_for
+from llmscale.loadgen import ReplayReport, replay
+from llmscale.sim.trace import Trace
+
+MODEL = "llama-3.1-8b-instruct"
+COLD_START_S = 8.0
+STABILISATION_S = 20.0
+SCALE_DOWN_PERIOD_S = 5.0
+LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/name", "app.kubernetes.io/instance",
+          "llmscale.dev/deployment", "llmscale.dev/pool")
+
+
+def poisson_trace(rate_rps: float, duration_s: float, prompt: int = 256, output: int = 200, seed: int = 0) -> Trace:
+    """Fixed-size requests arriving as a Poisson process of ``rate_rps`` for ``duration_s``."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1.0 / rate_rps, int(rate_rps * duration_s * 2) + 10)
+    arrivals = np.cumsum(gaps)
+    arrivals = arrivals[arrivals < duration_s]
+    n = len(arrivals)
+    return Trace(arrivals, np.full(n, prompt, np.int64), np.full(n, output, np.int64), np.zeros(n, np.bool_),
+                 0.0, duration_s, source=f"poisson {rate_rps} req/s")
+
+
+def start_load(cluster: Cluster, namespace: str, rate_rps: float, duration_s: float) -> Future[ReplayReport]:
+    """Replay a Poisson load through the router in a background thread; the future holds the report."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    url = cluster.service_url(namespace, "chat")
+    fut = pool.submit(asyncio.run, replay(poisson_trace(rate_rps, duration_s), url, MODEL,
+                                          deadline_s=duration_s + 60, max_in_flight=64))
+    pool.shutdown(wait=False)
+    return fut
+
+
+def apply_and_wait_ready(cluster: Cluster, namespace: str, manifest: dict[str, Any], ready: int) -> None:
+    cluster.apply(namespace, manifest)
+    name = manifest["metadata"]["name"]
+    wait_for(f"{namespace}/{name}: {ready} ready replicas and fresh metrics", lambda: (
+        cluster.status(namespace, name).get("replicas", {}).get("ready") == ready
+        and (cluster.condition(namespace, name, "MetricsAvailable") or {}).get("status") == "True"
+    ), COLD_START_S + 60)
+
+
+def is_ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+# ------------------------------------------------------------------------------------------ 1
+
+
+def test_1_apply_creates_owned_labelled_children_and_printer_columns(cluster: Cluster, namespace: str) -> None:
+    cluster.apply(namespace, sample())
+    body = cluster.llmdep(namespace, "chat")
+    uid = body["metadata"]["uid"]
+
+    dep = wait_for("Deployment chat", lambda: cluster.apps.read_namespaced_deployment("chat", namespace), 30)
+    svc = cluster.core.read_namespaced_service("chat", namespace)
+    pdb = cluster.policy.read_namespaced_pod_disruption_budget("chat", namespace)
+    for obj in (dep, svc, pdb):
+        kind = type(obj).__name__
+        refs = obj.metadata.owner_references or []
+        assert [(r.kind, r.name, r.uid, r.controller) for r in refs] == [("LLMDeployment", "chat", uid, True)], kind
+        labels = obj.metadata.labels or {}
+        assert all(k in labels for k in LABELS), (kind, labels)
+        assert labels["app.kubernetes.io/managed-by"] == "llmscale" and labels["app.kubernetes.io/name"] == "mock"
+        assert labels["llmscale.dev/deployment"] == "chat" and labels["llmscale.dev/pool"] == "interactive"
+    assert dep.spec.replicas == 2, "initial replicas: one of demand plus one of headroom"
+    assert dep.spec.template.metadata.annotations["llmscale.dev/cold-start-seconds"] == "8"
+    assert svc.spec.selector == {"llmscale.dev/deployment": "chat", "llmscale.dev/pool": "interactive"}
+    assert pdb.spec.max_unavailable == 1
+
+    # The printer columns, once the operator has written the status.
+    wait_for("status.replicas.ready == 2", lambda: cluster.status(namespace, "chat").get("replicas", {}).get("ready") == 2,
+             COLD_START_S + 40)
+    out = cluster.kubectl("get", "llmdep", "-n", namespace).stdout.splitlines()
+    assert out[0].split() == ["NAME", "DESIRED", "READY", "HEADROOM", "QUEUE", "KV", "AGE"], out
+    row = out[1].split()
+    assert row[:4] == ["chat", "2", "2", "1"], out
+    out = cluster.kubectl("get", "llmdeployments.llmscale.dev", "chat", "-n", namespace, "-o", "name").stdout
+    assert out.strip() == "llmdeployment.llmscale.dev/chat"
+
+
+# ------------------------------------------------------------------------------------- 2, 3, 4
+
+
+class Recorder(threading.Thread):
+    """Samples, every 0.5 s, the Deployment's replicas and the recommendation of the operator's last
+    decision (``recommends N = demand D + headroom H`` in ``status.lastDecision.reasons``)."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.namespace = cluster, namespace
+        self.samples: list[tuple[float, int | None, int | None]] = []  # (monotonic s, recommendation, replicas)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            with contextlib.suppress(Exception):
+                reasons = self.cluster.status(self.namespace, "chat").get("lastDecision", {}).get("reasons", [])
+                rec = next((int(m.group(1)) for r in reasons if (m := re.match(r"recommends (\d+)", r))), None)
+                self.samples.append((time.monotonic(), rec, self.cluster.deployment_replicas(self.namespace, "chat")))
+            self.stop.wait(0.5)
+
+
+class TestLoadCycle:
+    """One LLMDeployment through a load ramp, steady load, and the end of the load."""
+
+    load: Future[ReplayReport]
+    recorder: Recorder
+
+    def test_2_load_ramp_raises_the_queue_and_scales_up_with_a_reason(self, cluster: Cluster,
+                                                                       class_namespace: str) -> None:
+        ns = class_namespace
+        # A lenient TTFT SLO: this cycle checks the leading signals. With the sample's 2 s, the
+        # ramp's queueing keeps TTFT p95 over the 1-minute rate window above the SLO for a minute
+        # after the queue is gone, and the latency guard adds a replica per cold start up to max.
+        apply_and_wait_ready(cluster, ns, sample(slo={"ttftP95Seconds": 30}), ready=2)
+        TestLoadCycle.recorder = Recorder(cluster, ns)
+        TestLoadCycle.recorder.start()
+        TestLoadCycle.load = start_load(cluster, ns, rate_rps=3.0, duration_s=60.0)
+
+        # The queue rises, as Prometheus scraped it from the engines.
+        query = f'sum(vllm:num_requests_waiting{{namespace="{ns}", llmscale_dev_deployment="chat"}})'
+        wait_for("queue depth > 2 in Prometheus", lambda: (cluster.prom_value(query) or 0) > 2, 40)
+
+        # The operator scales up, says why in status and in an Event.
+        new = wait_for("scale-up of Deployment chat",
+                       lambda: (r := cluster.deployment_replicas(ns, "chat")) and r > 2 and r, 30)
+        status = wait_for("status.replicas.desired of the scale-up", lambda: (
+            s if (s := cluster.status(ns, "chat"))["replicas"]["desired"] >= new else None), 10)
+        reasons = " | ".join(status["lastDecision"]["reasons"])
+        assert "queue depth" in reasons and "proposes" in reasons, reasons
+        events = wait_for("a ScaledUp Event", lambda: cluster.events(ns, "ScaledUp"), 15)
+        assert any(re.search(rf"Scaled LLMDeployment {ns}/chat from 2 to \d+ replicas: queue depth", e.message)
+                   for e in events), [e.message for e in events]
+        assert events[0].involved_object.kind == "LLMDeployment" and events[0].involved_object.name == "chat"
+
+        # New pods sit in their cold start: Running, not Ready; the operator counts them once.
+        pods = cluster.pods(ns, "interactive")
+        starting = [p for p in pods if not is_ready(p)]
+        assert starting, f"scaled to {new}, but no pod is starting"
+        assert all(p.status.phase == "Running" for p in starting)
+        status = cluster.status(ns, "chat")
+        ready_now = sum(is_ready(p) for p in cluster.pods(ns, "interactive"))
+        assert status["replicas"]["ready"] <= ready_now < status["replicas"]["desired"], status["replicas"]
+        # The per-replica arithmetic of the decision divides by ready replicas only.
+        m = re.search(r"queue depth [\d.]+ over (\d+) ready replicas", " ".join(status["lastDecision"]["reasons"]))
+        assert m and int(m.group(1)) < status["replicas"]["desired"], status["lastDecision"]["reasons"]
+        # Never more pods than the Deployment asks for: starting pods are not asked for twice.
+        for _ in range(6):
+            replicas = cluster.deployment_replicas(ns, "chat") or 0
+            assert len(cluster.pods(ns, "interactive")) <= replicas + 1  # +1: a pod being created
+            time.sleep(0.5)
+
+        # Ready only after the cold start, as measured in the API.
+        def all_ready() -> list[Any] | None:
+            pods = cluster.pods(ns, "interactive")
+            return pods if pods and all(is_ready(p) for p in pods) else None
+
+        for pod in wait_for("the new pods Ready", all_ready, COLD_START_S + 40):
+            ready_at = next(c.last_transition_time for c in pod.status.conditions if c.type == "Ready")
+            assert (ready_at - pod.metadata.creation_timestamp).total_seconds() >= COLD_START_S - 1.5, pod.metadata.name
+
+    def test_3_after_the_ramp_ready_equals_demand_plus_headroom(self, cluster: Cluster, class_namespace: str) -> None:
+        ns = class_namespace
+
+        def settled() -> dict[str, Any] | None:
+            s = cluster.status(ns, "chat")
+            r = s.get("replicas", {})
+            return s if r.get("ready") == r.get("desired") and r.get("desired", 0) > 2 else None
+
+        status = wait_for("ready == desired after the ramp", settled, 60)
+        reasons = status["lastDecision"]["reasons"]
+        demand = int(next(m.group(1) for r in reasons if (m := re.match(r"demand (\d+) replicas", r))))
+        replicas = status["replicas"]
+        assert replicas["headroom"] >= 1, ("spec.headroom.replicas is 1", replicas, reasons)
+        assert f"recommends {demand + 1} = demand {demand} + headroom 1" in reasons or replicas["headroom"] > 1, reasons
+        assert replicas["ready"] == replicas["desired"] == demand + replicas["headroom"], (replicas, reasons)
+        assert cluster.deployment_replicas(ns, "chat") == replicas["desired"]
+        assert not TestLoadCycle.load.done(), "the load should still be running"
+
+    def test_4_after_the_load_scale_down_waits_for_the_window_then_steps_by_one(
+        self, cluster: Cluster, class_namespace: str
+    ) -> None:
+        ns = class_namespace
+        report = TestLoadCycle.load.result(timeout=120)
+        stopped_at = time.monotonic()
+        assert report.sent > 120 and report.errors == 0, (report.sent, report.errors)
+        start = cluster.deployment_replicas(ns, "chat") or 0
+        assert start > 2
+        history: list[tuple[float, int]] = [(stopped_at, start)]
+        limited: set[str] = set()
+        deadline = stopped_at + STABILISATION_S + start * (SCALE_DOWN_PERIOD_S + 3) + 20
+        while history[-1][1] > 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            replicas = cluster.deployment_replicas(ns, "chat") or 0
+            cond = cluster.condition(ns, "chat", "ScalingLimited") or {}
+            if cond.get("status") == "True":
+                limited.add(cond["reason"])
+            if replicas != history[-1][1]:
+                history.append((time.monotonic(), replicas))
+        TestLoadCycle.recorder.stop.set()
+        steps = [(round(t - stopped_at, 1), r) for t, r in history]
+        assert history[-1][1] == 1, f"did not drain to spec.replicas.min: {steps}"
+        # Stabilisation (the HPA rule): a step down to v at time t needs every recommendation of
+        # the last 20 s to be at most v. Checked on the recommendations sampled from the status,
+        # with 2 s of slack at both ends for the 1 s tick and the 0.5 s sampling.
+        recs = TestLoadCycle.recorder.samples
+        for t_down, v in history[1:]:
+            window = [(round(t - stopped_at, 1), r) for t, r, _ in recs
+                      if t_down - STABILISATION_S + 2 <= t <= t_down - 2 and r is not None]
+            assert window, f"no recommendation sampled in the 20 s before the step to {v}"
+            assert max(r for _, r in window) <= v, f"scaled down to {v} within 20 s of a higher recommendation: {window}"
+        assert all(b[1] == a[1] - 1 for a, b in itertools.pairwise(history)), f"not one at a time: {steps}"
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(history[1:])]
+        assert all(g >= SCALE_DOWN_PERIOD_S - 1.5 for g in gaps), f"steps closer than the period: {steps}"
+        assert "ScaleDownStabilized" in limited, limited
+        events = [e.message for e in cluster.events(ns, "ScaledDown")]
+        assert any(f"Scaled LLMDeployment {ns}/chat from 2 to 1 replicas" in m for m in events), events
+
+
+# ------------------------------------------------------------------------------------------ 5
+
+
+def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluster, namespace: str) -> None:
+    now = datetime.now(UTC)
+    opens = (now + timedelta(minutes=1)).replace(second=0, microsecond=0)
+    if (opens - now).total_seconds() < 8:  # too close to apply and observe it closed first
+        opens += timedelta(minutes=1)
+    closes = opens + timedelta(minutes=1)
+    window = {"start": opens.strftime("%H:%M"), "end": closes.strftime("%H:%M"), "timezone": "UTC"}
+    cluster.apply(namespace, sample(batch={"windows": [window], "replicas": 1}))
+
+    wait_for("BatchWindowOpen=False before the window", lambda: (
+        (cluster.condition(namespace, "chat", "BatchWindowOpen") or {}).get("reason") == "OutsideTroughWindows"), 30)
+    assert cluster.deployment_replicas(namespace, "chat-batch") == 0
+    assert not cluster.pods(namespace, "batch")
+
+    wait_for_s = (opens - datetime.now(UTC)).total_seconds()
+    wait_for("batch pool scaled to 1 inside the window",
+             lambda: cluster.deployment_replicas(namespace, "chat-batch") == 1, wait_for_s + 15)
+    assert datetime.now(UTC) >= opens - timedelta(seconds=1), "the batch pool started before its window"
+    cond = cluster.condition(namespace, "chat", "BatchWindowOpen") or {}
+    assert cond.get("status") == "True" and cond.get("reason") == "InsideTroughWindow", cond
+    pods = wait_for("a Ready batch pod", lambda: [p for p in cluster.pods(namespace, "batch") if is_ready(p)],
+                    COLD_START_S + 30)
+    assert pods[0].metadata.labels["llmscale.dev/pool"] == "batch"
+    # Its engine serves: a completion through the router's pool path.
+    # The pod runner routes to an engine once it answers /health, a moment after the pod is Ready.
+    wait_for("the batch engine behind the router", lambda: any(
+        e["listening"] and e["labels"].get("llmscale.dev/pool") == "batch" and e["namespace"] == namespace
+        for e in json.loads(urllib.request.urlopen(f"{cluster.router_url}/status", timeout=5).read())["engines"]), 20)
+    url = f"{cluster.router_url}/ns/{namespace}/pool/chat:batch/v1/completions"
+    report = asyncio.run(replay(poisson_trace(2.0, 1.0, output=8), url, MODEL, deadline_s=30))
+    assert report.sent >= 1 and report.errors == 0
+
+    wait_s = (closes - datetime.now(UTC)).total_seconds()
+    wait_for("batch pool drained to 0 after the window",
+             lambda: cluster.deployment_replicas(namespace, "chat-batch") == 0, wait_s + 15)
+    assert datetime.now(UTC) >= closes - timedelta(seconds=1), "the batch pool stopped before its window closed"
+    wait_for("batch pods gone", lambda: not cluster.pods(namespace, "batch"), 30)
+    cond = cluster.condition(namespace, "chat", "BatchWindowOpen") or {}
+    assert cond.get("status") == "False", cond
+
+
+# ------------------------------------------------------------------------------------------ 6
+
+
+def test_6_not_enough_gpus_leaves_pods_pending_and_the_operator_stops_adding(cluster: Cluster, namespace: str) -> None:
+    nodes = cluster.core.list_node().items
+    gpus = sum(int(n.status.allocatable.get("nvidia.com/gpu", "0")) for n in nodes)
+    per_replica = max(int(n.status.allocatable.get("nvidia.com/gpu", "0")) for n in nodes)
+    fits = gpus // per_replica
+    # min = every node full plus one: at least one pod can never be scheduled.
+    # The engine simulates one GPU whatever the pod requests (engine args come last and argparse
+    # keeps the last value): a tensor-parallel mock would step so fast that two replicas never queue.
+    engine = {"args": [*sample()["spec"]["engine"]["args"], "--gpus", "1"]}
+    cluster.apply(namespace, sample(resources={"gpusPerReplica": per_replica}, engine=engine,
+                                    replicas={"min": fits + 1, "max": fits + 4}))
+
+    def pending() -> list[Any]:
+        return [p for p in cluster.pods(namespace, "interactive")
+                if any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+                       for c in p.status.conditions or [])]
+
+    wait_for("an Unschedulable pod", pending, 60)
+    wait_for("ready pods", lambda: (cluster.status(namespace, "chat").get("replicas", {}).get("ready") or 0) >= 1,
+             COLD_START_S + 40)
+    load = start_load(cluster, namespace, rate_rps=4.0, duration_s=35.0)
+    cond = wait_for("ScalingLimited=InsufficientCapacity", lambda: (
+        c if (c := cluster.condition(namespace, "chat", "ScalingLimited") or {}).get("reason") == "InsufficientCapacity"
+        else None), 40)
+    assert cond["status"] == "True" and "unschedulable" in cond["message"], cond
+    # It keeps not adding while the load lasts.
+    for _ in range(10):
+        assert cluster.deployment_replicas(namespace, "chat") == fits + 1
+        time.sleep(0.5)
+    assert len(cluster.pods(namespace, "interactive")) == fits + 1
+    assert pending(), "the pod should still be Pending"
+    load.result(timeout=120)
+
+
+# ------------------------------------------------------------------------------------------ 7
+
+
+def test_7_prometheus_outage_holds_replicas_and_recovers(cluster: Cluster, namespace: str) -> None:
+    apply_and_wait_ready(cluster, namespace, sample(), ready=2)
+    before = cluster.deployment_replicas(namespace, "chat")
+    cluster.stop_prometheus()
+    try:
+        cond = wait_for("MetricsAvailable=False", lambda: (
+            c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "False"
+            else None), 30)
+        assert cond["reason"] in ("MetricsMissing", "MetricsStale"), cond
+        assert "held" in cond["message"], cond
+        for _ in range(8):
+            assert cluster.deployment_replicas(namespace, "chat") == before, "replicas changed without metrics"
+            time.sleep(0.5)
+        assert cluster.status(namespace, "chat")["replicas"]["desired"] == before
+    finally:
+        cluster.start_prometheus()
+    cond = wait_for("MetricsAvailable=True again", lambda: (
+        c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "True"
+        else None), 60)
+    assert cond["reason"] in ("MetricsFresh", "MetricsPartial"), cond
+    assert cluster.deployment_replicas(namespace, "chat") == before
+
+
+# ------------------------------------------------------------------------------------------ 8
+
+
+@pytest.mark.parametrize(
+    ("spec_patch", "field_path"),
+    [
+        pytest.param({"replicas": {"min": 5, "max": 2}}, "spec.replicas", id="min-greater-than-max"),
+        pytest.param({"batch": {"windows": [{"start": "01:00", "end": "05:00", "timezone": "Mars/Olympus_Mons"}]}},
+                     "spec.batch.windows[0].timezone", id="bad-timezone"),
+        pytest.param({"engine": {"type": "tgi"}}, "spec.engine.type", id="unknown-engine"),
+    ],
+)
+def test_8_invalid_specs_are_rejected_by_the_api_server(cluster: Cluster, namespace: str,
+                                                        spec_patch: dict[str, Any], field_path: str) -> None:
+    manifest = sample("bad", **spec_patch)
+    with pytest.raises(kubernetes.client.ApiException) as info:
+        cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, manifest)
+    assert info.value.status == 422, info.value.body
+    assert field_path in info.value.body, info.value.body
+    # kubectl says the same to a user.
+    p = cluster.kubectl("apply", "--server-side", "-n", namespace, "-f", "-",
+                        input=yaml.safe_dump(manifest), check=False)
+    assert p.returncode != 0 and field_path in p.stderr, p.stderr
+    assert not cluster.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+
+
+# ------------------------------------------------------------------------------------------ 9
+
+
+def test_9_delete_garbage_collects_the_children(cluster: Cluster, namespace: str) -> None:
+    cluster.apply(namespace, sample(batch={"windows": [{"start": "00:00", "end": "12:00"}], "replicas": 1}))
+    wait_for("children and pods", lambda: cluster.deployment_replicas(namespace, "chat")
+             and cluster.deployment_replicas(namespace, "chat-batch") is not None
+             and cluster.pods(namespace), 30)
+    assert cluster.core.read_namespaced_service("chat", namespace)
+    cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "chat")
+
+    def gone() -> bool:
+        deps = cluster.apps.list_namespaced_deployment(namespace).items
+        rss = cluster.apps.list_namespaced_replica_set(namespace).items
+        svcs = cluster.core.list_namespaced_service(namespace).items
+        pdbs = cluster.policy.list_namespaced_pod_disruption_budget(namespace).items
+        pods = cluster.core.list_namespaced_pod(namespace).items
+        return not (deps or rss or svcs or pdbs or pods)
+
+    wait_for("Deployments, ReplicaSets, Service, PDB and pods garbage-collected", gone, 60)
