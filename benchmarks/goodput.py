@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -119,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         "into spec); one variable at a time",
     )
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument(
+        "--readme",
+        default=None,
+        help="Markdown file whose 'benchmark' generated block gets the table (default: the "
+        "repository's README.md when --out is the checked-in results folder, else none)",
+    )
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -185,8 +192,29 @@ def main(argv: list[str] | None = None) -> int:
         footnote=f"Trace: {TRACE_CITATION}",
         warmup_s=args.warmup,
     )
+    readme = args.readme or (str(README) if out.resolve() == (HERE / "results").resolve() else None)
+    if readme:
+        update_readme(Path(readme), (out / "goodput.md").read_text())
     sys.stdout.write((out / "goodput.md").read_text())
     return 0
+
+
+README = HERE.parent / "README.md"
+_BLOCK = re.compile(
+    r"(<!-- BEGIN GENERATED: benchmark[^>]*-->\n)(.*?)(<!-- END GENERATED: benchmark -->)", re.DOTALL
+)
+
+
+def update_readme(path: Path, table: str) -> None:
+    """Replace the ``benchmark`` generated block of ``path`` with ``table``.
+
+    Raises:
+        ValueError: the file has no such block.
+    """
+    text = path.read_text(encoding="utf-8")
+    if not _BLOCK.search(text):
+        raise ValueError(f"{path} has no '<!-- BEGIN GENERATED: benchmark -->' block")
+    path.write_text(_BLOCK.sub(lambda m: m.group(1) + table.strip() + "\n" + m.group(3), text), encoding="utf-8")
 
 
 if __name__ == "__main__":

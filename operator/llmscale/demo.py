@@ -328,6 +328,8 @@ def _manifest(repo: Path, opens: datetime, closes: datetime) -> dict[str, Any]:
     # with two requests; the demo keeps the L40S's own cache (tens of thousands of tokens) and lets
     # 8 requests run per replica, so a replica serves about two trace requests a second.
     spec["engine"]["args"] = ["--max-num-seqs", "8"]
+    # With the L40S's own cache the KV-cache target is the one derived from the model and the SLO.
+    spec["scaling"]["targets"].pop("kvCacheUtilization", None)
     spec["scaling"]["scaleDown"].update({"stabilizationWindowSeconds": 30, "periodSeconds": 10})
     spec["batch"] = {"replicas": 1, "windows": [
         {"start": opens.strftime("%H:%M"), "end": closes.strftime("%H:%M"), "timezone": "UTC"}]}

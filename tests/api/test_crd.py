@@ -327,7 +327,7 @@ def test_scale_down_default_is_gentler_than_scale_up(schema: dict[str, Any]) -> 
     scaling = apply_defaults({}, _at(schema, "spec.scaling"))
     assert scaling["scaleDown"]["stabilizationWindowSeconds"] == 300
     assert scaling["scaleDown"]["maxReplicasPerPeriod"] == 1
-    assert scaling["scaleUp"]["stabilizationWindowSeconds"] == 0
+    assert scaling["scaleUp"]["stabilizationWindowSeconds"] == 120
 
 
 def test_object_defaults_pass_their_own_cel_rules(schema: dict[str, Any]) -> None:

@@ -1,9 +1,10 @@
 """Scenarios: a fake clock stepped through time, the expected decision at each tick.
 
-Defaults unless a case says otherwise (``spec()`` below): targets queue 3/replica, KV cache 0.75,
-preemptions 0.05/s/replica; tolerance 0.1; scale-up 4 replicas per 60 s, no window; scale-down
-300 s window, 1 replica per 60 s; metrics stale after 90 s; headroom 1 (adaptive part off so the
-arithmetic is exact); cold start 180 s; replicas 1–16. Each tick comments its arithmetic.
+Defaults unless a case says otherwise (``spec()`` below): targets queue 3/replica, KV cache 0.75
+(explicit: the auto target is tested on its own), preemptions 0.05/s/replica; tolerance 0.1;
+scale-up 4 replicas per 60 s, no window; scale-down 300 s window, 1 replica per 60 s; metrics stale
+after 90 s; headroom 1 (adaptive part off so the arithmetic is exact); cold start 180 s; replicas
+1–16. Each tick comments its arithmetic.
 """
 
 from __future__ import annotations
@@ -20,16 +21,24 @@ from llmscale.api import (
     LLMDeploymentSpec,
     ModelSpec,
     ReplicasSpec,
+    ResourcesSpec,
+    ScalingBehavior,
     ScalingSpec,
     ScalingTargets,
     TroughWindow,
 )
-from llmscale.policy import PolicyMemory, decide, headroom_replicas
+from llmscale.policy import PolicyMemory, decide, headroom_replicas, kv_cache_target
 from llmscale.signals.snapshot import SignalSnapshot
 
 # 2024-06-03 12:00:00 UTC, a Monday: far from DST changes.
 NOON = 1_717_416_000.0
 COLD = 180.0
+NO_UP_WINDOW = ScalingBehavior(stabilization_window_seconds=0)
+
+
+def scaling(kv: float | None = 0.75) -> ScalingSpec:
+    """The scenario scaling settings: KV target ``kv`` (``None``: auto), no scale-up window."""
+    return ScalingSpec(targets=ScalingTargets(kv_cache_utilization=kv), scale_up=NO_UP_WINDOW)
 
 
 def spec(**overrides: Any) -> LLMDeploymentSpec:
@@ -38,6 +47,7 @@ def spec(**overrides: Any) -> LLMDeploymentSpec:
         "model": ModelSpec(name="chat", preset="llama-3.1-8b"),
         "replicas": ReplicasSpec(min=1, max=16),
         "headroom": HeadroomSpec(replicas=1, cold_start_seconds=COLD, growth_factor=0.0),
+        "scaling": scaling(),
     }
     fields.update(overrides)
     return LLMDeploymentSpec(**fields)
@@ -53,23 +63,38 @@ SCENARIOS = [
         spec(),
         2,
         [
-            # KV 2 × 0.3 / 0.75 = 0.8 → 1; + headroom 1 = 2: no change.
+            # KV 2 × 0.3 / 0.75 = 0.8 → 1; + headroom 1 = 2: no change. The empty queue says "not
+            # short", it does not propose 0.
             Tick(0, 2, queue=0, kv=0.3, limited="DesiredWithinRange"),
             # queue 14 / 3 = 4.67 → 5; + 1 = 6; the up limit is 2 + 4 = 6.
             Tick(15, 6, queue=14, kv=0.9, starting=0),
             # 4 pods starting, 2 ready: current demand 6 - 1 = 5; queue 16 / 3 = 5.33 is within 10 %
-            # of 5, so it proposes 5 and the 4 starting pods are not asked for again.
-            Tick(30, 6, queue=16, kv=0.95, starting=4, limited="DesiredWithinRange"),
-            # The backlog grows on the 2 overloaded ready replicas: queue 24 / 3 = 8 > 5, but the 4
-            # starting replicas are capacity on the way for it: the queue proposes 5, still 6.
-            Tick(60, 6, queue=24, kv=0.95, starting=4, limited="DesiredWithinRange"),
-            Tick(90, 6, queue=15, kv=0.95, starting=4),
-            Tick(180, 6, queue=14, kv=0.95, starting=4),
+            # of 5: not short. KV 2 × 0.95 / 0.75 = 2.53 → 3, + 1 = 4; the window keeps 6.
+            Tick(30, 6, queue=16, kv=0.95, starting=4, limited="ScaleDownStabilized"),
+            # The backlog grows on the 2 overloaded ready replicas: queue 24 / 3 = 8 > 5. Each of
+            # the 4 starting replicas absorbs one replica's worth (3), not the whole backlog: 8 + 1
+            # = 9, but the 4 added at t=15 fill this period's up limit (6 - 4 + 4 = 6).
+            Tick(60, 6, queue=24, kv=0.95, starting=4, limited="ScaleUpLimit"),
+            # t=15 has left the 60 s period: up to 9.
+            Tick(90, 9, queue=24, kv=0.95, starting=4, limited="DesiredWithinRange"),
+            # queue 27 / 3 = 9 ≤ current demand 8 × 1.1: within tolerance, not short; KV 3: window.
+            Tick(180, 9, queue=26, kv=0.95, starting=7, limited="ScaleDownStabilized"),
             # t=195: the pods created at 15 are Ready. KV 6 × 0.4 / 0.75 = 3.2 → 4, + 1 = 5, but the
-            # scale-down window still holds the 6 recommended at t=15..180.
-            Tick(195, 6, queue=0, kv=0.4, starting=0, limited="ScaleDownStabilized"),
+            # scale-down window still holds the 9 recommended at t=90.
+            Tick(195, 9, queue=0, kv=0.4, starting=3, limited="ScaleDownStabilized"),
         ],
-        id="ramp-up-then-cold-start-not-double-counted",
+        id="ramp-up-then-starting-replicas-absorb-one-replica-of-queue-each",
+    ),
+    pytest.param(
+        spec(),
+        6,
+        [
+            # KV 6 × 0.5 / 0.75 = 4 → 4 + 1 = 5 (one step down from 6). The queue is empty: under the
+            # HPA rule it would propose 0; here it proposes nothing, so KV's 4 is the demand.
+            Tick(0, 5, queue=0, kv=0.5, limited="DesiredWithinRange"),
+            Tick(60, 5, queue=0, kv=0.4, limited="ScaleDownStabilized"),
+        ],
+        id="empty-queue-never-pushes-down",
     ),
     pytest.param(
         spec(headroom=HeadroomSpec(replicas=2, cold_start_seconds=COLD, growth_factor=0.0)),
@@ -152,7 +177,7 @@ SCENARIOS = [
         id="min-and-max-clamps",
     ),
     pytest.param(
-        spec(scaling=ScalingSpec(targets=ScalingTargets(kv_cache_utilization=0.5))),
+        spec(scaling=scaling(kv=0.5)),
         8,
         [
             # KV 8 × 0.5 / 0.5 = 8, + 1 = 9.
@@ -225,18 +250,69 @@ def test_reason_names_the_signal_with_numbers() -> None:
     assert d.metrics_available.reason == "MetricsFresh"
 
 
-def test_backlog_while_starting_says_capacity_is_on_the_way() -> None:
+def test_starting_replicas_absorb_one_replica_of_backlog_each() -> None:
     fleet = FakeFleet.ready(2, COLD)
     fleet.apply(NOON - 60, 6)  # 4 pods created a minute ago, still in their cold start
     snap = SignalSnapshot(
         NOON, queue_depth=24.0, kv_cache_utilization=0.3, preemption_rate=0.5, replicas_reporting=2
     )
     d = decide(spec(), [snap], fleet.state(NOON), PolicyMemory(), NOON)
-    assert d.interactive_replicas == 6
-    assert d.reasons[0].endswith(
-        "proposes 8, but 4 starting replicas are capacity on the way for this backlog: proposes current demand 5"
+    # queue 24 / 3 = 8 replicas' worth: the 4 starting replicas take 4 × 3 of it, so 8 in all, not
+    # "capacity on the way for the whole backlog" (the old rule held at 5 while the backlog grew).
+    assert d.reasons[0] == (
+        "queue depth 24.0 over 2 ready replicas = 12.0 per replica > target 3.0: proposes 8 "
+        "(4 starting replicas count as 4 of them)"
     )
-    assert "proposes 10, but 4 starting replicas" in d.reasons[2]  # preemptions 0.5 / 0.05 = 10
+    # preemptions 0.5 / 0.05 = 10 win: 10 + 1 = 11, up limit 6 + 4 = 10.
+    assert "proposes 10 (4 starting replicas" in d.reasons[2]
+    assert (d.demand_replicas, d.interactive_replicas) == (10, 10)
+    assert d.scaling_limited.reason == "ScaleUpLimit"
+
+
+def test_quiet_backlog_signal_says_not_short() -> None:
+    snap = SignalSnapshot(
+        NOON, queue_depth=0.0, kv_cache_utilization=0.75, preemption_rate=0.0, replicas_reporting=4
+    )
+    d = decide(spec(), [snap], FakeFleet.ready(4, COLD).state(NOON), PolicyMemory(), NOON)
+    assert d.reasons[0].endswith("0 ≤ current demand 3: not short, proposes nothing")
+    # KV 4 × 0.75 / 0.75 = 4 is the demand; the queue's HPA answer (0) is not.
+    assert (d.demand_replicas, d.interactive_replicas) == (4, 5)
+
+
+def _big_spec(**scaling_kw: Any) -> LLMDeploymentSpec:
+    return spec(
+        model=ModelSpec(name="chat", preset="llama-3.1-70b"),
+        resources=ResourcesSpec(gpus_per_replica=4, gpu_type="h100-sxm"),
+        **scaling_kw,
+    )
+
+
+def test_auto_kv_target_comes_from_the_model_and_the_slo() -> None:
+    # Llama-3.1-70B bf16 on 4 × H100: ~48 running × 1,226 tokens of a 513,088-token cache ≈ 0.114
+    # (the benchmark's calibrated capacity, measured in the simulator: 52 running, 7.32 req/s).
+    target, origin = kv_cache_target(_big_spec(scaling=scaling(kv=None)))
+    assert 0.10 < target < 0.13, origin
+    assert origin.startswith("auto: 48 running × 1226 tokens at 7.3 requests/s")
+    # A looser ITL SLO admits more: the target rises (more running, longer ITL per step).
+    loose = _big_spec(scaling=scaling(kv=None))
+    loose = loose.model_copy(update={"slo": loose.slo.model_copy(update={"itl_p95_seconds": 0.2})})
+    assert kv_cache_target(loose)[0] > target
+    # An explicit target wins.
+    assert kv_cache_target(_big_spec(scaling=scaling(kv=0.5))) == (0.5, "spec")
+
+
+def test_auto_kv_target_drives_the_decision() -> None:
+    # 4 ready at KV 0.2 each: 4 × 0.2 / 0.114 ≈ 7.0 → 8 replicas of load (0.75 would say 2).
+    s = _big_spec(scaling=scaling(kv=None))
+    target = kv_cache_target(s)[0]
+    snap = SignalSnapshot(
+        NOON, queue_depth=0.0, kv_cache_utilization=0.2, preemption_rate=0.0, replicas_reporting=4
+    )
+    d = decide(s, [snap], FakeFleet.ready(4, COLD).state(NOON), PolicyMemory(), NOON)
+    assert d.demand_replicas == math.ceil(4 * 0.2 / target)
+    assert d.demand_replicas >= 7
+    assert "(auto: " in d.reasons[1]
+    assert d.reasons[1].startswith(f"KV-cache utilisation 0.20 mean over 4 ready replicas > target {target:.3f}")
 
 
 def test_stale_hold_says_how_old() -> None:

@@ -15,7 +15,7 @@ SPEC = ROOT / "benchmarks" / "chat-llama-70b-h100.yaml"
 REAL = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
 pytestmark = pytest.mark.skipif(not REAL.exists(), reason="shared trace not present")
 
-#: Keys the issue requires of every policy's JSON, plus the ones docs/simulate.md documents.
+#: Keys the issue requires of every policy's JSON, plus the ones the README documents.
 REQUIRED = {
     "policy", "gpu_hours", "requests", "slo_attainment", "minutes_meeting_slo_fraction",
     "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p50_s", "itl_p95_s", "itl_p99_s",
@@ -35,9 +35,9 @@ def test_json_output_has_every_documented_key_for_every_policy(capsys: pytest.Ca
         assert r["warmup_s"] == 120.0
         assert r["completed_requests"] == r["requests"] > 0
     assert "Splitwise" in doc["scenario"]["trace_citation"]
-    documented = (ROOT / "docs" / "simulate.md").read_text()
+    documented = (ROOT / "README.md").read_text()
     for key in list(doc["results"][0]) + list(doc["scenario"]):
-        assert f"`{key}`" in documented, f"{key} is not documented in docs/simulate.md"
+        assert f"`{key}`" in documented, f"{key} is not documented in the README"
 
 
 def test_table_output_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

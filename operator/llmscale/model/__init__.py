@@ -23,6 +23,7 @@ from llmscale.model.roofline import (
     ModelDoesNotFit,
     ReplicaModel,
 )
+from llmscale.model.slo import SloOperatingPoint, mean_itl_s, slo_operating_point
 
 __all__ = [
     "BLOCK_SIZE_TOKENS",
@@ -36,6 +37,9 @@ __all__ = [
     "ModelArch",
     "ModelDoesNotFit",
     "ReplicaModel",
+    "SloOperatingPoint",
     "dtype_bytes",
     "estimate_parameters",
+    "mean_itl_s",
+    "slo_operating_point",
 ]

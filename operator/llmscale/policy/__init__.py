@@ -4,11 +4,12 @@
 See :func:`decide` for the algorithm and ``docs/policy.md`` for every reason and condition.
 """
 
-from llmscale.policy.core import decide, headroom_replicas
+from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
 from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
 from llmscale.policy.windows import batch_window_open, describe_window, local_time
 
 __all__ = [
+    "FALLBACK_KV_CACHE_TARGET",
     "ConditionResult",
     "Decision",
     "PolicyMemory",
@@ -17,5 +18,6 @@ __all__ = [
     "decide",
     "describe_window",
     "headroom_replicas",
+    "kv_cache_target",
     "local_time",
 ]

@@ -8,21 +8,21 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
    signal unknown. Unknown is not zero: with no leading signal known the pool holds its size
    (``valid=False``, ``MetricsAvailable=False``).
 2. **Headroom** ``H = max(spec.headroom.replicas, ceil(growthFactor × slope × coldStartSeconds))``,
-   where ``slope`` is the least-squares slope (replicas/s) of the KV-cache need over the last cold
-   start of history. A replica asked for now is Ready one cold start later, so the warm spare must
-   cover the growth in that time.
+   where ``slope`` is the least-squares slope (replicas/s) of the per-minute mean KV-cache need over
+   the last cold start of history. A replica asked for now is Ready one cold start later, so the
+   warm spare must cover the growth in that time (``growthFactor`` is 0, off, by default).
 3. **Proposals.** Each leading signal proposes a replica count the way the HPA does per metric
    (``pkg/controller/podautoscaler/replica_calculator.go``): ``ceil(ready × observed_per_replica /
    target)``. Queue depth and preemptions are sums over the pool, so this is ``ceil(total /
-   target)``; KV-cache utilisation is a mean, so ``ceil(ready × mean / target)``. Within
-   ``±tolerance`` of the *current demand* (current replicas less ``H``) a signal proposes no change.
-   The HPA compares the per-replica ratio with 1 instead; we cannot, because our ready replicas
-   include warm headroom that runs below target by design. While replicas are starting, the two
-   *backlog* signals (queue depth, preemptions) propose at most the current demand: the backlog
-   grows on the overloaded ready replicas during the cold start, and asking for replicas for it
-   again would count the starting ones twice (on the Azure trace it ran a 4-replica need up to
-   19). The KV-cache need is admitted concurrency and keeps proposing. The largest proposal is the
-   demand.
+   target)``; KV-cache utilisation is a mean, so ``ceil(ready × mean / target)``, with the target
+   from the spec or, unset, from the performance model and the ITL SLO (:func:`kv_cache_target`).
+   Within ``±tolerance`` of the *current demand* (current replicas less ``H``) a signal proposes no
+   change. The HPA compares the per-replica ratio with 1 instead; we cannot, because our ready
+   replicas include warm headroom that runs below target by design. The two *backlog* signals
+   (queue depth, preemptions) only push up: at or below the current demand they propose nothing
+   (an empty queue says "not short", not "needs zero"). Above it their total is compared with
+   replicas that include the starting ones, so each starting replica absorbs one replica's worth
+   (``target``) of the backlog, not all of it. The largest proposal is the demand.
 4. **Latency guard.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading signals ask for no
    more than the current demand and no replica is starting, demand is the current demand + 1 (the
    lagging signal says the leading targets are too loose for this traffic). One replica per cold
@@ -48,21 +48,66 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from llmscale.api import LLMDeploymentSpec
+from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
+from llmscale.model import ModelDoesNotFit, ReplicaModel
+from llmscale.model.slo import slo_operating_point
 from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
 from llmscale.policy.windows import batch_window_open, describe_window, local_time
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["decide", "headroom_replicas"]
+__all__ = ["FALLBACK_KV_CACHE_TARGET", "decide", "headroom_replicas", "kv_cache_target"]
 
 # ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
 _EPS = 1e-9
 
-# Fewest snapshots for a slope: two points are a difference, not a fit, and one burst would set it.
+# Fewest per-minute means for a slope: two points are a difference, not a fit, and one burst would
+# set it.
 _MIN_TREND_POINTS = 3
+
+# The headroom trend is fitted on per-minute means of the KV-cache need, not on the 15 s snapshots:
+# on the Azure trace one long prompt moves a 70B replica's KV use by a third between two scrapes,
+# and a slope fitted to that noise asked for warm replicas that were never needed (446 scale events
+# a day against the oracle's 30). 60 s is Prometheus' usual rate() window and the SLO's minute.
+_TREND_BIN_S = 60.0
+
+#: KV-cache target when ``spec.scaling.targets.kvCacheUtilization`` is unset and the performance
+#: model cannot give one (the model does not fit its GPUs): vLLM's cache is then the only bound
+#: known, and 0.75 leaves a quarter of it for bursts.
+FALLBACK_KV_CACHE_TARGET = 0.75
+
+
+@lru_cache(maxsize=64)
+def _auto_kv_target(model: ModelSpec, resources: ResourcesSpec, itl_p95_s: float) -> tuple[float, str]:
+    try:
+        replica = ReplicaModel.from_spec(LLMDeploymentSpec(model=model, resources=resources))
+        point = slo_operating_point(replica, itl_p95_s)
+    except (ModelDoesNotFit, ValueError) as exc:
+        return FALLBACK_KV_CACHE_TARGET, f"auto: the performance model gives none ({exc}), fallback"
+    return point.kv_cache_utilization, (
+        f"auto: {point.running:.0f} running × {point.context_tokens:.0f} tokens at "
+        f"{point.rate_rps:.1f} requests/s, where the modelled mean ITL is {point.mean_itl_s * 1000:.0f} ms "
+        f"(ITL p95 SLO {itl_p95_s * 1000:.0f} ms)"
+    )
+
+
+def kv_cache_target(spec: LLMDeploymentSpec) -> tuple[float, str]:
+    """Return the KV-cache utilisation target (fraction 0–1) and where it came from.
+
+    ``spec.scaling.targets.kvCacheUtilization`` when set (``"spec"``); unset, the KV-cache use of
+    one replica at the edge of its ITL SLO, from the roofline model under chunked prefill
+    (:func:`llmscale.model.slo.slo_operating_point` with ``spec.slo.itlP95Seconds`` and the Azure
+    LLM inference trace 2023's mean prompt and output; CC-BY 4.0, Patel et al., Splitwise, ISCA
+    2024): 0.114 for Llama-3.1-70B bf16 on 4 × H100-SXM at 100 ms. When the model cannot give one,
+    :data:`FALLBACK_KV_CACHE_TARGET`. Cached per (model, resources, SLO).
+    """
+    explicit = spec.scaling.targets.kv_cache_utilization
+    if explicit is not None:
+        return explicit, "spec"
+    return _auto_kv_target(spec.model, spec.resources, spec.slo.itl_p95_seconds)
 
 
 def _ceil(x: float) -> int:
@@ -80,8 +125,9 @@ def _known(value: float | None) -> float | None:
 @dataclass(frozen=True, slots=True)
 class _Proposal:
     signal: str
-    replicas: int | None  # None: unknown, proposes nothing
+    replicas: int | None  # None: proposes nothing (unknown, or a backlog signal that is not short)
     line: str
+    known: bool = True
 
 
 def _compare(per_replica: float, target: float, tolerance: float) -> str:
@@ -103,13 +149,22 @@ def _settle(raw: float, reference: int, tolerance: float) -> tuple[int, str]:
     return proposal, f"proposes {proposal}"
 
 
-def _backlog_cap(proposal: int, suffix: str, reference: int, starting: int) -> tuple[int, str]:
-    """Cap a backlog signal's proposal at the current demand while replicas are starting."""
-    if starting > 0 and proposal > reference:
-        return reference, (
-            f"{suffix}, but {starting} starting replicas are capacity on the way for this backlog: "
-            f"proposes current demand {reference}"
-        )
+def _only_up(proposal: int, suffix: str, reference: int, starting: int) -> tuple[int | None, str]:
+    """A backlog signal (queue depth, preemptions) says "short", never "needs fewer".
+
+    An empty queue means the ready replicas keep up, not that the pool needs none: below the current
+    demand a backlog signal proposes nothing, so it can only raise the demand the others set (the
+    HPA's per-metric ``ceil(queue / target)`` would otherwise ask for the minimum whenever no
+    request waits, and the largest-wins rule would let it do so when the KV-cache signal is quiet).
+    Above it, the proposal is a total compared with replicas that include the starting ones, so each
+    starting replica absorbs one replica's worth (``target``) of the backlog, not all of it.
+    """
+    if proposal <= reference:
+        if suffix.startswith("within"):
+            return None, f"within {suffix.split('within ', 1)[1].split(':')[0]}: not short, proposes nothing"
+        return None, f"{proposal} ≤ current demand {reference}: not short, proposes nothing"
+    if starting > 0:
+        return proposal, f"{suffix} ({starting} starting replicas count as {starting} of them)"
     return proposal, suffix
 
 
@@ -122,10 +177,10 @@ def _proposals(
 
     queue = _known(snap.queue_depth) if snap else None
     if queue is None:
-        out.append(_Proposal("queue depth", None, "queue depth unknown: proposes nothing"))
+        out.append(_Proposal("queue depth", None, "queue depth unknown: proposes nothing", known=False))
     else:
         raw = queue / targets.queue_depth_per_replica
-        proposal, suffix = _backlog_cap(*_settle(raw, reference, tol), reference, starting)
+        queue_proposal, suffix = _only_up(*_settle(raw, reference, tol), reference, starting)
         if ready > 0:
             per = queue / ready
             cmp = _compare(per, targets.queue_depth_per_replica, tol)
@@ -135,36 +190,41 @@ def _proposals(
             )
         else:
             line = f"queue depth {queue:.1f} with no ready replica, target {targets.queue_depth_per_replica:.1f}: {suffix}"
-        out.append(_Proposal("queue depth", proposal, line))
+        out.append(_Proposal("queue depth", queue_proposal, line))
 
     kv = _known(snap.kv_cache_utilization) if snap else None
     if kv is None:
-        out.append(_Proposal("KV-cache utilisation", None, "KV-cache utilisation unknown: proposes nothing"))
+        out.append(
+            _Proposal("KV-cache utilisation", None, "KV-cache utilisation unknown: proposes nothing", known=False)
+        )
     elif ready == 0:
         out.append(
             _Proposal(
                 "KV-cache utilisation",
                 None,
                 "KV-cache utilisation is a mean over no ready replica: proposes nothing",
+                known=False,
             )
         )
     else:
-        raw = ready * kv / targets.kv_cache_utilization
-        proposal, suffix = _settle(raw, reference, tol)
-        cmp = _compare(kv, targets.kv_cache_utilization, tol)
+        kv_target, origin = kv_cache_target(spec)
+        raw = ready * kv / kv_target
+        kv_proposal, kv_suffix = _settle(raw, reference, tol)
+        cmp = _compare(kv, kv_target, tol)
+        named = f"target {kv_target:.2f}" if origin == "spec" else f"target {kv_target:.3f} ({origin})"
         line = (
-            f"KV-cache utilisation {kv:.2f} mean over {ready} ready replicas {cmp} target "
-            f"{targets.kv_cache_utilization:.2f} ({raw:.2f} replicas at target): {suffix}"
+            f"KV-cache utilisation {kv:.2f} mean over {ready} ready replicas {cmp} {named} "
+            f"({raw:.2f} replicas at target): {kv_suffix}"
         )
-        out.append(_Proposal("KV-cache utilisation", proposal, line))
+        out.append(_Proposal("KV-cache utilisation", kv_proposal, line))
 
     rate = _known(snap.preemption_rate) if snap else None
     if rate is None:
-        out.append(_Proposal("preemption rate", None, "preemption rate unknown: proposes nothing"))
+        out.append(_Proposal("preemption rate", None, "preemption rate unknown: proposes nothing", known=False))
     else:
         target = targets.preemptions_per_second_per_replica
         raw = rate / target
-        proposal, suffix = _backlog_cap(*_settle(raw, reference, tol), reference, starting)
+        rate_proposal, suffix = _only_up(*_settle(raw, reference, tol), reference, starting)
         if ready > 0:
             per = rate / ready
             line = (
@@ -173,7 +233,7 @@ def _proposals(
             )
         else:
             line = f"preemption rate {rate:.3f}/s with no ready replica, target {target:.3f}/s: {suffix}"
-        out.append(_Proposal("preemption rate", proposal, line))
+        out.append(_Proposal("preemption rate", rate_proposal, line))
     return out
 
 
@@ -182,7 +242,7 @@ def _kv_need(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> float | None:
     kv = _known(snap.kv_cache_utilization)
     if kv is None or snap.replicas_reporting <= 0:
         return None
-    return snap.replicas_reporting * kv / spec.scaling.targets.kv_cache_utilization
+    return snap.replicas_reporting * kv / kv_cache_target(spec)[0]
 
 
 def headroom_replicas(
@@ -192,11 +252,12 @@ def headroom_replicas(
 
     ``H = max(floor, ceil(growthFactor × slope × coldStart))`` where ``floor`` is
     ``spec.headroom.replicas`` and ``slope`` (replicas/s) is the least-squares fit
-    (:func:`numpy.polyfit`, degree 1) of the KV-cache need, ``replicasReporting × kv / target``, over
-    the snapshots of the last ``coldStartSeconds``. The KV-cache need is the pool's concurrency
+    (:func:`numpy.polyfit`, degree 1) of the KV-cache need, ``replicasReporting × kv / target``,
+    averaged per minute, over the snapshots of the last ``coldStartSeconds``. The KV-cache need is the pool's concurrency
     (tokens held), the smoothest leading signal; queue depth is a backlog that spikes in bursts and
     already has its own proposal. A negative slope gives no adaptive part: shrinking is the
-    stabilisation window's business. Needs at least 3 snapshots spanning half a cold start.
+    stabilisation window's business. Needs at least 3 per-minute means spanning half a cold start;
+    fitting the 15 s snapshots themselves chased the noise of single long prompts.
 
     Args:
         spec: the LLMDeployment spec (``headroom``, ``scaling.targets``).
@@ -216,13 +277,20 @@ def headroom_replicas(
         for s in history
         if now - window <= s.observed_at <= now and (need := _kv_need(spec, s)) is not None
     ]
-    if len(points) < _MIN_TREND_POINTS or points[-1][0] - points[0][0] < window / 2:
+    # Per-minute means (bins counted back from now) before the fit: see _TREND_BIN_S.
+    bins: dict[int, list[tuple[float, float]]] = {}
+    for t_s, need in points:
+        bins.setdefault(int((now - t_s) // _TREND_BIN_S), []).append((t_s, need))
+    means = sorted(
+        (sum(p[0] for p in b) / len(b), sum(p[1] for p in b) / len(b)) for b in bins.values()
+    )
+    if len(means) < _MIN_TREND_POINTS or means[-1][0] - means[0][0] < window / 2:
         return floor, (
             f"headroom {floor} warm replicas (spec.headroom.replicas; too little KV-cache history "
             f"in the last {window:.0f} s cold start for a trend)"
         )
-    t = np.array([p[0] - points[0][0] for p in points], dtype=float)
-    y = np.array([p[1] for p in points], dtype=float)
+    t = np.array([m[0] - means[0][0] for m in means], dtype=float)
+    y = np.array([m[1] for m in means], dtype=float)
     slope = float(np.polyfit(t, y, 1)[0])
     growth = factor * slope * window
     adaptive = _ceil(growth) if growth > 0 else 0
@@ -330,8 +398,8 @@ def decide(
         else state.interactive_ready
     )
     proposals = _proposals(spec, fresh, ready, reference, state.interactive_starting)
-    known = [p for p in proposals if p.replicas is not None]
-    unknown_names = [p.signal for p in proposals if p.replicas is None]
+    known = [p for p in proposals if p.known]
+    unknown_names = [p.signal for p in proposals if not p.known]
     metrics_cond, hold_line = _metrics_condition(
         snap, now, scaling.metrics_max_age_seconds, unknown_names, [p.signal for p in known], current
     )
@@ -345,9 +413,10 @@ def decide(
     else:
         assert fresh is not None  # hold_line is None only with a fresh snapshot
         reasons.extend(p.line for p in proposals)
-        best = max(known, key=lambda p: p.replicas or 0)
-        demand = best.replicas or 0
-        demand_from = best.signal if demand > 0 else "no load"
+        proposing = [p for p in known if p.replicas is not None]
+        best = max(proposing, key=lambda p: p.replicas or 0) if proposing else None
+        demand = (best.replicas or 0) if best is not None else 0
+        demand_from = best.signal if best is not None and demand > 0 else "no load"
 
         breaches = []
         if fresh.ttft_p95_s is not None and fresh.ttft_p95_s > spec.slo.ttft_p95_seconds:
