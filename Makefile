@@ -14,6 +14,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 help:
 	@echo "make demo   - build/start the local cluster, run the demo, stop everything"
 	@echo "make test   - lint, type-check, unit + integration + e2e tests"
+	@echo "make install - create .venv with llmscale and its test tools (.venv/bin/llmscale)"
 	@echo "make crd    - regenerate crds/ from the pydantic models"
 
 $(STAMP): pyproject.toml

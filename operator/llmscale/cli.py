@@ -27,6 +27,10 @@ VERBS: dict[str, tuple[str, str]] = {
 
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     """Return the top-level parser; with ``verb``, only that verb's module is imported."""
+    return _build(verb)[0]
+
+
+def _build(verb: str | None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from llmscale import __version__
 
     parser = argparse.ArgumentParser(
@@ -35,11 +39,13 @@ def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"llmscale {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    verb_parsers: dict[str, argparse.ArgumentParser] = {}
     for name, (module_name, help_text) in VERBS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        verb_parsers[name] = p
         if verb == name:
             importlib.import_module(module_name).add_arguments(p)
-    return parser
+    return parser, verb_parsers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,8 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     verb = next((a for a in args_list if not a.startswith("-")), None)
     if verb not in VERBS:
         verb = None
-    parser = build_parser(verb)
-    args = parser.parse_args(args_list)
+    parser, verb_parsers = _build(verb)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:
+        # Blame the verb's own parser, so the usage shown is the verb's ("llmscale plan: error: ...").
+        (verb_parsers[args.verb] if args.verb else parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.verb:
         parser.print_help()
         return 2

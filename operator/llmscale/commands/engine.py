@@ -120,4 +120,10 @@ def main(args: argparse.Namespace) -> int:
     except (KeyError, ValueError) as exc:
         logging.getLogger("llmscale.engine").error("Refused to start engine: %s", exc)
         return 1
+    except (OSError, OverflowError) as exc:
+        # A taken or impossible --host/--port: one line, as vLLM's own bind failure, not a traceback.
+        logging.getLogger("llmscale.engine").error(
+            "Refused to start engine: could not listen on %s:%s: %s", args.host, args.port, exc
+        )
+        return 1
     return 0

@@ -149,8 +149,11 @@ def main(args: argparse.Namespace) -> int:
         )
     except ModelDoesNotFit as exc:
         return _error(str(exc))
+    except KeyError as exc:
+        # str(KeyError) wraps its message in quotes; the message itself is what the user needs.
+        return _error(str(exc.args[0]) if exc.args else str(exc))
     except (LookupError, ValueError) as exc:
-        return _error(str(exc).strip("'\""))
+        return _error(str(exc))
     if args.output == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:

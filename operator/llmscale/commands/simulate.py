@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.markup import escape
 
 __all__ = ["add_arguments", "main", "parse_duration"]
 
@@ -98,15 +99,24 @@ def main(args: argparse.Namespace) -> int:
 
     err = Console(stderr=True)
     try:
-        doc = yaml.safe_load(Path(args.spec).read_text(encoding="utf-8"))
+        with Path(args.spec).open(encoding="utf-8") as stream:  # the YAML error then names the file
+            doc = yaml.safe_load(stream)
         spec = LLMDeployment.model_validate(doc).spec
     except (OSError, yaml.YAMLError, ValidationError) as exc:
-        err.print(f"[red]Could not read the LLMDeployment {args.spec}:[/red] {exc}")
+        err.print(f"[red]Could not read the LLMDeployment {escape(str(args.spec))}:[/red] {escape(str(exc))}")
+        return 2
+    from llmscale.model import ModelDoesNotFit, ReplicaModel
+    from llmscale.planner import check_fits
+
+    try:
+        check_fits(ReplicaModel.from_spec(spec), spec.model.context_limit_tokens)
+    except (ModelDoesNotFit, KeyError, ValueError) as exc:
+        err.print(f"[red]The LLMDeployment's model cannot run:[/red] {escape(str(exc))}")
         return 2
     try:
         base = load_azure_csv(args.trace)
     except (OSError, TraceFormatError) as exc:
-        err.print(f"[red]Could not read the trace:[/red] {exc}")
+        err.print(f"[red]Could not read the trace:[/red] {escape(str(exc))}")
         return 2
     diurnal = args.shape == "diurnal"
     duration = args.duration if args.duration is not None else (86_400.0 if diurnal else base.duration_s)
@@ -121,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
             batch_fraction=args.batch_fraction,
         )
     except ValueError as exc:
-        err.print(f"[red]Could not shape the trace:[/red] {exc}")
+        err.print(f"[red]Could not shape the trace:[/red] {escape(str(exc))}")
         return 2
     warmup = args.warmup if args.warmup is not None else min(600.0, duration / 4)
     if warmup >= duration:
@@ -139,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             sc = Scenario.build(spec, trace, base, warmup_s=warmup, seed=args.seed, capacity_rps=args.capacity_rps)
         except ValueError as exc:
-            err.print(f"[red]Could not set up the simulation:[/red] {exc}")
+            err.print(f"[red]Could not set up the simulation:[/red] {escape(str(exc))}")
             return 2
         total = trace.duration_s
 
