@@ -1,4 +1,4 @@
-"""A real local control plane for this directory's tests, brought up once per session.
+"""A real local control plane for the tests that need one (tests/cluster, tests/api), once per session.
 
 The cluster is ``e2e/cluster/cluster.py`` (pinned kube-apiserver, etcd, controller manager,
 scheduler, KWOK fake GPU nodes; see e2e/README-cluster.md) in a temporary state dir of its own, so
