@@ -220,6 +220,21 @@ SCENARIOS = [
         id="latency-guard-adds-one-while-leading-signals-quiet",
     ),
     pytest.param(
+        # No cold start: the guard's replica is Ready at once, but the p95 looks back 60 s.
+        spec(headroom=HeadroomSpec(replicas=1, cold_start_seconds=0, growth_factor=0.0)),
+        3,
+        [
+            # KV 3 × 0.3 / 0.75 = 1.2 → 2 ≤ current demand 2; TTFT breaches: 2 + 1 = 3, + 1 = 4.
+            Tick(0, 4, queue=0, kv=0.3, ttft=3.0),
+            # Still breaching 30 s later, but the scale-up at 0 s cannot show in a 60 s p95 yet: the
+            # guard waits; KV 4 × 0.3 / 0.75 = 1.6 → 2, + 1 = 3 < 4, kept by the down window.
+            Tick(30, 4, queue=0, kv=0.3, ttft=3.0, limited="ScaleDownStabilized"),
+            # 75 s after the scale-up the p95 has seen the new replica and still breaches: 3 + 1 + 1.
+            Tick(75, 5, queue=0, kv=0.3, ttft=3.0),
+        ],
+        id="latency-guard-waits-out-the-p95-window-after-a-scale-up",
+    ),
+    pytest.param(
         spec(),
         2,
         [

@@ -26,7 +26,9 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
 4. **Latency guard.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading signals ask for no
    more than the current demand and no replica is starting, demand is the current demand + 1 (the
    lagging signal says the leading targets are too loose for this traffic). One replica per cold
-   start at most: while it starts the guard is quiet.
+   start at most: while it starts the guard is quiet; and not again until the last scale-up is
+   older than :data:`LATENCY_WINDOW_S`, the window the p95 is computed over, since a younger
+   replica cannot show in it yet.
 5. **Recommendation** ``demand + H``. On partial data (some leading signal unknown) it is floored at
    the current size: scale up on what is known, never down.
 6. **Clamps**, as the HPA's ``normalizeDesiredReplicasWithBehaviors``: stabilisation windows over
@@ -59,7 +61,18 @@ from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolS
 from llmscale.policy.windows import batch_window_open, describe_window, local_time
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["FALLBACK_KV_CACHE_TARGET", "decide", "headroom_replicas", "kv_cache_target"]
+__all__ = [
+    "FALLBACK_KV_CACHE_TARGET",
+    "LATENCY_WINDOW_S",
+    "decide",
+    "headroom_replicas",
+    "kv_cache_target",
+]
+
+#: Seconds of traffic the lagging p95 latencies summarise: the signals' histogram ``rate()`` window
+#: (``llmscale.signals.queries`` ``rate_window="1m"``; the simulator's p95 looks back 60 s too). A
+#: replica added less than this long ago cannot show in the p95 yet, so the latency guard waits.
+LATENCY_WINDOW_S = 60.0
 
 # ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
 _EPS = 1e-9
@@ -423,8 +436,14 @@ def decide(
             breaches.append(f"TTFT p95 {fresh.ttft_p95_s:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
         if fresh.itl_p95_s is not None and fresh.itl_p95_s > spec.slo.itl_p95_seconds:
             breaches.append(f"ITL p95 {fresh.itl_p95_s:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
+        last_up = max((t for t, d in memory.scale_events if d > 0), default=None)
         if breaches and demand <= reference:
-            if state.interactive_starting > 0:
+            if last_up is not None and now - last_up < LATENCY_WINDOW_S:
+                reasons.append(
+                    f"{' and '.join(breaches)}, but the last scale-up was {now - last_up:.0f} s ago, inside "
+                    f"the {LATENCY_WINDOW_S:.0f} s window the p95 is computed over: latency guard waits"
+                )
+            elif state.interactive_starting > 0:
                 reasons.append(
                     f"{' and '.join(breaches)}, but {state.interactive_starting} replicas are starting: "
                     "latency guard waits for them"
@@ -541,7 +560,9 @@ def decide(
         spec.scaling.scale_up.stabilization_window_seconds,
         spec.scaling.scale_down.stabilization_window_seconds,
     )
-    keep_events = max(spec.scaling.scale_up.period_seconds, spec.scaling.scale_down.period_seconds)
+    keep_events = max(
+        spec.scaling.scale_up.period_seconds, spec.scaling.scale_down.period_seconds, LATENCY_WINDOW_S
+    )
     recs = memory.recommendations + (((now, recommendation),) if recommendation is not None else ())
     events = memory.scale_events + (((now, desired - current),) if desired != current else ())
     new_memory = PolicyMemory(
