@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
+from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.reconcile import (
     UnsupportedSpecError,
     build_status,
@@ -284,12 +284,14 @@ def test_pool_state_counts_each_pool() -> None:
 
 
 def decision(replicas: int = 4, reasons: tuple[str, ...] = ("queue depth 14 > 3 per replica",)) -> Decision:
-    ok = ConditionResult("True", "SignalsFresh", "all leading signals known")
+    ok = ConditionResult("True", Reason.MetricsFresh, "all leading signals known")
     return Decision(
         interactive_replicas=replicas, batch_replicas=0, demand_replicas=replicas - 1, headroom_replicas=1,
         reasons=reasons, metrics_available=ok,
-        scaling_limited=ConditionResult("False", "DesiredWithinRange", "no limit"),
-        batch_window_open=ConditionResult("False", "OutsideWindow", "no window open"),
+        able_to_scale=ConditionResult("True", Reason.ReadyForNewScale, "no window"),
+        scaling_limited=ConditionResult("False", Reason.DesiredWithinRange, "no limit"),
+        batch_window_open=ConditionResult("False", Reason.OutsideTroughWindows, "no window open"),
+        policy_state_readable=ConditionResult("True", Reason.PolicyStateRead, "complete"),
         memory=PolicyMemory(recommendations=((T0, replicas),), scale_events=((T0, 2),)),
     )
 
