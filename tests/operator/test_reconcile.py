@@ -310,7 +310,9 @@ def test_build_status_in_wire_format() -> None:
     assert status["lastDecision"] == {"at": "2024-06-03T12:00:00Z", "interactiveReplicas": 4, "batchReplicas": 0,
                                       "reasons": ["queue depth 14 > 3 per replica"]}
     assert status["policyState"] == {"recommendations": [[T0, 4]], "scaleEvents": [[T0, 2]]}
-    assert [c["type"] for c in status["conditions"]] == ["Ready", "MetricsAvailable", "ScalingLimited", "BatchWindowOpen"]
+    assert [c["type"] for c in status["conditions"]] == [
+        "Ready", "MetricsAvailable", "AbleToScale", "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable",
+    ]
     ready = status["conditions"][0]
     assert ready == {"type": "Ready", "status": "True", "reason": "Serving", "message": "2 of 4 replicas ready; 0 starting",
                      "lastTransitionTime": "2024-06-03T12:00:00Z", "observedGeneration": 3}
