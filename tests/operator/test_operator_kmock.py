@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from llmscale.api import LLMDeploymentSpec
 from llmscale.commands.run import serve
 from llmscale.handlers import OperatorMetrics
-from llmscale.policy import PolicyMemory, PoolState, decide
+from llmscale.policy import PolicyMemory, PoolState, Reason, decide
 from llmscale.settings import OperatorSettings
 from llmscale.signals.profiles import MetricProfile, get_profile
 from llmscale.signals.queries import PoolTarget
@@ -477,7 +477,7 @@ async def test_unreadable_policy_state_is_a_warning_not_a_silent_reset(
         kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
     await start_operator(CannedSignals(queue_depth=0.0, kv_cache_utilization=0.1))
 
-    warnings = await eventually(lambda: events_with(kube, "PolicyStateUnreadable"), what="a PolicyStateUnreadable Event")
+    warnings = await eventually(lambda: events_with(kube, Reason.PolicyStateUnreadable), what="a PolicyStateUnreadable Event")
     assert warnings[0]["type"] == "Warning" and warnings[0]["involvedObject"]["uid"] == UID
     assert "recommendations[1]" in warnings[0]["message"] and "scaleEvents" in warnings[0]["message"]
     status = await eventually(
@@ -486,8 +486,8 @@ async def test_unreadable_policy_state_is_a_warning_not_a_silent_reset(
         what="the PolicyStateReadable condition",
     )
     readable = condition(status, "PolicyStateReadable")
-    assert readable is not None and (readable["status"], readable["reason"]) == ("False", "PolicyStateUnreadable")
+    assert readable is not None and (readable["status"], readable["reason"]) == ("False", Reason.PolicyStateUnreadable)
     # What could be read was kept and written back; the rest is gone from status, not reset.
     assert [NOON - 30, 2] in status["policyState"]["recommendations"]
     assert all(isinstance(r, int) for _, r in status["policyState"]["recommendations"])
-    assert len(events_with(kube, "PolicyStateUnreadable")) == 1
+    assert len(events_with(kube, Reason.PolicyStateUnreadable)) == 1
