@@ -422,8 +422,11 @@ def _latency_guard(
     )
 
 
-def _policy_state(memory: PolicyMemory, now: float, horizon_s: float) -> tuple[ConditionResult, PolicyMemory]:
-    """Return the PolicyStateReadable condition and the ``unreadable`` fields to carry forward.
+def _policy_state(
+    memory: PolicyMemory, now: float, horizon_s: float
+) -> tuple[ConditionResult, str | None, float | None]:
+    """Return the PolicyStateReadable condition and the ``(unreadable, unreadable_since)`` to carry
+    into the next memory (``None, None`` once nothing is left to report).
 
     A memory that :meth:`PolicyMemory.from_dict` could not read in full is reported from the first
     decision on it until ``horizon_s`` later: after that every entry the stabilisation windows, rate
@@ -431,15 +434,12 @@ def _policy_state(memory: PolicyMemory, now: float, horizon_s: float) -> tuple[C
     """
     since = memory.unreadable_since if memory.unreadable_since is not None else now
     if memory.unreadable is None or now - since >= horizon_s:
-        return ConditionResult("True", Reason.PolicyStateRead, "the policy memory is complete"), PolicyMemory()
+        return ConditionResult("True", Reason.PolicyStateRead, "the policy memory is complete"), None, None
     msg = (
         f"part of status.policyState could not be read: {memory.unreadable}; the stabilisation windows and "
         f"rate limits miss what was dropped for up to {horizon_s:.0f} s"
     )
-    return (
-        ConditionResult("False", Reason.PolicyStateUnreadable, msg),
-        PolicyMemory(unreadable=memory.unreadable, unreadable_since=since),
-    )
+    return ConditionResult("False", Reason.PolicyStateUnreadable, msg), memory.unreadable, since
 
 
 def _batch(spec: LLMDeploymentSpec, now: float) -> tuple[int, ConditionResult, str]:
@@ -503,7 +503,7 @@ def decide(
 
     keep_recs = max(scaling.scale_up.stabilization_window_seconds, scaling.scale_down.stabilization_window_seconds)
     keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds, LATENCY_WINDOW_S)
-    memory_cond, carried = _policy_state(memory, now, max(keep_recs, keep_events))
+    memory_cond, unreadable, unreadable_since = _policy_state(memory, now, max(keep_recs, keep_events))
     if memory_cond.status == "False":
         reasons.append(f"policy memory incomplete: {memory_cond.message}")
 
@@ -586,8 +586,8 @@ def decide(
     new_memory = PolicyMemory(
         recommendations=_prune(recs, now, keep_recs),
         scale_events=_prune(events, now, keep_events),
-        unreadable=carried.unreadable,
-        unreadable_since=carried.unreadable_since,
+        unreadable=unreadable,
+        unreadable_since=unreadable_since,
     )
     return Decision(
         interactive_replicas=desired,
