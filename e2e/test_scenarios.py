@@ -32,6 +32,7 @@ import yaml
 
 from conftest import GROUP, PLURAL, VERSION, Cluster, sample, wait_for
 from llmscale.loadgen import ReplayReport, replay
+from llmscale.policy import Reason
 from llmscale.sim.trace import Trace
 
 MODEL = "llama-3.1-8b-instruct"
@@ -220,14 +221,13 @@ class TestLoadCycle:
         start = cluster.deployment_replicas(ns, "chat") or 0
         assert start > 2
         history: list[tuple[float, int]] = [(stopped_at, start)]
-        limited: set[str] = set()
+        stabilised: set[str] = set()
         deadline = stopped_at + STABILISATION_S + start * (SCALE_DOWN_PERIOD_S + 3) + 20
         while history[-1][1] > 1 and time.monotonic() < deadline:
             time.sleep(0.5)
             replicas = cluster.deployment_replicas(ns, "chat") or 0
-            cond = cluster.condition(ns, "chat", "ScalingLimited") or {}
-            if cond.get("status") == "True":
-                limited.add(cond["reason"])
+            cond = cluster.condition(ns, "chat", "AbleToScale") or {}
+            stabilised.add(cond.get("reason", ""))
             if replicas != history[-1][1]:
                 history.append((time.monotonic(), replicas))
         TestLoadCycle.recorder.stop.set()
@@ -245,7 +245,7 @@ class TestLoadCycle:
         assert all(b[1] == a[1] - 1 for a, b in itertools.pairwise(history)), f"not one at a time: {steps}"
         gaps = [b[0] - a[0] for a, b in itertools.pairwise(history[1:])]
         assert all(g >= SCALE_DOWN_PERIOD_S - 1.5 for g in gaps), f"steps closer than the period: {steps}"
-        assert "ScaleDownStabilized" in limited, limited
+        assert Reason.ScaleDownStabilized in stabilised, stabilised
         events = [e.message for e in cluster.events(ns, "ScaledDown")]
         assert any(f"Scaled LLMDeployment {ns}/chat from 2 to 1 replicas" in m for m in events), events
 
@@ -263,7 +263,7 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
     cluster.apply(namespace, sample(batch={"windows": [window], "replicas": 1}))
 
     wait_for("BatchWindowOpen=False before the window", lambda: (
-        (cluster.condition(namespace, "chat", "BatchWindowOpen") or {}).get("reason") == "OutsideTroughWindows"), 30)
+        (cluster.condition(namespace, "chat", "BatchWindowOpen") or {}).get("reason") == Reason.OutsideTroughWindows), 30)
     assert cluster.deployment_replicas(namespace, "chat-batch") == 0
     assert not cluster.pods(namespace, "batch")
 
@@ -272,7 +272,7 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
              lambda: cluster.deployment_replicas(namespace, "chat-batch") == 1, wait_for_s + 15)
     assert datetime.now(UTC) >= opens - timedelta(seconds=1), "the batch pool started before its window"
     cond = cluster.condition(namespace, "chat", "BatchWindowOpen") or {}
-    assert cond.get("status") == "True" and cond.get("reason") == "InsideTroughWindow", cond
+    assert cond.get("status") == "True" and cond.get("reason") == Reason.InsideTroughWindow, cond
     pods = wait_for("a Ready batch pod", lambda: [p for p in cluster.pods(namespace, "batch") if is_ready(p)],
                     COLD_START_S + 30)
     assert pods[0].metadata.labels["llmscale.dev/pool"] == "batch"
@@ -319,7 +319,7 @@ def test_6_not_enough_gpus_leaves_pods_pending_and_the_operator_stops_adding(clu
              COLD_START_S + 40)
     load = start_load(cluster, namespace, rate_rps=4.0, duration_s=35.0)
     cond = wait_for("ScalingLimited=InsufficientCapacity", lambda: (
-        c if (c := cluster.condition(namespace, "chat", "ScalingLimited") or {}).get("reason") == "InsufficientCapacity"
+        c if (c := cluster.condition(namespace, "chat", "ScalingLimited") or {}).get("reason") == Reason.InsufficientCapacity
         else None), 40)
     assert cond["status"] == "True" and "unschedulable" in cond["message"], cond
     # It keeps not adding while the load lasts.
@@ -342,7 +342,7 @@ def test_7_prometheus_outage_holds_replicas_and_recovers(cluster: Cluster, names
         cond = wait_for("MetricsAvailable=False", lambda: (
             c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "False"
             else None), 30)
-        assert cond["reason"] in ("MetricsMissing", "MetricsStale"), cond
+        assert cond["reason"] in (Reason.MetricsMissing, Reason.MetricsStale), cond
         assert "held" in cond["message"], cond
         for _ in range(8):
             assert cluster.deployment_replicas(namespace, "chat") == before, "replicas changed without metrics"
@@ -353,7 +353,7 @@ def test_7_prometheus_outage_holds_replicas_and_recovers(cluster: Cluster, names
     cond = wait_for("MetricsAvailable=True again", lambda: (
         c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "True"
         else None), 60)
-    assert cond["reason"] in ("MetricsFresh", "MetricsPartial"), cond
+    assert cond["reason"] in (Reason.MetricsFresh, Reason.MetricsPartial), cond
     assert cluster.deployment_replicas(namespace, "chat") == before
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "ZONES",
     "batch_specs",
     "behaviors",
+    "decide_inputs",
     "hhmm",
     "instants",
     "maybe_value",
@@ -186,3 +187,15 @@ def memories(draw: st.DrawFn, now: float, span_s: float = 600.0) -> PolicyMemory
     recs = draw(st.lists(st.tuples(times, st.integers(0, 30)), max_size=12))
     events = draw(st.lists(st.tuples(times, st.integers(-4, 4).filter(bool)), max_size=6))
     return PolicyMemory(recommendations=tuple(sorted(recs)), scale_events=tuple(sorted(events)))
+
+
+@st.composite
+def decide_inputs(draw: st.DrawFn) -> tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float]:
+    """The arguments of :func:`llmscale.policy.decide`: a spec, up to 6 snapshots (oldest first), a
+    pool state, a memory and the instant."""
+    spec = draw(specs())
+    now = draw(instants())
+    history = sorted(draw(st.lists(snapshots(now), max_size=6)), key=lambda s: s.observed_at)
+    state = draw(pool_states())
+    memory = draw(memories(now))
+    return spec, history, state, memory, now

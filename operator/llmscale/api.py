@@ -497,7 +497,8 @@ class Condition(_Status):
     """A standard Kubernetes condition (``metav1.Condition``)."""
 
     type: str
-    """``Ready``, ``MetricsAvailable``, ``ScalingLimited`` or ``BatchWindowOpen``."""
+    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen`` or
+    ``PolicyStateReadable``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str
@@ -530,7 +531,8 @@ class LLMDeploymentStatus(_Status):
     """Standard conditions."""
     policy_state: dict[str, Any] | None = Field(default=None)
     """Policy memory that must survive an operator restart (recommendation history for the
-    stabilisation windows, last scale times). Opaque to users."""
+    stabilisation windows, last scale times). Opaque to users; what the operator cannot read back
+    is dropped and reported in the PolicyStateReadable condition, never silently reset."""
 
 
 class LLMDeployment(BaseModel):

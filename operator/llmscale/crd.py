@@ -470,6 +470,9 @@ def status_reference_markdown() -> str:
 
 
 _BLOCKS = {"spec-reference": spec_reference_markdown, "status-reference": status_reference_markdown}
+#: Generated blocks another tool owns, left as they are: ``benchmark`` (``benchmarks/goodput.py``
+#: writes the README's performance table).
+_OTHER_GENERATORS = frozenset({"benchmark"})
 _BLOCK_RE = re.compile(
     r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+)[^>]*-->\n)(?P<body>.*?)(<!-- END GENERATED: (?P=name) -->)",
     re.DOTALL,
@@ -481,13 +484,15 @@ def replace_generated_blocks(text: str) -> str:
 
     A block is the text between ``<!-- BEGIN GENERATED: spec-reference -->`` (or
     ``status-reference``) and ``<!-- END GENERATED: spec-reference -->``, each marker on its own line;
-    text outside the markers is left as it is.
+    text outside the markers, and the blocks of other generators (``benchmark``), are left as they are.
 
     Raises:
         KeyError: a block names a generator that does not exist.
     """
 
     def fill(match: re.Match[str]) -> str:
+        if match.group("name") in _OTHER_GENERATORS:
+            return match.group(0)
         return match.group(1) + _BLOCKS[match.group("name")]() + match.group(4)
 
     return _BLOCK_RE.sub(fill, text)

@@ -38,7 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from llmscale.api import GROUP, PLURAL, VERSION, LLMDeploymentSpec
-from llmscale.policy.types import Decision, PolicyMemory, PoolState
+from llmscale.policy.types import Decision, PolicyMemory, PoolState, Reason
 from llmscale.reconcile import (
     BATCH,
     INTERACTIVE,
@@ -192,7 +192,9 @@ class OperatorMetrics:
     """The operator's own Prometheus metrics, on a registry of their own (tests get fresh ones).
 
     - ``llmscale_decisions_total{direction, reason}``: ticks that decided, by direction (``up``,
-      ``down``, ``hold``, ``invalid``) and the ``ScalingLimited`` reason (e.g. ``ScaleUpLimit``).
+      ``down``, ``hold``, ``invalid``) and the last clamp that changed the count
+      (``Decision.clamped_by``, e.g. ``ScaleUpLimit``, ``ScaleDownStabilized``; ``DesiredWithinRange``
+      when none did), or ``InvalidSpec``.
     - ``llmscale_desired_replicas{namespace, name, pool}`` / ``llmscale_ready_replicas{...}``.
     - ``llmscale_signal_read_errors_total{namespace, name}``: failed or timed-out signal reads.
     - ``llmscale_apply_errors_total{kind}``: refused server-side applies.
@@ -202,7 +204,7 @@ class OperatorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.decisions = Counter(
-            "llmscale_decisions", "Scaling decisions by direction and ScalingLimited reason",
+            "llmscale_decisions", "Scaling decisions by direction and the reason of the last clamp that bit",
             ["direction", "reason"], registry=self.registry,
         )
         self.desired = Gauge(
@@ -527,6 +529,11 @@ async def _tick(
     memory = mem.policy_memory
     if memory is None:
         memory = PolicyMemory.from_dict((body.get("status") or {}).get("policyState"))
+        if memory.unreadable is not None:
+            # Once per start: the policy reports it in PolicyStateReadable while it matters.
+            dropped = f"Dropped unreadable part of status.policyState of LLMDeployment {namespace}/{name}"
+            kopf.warn(body, reason=Reason.PolicyStateUnreadable, message=_clip(f"{dropped}: {memory.unreadable}"))
+            logger.warning(f"{dropped}: {memory.unreadable}")
     decision = deps.decide(spec, tuple(history), state, memory, now)
 
     owner = owner_reference(body)
@@ -562,7 +569,7 @@ async def _tick(
     mem.policy_memory = decision.memory if applied_ok else memory
 
     direction = _direction(state.interactive_replicas, applied_i)
-    deps.metrics.decisions.labels(direction, decision.scaling_limited.reason).inc()
+    deps.metrics.decisions.labels(direction, decision.clamped_by).inc()
     deps.metrics.desired.labels(namespace, name, INTERACTIVE).set(applied_i)
     deps.metrics.ready.labels(namespace, name, INTERACTIVE).set(state.interactive_ready)
     deps.metrics.desired.labels(namespace, name, BATCH).set(applied_b)

@@ -84,7 +84,14 @@ LABEL_POOL = "llmscale.dev/pool"
 ANNOTATION_COLD_START = "llmscale.dev/cold-start-seconds"
 
 #: Conditions the operator maintains on ``status.conditions``, in display order.
-CONDITION_TYPES: tuple[str, ...] = ("Ready", "MetricsAvailable", "ScalingLimited", "BatchWindowOpen")
+CONDITION_TYPES: tuple[str, ...] = (
+    "Ready",
+    "MetricsAvailable",
+    "AbleToScale",
+    "ScalingLimited",
+    "BatchWindowOpen",
+    "PolicyStateReadable",
+)
 
 #: Top-level ``status`` keys the operator owns; any other key (e.g. Kopf's own) is never touched.
 OWNED_STATUS_KEYS: tuple[str, ...] = (
@@ -690,8 +697,10 @@ def build_status(
         {
             "Ready": ready_condition(applied_interactive, state),
             "MetricsAvailable": decision.metrics_available,
+            "AbleToScale": decision.able_to_scale,
             "ScalingLimited": decision.scaling_limited,
             "BatchWindowOpen": decision.batch_window_open,
+            "PolicyStateReadable": decision.policy_state_readable,
         },
         now,
         generation,

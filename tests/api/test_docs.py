@@ -88,6 +88,15 @@ def test_replace_generated_blocks_touches_only_the_blocks() -> None:
     assert replace_generated_blocks(new) == new
 
 
+def test_the_readme_updates_as_the_readme_says() -> None:
+    # `llmscale crd --update-docs README.md` must work on the README itself, whose benchmark block
+    # belongs to benchmarks/goodput.py: that block is left alone, the reference tables are refreshed.
+    text = DOC.read_text(encoding="utf-8")
+    new = replace_generated_blocks(text)
+    assert _block(new, "benchmark") == _block(text, "benchmark")
+    assert _block(new, "status-reference") == status_reference_markdown()
+
+
 def test_unknown_block_name_is_an_error() -> None:
     with pytest.raises(KeyError):
         replace_generated_blocks("<!-- BEGIN GENERATED: nonsense -->\n<!-- END GENERATED: nonsense -->")

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from llmscale.api import LLMDeploymentSpec
 from llmscale.commands.run import serve
 from llmscale.handlers import OperatorMetrics
-from llmscale.policy import PolicyMemory, PoolState, decide
+from llmscale.policy import PolicyMemory, PoolState, Reason, decide
 from llmscale.settings import OperatorSettings
 from llmscale.signals.profiles import MetricProfile, get_profile
 from llmscale.signals.queries import PoolTarget
@@ -352,7 +352,9 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["lastDecision"]["interactiveReplicas"] == new
     assert status["lastDecision"]["reasons"]
     assert status["policyState"]["scaleEvents"]
-    assert [c["type"] for c in status["conditions"]] == ["Ready", "MetricsAvailable", "ScalingLimited", "BatchWindowOpen"]
+    assert [c["type"] for c in status["conditions"]] == [
+        "Ready", "MetricsAvailable", "AbleToScale", "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable",
+    ]
     assert condition(status, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
     assert condition(status, "BatchWindowOpen")["status"] == "False"  # type: ignore[index]
     # Every status write went to the status subresource; the spec was never written.
@@ -462,3 +464,30 @@ async def test_removing_spec_batch_deletes_the_batch_deployment(
     await eventually(lambda: stored(kube, DEPLOYMENTS, f"{NAME}-batch") is None, what="chat-batch deleted")
     await eventually(lambda: events_with(kube, "BatchPoolRemoved"), what="a BatchPoolRemoved Event")
     assert stored(kube, DEPLOYMENTS, NAME) is not None
+
+
+async def test_unreadable_policy_state_is_a_warning_not_a_silent_reset(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    body = llmdeployment()
+    # One good recommendation, one that is not a number, and scale events that are not a list.
+    body["status"] = {"policyState": {"recommendations": [[NOON - 30, 2], [NOON - 20, "many"]], "scaleEvents": "none"}}
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = body
+    for name in ("chat-a", "chat-b"):
+        kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
+    await start_operator(CannedSignals(queue_depth=0.0, kv_cache_utilization=0.1))
+
+    warnings = await eventually(lambda: events_with(kube, Reason.PolicyStateUnreadable), what="a PolicyStateUnreadable Event")
+    assert warnings[0]["type"] == "Warning" and warnings[0]["involvedObject"]["uid"] == UID
+    assert "recommendations[1]" in warnings[0]["message"] and "scaleEvents" in warnings[0]["message"]
+    status = await eventually(
+        lambda: condition((stored(kube, LLMDEPLOYMENTS, NAME) or {}).get("status", {}), "PolicyStateReadable")
+        and stored(kube, LLMDEPLOYMENTS, NAME)["status"],  # type: ignore[index]
+        what="the PolicyStateReadable condition",
+    )
+    readable = condition(status, "PolicyStateReadable")
+    assert readable is not None and (readable["status"], readable["reason"]) == ("False", Reason.PolicyStateUnreadable)
+    # What could be read was kept and written back; the rest is gone from status, not reset.
+    assert [NOON - 30, 2] in status["policyState"]["recommendations"]
+    assert all(isinstance(r, int) for _, r in status["policyState"]["recommendations"])
+    assert len(events_with(kube, Reason.PolicyStateUnreadable)) == 1

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
+from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.reconcile import (
     UnsupportedSpecError,
     build_status,
@@ -284,12 +284,14 @@ def test_pool_state_counts_each_pool() -> None:
 
 
 def decision(replicas: int = 4, reasons: tuple[str, ...] = ("queue depth 14 > 3 per replica",)) -> Decision:
-    ok = ConditionResult("True", "SignalsFresh", "all leading signals known")
+    ok = ConditionResult("True", Reason.MetricsFresh, "all leading signals known")
     return Decision(
         interactive_replicas=replicas, batch_replicas=0, demand_replicas=replicas - 1, headroom_replicas=1,
         reasons=reasons, metrics_available=ok,
-        scaling_limited=ConditionResult("False", "DesiredWithinRange", "no limit"),
-        batch_window_open=ConditionResult("False", "OutsideWindow", "no window open"),
+        able_to_scale=ConditionResult("True", Reason.ReadyForNewScale, "no window"),
+        scaling_limited=ConditionResult("False", Reason.DesiredWithinRange, "no limit"),
+        batch_window_open=ConditionResult("False", Reason.OutsideTroughWindows, "no window open"),
+        policy_state_readable=ConditionResult("True", Reason.PolicyStateRead, "complete"),
         memory=PolicyMemory(recommendations=((T0, replicas),), scale_events=((T0, 2),)),
     )
 
@@ -308,7 +310,9 @@ def test_build_status_in_wire_format() -> None:
     assert status["lastDecision"] == {"at": "2024-06-03T12:00:00Z", "interactiveReplicas": 4, "batchReplicas": 0,
                                       "reasons": ["queue depth 14 > 3 per replica"]}
     assert status["policyState"] == {"recommendations": [[T0, 4]], "scaleEvents": [[T0, 2]]}
-    assert [c["type"] for c in status["conditions"]] == ["Ready", "MetricsAvailable", "ScalingLimited", "BatchWindowOpen"]
+    assert [c["type"] for c in status["conditions"]] == [
+        "Ready", "MetricsAvailable", "AbleToScale", "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable",
+    ]
     ready = status["conditions"][0]
     assert ready == {"type": "Ready", "status": "True", "reason": "Serving", "message": "2 of 4 replicas ready; 0 starting",
                      "lastTransitionTime": "2024-06-03T12:00:00Z", "observedGeneration": 3}

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from llmscale.commands.run import QuietTimerFilter, _serving, add_arguments, health_app
 from llmscale.handlers import OperatorMetrics, configure_kopf
+from llmscale.policy import Reason
 from llmscale.settings import OperatorSettings, load_settings
 
 
@@ -85,7 +86,7 @@ def test_kopf_settings_follow_ours() -> None:
 async def test_metrics_health_and_readiness_endpoints() -> None:
     metrics = OperatorMetrics(CollectorRegistry())
     metrics.desired.labels("serving", "chat", "interactive").set(5)
-    metrics.decisions.labels("up", "DesiredWithinRange").inc()
+    metrics.decisions.labels("up", Reason.DesiredWithinRange).inc()
     ready = threading.Event()
     async with _serving(health_app(metrics, ready), "127.0.0.1", 0) as runner:
         host, port = runner.addresses[0][:2]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.policy import Decision, PolicyMemory, PoolState, decide
+from llmscale.policy import Decision, PolicyMemory, PoolState, Reason, decide
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = ["FakeFleet", "Tick", "run_scenario"]
@@ -31,7 +31,9 @@ class Tick:
         queue/kv/preempt/ttft/itl: the snapshot's signals (``None`` or NaN for unknown).
         age: age of the snapshot at ``t``, seconds.
         unschedulable: of the not-ready pods, how many are Pending with no node.
-        limited: expected ``ScalingLimited`` reason (``DesiredWithinRange`` when no clamp bit);
+        able: expected ``AbleToScale`` reason (``ReadyForNewScale`` when no stabilisation window
+            held the recommendation back); ``None`` does not check.
+        limited: expected ``ScalingLimited`` reason (``DesiredWithinRange`` when no limit bit);
             ``None`` does not check.
         valid: expected ``Decision.valid``.
         starting: expected starting pods in the state handed to the policy; ``None`` does not check.
@@ -47,7 +49,8 @@ class Tick:
     itl: float | None = None
     age: float = 5.0
     unschedulable: int = 0
-    limited: str | None = None
+    able: Reason | None = None
+    limited: Reason | None = None
     valid: bool = True
     starting: int | None = None
     batch: int | None = None
@@ -122,9 +125,12 @@ def run_scenario(
         where = f"at t={tick.t:g} s with {state}:\n  " + "\n  ".join(decision.reasons)
         assert decision.interactive_replicas == tick.expect, f"expected {tick.expect} {where}"
         assert decision.valid == tick.valid, f"expected valid={tick.valid} {where}"
+        if tick.able is not None:
+            assert decision.able_to_scale.reason == tick.able, f"expected {tick.able} {where}"
+            assert decision.able_to_scale.status == "True"  # the HPA's convention: windows do not make it False
         if tick.limited is not None:
             assert decision.scaling_limited.reason == tick.limited, f"expected {tick.limited} {where}"
-            assert (decision.scaling_limited.status == "True") == (tick.limited != "DesiredWithinRange")
+            assert (decision.scaling_limited.status == "True") == (tick.limited != Reason.DesiredWithinRange)
         if tick.starting is not None:
             assert state.interactive_starting == tick.starting, f"expected {tick.starting} starting {where}"
         if tick.batch is not None:

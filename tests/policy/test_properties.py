@@ -10,10 +10,9 @@ from hypothesis import strategies as st
 from tests.strategies import (
     DST_FREE_ZONES,
     ZONES,
+    decide_inputs,
     hhmm,
     instants,
-    memories,
-    pool_states,
     snapshots,
     specs,
     trough_windows,
@@ -26,23 +25,13 @@ from llmscale.signals.snapshot import SignalSnapshot
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@st.composite
-def inputs(draw: st.DrawFn) -> tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float]:
-    spec = draw(specs())
-    now = draw(instants())
-    history = sorted(draw(st.lists(snapshots(now), max_size=6)), key=lambda s: s.observed_at)
-    state = draw(pool_states())
-    memory = draw(memories(now))
-    return spec, history, state, memory, now
-
-
 def _leading_unknown(snap: SignalSnapshot) -> bool:
     values = (snap.queue_depth, snap.kv_cache_utilization, snap.preemption_rate)
     return any(v is None or v < 0 for v in values)
 
 
 @PROPS
-@given(inputs())
+@given(decide_inputs())
 def test_bounds_and_shape(
     args: tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float],
 ) -> None:
@@ -51,14 +40,14 @@ def test_bounds_and_shape(
     assert spec.replicas.min <= d.interactive_replicas <= spec.replicas.max
     assert d.batch_replicas >= 0 and d.demand_replicas >= 0 and d.headroom_replicas >= 0
     assert d.reasons and all(isinstance(r, str) and r for r in d.reasons)
-    for cond in (d.metrics_available, d.scaling_limited, d.batch_window_open):
+    for cond in (d.metrics_available, d.able_to_scale, d.scaling_limited, d.batch_window_open, d.policy_state_readable):
         assert (
             cond.status in ("True", "False", "Unknown") and cond.reason.isalnum() and cond.reason[0].isupper()
         )
 
 
 @PROPS
-@given(inputs())
+@given(decide_inputs())
 def test_deterministic(
     args: tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float],
 ) -> None:
@@ -66,7 +55,7 @@ def test_deterministic(
 
 
 @PROPS
-@given(inputs())
+@given(decide_inputs())
 def test_unknown_never_decreases(
     args: tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float],
 ) -> None:
@@ -110,7 +99,7 @@ def test_rate_limits_hold_over_a_run(spec: LLMDeploymentSpec, start: float, data
 
 
 @PROPS
-@given(inputs())
+@given(decide_inputs())
 def test_batch_is_zero_outside_windows(
     args: tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float],
 ) -> None:

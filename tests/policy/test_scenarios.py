@@ -27,7 +27,7 @@ from llmscale.api import (
     ScalingTargets,
     TroughWindow,
 )
-from llmscale.policy import PolicyMemory, decide, headroom_replicas, kv_cache_target
+from llmscale.policy import PolicyMemory, Reason, decide, headroom_replicas, kv_cache_target
 from llmscale.signals.snapshot import SignalSnapshot
 
 # 2024-06-03 12:00:00 UTC, a Monday: far from DST changes.
@@ -53,9 +53,9 @@ def spec(**overrides: Any) -> LLMDeploymentSpec:
     return LLMDeploymentSpec(**fields)
 
 
-def quiet(t: float, expect: int, limited: str | None = None, **kw: Any) -> Tick:
-    """A tick with no load at all."""
-    return Tick(t, expect, queue=0.0, kv=0.0, preempt=0.0, limited=limited, **kw)
+def quiet(t: float, expect: int, able: Reason | None = None, limited: Reason | None = None, **kw: Any) -> Tick:
+    """A tick with no load at all; ``able``/``limited``: the expected AbleToScale/ScalingLimited reasons."""
+    return Tick(t, expect, queue=0.0, kv=0.0, preempt=0.0, able=able, limited=limited, **kw)
 
 
 SCENARIOS = [
@@ -65,23 +65,23 @@ SCENARIOS = [
         [
             # KV 2 × 0.3 / 0.75 = 0.8 → 1; + headroom 1 = 2: no change. The empty queue says "not
             # short", it does not propose 0.
-            Tick(0, 2, queue=0, kv=0.3, limited="DesiredWithinRange"),
+            Tick(0, 2, queue=0, kv=0.3, able=Reason.ReadyForNewScale, limited=Reason.DesiredWithinRange),
             # queue 14 / 3 = 4.67 → 5; + 1 = 6; the up limit is 2 + 4 = 6.
             Tick(15, 6, queue=14, kv=0.9, starting=0),
             # 4 pods starting, 2 ready: current demand 6 - 1 = 5; queue 16 / 3 = 5.33 is within 10 %
             # of 5: not short. KV 2 × 0.95 / 0.75 = 2.53 → 3, + 1 = 4; the window keeps 6.
-            Tick(30, 6, queue=16, kv=0.95, starting=4, limited="ScaleDownStabilized"),
+            Tick(30, 6, queue=16, kv=0.95, starting=4, able=Reason.ScaleDownStabilized, limited=Reason.DesiredWithinRange),
             # The backlog grows on the 2 overloaded ready replicas: queue 24 / 3 = 8 > 5. Each of
             # the 4 starting replicas absorbs one replica's worth (3), not the whole backlog: 8 + 1
             # = 9, but the 4 added at t=15 fill this period's up limit (6 - 4 + 4 = 6).
-            Tick(60, 6, queue=24, kv=0.95, starting=4, limited="ScaleUpLimit"),
+            Tick(60, 6, queue=24, kv=0.95, starting=4, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
             # t=15 has left the 60 s period: up to 9.
-            Tick(90, 9, queue=24, kv=0.95, starting=4, limited="DesiredWithinRange"),
+            Tick(90, 9, queue=24, kv=0.95, starting=4, able=Reason.ReadyForNewScale, limited=Reason.DesiredWithinRange),
             # queue 27 / 3 = 9 ≤ current demand 8 × 1.1: within tolerance, not short; KV 3: window.
-            Tick(180, 9, queue=26, kv=0.95, starting=7, limited="ScaleDownStabilized"),
+            Tick(180, 9, queue=26, kv=0.95, starting=7, able=Reason.ScaleDownStabilized, limited=Reason.DesiredWithinRange),
             # t=195: the pods created at 15 are Ready. KV 6 × 0.4 / 0.75 = 3.2 → 4, + 1 = 5, but the
             # scale-down window still holds the 9 recommended at t=90.
-            Tick(195, 9, queue=0, kv=0.4, starting=3, limited="ScaleDownStabilized"),
+            Tick(195, 9, queue=0, kv=0.4, starting=3, able=Reason.ScaleDownStabilized, limited=Reason.DesiredWithinRange),
         ],
         id="ramp-up-then-starting-replicas-absorb-one-replica-of-queue-each",
     ),
@@ -91,8 +91,8 @@ SCENARIOS = [
         [
             # KV 6 × 0.5 / 0.75 = 4 → 4 + 1 = 5 (one step down from 6). The queue is empty: under the
             # HPA rule it would propose 0; here it proposes nothing, so KV's 4 is the demand.
-            Tick(0, 5, queue=0, kv=0.5, limited="DesiredWithinRange"),
-            Tick(60, 5, queue=0, kv=0.4, limited="ScaleDownStabilized"),
+            Tick(0, 5, queue=0, kv=0.5, able=Reason.ReadyForNewScale, limited=Reason.DesiredWithinRange),
+            Tick(60, 5, queue=0, kv=0.4, able=Reason.ScaleDownStabilized, limited=Reason.DesiredWithinRange),
         ],
         id="empty-queue-never-pushes-down",
     ),
@@ -104,7 +104,7 @@ SCENARIOS = [
             # 4 + headroom 2 = 6.
             Tick(0, 6, queue=0, kv=0.75),
             # Once Ready the 6 run at 4 replicas of load: KV 6 × 0.5 / 0.75 = 4, demand 4: stays 6.
-            Tick(200, 6, queue=0, kv=0.5, starting=0, limited="DesiredWithinRange"),
+            Tick(200, 6, queue=0, kv=0.5, starting=0, able=Reason.ReadyForNewScale, limited=Reason.DesiredWithinRange),
         ],
         id="headroom-on-top-of-demand",
     ),
@@ -113,23 +113,23 @@ SCENARIOS = [
         8,
         [
             # queue 20 / 3 = 6.67 and KV 8 × 0.7 / 0.75 = 7.47 are within 10 % of demand 7: 7 + 1 = 8.
-            Tick(0, 8, queue=20, kv=0.7, limited="DesiredWithinRange"),
+            Tick(0, 8, queue=20, kv=0.7, able=Reason.ReadyForNewScale, limited=Reason.DesiredWithinRange),
             # Load stops: demand 0, + 1 = 1, but the 8 of t=0 is in the 300 s window.
-            quiet(15, 8, "ScaleDownStabilized"),
-            quiet(150, 8, "ScaleDownStabilized"),
-            quiet(285, 8, "ScaleDownStabilized"),
+            quiet(15, 8, Reason.ScaleDownStabilized, Reason.DesiredWithinRange),
+            quiet(150, 8, Reason.ScaleDownStabilized, Reason.DesiredWithinRange),
+            quiet(285, 8, Reason.ScaleDownStabilized, Reason.DesiredWithinRange),
             # t=300: t=0 has left the window (t > now - 300): down to 1, one replica per 60 s.
-            quiet(300, 7, "ScaleDownLimit"),
-            quiet(315, 7, "ScaleDownLimit"),
-            quiet(345, 7, "ScaleDownLimit"),
-            quiet(360, 6, "ScaleDownLimit"),
-            quiet(420, 5, "ScaleDownLimit"),
-            quiet(480, 4, "ScaleDownLimit"),
-            quiet(540, 3, "ScaleDownLimit"),
-            quiet(600, 2, "ScaleDownLimit"),
+            quiet(300, 7, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
+            quiet(315, 7, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
+            quiet(345, 7, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
+            quiet(360, 6, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
+            quiet(420, 5, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
+            quiet(480, 4, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
+            quiet(540, 3, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
+            quiet(600, 2, Reason.ReadyForNewScale, Reason.ScaleDownLimit),
             # 2 → 1 is a one-step change: no clamp bites.
-            quiet(660, 1, "DesiredWithinRange"),
-            quiet(720, 1, "DesiredWithinRange"),
+            quiet(660, 1, Reason.ReadyForNewScale, Reason.DesiredWithinRange),
+            quiet(720, 1, Reason.ReadyForNewScale, Reason.DesiredWithinRange),
         ],
         id="load-stops-no-scale-down-before-window-then-one-step-per-period",
     ),
@@ -141,7 +141,7 @@ SCENARIOS = [
             Tick(0, 6, queue=0, kv=0, age=120, valid=False),
             Tick(15, 6, queue=0, kv=0, age=90.5, valid=False),
             # Fresh again (90 s is still fresh): zero load, no memory, so one step down.
-            Tick(30, 5, queue=0, kv=0, age=90, limited="ScaleDownLimit"),
+            Tick(30, 5, queue=0, kv=0, age=90, able=Reason.ReadyForNewScale, limited=Reason.ScaleDownLimit),
         ],
         id="stale-metrics-hold-until-fresh",
     ),
@@ -150,9 +150,9 @@ SCENARIOS = [
         6,
         [
             # KV NaN: partial data. queue 0 and preemptions 0 propose 0, + 1 = 1 < 6: held.
-            Tick(0, 6, queue=0, kv=math.nan, limited="MetricsPartial"),
+            Tick(0, 6, queue=0, kv=math.nan, able=Reason.ReadyForNewScale, limited=Reason.MetricsPartial),
             # queue 30 / 3 = 10, + 1 = 11; still partial but upward is allowed: 6 + 4 = 10.
-            Tick(15, 10, queue=30, kv=None, limited="ScaleUpLimit"),
+            Tick(15, 10, queue=30, kv=None, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
         ],
         id="nan-signal-partial-scales-up-only",
     ),
@@ -170,9 +170,9 @@ SCENARIOS = [
         3,
         [
             # demand 0 + 1 = 1; one step down is 2; below min 3.
-            quiet(0, 3, "TooFewReplicas"),
+            quiet(0, 3, Reason.ReadyForNewScale, Reason.TooFewReplicas),
             # queue 60 / 3 = 20, + 1 = 21; up limit 3 + 4 = 7; above max 5.
-            Tick(15, 5, queue=60, limited="TooManyReplicas"),
+            Tick(15, 5, queue=60, able=Reason.ReadyForNewScale, limited=Reason.TooManyReplicas),
         ],
         id="min-and-max-clamps",
     ),
@@ -181,13 +181,13 @@ SCENARIOS = [
         8,
         [
             # KV 8 × 0.5 / 0.5 = 8, + 1 = 9.
-            Tick(0, 9, kv=0.5, limited="DesiredWithinRange"),
+            Tick(0, 9, kv=0.5, able=Reason.ReadyForNewScale, limited=Reason.DesiredWithinRange),
             # The new pod finds no node. KV 8 × 0.9 / 0.5 = 14.4 → 15, + 1 = 16; the up limit allows
             # 9 - 1 + 4 = 12, but with a pod unschedulable nothing is added.
-            Tick(15, 9, kv=0.9, unschedulable=1, limited="InsufficientCapacity"),
-            Tick(45, 9, kv=0.9, unschedulable=1, limited="InsufficientCapacity"),
+            Tick(15, 9, kv=0.9, unschedulable=1, able=Reason.ReadyForNewScale, limited=Reason.InsufficientCapacity),
+            Tick(45, 9, kv=0.9, unschedulable=1, able=Reason.ReadyForNewScale, limited=Reason.InsufficientCapacity),
             # A node joined: adding resumes (t=0 has left the 60 s period: 9 + 4 = 13).
-            Tick(90, 13, kv=0.9, unschedulable=0, limited="ScaleUpLimit"),
+            Tick(90, 13, kv=0.9, unschedulable=0, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
         ],
         id="unschedulable-pods-stop-adding",
     ),
@@ -197,12 +197,12 @@ SCENARIOS = [
         1,
         [
             # queue 45 / 3 = 15, + 1 = 16 (max 16): 4 per 60 s from 1.
-            Tick(0, 5, queue=45, limited="ScaleUpLimit"),
-            Tick(15, 5, queue=45, limited="ScaleUpLimit"),
-            Tick(45, 5, queue=45, limited="ScaleUpLimit"),
-            Tick(60, 9, queue=45, limited="ScaleUpLimit"),
-            Tick(120, 13, queue=45, limited="ScaleUpLimit"),
-            Tick(180, 16, queue=45, limited="DesiredWithinRange"),
+            Tick(0, 5, queue=45, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
+            Tick(15, 5, queue=45, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
+            Tick(45, 5, queue=45, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
+            Tick(60, 9, queue=45, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
+            Tick(120, 13, queue=45, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
+            Tick(180, 16, queue=45, able=Reason.ReadyForNewScale, limited=Reason.DesiredWithinRange),
         ],
         id="scale-up-rate-limit",
     ),
@@ -213,7 +213,7 @@ SCENARIOS = [
             # KV 3 × 0.3 / 0.75 = 1.2 → 2 = current demand 3 - 1: quiet; TTFT breaches: 2 + 1 = 3, + 1 = 4.
             Tick(0, 4, queue=0, kv=0.3, ttft=3.0),
             # The guard waits while its replica starts; the window keeps the 4.
-            Tick(15, 4, queue=0, kv=0.3, ttft=3.0, starting=1, limited="ScaleDownStabilized"),
+            Tick(15, 4, queue=0, kv=0.3, ttft=3.0, starting=1, able=Reason.ScaleDownStabilized, limited=Reason.DesiredWithinRange),
             # ITL breach on its own also counts once nothing is starting.
             Tick(200, 5, queue=0, kv=0.2, itl=0.2, starting=0),
         ],
@@ -228,7 +228,7 @@ SCENARIOS = [
             Tick(0, 4, queue=0, kv=0.3, ttft=3.0),
             # Still breaching 30 s later, but the scale-up at 0 s cannot show in a 60 s p95 yet: the
             # guard waits; KV 4 × 0.3 / 0.75 = 1.6 → 2, + 1 = 3 < 4, kept by the down window.
-            Tick(30, 4, queue=0, kv=0.3, ttft=3.0, limited="ScaleDownStabilized"),
+            Tick(30, 4, queue=0, kv=0.3, ttft=3.0, able=Reason.ScaleDownStabilized, limited=Reason.DesiredWithinRange),
             # 75 s after the scale-up the p95 has seen the new replica and still breaches: 3 + 1 + 1.
             Tick(75, 5, queue=0, kv=0.3, ttft=3.0),
         ],
@@ -239,7 +239,7 @@ SCENARIOS = [
         2,
         [
             # preemptions 0.4/s / 0.05 = 8, + 1 = 9; up limit 2 + 4 = 6.
-            Tick(0, 6, queue=0, kv=0.5, preempt=0.4, limited="ScaleUpLimit"),
+            Tick(0, 6, queue=0, kv=0.5, preempt=0.4, able=Reason.ReadyForNewScale, limited=Reason.ScaleUpLimit),
         ],
         id="preemptions-propose",
     ),
@@ -262,7 +262,7 @@ def test_reason_names_the_signal_with_numbers() -> None:
     assert d.demand_replicas == 5
     assert d.headroom_replicas == 1
     assert d.interactive_replicas == 6
-    assert d.metrics_available.reason == "MetricsFresh"
+    assert d.metrics_available.reason == Reason.MetricsFresh
 
 
 def test_starting_replicas_absorb_one_replica_of_backlog_each() -> None:
@@ -281,7 +281,7 @@ def test_starting_replicas_absorb_one_replica_of_backlog_each() -> None:
     # preemptions 0.5 / 0.05 = 10 win: 10 + 1 = 11, up limit 6 + 4 = 10.
     assert "proposes 10 (4 starting replicas" in d.reasons[2]
     assert (d.demand_replicas, d.interactive_replicas) == (10, 10)
-    assert d.scaling_limited.reason == "ScaleUpLimit"
+    assert d.scaling_limited.reason == Reason.ScaleUpLimit
 
 
 def test_quiet_backlog_signal_says_not_short() -> None:
@@ -330,18 +330,17 @@ def test_auto_kv_target_drives_the_decision() -> None:
     assert d.reasons[1].startswith(f"KV-cache utilisation 0.20 mean over 4 ready replicas > target {target:.3f}")
 
 
-def test_stale_hold_says_how_old() -> None:
+def test_stale_hold_is_not_remembered() -> None:
     snap = SignalSnapshot(NOON - 140, queue_depth=0.0, kv_cache_utilization=0.0, preemption_rate=0.0)
     d = decide(spec(), [snap], FakeFleet.ready(4, COLD).state(NOON), PolicyMemory(), NOON)
-    assert d.metrics_available.status == "False"
-    assert d.metrics_available.reason == "MetricsStale"
-    assert "140 s old (max 90 s): held 4 replicas" in d.metrics_available.message
+    assert (d.valid, d.interactive_replicas) == (False, 4)
+    assert (d.metrics_available.status, d.metrics_available.reason) == ("False", Reason.MetricsStale)
     assert d.memory.recommendations == ()  # a guess is never remembered
 
 
 def test_no_history_is_missing() -> None:
     d = decide(spec(), [], FakeFleet.ready(3, COLD).state(NOON), PolicyMemory(), NOON)
-    assert (d.valid, d.interactive_replicas, d.metrics_available.reason) == (False, 3, "MetricsMissing")
+    assert (d.valid, d.interactive_replicas, d.metrics_available.reason) == (False, 3, Reason.MetricsMissing)
 
 
 def _ramp(slope_per_s: float, n: int = 13, step: float = 15.0) -> list[SignalSnapshot]:
@@ -407,17 +406,14 @@ def test_batch_follows_the_window_in_decide() -> None:
         Tick(17 * 3600 + 1800, 2, kv=0.2, batch=0),  # 05:30 UTC next day
     ]
     decisions = run_scenario(s, ticks, FakeFleet.ready(2, COLD), NOON)
-    assert decisions[0].batch_window_open.status == "True"
-    assert decisions[0].batch_window_open.reason == "InsideTroughWindow"
-    assert (
-        "22:00–06:00 Europe/London daily (crosses midnight) is open" in decisions[0].batch_window_open.message
-    )
-    assert decisions[1].batch_window_open.reason == "OutsideTroughWindows"
+    opened, closed = (d.batch_window_open for d in decisions)
+    assert (opened.status, opened.reason) == ("True", Reason.InsideTroughWindow)
+    assert (closed.status, closed.reason) == ("False", Reason.OutsideTroughWindows)
 
 
 def test_no_batch_pool() -> None:
     d = decide(spec(), [], FakeFleet.ready(1, COLD).state(NOON), PolicyMemory(), NOON)
-    assert (d.batch_replicas, d.batch_window_open.reason) == (0, "NoBatchPool")
+    assert (d.batch_replicas, d.batch_window_open.reason) == (0, Reason.NoBatchPool)
 
 
 def test_memory_survives_a_restart_through_status() -> None:
@@ -433,4 +429,4 @@ def test_memory_survives_a_restart_through_status() -> None:
         NOON + 60, queue_depth=0.0, kv_cache_utilization=0.0, preemption_rate=0.0, replicas_reporting=8
     )
     d1 = decide(s, [idle], fleet.state(NOON + 60), restored, NOON + 60)
-    assert (d1.interactive_replicas, d1.scaling_limited.reason) == (8, "ScaleDownStabilized")
+    assert (d1.interactive_replicas, d1.able_to_scale.reason) == (8, Reason.ScaleDownStabilized)

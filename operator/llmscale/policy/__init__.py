@@ -1,19 +1,22 @@
 """The scaling policy: pure functions from (spec, signal history, pool state, memory, now) to a
 :class:`Decision`. No I/O and no clock; the operator and the simulator run the same code.
 
-See :func:`decide` for the algorithm and ``docs/policy.md`` for every reason and condition.
+See :func:`decide` for the algorithm, :mod:`llmscale.policy.clamps` for its clamps and
+``docs/policy.md`` for every reason and condition.
 """
 
 from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
-from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
+from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.policy.windows import batch_window_open, describe_window, local_time
 
 __all__ = [
     "FALLBACK_KV_CACHE_TARGET",
+    "Clamped",
     "ConditionResult",
     "Decision",
     "PolicyMemory",
     "PoolState",
+    "Reason",
     "batch_window_open",
     "decide",
     "describe_window",

@@ -4,6 +4,9 @@ Pure: no I/O, no clock, no metrics recording. The operator and the simulator cal
 tick with the same inputs and apply what it recommends. The steps, in order (each writes a line to
 ``Decision.reasons``):
 
+0. **Memory.** When part of ``status.policyState`` could not be read (``memory.unreadable``, set
+   by :meth:`PolicyMemory.from_dict`), a line and ``PolicyStateReadable=False`` say so for as long
+   as the dropped entries could still have counted; the decision goes on with what was kept.
 1. **Freshness.** The newest snapshot older than ``spec.scaling.metricsMaxAgeSeconds`` makes every
    signal unknown. Unknown is not zero: with no leading signal known the pool holds its size
    (``valid=False``, ``MetricsAvailable=False``).
@@ -30,13 +33,16 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
    older than :data:`LATENCY_WINDOW_S`, the window the p95 is computed over, since a younger
    replica cannot show in it yet.
 5. **Recommendation** ``demand + H``. On partial data (some leading signal unknown) it is floored at
-   the current size: scale up on what is known, never down.
-6. **Clamps**, as the HPA's ``normalizeDesiredReplicasWithBehaviors``: stabilisation windows over
-   ``memory.recommendations`` (highest in the scale-down window, lowest in the scale-up window),
-   rate limits over ``memory.scale_events`` (``maxReplicasPerPeriod`` within ``periodSeconds``),
-   no adding while pods are unschedulable, then ``spec.replicas.min``/``max``. Scale-down is one
-   rate-limited step at a time; Kubernetes drains the removed pod (in-flight requests finish within
-   its termination grace period), the policy never kills work.
+   the current size (``MetricsPartial``, the first clamp): scale up on what is known, never down.
+6. **Clamps** (:mod:`llmscale.policy.clamps`), chained the way the HPA's
+   ``normalizeDesiredReplicasWithBehaviors`` chains its helpers, each a small function returning
+   ``(replicas, reason, message)``: the stabilisation windows over ``memory.recommendations``
+   (lowest in the scale-up window, highest in the scale-down window), reported in ``AbleToScale``;
+   then the limits, reported in ``ScalingLimited``: rate limits over ``memory.scale_events``
+   (``maxReplicasPerPeriod`` within ``periodSeconds``), no adding while pods are unschedulable,
+   ``spec.replicas.min``/``max``. Scale-down is one rate-limited step at a time; Kubernetes drains
+   the removed pod (in-flight requests finish within its termination grace period), the policy
+   never kills work.
 7. **Batch pool**: ``spec.batch.replicas`` inside a trough window, 0 outside
    (:func:`llmscale.policy.windows.batch_window_open`).
 
@@ -57,7 +63,17 @@ import numpy as np
 from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
 from llmscale.model import ModelDoesNotFit, ReplicaModel
 from llmscale.model.slo import slo_operating_point
-from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
+from llmscale.policy.clamps import (
+    LIMITS,
+    WINDOWS,
+    Normalization,
+    able_to_scale_condition,
+    chain,
+    no_scale_down_on_partial,
+    replica_bounds,
+    scaling_limited_condition,
+)
+from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.policy.windows import batch_window_open, describe_window, local_time
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -151,18 +167,40 @@ def _compare(per_replica: float, target: float, tolerance: float) -> str:
     return "≈"
 
 
-def _settle(raw: float, reference: int, tolerance: float) -> tuple[int, str]:
-    """Return (proposal, suffix): ``reference`` when ``raw`` is within tolerance of it, else ceil."""
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """One signal's replica count after the tolerance band around the current demand.
+
+    Attributes:
+        replicas: ``reference`` when ``within``, else ``ceil(raw)``.
+        within: ``raw`` is within ``±tolerance`` of ``reference`` (and ``reference > 0``): no change.
+        tolerance: ``spec.scaling.tolerance`` (fraction).
+        reference: the current demand, replicas.
+    """
+
+    replicas: int
+    within: bool
+    tolerance: float
+    reference: int
+
+    def phrase(self) -> str:
+        """Return the end of the signal's reason line, e.g. ``proposes 5``."""
+        if self.within:
+            return (
+                f"within {self.tolerance:.0%} of current demand {self.reference}: "
+                f"proposes {self.reference} (no change)"
+            )
+        return f"proposes {self.replicas}"
+
+
+def _settle(raw: float, reference: int, tolerance: float) -> _Settled:
+    """Return ``reference`` when ``raw`` (replicas) is within tolerance of it, else ``ceil(raw)``."""
     if reference > 0 and abs(raw / reference - 1) <= tolerance:
-        return (
-            reference,
-            f"within {tolerance:.0%} of current demand {reference}: proposes {reference} (no change)",
-        )
-    proposal = _ceil(raw)
-    return proposal, f"proposes {proposal}"
+        return _Settled(reference, True, tolerance, reference)
+    return _Settled(_ceil(raw), False, tolerance, reference)
 
 
-def _only_up(proposal: int, suffix: str, reference: int, starting: int) -> tuple[int | None, str]:
+def _only_up(settled: _Settled, starting: int) -> tuple[int | None, str]:
     """A backlog signal (queue depth, preemptions) says "short", never "needs fewer".
 
     An empty queue means the ready replicas keep up, not that the pool needs none: below the current
@@ -171,14 +209,18 @@ def _only_up(proposal: int, suffix: str, reference: int, starting: int) -> tuple
     request waits, and the largest-wins rule would let it do so when the KV-cache signal is quiet).
     Above it, the proposal is a total compared with replicas that include the starting ones, so each
     starting replica absorbs one replica's worth (``target``) of the backlog, not all of it.
+
+    Returns:
+        ``(proposal, phrase)``: ``None`` when the signal proposes nothing.
     """
-    if proposal <= reference:
-        if suffix.startswith("within"):
-            return None, f"within {suffix.split('within ', 1)[1].split(':')[0]}: not short, proposes nothing"
-        return None, f"{proposal} ≤ current demand {reference}: not short, proposes nothing"
+    reference = settled.reference
+    if settled.replicas <= reference:
+        if settled.within:
+            return None, f"within {settled.tolerance:.0%} of current demand {reference}: not short, proposes nothing"
+        return None, f"{settled.replicas} ≤ current demand {reference}: not short, proposes nothing"
     if starting > 0:
-        return proposal, f"{suffix} ({starting} starting replicas count as {starting} of them)"
-    return proposal, suffix
+        return settled.replicas, f"{settled.phrase()} ({starting} starting replicas count as {starting} of them)"
+    return settled.replicas, settled.phrase()
 
 
 def _proposals(
@@ -193,7 +235,7 @@ def _proposals(
         out.append(_Proposal("queue depth", None, "queue depth unknown: proposes nothing", known=False))
     else:
         raw = queue / targets.queue_depth_per_replica
-        queue_proposal, suffix = _only_up(*_settle(raw, reference, tol), reference, starting)
+        queue_proposal, suffix = _only_up(_settle(raw, reference, tol), starting)
         if ready > 0:
             per = queue / ready
             cmp = _compare(per, targets.queue_depth_per_replica, tol)
@@ -222,7 +264,8 @@ def _proposals(
     else:
         kv_target, origin = kv_cache_target(spec)
         raw = ready * kv / kv_target
-        kv_proposal, kv_suffix = _settle(raw, reference, tol)
+        settled = _settle(raw, reference, tol)
+        kv_proposal, kv_suffix = settled.replicas, settled.phrase()
         cmp = _compare(kv, kv_target, tol)
         named = f"target {kv_target:.2f}" if origin == "spec" else f"target {kv_target:.3f} ({origin})"
         line = (
@@ -237,7 +280,7 @@ def _proposals(
     else:
         target = targets.preemptions_per_second_per_replica
         raw = rate / target
-        rate_proposal, suffix = _only_up(*_settle(raw, reference, tol), reference, starting)
+        rate_proposal, suffix = _only_up(_settle(raw, reference, tol), starting)
         if ready > 0:
             per = rate / ready
             line = (
@@ -325,26 +368,84 @@ def _metrics_condition(
     """Return the MetricsAvailable condition and, when nothing is usable, the hold line."""
     if snap is None:
         msg = f"no signal snapshot yet: held {current} replicas"
-        return ConditionResult("False", "MetricsMissing", msg), msg
+        return ConditionResult("False", Reason.MetricsMissing, msg), msg
     age = max(0.0, snap.age(now))
     if age > max_age:
         msg = f"newest signal snapshot is {age:.0f} s old (max {max_age:.0f} s): held {current} replicas"
-        return ConditionResult("False", "MetricsStale", msg), msg
+        return ConditionResult("False", Reason.MetricsStale, msg), msg
     err = f" ({snap.error})" if snap.error else ""
     if not known:
         msg = f"all leading signals unknown{err}, snapshot {age:.0f} s old: held {current} replicas"
-        return ConditionResult("False", "MetricsMissing", msg), msg
+        return ConditionResult("False", Reason.MetricsMissing, msg), msg
     if unknown:
         msg = f"{', '.join(unknown)} unknown{err}: scaling up only, on {', '.join(known)}"
-        return ConditionResult("True", "MetricsPartial", msg), None
+        return ConditionResult("True", Reason.MetricsPartial, msg), None
     msg = f"queue depth, KV-cache utilisation and preemption rate known, newest sample {age:.0f} s old"
-    return ConditionResult("True", "MetricsFresh", msg), None
+    return ConditionResult("True", Reason.MetricsFresh, msg), None
+
+
+def _latency_guard(
+    spec: LLMDeploymentSpec,
+    snap: SignalSnapshot,
+    demand: int,
+    reference: int,
+    starting: int,
+    memory: PolicyMemory,
+    now: float,
+) -> tuple[int, str | None]:
+    """Step 4: return the demand after the latency guard and its reason line (``None``: no breach,
+    or the leading signals already ask for more than the current demand ``reference``).
+
+    The guard raises the demand to ``reference + 1`` when p95 TTFT or ITL breaches ``spec.slo``, no
+    replica is starting and the last scale-up is at least :data:`LATENCY_WINDOW_S` old; otherwise
+    it waits and says why.
+    """
+    breaches = []
+    if snap.ttft_p95_s is not None and snap.ttft_p95_s > spec.slo.ttft_p95_seconds:
+        breaches.append(f"TTFT p95 {snap.ttft_p95_s:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
+    if snap.itl_p95_s is not None and snap.itl_p95_s > spec.slo.itl_p95_seconds:
+        breaches.append(f"ITL p95 {snap.itl_p95_s:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
+    if not breaches or demand > reference:
+        return demand, None
+    breached = " and ".join(breaches)
+    last_up = max((t for t, d in memory.scale_events if d > 0), default=None)
+    if last_up is not None and now - last_up < LATENCY_WINDOW_S:
+        return demand, (
+            f"{breached}, but the last scale-up was {now - last_up:.0f} s ago, inside "
+            f"the {LATENCY_WINDOW_S:.0f} s window the p95 is computed over: latency guard waits"
+        )
+    if starting > 0:
+        return demand, f"{breached}, but {starting} replicas are starting: latency guard waits for them"
+    return reference + 1, (
+        f"{breached} while leading signals ask for no more than current demand "
+        f"{reference}: latency guard proposes {reference + 1}"
+    )
+
+
+def _policy_state(
+    memory: PolicyMemory, now: float, horizon_s: float
+) -> tuple[ConditionResult, str | None, float | None]:
+    """Return the PolicyStateReadable condition and the ``(unreadable, unreadable_since)`` to carry
+    into the next memory (``None, None`` once nothing is left to report).
+
+    A memory that :meth:`PolicyMemory.from_dict` could not read in full is reported from the first
+    decision on it until ``horizon_s`` later: after that every entry the stabilisation windows, rate
+    limits and latency guard read was recorded since, so nothing dropped can count any more.
+    """
+    since = memory.unreadable_since if memory.unreadable_since is not None else now
+    if memory.unreadable is None or now - since >= horizon_s:
+        return ConditionResult("True", Reason.PolicyStateRead, "the policy memory is complete"), None, None
+    msg = (
+        f"part of status.policyState could not be read: {memory.unreadable}; the stabilisation windows and "
+        f"rate limits miss what was dropped for up to {horizon_s:.0f} s"
+    )
+    return ConditionResult("False", Reason.PolicyStateUnreadable, msg), memory.unreadable, since
 
 
 def _batch(spec: LLMDeploymentSpec, now: float) -> tuple[int, ConditionResult, str]:
     if spec.batch is None:
         msg = "no batch pool (spec.batch is not set)"
-        return 0, ConditionResult("False", "NoBatchPool", msg), msg
+        return 0, ConditionResult("False", Reason.NoBatchPool, msg), msg
     window = batch_window_open(spec.batch.windows, now)
     if window is not None:
         local = local_time(now, window.timezone)
@@ -352,12 +453,12 @@ def _batch(spec: LLMDeploymentSpec, now: float) -> tuple[int, ConditionResult, s
             f"trough window {describe_window(window)} is open (local {local:%a %H:%M %Z}): "
             f"batch pool {spec.batch.replicas} replicas"
         )
-        return spec.batch.replicas, ConditionResult("True", "InsideTroughWindow", msg), msg
+        return spec.batch.replicas, ConditionResult("True", Reason.InsideTroughWindow, msg), msg
     first = spec.batch.windows[0]
     local = local_time(now, first.timezone)
     listed = "; ".join(describe_window(w) for w in spec.batch.windows)
     msg = f"no trough window open (local {local:%a %H:%M %Z}; windows: {listed}): batch pool 0 replicas"
-    return 0, ConditionResult("False", "OutsideTroughWindows", msg), msg
+    return 0, ConditionResult("False", Reason.OutsideTroughWindows, msg), msg
 
 
 def _prune(pairs: Sequence[tuple[float, int]], now: float, keep_s: float) -> tuple[tuple[float, int], ...]:
@@ -383,7 +484,9 @@ def decide(
             is the one judged, older ones feed the headroom trend (up to one cold start back).
         state: replica counts now; ``interactive_replicas`` counts starting pods, which are
             capacity on the way and not requested again.
-        memory: recommendations and scale events from earlier calls.
+        memory: recommendations and scale events from earlier calls; when ``memory.unreadable`` is
+            set (part of ``status.policyState`` was dropped) the ``PolicyStateReadable`` condition
+            says so.
         now: seconds since the Unix epoch (the caller's clock; the simulator's simulated time).
 
     Returns:
@@ -396,9 +499,13 @@ def decide(
     """
     scaling = spec.scaling
     current = state.interactive_replicas
-    lo, hi = spec.replicas.min, spec.replicas.max
     reasons: list[str] = []
-    limits: list[tuple[str, str]] = []  # (reason, message) of each clamp that changed the value
+
+    keep_recs = max(scaling.scale_up.stabilization_window_seconds, scaling.scale_down.stabilization_window_seconds)
+    keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds, LATENCY_WINDOW_S)
+    memory_cond, unreadable, unreadable_since = _policy_state(memory, now, max(keep_recs, keep_events))
+    if memory_cond.status == "False":
+        reasons.append(f"policy memory incomplete: {memory_cond.message}")
 
     snap = history[-1] if history else None
     fresh = snap if snap is not None and snap.age(now) <= scaling.metrics_max_age_seconds else None
@@ -416,13 +523,27 @@ def decide(
     metrics_cond, hold_line = _metrics_condition(
         snap, now, scaling.metrics_max_age_seconds, unknown_names, [p.signal for p in known], current
     )
+    arg = Normalization(
+        spec=spec,
+        current=current,
+        unschedulable=state.interactive_unschedulable,
+        unknown=tuple(unknown_names),
+        memory=memory,
+        now=now,
+    )
 
+    # The clamp steps that changed the value, in order: the stabilisation windows (AbleToScale) and
+    # the limits (ScalingLimited).
     recommendation: int | None = None
+    windows: list[Clamped] = []
+    limits: list[Clamped] = []
     if hold_line is not None:
         # Unknown is not zero: hold, and do not record a recommendation (it would be a guess).
+        # Only spec.replicas.min/max still apply.
         reasons.append(hold_line)
-        desired = current
         demand = max(current - head, 0)
+        desired, limits = chain(current, arg, (replica_bounds,))
+        steps = limits
     else:
         assert fresh is not None  # hold_line is None only with a fresh snapshot
         reasons.extend(p.line for p in proposals)
@@ -431,143 +552,42 @@ def decide(
         demand = (best.replicas or 0) if best is not None else 0
         demand_from = best.signal if best is not None and demand > 0 else "no load"
 
-        breaches = []
-        if fresh.ttft_p95_s is not None and fresh.ttft_p95_s > spec.slo.ttft_p95_seconds:
-            breaches.append(f"TTFT p95 {fresh.ttft_p95_s:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
-        if fresh.itl_p95_s is not None and fresh.itl_p95_s > spec.slo.itl_p95_seconds:
-            breaches.append(f"ITL p95 {fresh.itl_p95_s:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
-        last_up = max((t for t, d in memory.scale_events if d > 0), default=None)
-        if breaches and demand <= reference:
-            if last_up is not None and now - last_up < LATENCY_WINDOW_S:
-                reasons.append(
-                    f"{' and '.join(breaches)}, but the last scale-up was {now - last_up:.0f} s ago, inside "
-                    f"the {LATENCY_WINDOW_S:.0f} s window the p95 is computed over: latency guard waits"
-                )
-            elif state.interactive_starting > 0:
-                reasons.append(
-                    f"{' and '.join(breaches)}, but {state.interactive_starting} replicas are starting: "
-                    "latency guard waits for them"
-                )
-            else:
-                demand = reference + 1
-                demand_from = "latency guard"
-                reasons.append(
-                    f"{' and '.join(breaches)} while leading signals ask for no more than current demand "
-                    f"{reference}: latency guard proposes {demand}"
-                )
+        guarded, guard_line = _latency_guard(
+            spec, fresh, demand, reference, state.interactive_starting, memory, now
+        )
+        if guard_line is not None:
+            reasons.append(guard_line)
+        if guarded != demand:
+            demand, demand_from = guarded, "latency guard"
         reasons.append(f"demand {demand} replicas ({demand_from})")
         reasons.append(head_line)
         recommendation = demand + head
         reasons.append(f"recommends {recommendation} = demand {demand} + headroom {head}")
-        desired = recommendation
 
-        if unknown_names and desired < current:
-            msg = f"{', '.join(unknown_names)} unknown: no scale-down on partial signals, holds {current}"
-            reasons.append(msg)
-            limits.append(("MetricsPartial", msg))
-            desired = current
-            recommendation = current
-
-        # Stabilisation (HPA stabilizeRecommendationWithBehaviors): the lowest recommendation in
-        # the scale-up window and the highest in the scale-down window, each including this one.
-        up_w = spec.scaling.scale_up.stabilization_window_seconds
-        down_w = spec.scaling.scale_down.stabilization_window_seconds
-        up_recs = [r for t, r in memory.recommendations if t > now - up_w] + [recommendation]
-        down_recs = [r for t, r in memory.recommendations if t > now - down_w] + [recommendation]
-        up_rec, down_rec = min(up_recs), max(down_recs)
-        stabilised = current
-        if stabilised < up_rec:
-            stabilised = up_rec
-        if stabilised > down_rec:
-            stabilised = down_rec
-        if stabilised != desired:
-            if desired < current:
-                msg = (
-                    f"scale-down stabilised: highest recommendation in the last {down_w} s is {down_rec}, "
-                    f"keeps {stabilised}"
-                )
-                limits.append(("ScaleDownStabilized", msg))
-            else:
-                msg = (
-                    f"scale-up stabilised: lowest recommendation in the last {up_w} s is {up_rec}, "
-                    f"goes to {stabilised}"
-                )
-                limits.append(("ScaleUpStabilized", msg))
-            reasons.append(msg)
-            desired = stabilised
-
-        # Rate limits (HPA convertDesiredReplicasWithBehaviorRate): the change within a period,
-        # counted from the replicas at the period's start, stays within maxReplicasPerPeriod.
-        up, down = spec.scaling.scale_up, spec.scaling.scale_down
-        added = sum(d for t, d in memory.scale_events if d > 0 and t > now - up.period_seconds)
-        removed = -sum(d for t, d in memory.scale_events if d < 0 and t > now - down.period_seconds)
-        up_limit = max(current - added + up.max_replicas_per_period, current)
-        down_limit = min(current + removed - down.max_replicas_per_period, current)
-        if desired > up_limit:
-            msg = (
-                f"scale-up limited to {up.max_replicas_per_period} replicas per {up.period_seconds} s "
-                f"({added} added in this period): {desired} → {up_limit}"
-            )
-            limits.append(("ScaleUpLimit", msg))
-            reasons.append(msg)
-            desired = up_limit
-        elif desired < down_limit:
-            msg = (
-                f"scale-down limited to {down.max_replicas_per_period} replicas per {down.period_seconds} s "
-                f"({removed} removed in this period): {desired} → {down_limit}"
-            )
-            limits.append(("ScaleDownLimit", msg))
-            reasons.append(msg)
-            desired = down_limit
-
-        if state.interactive_unschedulable > 0 and desired > current:
-            msg = (
-                f"{state.interactive_unschedulable} interactive pods are unschedulable (PodsUnschedulable): "
-                f"not adding replicas beyond {current} (wanted {desired})"
-            )
-            limits.append(("InsufficientCapacity", msg))
-            reasons.append(msg)
-            desired = current
-
-    if desired < lo:
-        msg = f"below spec.replicas.min {lo}: {desired} → {lo}"
-        limits.append(("TooFewReplicas", msg))
-        reasons.append(msg)
-        desired = lo
-    elif desired > hi:
-        msg = f"above spec.replicas.max {hi}: {desired} → {hi}"
-        limits.append(("TooManyReplicas", msg))
-        reasons.append(msg)
-        desired = hi
+        # The partial-signals floor changes the recommendation itself: the floored value is the
+        # one the windows judge and the memory keeps.
+        recommendation, floor = chain(recommendation, arg, (no_scale_down_on_partial,))
+        stabilised, windows = chain(recommendation, arg, WINDOWS)
+        desired, limited = chain(stabilised, arg, LIMITS)
+        limits = floor + limited
+        steps = floor + windows + limited
+    reasons.extend(step.message for step in steps)
 
     if desired == current:
         reasons.append(f"interactive pool stays at {current} replicas")
     else:
         reasons.append(f"interactive pool {current} → {desired} replicas")
 
-    if limits:
-        reason, msg = limits[-1]
-        scaling_limited = ConditionResult("True", reason, msg)
-    else:
-        scaling_limited = ConditionResult(
-            "False", "DesiredWithinRange", f"the desired count {desired} is within every limit"
-        )
-
     batch, batch_cond, batch_line = _batch(spec, now)
     reasons.append(batch_line)
 
-    keep_recs = max(
-        spec.scaling.scale_up.stabilization_window_seconds,
-        spec.scaling.scale_down.stabilization_window_seconds,
-    )
-    keep_events = max(
-        spec.scaling.scale_up.period_seconds, spec.scaling.scale_down.period_seconds, LATENCY_WINDOW_S
-    )
     recs = memory.recommendations + (((now, recommendation),) if recommendation is not None else ())
     events = memory.scale_events + (((now, desired - current),) if desired != current else ())
     new_memory = PolicyMemory(
         recommendations=_prune(recs, now, keep_recs),
         scale_events=_prune(events, now, keep_events),
+        unreadable=unreadable,
+        unreadable_since=unreadable_since,
     )
     return Decision(
         interactive_replicas=desired,
@@ -576,8 +596,11 @@ def decide(
         headroom_replicas=max(0, desired - demand),
         reasons=tuple(reasons),
         metrics_available=metrics_cond,
-        scaling_limited=scaling_limited,
+        able_to_scale=able_to_scale_condition(windows, recommendation),
+        scaling_limited=scaling_limited_condition(limits, desired),
         batch_window_open=batch_cond,
+        policy_state_readable=memory_cond,
+        clamped_by=steps[-1].reason if steps else Reason.DesiredWithinRange,
         memory=new_memory,
         valid=hold_line is None,
     )

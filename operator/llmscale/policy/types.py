@@ -2,10 +2,86 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, Literal, NamedTuple
 
-__all__ = ["ConditionResult", "Decision", "PolicyMemory", "PoolState"]
+__all__ = ["Clamped", "ConditionResult", "Decision", "PolicyMemory", "PoolState", "Reason"]
+
+
+class Reason(StrEnum):
+    """Every reason code the policy writes into a condition (``metav1.Condition.reason``).
+
+    Members are named as they are spelt on the wire (CamelCase), so ``Reason.ScaleUpLimit ==
+    "ScaleUpLimit"`` and ``str(Reason.ScaleUpLimit)`` is the wire value: conditions, Kubernetes
+    Events, the ``reason`` label of ``llmscale_decisions_total`` and tests all use these members and
+    never compare or parse message texts. The HPA's reasons keep the HPA's spelling
+    (``pkg/controller/podautoscaler/horizontal.go``). ``docs/policy.md`` has one table row per
+    member; a test checks that none is missing.
+    """
+
+    # MetricsAvailable
+    MetricsFresh = "MetricsFresh"
+    """True: every leading signal is known and fresh."""
+    MetricsPartial = "MetricsPartial"
+    """True on MetricsAvailable: some leading signal unknown, scaling up only. Also a ScalingLimited
+    reason: the no-scale-down-on-partial-signals floor changed the count."""
+    MetricsStale = "MetricsStale"
+    """False: the newest snapshot is older than ``spec.scaling.metricsMaxAgeSeconds``; held."""
+    MetricsMissing = "MetricsMissing"
+    """False: no snapshot yet, or every leading signal unknown; held."""
+    # AbleToScale (stabilisation windows; always True, as the HPA's behaviour path sets it)
+    ReadyForNewScale = "ReadyForNewScale"
+    """No stabilisation window held the recommendation back."""
+    ScaleUpStabilized = "ScaleUpStabilized"
+    """The scale-up window's lowest recent recommendation held the count below this one."""
+    ScaleDownStabilized = "ScaleDownStabilized"
+    """The scale-down window's highest recent recommendation held the count above this one."""
+    # ScalingLimited (limits; True when one changed the count)
+    DesiredWithinRange = "DesiredWithinRange"
+    """False: no limit changed the count."""
+    ScaleUpLimit = "ScaleUpLimit"
+    """``spec.scaling.scaleUp`` rate limit: at most ``maxReplicasPerPeriod`` added per period."""
+    ScaleDownLimit = "ScaleDownLimit"
+    """``spec.scaling.scaleDown`` rate limit: at most ``maxReplicasPerPeriod`` removed per period."""
+    InsufficientCapacity = "InsufficientCapacity"
+    """Interactive pods are unschedulable: no replica is added."""
+    TooFewReplicas = "TooFewReplicas"
+    """Raised to ``spec.replicas.min``."""
+    TooManyReplicas = "TooManyReplicas"
+    """Lowered to ``spec.replicas.max``."""
+    # BatchWindowOpen
+    InsideTroughWindow = "InsideTroughWindow"
+    """True: a trough window is open; the batch pool runs."""
+    OutsideTroughWindows = "OutsideTroughWindows"
+    """False: every trough window is closed; the batch pool has 0 replicas."""
+    NoBatchPool = "NoBatchPool"
+    """False: ``spec.batch`` is not set."""
+    # PolicyStateReadable
+    PolicyStateRead = "PolicyStateRead"
+    """True: the policy memory is complete."""
+    PolicyStateUnreadable = "PolicyStateUnreadable"
+    """False: part of ``status.policyState`` could not be read and was dropped (also the reason of
+    the Warning Event the operator posts)."""
+
+
+class Clamped(NamedTuple):
+    """What one clamp of :func:`~llmscale.policy.decide` returns, the shape of the HPA's helpers
+    (``stabilizeRecommendationWithBehaviors``, ``convertDesiredReplicasWithBehaviorRate``):
+    ``(value, reason, message)``.
+
+    Attributes:
+        replicas: the interactive replicas after the clamp; equal to its input when it did not bite.
+        reason: why (e.g. :attr:`Reason.ScaleUpLimit`); the clamp's "did not bite" reason
+            (:attr:`Reason.ReadyForNewScale`, :attr:`Reason.DesiredWithinRange`) when it did not.
+        message: one human sentence with the numbers; ``""`` when the clamp did not bite.
+    """
+
+    replicas: int
+    reason: Reason
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +107,51 @@ class PoolState:
     batch_ready: int = 0
 
 
+# Longest excerpt of an unreadable entry quoted in PolicyMemory.unreadable: enough to recognise it,
+# short enough for a condition message (the API server cuts an Event's message past 1 KiB).
+_QUOTE_CHARS = 60
+
+
+def _number(value: object) -> float | None:
+    # bool is an int subclass, but `true` is not a time or a replica count.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _read_pairs(
+    data: Mapping[str, Any], key: str, what: str, *, non_negative: bool, problems: list[str]
+) -> tuple[tuple[float, int], ...]:
+    """Read ``data[key]``, a list of ``[seconds, integer]`` pairs; append a sentence per problem.
+
+    Each pair is judged on its own, so one bad entry does not lose the others.
+    """
+    raw = data.get(key, [])
+    if not isinstance(raw, list):
+        problems.append(f"{key} is a {type(raw).__name__}, not a list: dropped")
+        return ()
+    kept: list[tuple[float, int]] = []
+    bad: list[int] = []
+    for i, entry in enumerate(raw):
+        t = v = None
+        if isinstance(entry, list | tuple) and len(entry) == 2:
+            t, v = _number(entry[0]), _number(entry[1])
+        if t is None or v is None or not v.is_integer() or (non_negative and v < 0):
+            bad.append(i)
+            continue
+        kept.append((t, int(v)))
+    if bad:
+        first = repr(raw[bad[0]])
+        if len(first) > _QUOTE_CHARS:
+            first = first[: _QUOTE_CHARS - 1] + "…"
+        problems.append(
+            f"{len(bad)} of {len(raw)} {key} are not [seconds, {what}] pairs "
+            f"(first: {key}[{bad[0]}] = {first}): dropped"
+        )
+    return tuple(kept)
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyMemory:
     """Policy state that must survive an operator restart (stored in ``status.policyState``).
@@ -40,10 +161,18 @@ class PolicyMemory:
             as long as the longest stabilisation window needs them.
         scale_events: ``(time_s, delta_replicas)`` of past changes to the interactive pool, kept
             for the rate-limit periods.
+        unreadable: what :meth:`from_dict` could not read and dropped, in words (``None``: all of it
+            was read). Not persisted: :func:`~llmscale.policy.decide` reports it in the
+            ``PolicyStateReadable`` condition and carries it while the dropped part could still
+            have counted (see ``unreadable_since``).
+        unreadable_since: seconds since the epoch of the first decision that worked from the
+            incomplete memory (set by :func:`~llmscale.policy.decide`; ``None`` before it).
     """
 
     recommendations: tuple[tuple[float, int], ...] = ()
     scale_events: tuple[tuple[float, int], ...] = ()
+    unreadable: str | None = None
+    unreadable_since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict for ``status.policyState``."""
@@ -53,23 +182,43 @@ class PolicyMemory:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> PolicyMemory:
-        """Parse :meth:`to_dict`'s output; anything malformed yields an empty memory."""
-        if not data:
+    def from_dict(cls, data: object) -> PolicyMemory:
+        """Parse :meth:`to_dict`'s output (``status.policyState`` as read from the API server).
+
+        Never raises and never resets silently: every entry that is a well-formed pair is kept;
+        what cannot be read (not an object, a key that is not a list, an entry that is not a pair
+        of finite numbers with an integer second element, a negative recommendation, an unknown
+        key) is dropped and described in :attr:`unreadable`, which the policy turns into
+        ``PolicyStateReadable=False/PolicyStateUnreadable``.
+
+        Args:
+            data: the ``status.policyState`` value; ``None`` or ``{}`` is an empty memory (a new
+                object), not a problem.
+
+        Returns:
+            The memory; ``unreadable`` is ``None`` when everything was read.
+        """
+        if data is None or (isinstance(data, Mapping) and not data):
             return cls()
-        try:
-            recs = tuple((float(t), int(r)) for t, r in data.get("recommendations", []))
-            events = tuple((float(t), int(d)) for t, d in data.get("scaleEvents", []))
-        except (TypeError, ValueError):
-            return cls()
-        return cls(recommendations=recs, scale_events=events)
+        if not isinstance(data, Mapping):
+            return cls(unreadable=f"status.policyState is a {type(data).__name__}, not an object: dropped")
+        problems: list[str] = []
+        recs = _read_pairs(data, "recommendations", "replicas", non_negative=True, problems=problems)
+        events = _read_pairs(data, "scaleEvents", "delta replicas", non_negative=False, problems=problems)
+        unknown = sorted(str(k) for k in data if k not in ("recommendations", "scaleEvents"))
+        if unknown:
+            problems.append(f"unknown keys {', '.join(unknown)}: ignored")
+        return cls(
+            recommendations=recs, scale_events=events, unreadable="; ".join(problems) if problems else None
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class ConditionResult:
     """One condition as the policy sees it; the operator turns it into a ``metav1.Condition``.
 
-    ``reason`` is CamelCase (e.g. ``ScaleUpLimit``); ``message`` is one human sentence.
+    ``reason`` is CamelCase: a :class:`Reason` member when the policy sets it (the operator's own
+    ``Ready`` condition has its own reasons); ``message`` is one human sentence.
     """
 
     status: Literal["True", "False", "Unknown"]
@@ -87,7 +236,12 @@ class Decision:
         demand_replicas: replicas the signals ask for before headroom and clamps.
         headroom_replicas: warm replicas added above demand in ``interactive_replicas``.
         reasons: one line per step, in order (proposals, headroom, clamps, windows, holds).
-        metrics_available / scaling_limited / batch_window_open: the conditions.
+        metrics_available / able_to_scale / scaling_limited / batch_window_open /
+            policy_state_readable: the conditions (``MetricsAvailable``, ``AbleToScale``,
+            ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable``; docs/policy.md).
+        clamped_by: the last clamp that changed the interactive count, a stabilisation window or a
+            limit (:attr:`Reason.DesiredWithinRange` when none did); the ``reason`` label of the
+            operator's ``llmscale_decisions_total``.
         memory: the updated policy memory to persist.
         valid: ``False`` when the policy could not decide (e.g. no signal at all) and held the
             current size; ``interactive_replicas`` then equals the current replicas.
@@ -99,7 +253,10 @@ class Decision:
     headroom_replicas: int
     reasons: tuple[str, ...]
     metrics_available: ConditionResult
+    able_to_scale: ConditionResult
     scaling_limited: ConditionResult
     batch_window_open: ConditionResult
+    policy_state_readable: ConditionResult
+    clamped_by: Reason = Reason.DesiredWithinRange
     memory: PolicyMemory = field(default_factory=PolicyMemory)
     valid: bool = True
