@@ -170,6 +170,13 @@ def test_vllm_has_no_copies_its_engine_cores_are_summed() -> None:
         assert "max without" not in query and "engine" not in query
 
 
+def test_reader_copy_labels_join_the_profiles() -> None:
+    vllm = signal_queries(get_profile("vllm"), copy_labels=("prometheus_replica",))
+    assert "max without (prometheus_replica) (vllm:num_requests_waiting{" in vllm["queue_depth"]
+    sglang = signal_queries(get_profile("sglang"), copy_labels=("prometheus_replica", "tp_rank"))
+    assert "max without (tp_rank, pp_rank, prometheus_replica) (" in sglang["queue_depth"]
+
+
 def test_profile_without_a_counter_has_no_rate_query() -> None:
     profile = replace(get_profile("sglang"), preemptions_total=None)
     queries = signal_queries(profile)

@@ -312,6 +312,10 @@ async def test_native_latency_histograms_are_read(tmp_path: Path) -> None:
             # before found no _bucket series and the latency guard was silently off.
             old = 'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{llmscale_dev_pool="interactive"}[5s])))'
             assert await asyncio.to_thread(raw, url, old) == []
+            # The presence probe sees the native series (an idle window then reads "no request
+            # observed", not "no histogram").
+            present = 'count({__name__="vllm:time_to_first_token_seconds", pod="n"})'
+            assert only_value(await asyncio.to_thread(raw, url, present)) == 1.0
             assert snap.error is None, snap.error
             assert snap.ttft_p95_s == pytest.approx(0.5, rel=0.01)
             assert snap.itl_p95_s == pytest.approx(1 / 32, rel=0.01)
@@ -394,6 +398,25 @@ def test_vllm_data_parallel_engines_are_summed_not_collapsed(tmp_path: Path) -> 
         reader.close()
     assert snap.queue_depth == 8.0 and snap.running_requests == 16.0, "each engine core has its own queue"
     assert snap.kv_cache_utilization == pytest.approx(0.5) and snap.replicas_reporting == 1
+
+
+def test_series_of_an_unmerged_ha_pair_count_once(tmp_path: Path) -> None:
+    # The same kind as case 1: a Thanos or federation in front of two Prometheus replicas without
+    # deduplication returns every series twice, told apart by prometheus_replica.
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = []
+    for replica in ("0", "1"):
+        series += vllm_pod("a", ts, 4.0, 8.0, 0.5, 100.0, prometheus_replica=replica)
+        series[-2] = counter(
+            "vllm:num_preemptions_total", labels("a", engine="0", prometheus_replica=replica), ts, 0.3
+        )
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"a"})
+        reader.close()
+    assert (snap.queue_depth, snap.running_requests, snap.replicas_reporting) == (4.0, 8.0, 1)
+    assert snap.preemption_rate == pytest.approx(0.3, rel=0.05)
 
 
 def test_counter_absent_before_its_first_event_reads_zero(tmp_path: Path) -> None:

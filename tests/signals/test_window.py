@@ -165,6 +165,7 @@ def test_parse_duration_rejects(text: str) -> None:
         pytest.param({"timeout_s": 0}, "greater than 0", id="zero-timeout"),
         pytest.param({"labels": {"pod": "pod name"}}, "should match pattern", id="bad-label-name"),
         pytest.param({"rate_windw": "1m"}, "Extra inputs are not permitted", id="typo-is-refused"),
+        pytest.param({"copy_labels": ["tp-rank"]}, "not a Prometheus label name", id="bad-copy-label"),
     ],
 )
 def test_bad_settings_are_refused_with_the_field_named(kwargs: dict[str, Any], message: str) -> None:

@@ -176,7 +176,13 @@ def assemble(
 
     newest = [p.newest_sample_s for p in (contributing or pods) if p.newest_sample_s is not None]
     observed_at = max(newest) if newest else (answer.evaluated_at or now)
-    failures = [line for g in answer.failed if (line := _group_failure(answer, g))]
+    by_why: dict[str, list[str]] = {}
+    for group, why in answer.failed.items():
+        by_why.setdefault(why, []).append(group)
+    failures = [
+        f"{', '.join(groups)} {'query' if len(groups) == 1 else 'queries'} failed: {why}"
+        for why, groups in by_why.items()
+    ]
     error = "; ".join(dict.fromkeys([*failures, *problems])) or None
     return SignalSnapshot(
         observed_at=observed_at,

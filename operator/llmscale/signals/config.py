@@ -7,6 +7,7 @@ and Helm values. Nothing is read from the environment.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -95,6 +96,15 @@ class ReaderSettings(BaseModel):
         default_factory=SelectorLabels,
         description="Prometheus label names of namespace, deployment, pool and pod.",
     )
+    copy_labels: tuple[str, ...] = Field(
+        default=("prometheus_replica",),
+        description=(
+            "Labels that tell apart copies of one pod's series besides the engine profile's own: "
+            "series differing only by them are collapsed with max, so the pod counts once. "
+            "prometheus_replica: an HA pair of Prometheus queried without deduplication. Add 'job' "
+            "when two scrape jobs scrape the same engine."
+        ),
+    )
     rate_window: str | None = Field(
         default=None,
         description=(
@@ -160,6 +170,14 @@ class ReaderSettings(BaseModel):
         ),
     )
     auth: PrometheusAuth = Field(default_factory=PrometheusAuth, description="Authentication and TLS.")
+
+    @field_validator("copy_labels")
+    @classmethod
+    def _label_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for label in value:
+            if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", label):
+                raise ValueError(f"copy label {label!r} is not a Prometheus label name")
+        return value
 
     @field_validator("rate_window", mode="before")
     @classmethod

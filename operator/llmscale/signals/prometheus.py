@@ -234,7 +234,7 @@ class PrometheusSignalReader:
         ``target`` ``None`` gives the fleet-wide queries; a pool narrows the selector to it.
         """
         s = self.settings
-        return fleet_queries(profile, s.labels, window, s.quantile, target)
+        return fleet_queries(profile, s.labels, window, s.quantile, target, s.copy_labels)
 
     def read_fleet_sync(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
         """Read every pool of ``pools``; blocks for up to a few timeouts.
@@ -315,7 +315,7 @@ class PrometheusSignalReader:
             if answer.failed:
                 why = "; ".join(dict.fromkeys(answer.failed.values()))
                 _LOG.warning(
-                    "Failed to read signals of %d pools (profile %s) from Prometheus at %s: %s",
+                    "Failed to read signals of %d pool(s) with profile %s from Prometheus at %s: %s",
                     len(requests_),
                     profile.name,
                     self.url,

@@ -29,7 +29,7 @@ stamps make label sets of different signals distinct, so nothing is dropped. Sou
 docs, "Operators — Logical/set binary operators" and "Functions — label_replace()".
 
 **Copies.** Series that differ only by a profile's ``copy_labels`` (SGLang's ``tp_rank``,
-``pp_rank``) are collapsed with ``max without (...)`` before the per-pod ``sum``, so a TP 8 pod
+``pp_rank``) or the reader's (``prometheus_replica`` of an HA pair) are collapsed with ``max without (...)`` before the per-pod ``sum``, so a TP 8 pod
 counts its queue once. Histograms are not collapsed: summing identical copies scales every bucket
 alike, which leaves quantiles and means unchanged.
 
@@ -246,6 +246,7 @@ def signal_queries(
     window: str = "1m",
     quantile: float = 0.95,
     scope: PoolTarget | None = None,
+    copy_labels: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """Return one PromQL expression per signal of :data:`GROUPS`, keyed by signal.
 
@@ -256,6 +257,8 @@ def signal_queries(
             least four scrape intervals (:mod:`llmscale.signals.window` derives it).
         quantile: latency quantile, 0–1 (0.95: the SLO is stated at p95).
         scope: one pool to select, or ``None`` for every pool (fleet-wide).
+        copy_labels: labels telling copies apart besides the profile's own (e.g.
+            ``prometheus_replica`` of an HA pair queried without deduplication).
 
     Returns:
         ``{signal: expression}``. Per-pod signals (:data:`PER_POD`) are aggregated
@@ -269,6 +272,7 @@ def signal_queries(
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile {quantile} is outside 0-1")
     sel = selector(scope, labels)
+    copies = list(dict.fromkeys((*profile.copy_labels, *copy_labels)))
     pool_by = ", ".join(labels.pool_labels)
     pod_by = f"{pool_by}, {labels.pod}"
     w = window
@@ -277,7 +281,7 @@ def signal_queries(
         return f"{name}{{{sel}}}"
 
     def dedup(expr: str) -> str:
-        return f"max without ({', '.join(profile.copy_labels)}) ({expr})" if profile.copy_labels else expr
+        return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
 
     def per_pod(agg: str, expr: str) -> str:
         return f"{agg} by ({pod_by}) ({dedup(expr)})"
@@ -337,13 +341,14 @@ def fleet_queries(
     window: str = "1m",
     quantile: float = 0.95,
     scope: PoolTarget | None = None,
+    copy_labels: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """Return the instant queries of one read, one per group of :data:`GROUPS`, keyed by group.
 
     Each query answers its group's signals at once, every series labelled :data:`SIGNAL_LABEL`
     with its signal's name. Arguments and errors as in :func:`signal_queries`.
     """
-    per_signal = signal_queries(profile, labels, window, quantile, scope)
+    per_signal = signal_queries(profile, labels, window, quantile, scope, copy_labels)
     out: dict[str, str] = {}
     for group, signals in GROUPS.items():
         parts = [
