@@ -13,7 +13,6 @@ import pytest
 from llmscale.signals import PoolTarget, RateWindow, SignalSnapshot, get_profile
 from llmscale.signals.answer import UNATTRIBUTED, FleetAnswer
 from llmscale.signals.assemble import assemble
-from llmscale.signals.profiles.base import MetricProfile
 
 POOL = PoolTarget("ml", "chat", "interactive")
 VLLM = get_profile("vllm")
@@ -23,13 +22,6 @@ EVAL = NOW - 1.0
 # 15 s scrape, automatic 60 s window: a pod scraped through the window holds 4-5 samples, and is
 # judged for a stall from ceil(0.5 × 60 / 15) + 1 = 3 samples (30 s) on.
 WINDOW = RateWindow(window_s=60.0, promql="60s", scrape_interval_s=15.0, interval_source="targets", auto=True)
-
-
-def everything(profile: MetricProfile) -> set[str]:
-    """Every metric name a healthy pod of ``profile`` exports (classic histograms)."""
-    names = {profile.waiting, profile.running, profile.kv_cache_usage, *profile.counters.values()}
-    names |= {f"{h}_bucket" for h in profile.histograms.values()}
-    return names
 
 
 def busy(**changes: float | None) -> dict[str, float | None]:
@@ -74,17 +66,16 @@ POOL_VALUES = {
 
 def fleet(
     rows: dict[str, dict[str, float | None]],
-    present: dict[str, set[str]] | None = None,
+    absent: dict[str, set[str]] | None = None,
     pools: dict[str, float | None] | None = None,
     failed: dict[str, str] | None = None,
-    profile: MetricProfile = VLLM,
 ) -> FleetAnswer:
-    """A parsed answer holding ``rows`` for POOL; every pod exports everything unless told."""
+    """A parsed answer holding ``rows`` for POOL; every pod exports every metric but ``absent``."""
     return FleetAnswer(
         evaluated_at=EVAL,
         pods={POOL: rows},
         pools={POOL: dict(POOL_VALUES if pools is None else pools)},
-        present={POOL: present if present is not None else {pod: everything(profile) for pod in rows}},
+        absent={POOL: absent or {}},
         failed=failed or {},
     )
 
@@ -115,16 +106,16 @@ def test_healthy_pool_sums_pods_and_counts_replicas() -> None:
 
 
 def test_absent_counter_on_a_reporting_pod_reads_zero_and_is_named() -> None:
-    present = everything(SGLANG) - {"sglang:num_retracted_requests_total"}
-    s = snap(fleet({"a": busy(preemption_rate=None)}, {"a": present}, profile=SGLANG), profile=SGLANG)
+    absent = {"a": {"sglang:num_retracted_requests_total"}}
+    s = snap(fleet({"a": busy(preemption_rate=None)}, absent), profile=SGLANG)
     assert s.preemption_rate == 0.0 and s.leading_known
     assert s.absent_counters == ("sglang:num_retracted_requests_total",)
     assert s.pods[0].preemption_rate == 0.0
 
 
 def test_absent_counter_on_one_pod_adds_nothing_to_the_others() -> None:
-    present = {"a": everything(VLLM), "b": everything(VLLM) - {"vllm:num_preemptions_total"}}
-    s = snap(fleet({"a": busy(preemption_rate=0.5), "b": busy(preemption_rate=None)}, present))
+    absent = {"b": {"vllm:num_preemptions_total"}}
+    s = snap(fleet({"a": busy(preemption_rate=0.5), "b": busy(preemption_rate=None)}, absent))
     assert s.preemption_rate == 0.5 and s.absent_counters == ("vllm:num_preemptions_total",)
 
 
@@ -145,8 +136,7 @@ def test_young_pod_without_a_rate_does_not_hide_the_others() -> None:
 
 def test_absent_gauge_is_never_zero() -> None:
     # A pod without the queue gauge is not reporting: nothing of it counts, nothing reads 0.
-    present = {"a": everything(VLLM) - {VLLM.waiting}}
-    s = snap(fleet({"a": busy(queue_depth=None)}, present))
+    s = snap(fleet({"a": busy(queue_depth=None)}))
     assert s.queue_depth is None and s.replicas_reporting == 0
     assert "no pod of ml/chat pool interactive exports vllm:num_requests_waiting" in s.unknown["queue_depth"]
 
@@ -164,8 +154,8 @@ def test_too_short_window_empties_every_rate_and_names_why() -> None:
         problem="rate window 1m is shorter than two scrape intervals",
     )
     rows = {"a": busy(preemption_rate=None, request_rate=None, samples_in_window=1.0)}
-    present = {"a": everything(VLLM) - {"vllm:num_preemptions_total"}}  # absent must not read 0 here
-    s = snap(fleet(rows, present, pools={}), window=short)
+    absent = {"a": {"vllm:num_preemptions_total"}}  # absent must not read 0 here
+    s = snap(fleet(rows, absent, pools={}), window=short)
     assert s.queue_depth == 4.0, "gauges need no window"
     assert s.preemption_rate is None and s.workload.request_rate is None and s.ttft_p95_s is None
     for name in ("preemption_rate", "request_rate", "ttft_p95_s", "prompt_tokens_mean", "prompt_tokens_p95"):
@@ -242,8 +232,8 @@ def test_stall_judged_from_half_the_window() -> None:
 
 
 def test_stall_with_the_generation_counter_absent() -> None:
-    present = {"hung": everything(VLLM) - {"vllm:generation_tokens_total"}}
-    s = snap(fleet({"hung": busy(generation_tokens_rate=None, running_min=5.0)}, present))
+    absent = {"hung": {"vllm:generation_tokens_total"}}
+    s = snap(fleet({"hung": busy(generation_tokens_rate=None, running_min=5.0)}, absent))
     assert s.stalled_pods == ("hung",)
 
 
@@ -274,22 +264,24 @@ def test_no_stall_check_without_the_scrape_interval() -> None:
 
 
 def test_missing_latency_histogram_is_named_not_silently_off() -> None:
-    present = {"a": everything(VLLM) - {"vllm:time_to_first_token_seconds_bucket"}}
-    s = snap(fleet({"a": busy()}, present, pools={**POOL_VALUES, "ttft_p95_s": None}))
+    absent = {"a": {"vllm:time_to_first_token_seconds"}}  # neither native nor _bucket
+    s = snap(fleet({"a": busy()}, absent, pools={**POOL_VALUES, "ttft_p95_s": None}))
     assert s.ttft_p95_s is None
     assert "no vllm:time_to_first_token_seconds histogram" in s.unknown["ttft_p95_s"]
     assert "neither native series nor classic" in s.unknown["ttft_p95_s"]
 
 
-def test_native_histogram_counts_as_present() -> None:
-    present = {
-        "a": (everything(VLLM) - {"vllm:time_to_first_token_seconds_bucket"})
-        | {"vllm:time_to_first_token_seconds"}
-    }
+def test_histogram_on_one_pod_is_enough_to_be_present() -> None:
     pools = {**POOL_VALUES}
     pools.pop("ttft_p95_s")
-    s = snap(fleet({"a": busy()}, present, pools=pools))
+    s = snap(fleet({"a": busy(), "b": busy()}, {"b": {"vllm:time_to_first_token_seconds"}}, pools=pools))
     assert "no request observed in the 60s window" in s.unknown["ttft_p95_s"]
+
+
+def test_failed_absence_query_reads_no_counter_as_zero() -> None:
+    s = snap(fleet({"a": busy(preemption_rate=None)}, failed={"absent": "HTTP Status Code 422 (x)"}))
+    assert s.preemption_rate is None and s.absent_counters == ()
+    assert s.queue_depth == 4.0 and s.error is not None and "absent query failed" in s.error
 
 
 def test_quantile_of_an_idle_window_is_unknown_for_that_reason() -> None:
@@ -310,7 +302,7 @@ def test_failed_query_names_itself_on_its_signals(group: str, signals: tuple[str
         {} if group == "pods" else {"a": busy()}, failed={group: "HTTP Status Code 422 (too many samples)"}
     )
     if group == "pods":
-        answer.present = {}
+        answer.absent = {}
     s = snap(answer)
     assert s.error is not None and f"{group} query failed: HTTP Status Code 422" in s.error
     for name in signals:
@@ -346,8 +338,8 @@ def test_profile_without_a_metric_says_so() -> None:
 
 def test_mean_lengths_fall_back_to_the_counters_without_histograms() -> None:
     rows = {"a": busy(prompt_tokens_sum_rate=None, prompt_tokens_count_rate=None, prompt_tokens_rate=3000.0)}
-    present = {"a": everything(VLLM) - {"vllm:request_prompt_tokens_bucket"}}
-    s = snap(fleet(rows, present, pools={**POOL_VALUES, "prompt_tokens_p95": None}))
+    absent = {"a": {"vllm:request_prompt_tokens"}}
+    s = snap(fleet(rows, absent, pools={**POOL_VALUES, "prompt_tokens_p95": None}))
     assert s.workload.prompt_tokens_mean == 1500.0  # 3000 tokens/s over 2 requests/s
     assert "no vllm:request_prompt_tokens histogram" in s.unknown["prompt_tokens_p95"]
 
@@ -374,10 +366,7 @@ def test_idle_pool_has_known_zero_rates_and_unknown_lengths() -> None:
 
 def test_prefix_hit_rate_gauge_is_the_fallback_of_old_engines() -> None:
     legacy = get_profile("vllm-legacy")
-    no_counters = everything(legacy) - {
-        "vllm:gpu_prefix_cache_hits_total",
-        "vllm:gpu_prefix_cache_queries_total",
-    }
+    no_counters = {"vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"}
     rows = {
         "a": busy(
             prefix_cache_hits_rate=None, prefix_cache_queries_rate=None, prefix_cache_hit_rate_gauge=0.4
@@ -386,7 +375,7 @@ def test_prefix_hit_rate_gauge_is_the_fallback_of_old_engines() -> None:
             prefix_cache_hits_rate=None, prefix_cache_queries_rate=None, prefix_cache_hit_rate_gauge=0.2
         ),
     }
-    s = assemble(POOL, legacy, fleet(rows, {"a": no_counters, "b": no_counters}, profile=legacy), WINDOW, NOW)
+    s = assemble(POOL, legacy, fleet(rows, {"a": no_counters, "b": no_counters}), WINDOW, NOW)
     assert s.workload.prefix_cache_hit_rate == pytest.approx(0.3)
 
 

@@ -54,13 +54,6 @@ POOL_VALUES = {
     "ttft_observations_rate": "3",
     "itl_observations_rate": "600",
 }
-EXPORTED = [
-    VLLM.waiting,
-    VLLM.running,
-    VLLM.kv_cache_usage,
-    *VLLM.counters.values(),
-    *(f"{h}_bucket" for h in VLLM.histograms.values()),
-]
 
 
 def results(
@@ -73,7 +66,6 @@ def results(
     for signal, value in pod_values.items():
         group = "pods" if signal in GROUPS["pods"] else "rates"
         out[group].append(series(signal, value, pod="a"))
-    out["pods"] += [series("present", "1", pod="a", __name__=name) for name in EXPORTED]
     out["pools"] = [series(signal, value) for signal, value in pool_values.items()]
     return out
 
@@ -84,7 +76,7 @@ def give(canned: CannedPrometheus, groups: dict[str, list[Any]]) -> None:
 
 
 def reader(url: str, **settings: Any) -> PrometheusSignalReader:
-    # The scrape interval is set, so the reader sends only the three queries of a read.
+    # The scrape interval is set, so the reader sends only the four queries of a read.
     return PrometheusSignalReader(url, settings=ReaderSettings(**{"scrape_interval": "15s", **settings}))
 
 
@@ -180,12 +172,11 @@ ANSWER_CASES = [
         id="rate-after-counter-reset-passes-through",
     ),
     pytest.param(
-        {
-            **results(pod={"preemption_rate": None}),
-            "pods": [
-                s for s in results()["pods"] if s["metric"].get("__name__") != "vllm:num_preemptions_total"
-            ],
-        },
+        with_extra(
+            results(pod={"preemption_rate": None}),
+            "absent",
+            series("absent", "1", pod="a", llmscale_metric="vllm:num_preemptions_total"),
+        ),
         {"preemption_rate": 0.0, "absent_counters": ("vllm:num_preemptions_total",), "error": None},
         id="absent-preemption-counter-on-a-reporting-pod-reads-zero",
     ),
@@ -199,7 +190,6 @@ ANSWER_CASES = [
             results(),
             "pods",
             series("queue_depth", "100", pod="x", llmscale_dev_deployment="other"),
-            series("present", "1", pod="x", llmscale_dev_deployment="other", __name__=VLLM.waiting),
         ),
         {"queue_depth": 14.0, "replicas_reporting": 1, "error": None},
         id="another-deployments-pod-does-not-leak",
@@ -222,7 +212,7 @@ async def test_answer_is_parsed_defensively(
             assert got is not None and want in got, (key, got)
         else:
             assert got == (pytest.approx(want) if isinstance(want, float) else want), (key, got)
-    assert canned.groups == ["pods", "rates", "pools"]
+    assert canned.groups == ["pods", "rates", "absent", "pools"]
 
 
 FAILURE_CASES = [
@@ -237,14 +227,14 @@ FAILURE_CASES = [
         400,
         '{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected"}',
         "parse error",
-        3,
+        4,
         id="bad-query-status-error-400",
     ),
     pytest.param(
         422,
         '{"status":"error","errorType":"execution","error":"query processing would load too many samples"}',
         "too many samples",
-        3,
+        4,
         id="execution-error-422",
     ),
     pytest.param(
@@ -259,7 +249,7 @@ FAILURE_CASES = [
         200,
         json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [EVAL, "1"]}}),
         "a scalar, not a vector",
-        3,
+        4,
         id="scalar-instead-of-vector",
     ),
     pytest.param(
@@ -305,7 +295,7 @@ async def test_gateway_503_is_retried_once(canned: CannedPrometheus) -> None:
     canned.answer(canned.raw("busy", status=503), healthy, group="pods")
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     assert snap.error is None and snap.queue_depth == 14.0
-    assert canned.groups == ["pods", "pods", "rates", "pools"]
+    assert canned.groups == ["pods", "pods", "rates", "absent", "pools"]
 
 
 async def test_gateway_503_twice_names_the_status(canned: CannedPrometheus) -> None:
@@ -315,7 +305,7 @@ async def test_gateway_503_twice_names_the_status(canned: CannedPrometheus) -> N
     assert len(canned.queries) == 2
 
 
-async def test_three_queries_per_read_with_the_pool_selector(canned: CannedPrometheus) -> None:
+async def test_four_queries_per_read_with_the_pool_selector(canned: CannedPrometheus) -> None:
     give(canned, results())
     r = reader(canned.url)
     snap = await r.read(VLLM, TARGET, now=NOW)
@@ -326,15 +316,17 @@ async def test_three_queries_per_read_with_the_pool_selector(canned: CannedProme
     assert "rate(vllm:num_preemptions_total{" in sent, "the counter is read through rate(), never raw"
 
 
-async def test_fleet_read_splits_one_answer_per_pool_with_three_queries(canned: CannedPrometheus) -> None:
-    # Issue 14: three pools, one engine profile -> three queries, whatever the number of pools.
+async def test_fleet_read_splits_one_answer_per_pool_with_four_queries(canned: CannedPrometheus) -> None:
+    # Issue 14: three pools, one engine profile -> four queries, whatever the number of pools.
     groups = results()
     batch = {"llmscale_dev_pool": "batch"}
     groups["pods"] += [
         series("queue_depth", "2", pod="b", **batch),
         series("running_requests", "1", pod="b", **batch),
         series("kv_cache_utilization", "0.1", pod="b", **batch),
-        *(series("present", "1", pod="b", __name__=n, **batch) for n in EXPORTED[:3]),  # gauges only
+    ]
+    groups["absent"] = [
+        series("absent", "1", pod="b", llmscale_metric=n, **batch) for n in VLLM.counters.values()
     ]
     give(canned, groups)
     batch_target = PoolTarget("ml", "chat", "batch")
@@ -348,7 +340,7 @@ async def test_fleet_read_splits_one_answer_per_pool_with_three_queries(canned: 
         ],
         now=NOW,
     )
-    assert canned.groups == ["pods", "rates", "pools"]
+    assert canned.groups == ["pods", "rates", "absent", "pools"]
     assert 'llmscale_dev_deployment!=""' in canned.queries[0], "fleet-wide selector"
     assert snaps[TARGET].queue_depth == 14.0 and snaps[batch_target].queue_depth == 2.0
     assert snaps[missing].queue_depth is None and snaps[missing].replicas_reporting == 0
@@ -359,8 +351,8 @@ async def test_fleet_read_sends_one_query_set_per_profile(canned: CannedPromethe
     r = reader(canned.url)
     sglang = PoolTarget("ml", "code", "interactive")
     await r.read_fleet([PoolRequest(TARGET, VLLM), PoolRequest(sglang, get_profile("sglang"))], now=NOW)
-    assert len(canned.queries) == 6
-    assert sum("sglang:num_queue_reqs" in q for q in canned.queries) == 1
+    assert len(canned.queries) == 8
+    assert sum("sglang:" in q for q in canned.queries) == 4 and sum("vllm:" in q for q in canned.queries) == 4
 
 
 # -- the scrape interval and the window ------------------------------------------------------------
@@ -502,12 +494,9 @@ async def test_sglang_idle_pool_reads_zero_retractions(canned: CannedPrometheus)
             series("running_requests", "0", pod="a"),
             series("kv_cache_utilization", "0.01", pod="a"),
             series("samples_in_window", "5", pod="a"),
-            *(
-                series("present", "1", pod="a", __name__=n)
-                for n in (sglang.waiting, sglang.running, sglang.kv_cache_usage)
-            ),
         ],
         "rates": [],
+        "absent": [series("absent", "1", pod="a", llmscale_metric=n) for n in sglang.counters.values()],
         "pools": [],
     }
     give(canned, groups)

@@ -21,6 +21,7 @@ from llmscale.signals.queries import (
 )
 
 TARGET = PoolTarget(namespace="ml", deployment="chat", pool="interactive")
+VLLM_COUNTERS = list(get_profile("vllm").counters.values())
 
 
 def test_registry_is_sorted_and_holds_the_three_profiles() -> None:
@@ -56,11 +57,11 @@ def test_every_group_is_valid_promql_with_its_signals(name: str, scope: PoolTarg
 
 def test_fleet_query_count_does_not_grow_with_pools() -> None:
     # Issue 14: a constant number of queries per tick, whatever the number of pools.
-    assert len(fleet_queries(get_profile("vllm"))) == 3
+    assert len(fleet_queries(get_profile("vllm"))) == 4
     assert 'llmscale_dev_deployment!="", llmscale_dev_pool!=""' in fleet_queries(get_profile("vllm"))["pods"]
 
 
-@pytest.mark.parametrize("signal", sorted(PER_POD - {"present"}))
+@pytest.mark.parametrize("signal", sorted(PER_POD))
 def test_per_pod_signals_are_grouped_by_pool_and_pod(signal: str) -> None:
     query = (
         signal_queries(get_profile("vllm"))[signal]
@@ -134,12 +135,6 @@ def test_per_pool_signals_are_grouped_by_pool(signal: str) -> None:
         pytest.param(
             "vllm", "running_min", "(min_over_time(vllm:num_requests_running{", id="stall-running-min"
         ),
-        pytest.param(
-            "vllm",
-            "present",
-            "by (namespace, llmscale_dev_deployment, llmscale_dev_pool, pod, __name__)",
-            id="presence",
-        ),
     ],
 )
 def test_signal_reads_the_profile_metric(name: str, signal: str, expected: str) -> None:
@@ -180,18 +175,20 @@ def test_reader_copy_labels_join_the_profiles() -> None:
 def test_profile_without_a_counter_has_no_rate_query() -> None:
     profile = replace(get_profile("sglang"), preemptions_total=None)
     queries = signal_queries(profile)
-    assert "preemption_rate" not in queries and "num_retracted" not in queries["present"]
+    assert "preemption_rate" not in queries and "num_retracted" not in queries["absent"]
 
 
-def test_presence_probe_lists_counters_and_both_histogram_forms() -> None:
-    present = signal_queries(get_profile("vllm"))["present"]
-    for name in (
-        "vllm:num_requests_waiting",
-        "vllm:num_preemptions_total",
-        "vllm:time_to_first_token_seconds_bucket",
-        "vllm:time_to_first_token_seconds|",
-    ):
-        assert name in present, name
+def test_absence_probe_names_each_missing_counter_and_histogram() -> None:
+    absent = signal_queries(get_profile("vllm"))["absent"]
+    for name in VLLM_COUNTERS:
+        assert "unless on (namespace, llmscale_dev_deployment, llmscale_dev_pool, pod) (count by" in absent
+        assert f'"llmscale_metric", "{name}"' in absent, name
+    # A histogram is present in either form.
+    assert (
+        "(count by (namespace, llmscale_dev_deployment, llmscale_dev_pool, pod) "
+        '(vllm:time_to_first_token_seconds{llmscale_dev_deployment!="", llmscale_dev_pool!=""}) or count by '
+        "(namespace, llmscale_dev_deployment, llmscale_dev_pool, pod) (vllm:time_to_first_token_seconds_bucket{"
+    ) in absent
 
 
 def test_selector_uses_configured_label_names() -> None:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmscale.signals.queries import GROUPS, PER_POD, SIGNAL_LABEL, PoolTarget, SelectorLabels
+from llmscale.signals.queries import GROUPS, METRIC_LABEL, PER_POD, SIGNAL_LABEL, PoolTarget, SelectorLabels
 
 __all__ = ["FleetAnswer", "parse_group"]
 
@@ -49,7 +49,7 @@ class FleetAnswer:
             ``None`` when no answer carried one.
         pods: ``pool -> pod -> signal -> value`` for per-pod signals (``None``: rejected or NaN).
         pools: ``pool -> signal -> value`` for per-pool signals.
-        present: ``pool -> pod -> metric names`` the pod exports (the ``present`` signal).
+        absent: ``pool -> pod -> metric names`` a reporting pod lacks (the ``absent`` signal).
         problems: ``pool -> lines`` of rejected values (:data:`UNATTRIBUTED` for series without
             pool labels).
         failed: ``group -> why`` for every query group that gave no usable answer.
@@ -58,7 +58,7 @@ class FleetAnswer:
     evaluated_at: float | None = None
     pods: dict[PoolTarget, dict[str, dict[str, float | None]]] = field(default_factory=dict)
     pools: dict[PoolTarget, dict[str, float | None]] = field(default_factory=dict)
-    present: dict[PoolTarget, dict[str, set[str]]] = field(default_factory=dict)
+    absent: dict[PoolTarget, dict[str, set[str]]] = field(default_factory=dict)
     problems: dict[PoolTarget, list[str]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
 
@@ -104,7 +104,8 @@ def parse_group(answer: FleetAnswer, group: str, result: Any, labels: SelectorLa
         answer.failed[group] = "Prometheus answered a scalar, not a vector"
         return
     wanted = set(GROUPS[group])
-    seen: set[tuple[PoolTarget, str, str]] = set()
+    ns_label, dep_label, pool_label, pod_label = labels.namespace, labels.deployment, labels.pool, labels.pod
+    targets: dict[tuple[str, str, str], PoolTarget] = {}  # one PoolTarget per pool, not per series
     for item in result:
         if not isinstance(item, Mapping) or not isinstance(item.get("metric"), Mapping):
             answer.problem(UNATTRIBUTED, f"ignored malformed series {item!r:.80}")
@@ -113,33 +114,35 @@ def parse_group(answer: FleetAnswer, group: str, result: Any, labels: SelectorLa
         signal = metric.get(SIGNAL_LABEL)
         if signal not in wanted:
             continue  # not ours (or a label we do not know): harmless
-        pool = PoolTarget(
-            str(metric.get(labels.namespace, "")),
-            str(metric.get(labels.deployment, "")),
-            str(metric.get(labels.pool, "")),
-        )
-        pod = str(metric.get(labels.pod, "")) if signal in PER_POD else ""
+        key = (str(metric.get(ns_label, "")), str(metric.get(dep_label, "")), str(metric.get(pool_label, "")))
+        pool = targets.get(key)
+        if pool is None:
+            pool = targets[key] = PoolTarget(*key)
+        per_pod = signal in PER_POD
+        pod = str(metric.get(pod_label, "")) if per_pod else ""
         t, value, problem = _value(item.get("value"))
         if t is not None and answer.evaluated_at is None:
             answer.evaluated_at = t
-        where = f"{signal} of pod {pod!r}" if signal in PER_POD else signal
         if problem:
-            answer.problem(pool, f"{where}: {problem}")
+            answer.problem(pool, f"{_where(signal, pod, per_pod)}: {problem}")
         elif value is not None and value < 0:
-            answer.problem(pool, f"{where}: negative value {value}")
+            answer.problem(pool, f"{_where(signal, pod, per_pod)}: negative value {value}")
             value = None
-        if signal == "present":
-            if value is not None:
-                answer.present.setdefault(pool, {}).setdefault(pod, set()).add(
-                    str(metric.get("__name__", ""))
-                )
+        if signal == "absent":
+            answer.absent.setdefault(pool, {}).setdefault(pod, set()).add(str(metric.get(METRIC_LABEL, "")))
             continue
-        key = (pool, pod, signal)
-        if key in seen:
-            answer.problem(pool, f"{where}: several series where one was expected; rejected")
+        row = (
+            answer.pods.setdefault(pool, {}).setdefault(pod, {})
+            if per_pod
+            else answer.pools.setdefault(pool, {})
+        )
+        if signal in row:
+            answer.problem(
+                pool, f"{_where(signal, pod, per_pod)}: several series where one was expected; rejected"
+            )
             value = None
-        seen.add(key)
-        if signal in PER_POD:
-            answer.pods.setdefault(pool, {}).setdefault(pod, {})[signal] = value
-        else:
-            answer.pools.setdefault(pool, {})[signal] = value
+        row[signal] = value
+
+
+def _where(signal: str, pod: str, per_pod: bool) -> str:
+    return f"{signal} of pod {pod!r}" if per_pod else signal

@@ -113,9 +113,9 @@ def assemble(
     """
     st = _Pool(profile, answer, window, pool, {})
     rows = answer.pods.get(pool, {})
-    present = answer.present.get(pool, {})
+    lacking = answer.absent.get(pool, {})
     problems = [*answer.problems.get(UNATTRIBUTED, []), *answer.problems.get(pool, [])]
-    seen = set(rows) | set(present)
+    seen = set(rows) | set(lacking)
     if "" in seen:
         problems.append(
             f"series without the {labels.pod!r} label: relabel __meta_kubernetes_pod_name to "
@@ -128,15 +128,15 @@ def assemble(
         live = set(live_pods)
         considered = seen & live
         ignored = seen - live
-    reporting = sorted(p for p in considered if profile.waiting in present.get(p, ()))
+    reporting = sorted(p for p in considered if "queue_depth" in rows.get(p, {}))
     silent = sorted(set(live_pods) - set(reporting)) if live_pods is not None else []
 
-    absent: set[str] = set()
+    absent: set[str] = set()  # counters read as 0 somewhere
     pods: list[PodSignals] = []
     pod_rates: dict[str, dict[str, float | None]] = {}
     for name in reporting:
         row = rows.get(name, {})
-        rates = {s: _pod_rate(st, s, row, present.get(name, set()), absent) for s in _RATE_SIGNALS}
+        rates = {s: _pod_rate(st, s, row, lacking.get(name, set()), absent) for s in _RATE_SIGNALS}
         pod_rates[name] = rates
         pods.append(
             PodSignals(
@@ -170,9 +170,9 @@ def assemble(
     running = gauge("running_requests")
     kv = gauge("kv_cache_utilization", mean=True)
     sums = {s: _rate_sum(st, s, contributing, pod_rates, no_pod) for s in _RATE_SIGNALS}
-    workload = _workload(st, sums, contributing, rows, considered, present, no_pod)
-    ttft = _latency(st, "ttft_p95_s", "ttft", considered, present)
-    itl = _latency(st, "itl_p95_s", "itl", considered, present)
+    workload = _workload(st, sums, contributing, rows, reporting, lacking, no_pod)
+    ttft = _latency(st, "ttft_p95_s", "ttft", reporting, lacking)
+    itl = _latency(st, "itl_p95_s", "itl", reporting, lacking)
 
     newest = [p.newest_sample_s for p in (contributing or pods) if p.newest_sample_s is not None]
     observed_at = max(newest) if newest else (answer.evaluated_at or now)
@@ -227,7 +227,7 @@ def _no_pod_reason(
 
 
 def _pod_rate(
-    st: _Pool, signal: str, row: dict[str, float | None], names: set[str], absent: set[str]
+    st: _Pool, signal: str, row: dict[str, float | None], lacks: set[str], absent: set[str]
 ) -> float | None:
     """One pod's rate of a counter: the answer's, 0 where the counter is absent, else unknown."""
     counter = st.profile.counters.get(signal)
@@ -235,7 +235,7 @@ def _pod_rate(
         return None
     if signal in row:
         return row[signal]
-    if counter not in names:
+    if counter in lacks and "absent" not in st.answer.failed:
         absent.add(counter)
         return 0.0
     return None  # present, but fewer than two samples in the window: no rate yet
@@ -283,9 +283,12 @@ def _rate_sum(
     return math.fsum(known)
 
 
-def _hist_present(st: _Pool, key: str, pods: Iterable[str], present: dict[str, set[str]]) -> bool:
+def _hist_present(st: _Pool, key: str, pods: Iterable[str], lacking: dict[str, set[str]]) -> bool:
+    """Whether some reporting pod exports the histogram (native or classic); ``True`` when unknown."""
     name = st.profile.histograms.get(key)
-    return name is not None and any({name, f"{name}_bucket"} & present.get(p, set()) for p in pods)
+    if name is None:
+        return False
+    return "absent" in st.answer.failed or any(name not in lacking.get(p, set()) for p in pods)
 
 
 def _pool_value(
@@ -293,8 +296,8 @@ def _pool_value(
     field_name: str,
     signal: str,
     key: str,
-    considered: Collection[str],
-    present: dict[str, set[str]],
+    reporting: Collection[str],
+    lacking: dict[str, set[str]],
     empty: str,
 ) -> float | None:
     """A per-pool quantile, with the reason when it is unknown."""
@@ -311,7 +314,7 @@ def _pool_value(
     value = st.answer.pools.get(st.pool, {}).get(signal)
     if value is not None:
         return value
-    if not _hist_present(st, key, considered, present):
+    if not _hist_present(st, key, reporting, lacking):
         st.unknown[field_name] = (
             f"no {hist} histogram: neither native series nor classic {hist}_bucket series on any "
             "reporting pod (is the engine exporting it, and does the scrape keep either form?)"
@@ -322,11 +325,11 @@ def _pool_value(
 
 
 def _latency(
-    st: _Pool, field_name: str, key: str, considered: Collection[str], present: dict[str, set[str]]
+    st: _Pool, field_name: str, key: str, reporting: Collection[str], lacking: dict[str, set[str]]
 ) -> float | None:
     """A latency quantile of the pool, or ``None`` with the reason."""
     empty = f"no request observed in the {st.window.promql} window (a quantile of nothing)"
-    return _pool_value(st, field_name, field_name, key, considered, present, empty)
+    return _pool_value(st, field_name, field_name, key, reporting, lacking, empty)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -340,8 +343,8 @@ def _workload(
     sums: dict[str, float | None],
     contributing: list[PodSignals],
     rows: dict[str, dict[str, float | None]],
-    considered: Collection[str],
-    present: dict[str, set[str]],
+    reporting: Collection[str],
+    lacking: dict[str, set[str]],
     no_pod: str | None,
 ) -> WorkloadMix:
     """The pool's workload mix: rates, mean and tail lengths, prefix-cache hit rate."""
@@ -380,8 +383,8 @@ def _workload(
             field_name,
             field_name,
             key,
-            considered,
-            present,
+            reporting,
+            lacking,
             f"no request finished in the {st.window.promql} window",
         )
 
@@ -389,7 +392,7 @@ def _workload(
     if hit_rate is None:
         gauges = [v for p in pods if (v := rows.get(p, {}).get("prefix_cache_hit_rate_gauge")) is not None]
         queries = st.profile.prefix_cache_queries_total
-        queried = any(queries in present.get(p, set()) for p in pods) if queries else False
+        queried = any(queries not in lacking.get(p, set()) for p in pods) if queries else False
         if gauges and not queried:
             hit_rate = math.fsum(gauges) / len(gauges)
         elif no_pod:

@@ -3,7 +3,7 @@
 The imperative shell of :mod:`llmscale.signals`: it owns the HTTP client (prometheus-api-client's
 :class:`~prometheus_api_client.PrometheusConnect`, synchronous, on ``requests``) and a small
 thread pool of its own, sends the fleet queries of :func:`~llmscale.signals.queries.fleet_queries`
-(three per engine profile in use, whatever the number of pools), and hands the answers to the pure
+(four per engine profile in use, whatever the number of pools), and hands the answers to the pure
 :mod:`.answer` and :mod:`.assemble`. Nothing here raises on a bad answer or a failed request:
 every failure becomes ``error`` and a reason in ``unknown`` on the snapshots, and every value that
 is not a measurement becomes ``None`` ("unknown is not zero").
@@ -119,7 +119,7 @@ class PrometheusSignalReader:
         settings: query, HTTP and authentication settings.
 
     Nothing is read from the environment. One reader serves every pool: :meth:`read_fleet` reads
-    them all with three queries per engine profile; :meth:`read` is the same for one pool. The
+    them all with four queries per engine profile; :meth:`read` is the same for one pool. The
     async forms run on the reader's own thread pool, so reads never wait behind other blocking
     work; the connection pool (urllib3) is thread-safe.
     """
@@ -239,7 +239,7 @@ class PrometheusSignalReader:
     def read_fleet_sync(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
         """Read every pool of ``pools``; blocks for up to a few timeouts.
 
-        Sends the three fleet queries once per engine profile in ``pools`` and splits the answers
+        Sends the four fleet queries once per engine profile in ``pools`` and splits the answers
         per pool and pod. Never raises for Prometheus or network failures: they are returned as
         ``error`` and ``unknown`` on the snapshots.
 

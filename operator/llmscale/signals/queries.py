@@ -3,7 +3,7 @@
 Pure module (strings only, no I/O).
 
 **Fleet-wide queries.** A tick reads every pool of every LLMDeployment with a constant number of
-instant queries per engine profile (:func:`fleet_queries`: three), whatever the number of pools.
+instant queries per engine profile (:func:`fleet_queries`: four), whatever the number of pools.
 Each query selects every series that carries the deployment and pool labels, aggregates
 ``by (namespace, deployment, pool, pod)`` — or ``by (namespace, deployment, pool)`` where only a
 pool-wide figure makes sense (latency and token-count quantiles) — and Python splits the answer
@@ -11,14 +11,14 @@ per pool and per pod (:mod:`llmscale.signals.answer`, :mod:`llmscale.signals.ass
 answers are what let the reader drop series of deleted pods, leave out stalled pods and count
 replicas from the pods the API server knows rather than from series.
 
-The three queries (:data:`GROUPS`):
+The four queries (:data:`GROUPS`):
 
 - ``pods``: gauges per pod (queue, running, KV cache), the newest sample's timestamp, the number
-  of samples in the rate window, the lowest running count in the window (stall check), and which
-  of the profile's metric names each pod exports (``present``, so an absent counter on a live pod
-  can read as 0 while an absent gauge stays unknown).
+  of samples in the rate window and the lowest running count in the window (stall check).
 - ``rates``: per-pod ``rate()`` of every counter and the ``_sum``/``_count`` rates of the token
   histograms (means).
+- ``absent``: which counters and histograms a reporting pod lacks (so an absent counter on a
+  live pod can read as 0, and a missing histogram is named); no series when nothing is missing.
 - ``pools``: per-pool quantiles of the latency and token histograms, and the latency histograms'
   observation rates (to tell "no requests" from "no histogram").
 
@@ -54,6 +54,7 @@ from llmscale.signals.profiles.base import MetricProfile
 __all__ = [
     "DEFAULT_LABELS",
     "GROUPS",
+    "METRIC_LABEL",
     "SIGNAL_LABEL",
     "PoolTarget",
     "SelectorLabels",
@@ -77,7 +78,6 @@ POD_GROUP = (
     "newest_sample_s",
     "samples_in_window",
     "running_min",
-    "present",
 )
 RATE_GROUP = (
     "preemption_rate",
@@ -92,6 +92,8 @@ RATE_GROUP = (
     "generation_tokens_sum_rate",
     "generation_tokens_count_rate",
 )
+#: Which counters and histograms each reporting pod lacks (one series per pod and missing metric).
+ABSENT_GROUP = ("absent",)
 #: Signals aggregated per pool.
 POOL_GROUP = (
     "ttft_p95_s",
@@ -104,9 +106,16 @@ POOL_GROUP = (
     "itl_observations_rate",
 )
 #: Query groups: one instant query each, per profile and tick.
-GROUPS: dict[str, tuple[str, ...]] = {"pods": POD_GROUP, "rates": RATE_GROUP, "pools": POOL_GROUP}
+GROUPS: dict[str, tuple[str, ...]] = {
+    "pods": POD_GROUP,
+    "rates": RATE_GROUP,
+    "absent": ABSENT_GROUP,
+    "pools": POOL_GROUP,
+}
 #: Signals answered per pod (the rest per pool).
-PER_POD = frozenset(POD_GROUP + RATE_GROUP)
+PER_POD = frozenset(POD_GROUP + RATE_GROUP + ABSENT_GROUP)
+#: The label naming the missing metric on an ``absent`` series.
+METRIC_LABEL = "llmscale_metric"
 
 # A PromQL duration: one or more <number><unit> parts, e.g. 1m, 90s, 1m30s, 500ms.
 _DURATION_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
@@ -230,14 +239,13 @@ def selector(scope: PoolTarget | None, labels: SelectorLabels = DEFAULT_LABELS) 
     )
 
 
-def _present_names(profile: MetricProfile) -> list[str]:
-    """Metric names whose presence per pod the ``present`` signal reports, sorted."""
-    names = {profile.waiting, profile.running, profile.kv_cache_usage, *profile.counters.values()}
+def absence_checked(profile: MetricProfile) -> dict[str, tuple[str, ...]]:
+    """The metrics whose absence per pod the ``absent`` signal reports, and the series names that
+    count as present for each (a histogram is present as a native series or as ``_bucket``)."""
+    out: dict[str, tuple[str, ...]] = {name: (name,) for name in profile.counters.values()}
     for hist in profile.histograms.values():
-        names |= {hist, f"{hist}_bucket"}
-    if profile.prefix_cache_hit_rate:
-        names.add(profile.prefix_cache_hit_rate)
-    return sorted(names)
+        out[hist] = (hist, f"{hist}_bucket")
+    return out
 
 
 def signal_queries(
@@ -262,7 +270,8 @@ def signal_queries(
 
     Returns:
         ``{signal: expression}``. Per-pod signals (:data:`PER_POD`) are aggregated
-        ``by (namespace, deployment, pool, pod)``, ``present`` also by ``__name__``; per-pool ones
+        ``by (namespace, deployment, pool, pod)`` (``absent`` also labelled with the missing
+        metric's name in :data:`METRIC_LABEL`); per-pool ones
         ``by (namespace, deployment, pool)``. A signal the profile has no metric for has no entry.
 
     Raises:
@@ -303,7 +312,6 @@ def signal_queries(
         classic = f"sum by ({pool_by}) (rate({m(hist + '_count')}[{w}]))"
         return f"{native} or {classic}"
 
-    present = "|".join(_present_names(profile))  # metric names hold no regex metacharacter
     q: dict[str, str] = {
         "queue_depth": per_pod("sum", m(profile.waiting)),
         "running_requests": per_pod("sum", m(profile.running)),
@@ -313,8 +321,17 @@ def signal_queries(
         "newest_sample_s": f"max by ({pod_by}) (timestamp({m(profile.waiting)}))",
         "samples_in_window": f"max by ({pod_by}) (count_over_time({m(profile.waiting)}[{w}]))",
         "running_min": per_pod("sum", f"min_over_time({m(profile.running)}[{w}])"),
-        "present": f'count by ({pod_by}, __name__) ({{__name__=~"{present}", {sel}}})',
     }
+    # Absence, not presence, is what is sent back: the common answer (everything exported) is
+    # then no series at all, instead of one per pod and metric.
+    reporting = f"count by ({pod_by}) ({m(profile.waiting)})"
+    absent = []
+    for name, forms in absence_checked(profile).items():
+        exported = " or ".join(f"count by ({pod_by}) ({m(form)})" for form in forms)
+        absent.append(
+            f'label_replace({reporting} unless on ({pod_by}) ({exported}), "{METRIC_LABEL}", "{name}", "", "")'
+        )
+    q["absent"] = " or ".join(absent)
     # rate() treats any decrease of a counter as a reset (the process restarted) and continues
     # from the new value, so a restarted engine never reads as a negative rate.
     for signal, counter in profile.counters.items():
