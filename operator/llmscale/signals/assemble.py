@@ -35,7 +35,7 @@ from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import DEFAULT_LABELS, PoolTarget, SelectorLabels
 from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
 
-__all__ = ["assemble", "failed_snapshot"]
+__all__ = ["assemble"]
 
 #: Fraction of the window a pod's samples must span before the pod can be judged stalled. Half:
 #: at the usual 60 s window, 30 s busy without a single generated token, several times the
@@ -50,20 +50,6 @@ _RATE_SIGNALS = (
     "prefix_cache_hits_rate",
     "prefix_cache_queries_rate",
 )
-
-
-def failed_snapshot(now: float, why: str, window: RateWindow | None = None) -> SignalSnapshot:
-    """Return the snapshot of a read that got no answer at all: every signal unknown for ``why``."""
-    names = (
-        "queue_depth",
-        "running_requests",
-        "kv_cache_utilization",
-        "preemption_rate",
-        "ttft_p95_s",
-        "itl_p95_s",
-        *WorkloadMix.__dataclass_fields__,
-    )
-    return SignalSnapshot(observed_at=now, error=why, unknown=dict.fromkeys(names, why), window=window)
 
 
 @dataclass
@@ -242,7 +228,7 @@ def _pod_rate(
 
 
 def _stalled(st: _Pool, row: dict[str, float | None], generation_rate: float | None) -> bool:
-    """Whether a reporting pod hangs: busy through the whole window, no token generated."""
+    """Whether a reporting pod hangs: running > 0 at every sample of the window, no token generated."""
     interval = st.window.scrape_interval_s
     running_min = row.get("running_min")
     samples = row.get("samples_in_window")
