@@ -1,7 +1,9 @@
-"""A canned Prometheus: an aiohttp server on 127.0.0.1 that answers /api/v1/query with set bodies.
+"""A canned Prometheus: an aiohttp server on 127.0.0.1 that answers the reader's queries with set bodies.
 
 The reader under test talks to it through prometheus-api-client and ``requests`` — real HTTP,
-nothing of ours is patched.
+nothing of ours is patched. ``/api/v1/query`` answers by query group (the reader sends one query
+per group: ``pods``, ``rates``, ``pools``; anything else, such as the interval probe, is ``other``);
+``/api/v1/targets`` answers a set body.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from llmscale.signals.queries import GROUPS, SIGNAL_LABEL
+
 #: Prometheus's evaluation time in the canned answers, seconds since the epoch.
 EVAL_S = 1_700_000_000.0
+#: The pool the canned answers describe.
+POOL = {"namespace": "ml", "llmscale_dev_deployment": "chat", "llmscale_dev_pool": "interactive"}
 
 
 @dataclass
@@ -29,33 +35,58 @@ class Answer:
     delay_s: float = 0.0
 
 
-def vector_body(signals: dict[str, str], eval_s: float = EVAL_S, extra: list[Any] | None = None) -> str:
-    """Return a Prometheus instant-vector success body with one series per ``signal -> value``."""
-    result: list[Any] = [
-        {"metric": {"llmscale_signal": name}, "value": [eval_s, value]} for name, value in signals.items()
-    ]
-    result += extra or []
+def vector_body(result: list[Any]) -> str:
+    """Return a Prometheus instant-vector success body holding ``result``."""
     return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+def series(signal: str, value: str, eval_s: float = EVAL_S, **labels: str) -> dict[str, Any]:
+    """One answer series of ``signal`` for POOL (labels override or add, e.g. ``pod="a"``)."""
+    return {"metric": {**POOL, SIGNAL_LABEL: signal, **labels}, "value": [eval_s, value]}
+
+
+def group_of(query: str) -> str:
+    """The group a query answers, from the signal stamps it carries."""
+    for group, signals in GROUPS.items():
+        if f'"{SIGNAL_LABEL}", "{signals[0]}"' in query:
+            return group
+    return "other"
 
 
 @dataclass
 class CannedPrometheus:
-    """The canned server's state: answers to give (in order; the last one repeats) and requests seen."""
+    """The canned server's state: answers to give per group (the last repeats) and requests seen."""
 
     url: str = ""
-    answers: list[Answer] = field(default_factory=lambda: [Answer(body=vector_body({}))])
+    answers: dict[str, list[Answer]] = field(default_factory=dict)
+    targets: Answer = field(
+        default_factory=lambda: Answer(
+            body=json.dumps(
+                {
+                    "status": "success",
+                    "data": {
+                        "activeTargets": [
+                            {"labels": {**POOL, "pod": "a"}, "scrapeInterval": "15s", "health": "up"}
+                        ],
+                        "droppedTargets": [],
+                    },
+                }
+            )
+        )
+    )
     queries: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    targets_calls: int = 0
 
-    eval_s: float = EVAL_S
+    def answer(self, *answers: Answer, group: str | None = None) -> None:
+        """Give these answers to the next requests of ``group`` (every group when ``None``), in order."""
+        for g in [group] if group else [*GROUPS, "other"]:
+            self.answers[g] = list(answers)
 
-    def answer(self, *answers: Answer) -> None:
-        """Give these answers to the next requests, in order; the last one repeats."""
-        self.answers = list(answers)
-
-    def vector(self, signals: dict[str, str], extra: list[Any] | None = None, status: int = 200) -> Answer:
-        """Return a success answer with one series per ``signal -> value`` (see :func:`vector_body`)."""
-        return Answer(status=status, body=vector_body(signals, self.eval_s, extra))
+    def vector(self, result: list[Any], status: int = 200) -> Answer:
+        """Return a success answer holding ``result``."""
+        return Answer(status=status, body=vector_body(result))
 
     def raw(self, body: str, status: int = 200, delay_s: float = 0.0) -> Answer:
         """Return an answer with this exact body."""
@@ -65,18 +96,31 @@ class CannedPrometheus:
 @pytest.fixture
 async def canned() -> AsyncIterator[CannedPrometheus]:
     state = CannedPrometheus()
+    state.answer(Answer(body=vector_body([])))
 
-    async def query(request: web.Request) -> web.Response:
-        params = await request.post() if request.method == "POST" else request.query
-        state.queries.append(str(params.get("query", "")))
-        state.headers.append(dict(request.headers))
-        answer = state.answers.pop(0) if len(state.answers) > 1 else state.answers[0]
+    async def reply(answer: Answer) -> web.Response:
         if answer.delay_s:
             await asyncio.sleep(answer.delay_s)
         return web.Response(status=answer.status, text=answer.body, content_type="application/json")
 
+    async def query(request: web.Request) -> web.Response:
+        params = await request.post() if request.method == "POST" else request.query
+        text = str(params.get("query", ""))
+        group = group_of(text)
+        state.queries.append(text)
+        state.groups.append(group)
+        state.headers.append(dict(request.headers))
+        answers = state.answers[group]
+        return await reply(answers.pop(0) if len(answers) > 1 else answers[0])
+
+    async def targets(request: web.Request) -> web.Response:
+        state.targets_calls += 1
+        state.headers.append(dict(request.headers))
+        return await reply(state.targets)
+
     app = web.Application()
     app.router.add_route("*", "/api/v1/query", query)
+    app.router.add_get("/api/v1/targets", targets)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -4,66 +4,91 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.signals.conftest import EVAL_S, POOL, CannedPrometheus, series
 
 from llmscale.signals import (
+    PoolRequest,
     PoolTarget,
+    PrometheusAuth,
     PrometheusSignalReader,
     ReaderSettings,
-    SignalSnapshot,
     get_profile,
-    parse_answer,
 )
+from llmscale.signals.answer import FleetAnswer, parse_group
+from llmscale.signals.queries import GROUPS, SelectorLabels
 
 TARGET = PoolTarget(namespace="ml", deployment="chat", pool="interactive")
 VLLM = get_profile("vllm")
-EVAL = 1_700_000_000.0
+EVAL = EVAL_S
 NOW = EVAL + 2.0  # the operator's clock, slightly after Prometheus evaluated
 
-HEALTHY = {
+POD_A = {
     "queue_depth": "14",
     "running_requests": "96",
     "kv_cache_utilization": "0.82",
+    "newest_sample_s": str(EVAL - 7.5),
+    "samples_in_window": "5",
+    "running_min": "90",
     "preemption_rate": "0.25",
+    "request_rate": "3",
+    "prompt_tokens_rate": "3000",
+    "generation_tokens_rate": "600",
+    "prefix_cache_hits_rate": "0",
+    "prefix_cache_queries_rate": "3000",
+    "prompt_tokens_sum_rate": "3000",
+    "prompt_tokens_count_rate": "3",
+    "generation_tokens_sum_rate": "600",
+    "generation_tokens_count_rate": "3",
+}
+POOL_VALUES = {
     "ttft_p95_s": "0.41",
     "itl_p95_s": "0.032",
-    "replicas_reporting": "3",
-    "newest_sample_s": str(EVAL - 7.5),
-    "evaluated_at_s": str(EVAL),
+    "prompt_tokens_p90": "1800",
+    "prompt_tokens_p95": "1900",
+    "generation_tokens_p90": "400",
+    "generation_tokens_p95": "500",
+    "ttft_observations_rate": "3",
+    "itl_observations_rate": "600",
 }
-ALL_SIGNALS = (
-    "queue_depth",
-    "running_requests",
-    "kv_cache_utilization",
-    "preemption_rate",
-    "ttft_p95_s",
-    "itl_p95_s",
-)
 
 
-def with_(**changes: str | None) -> dict[str, str]:
-    """Return HEALTHY with some signals changed, or removed where the change is ``None``."""
-    out = dict(HEALTHY)
-    for key, value in changes.items():
-        if value is None:
-            out.pop(key)
-        else:
-            out[key] = value
+def results(
+    pod: dict[str, str | None] | None = None, pool: dict[str, str | None] | None = None
+) -> dict[str, list[Any]]:
+    """The canned result of every group for one healthy pod ``a``, with changes (``None`` removes)."""
+    pod_values = {k: v for k, v in {**POD_A, **(pod or {})}.items() if v is not None}
+    pool_values = {k: v for k, v in {**POOL_VALUES, **(pool or {})}.items() if v is not None}
+    out: dict[str, list[Any]] = {group: [] for group in GROUPS}
+    for signal, value in pod_values.items():
+        group = "pods" if signal in GROUPS["pods"] else "rates"
+        out[group].append(series(signal, value, pod="a"))
+    out["pools"] = [series(signal, value) for signal, value in pool_values.items()]
     return out
 
 
+def give(canned: CannedPrometheus, groups: dict[str, list[Any]]) -> None:
+    for group, result in groups.items():
+        canned.answer(canned.vector(result), group=group)
+
+
 def reader(url: str, **settings: Any) -> PrometheusSignalReader:
-    return PrometheusSignalReader(url, settings=ReaderSettings(**settings))
+    # The scrape interval is set, so the reader sends only the four queries of a read.
+    return PrometheusSignalReader(url, settings=ReaderSettings(**{"scrape_interval": "15s", **settings}))
 
 
-# Each row: the canned signals, extra raw series, and the snapshot fields expected. ``error`` is
-# matched as a substring (or must be None).
+def with_extra(groups: dict[str, list[Any]], group: str, *extra: Any) -> dict[str, list[Any]]:
+    return {**groups, group: [*groups[group], *extra]}
+
+
+# Each row: the canned results per group, and the snapshot fields expected. ``error`` is matched
+# as a substring (or must be None); ``unknown.<field>`` as a substring of that field's reason.
 ANSWER_CASES = [
     pytest.param(
-        HEALTHY,
-        [],
+        results(),
         dict(
             observed_at=EVAL - 7.5,
             queue_depth=14.0,
@@ -72,161 +97,191 @@ ANSWER_CASES = [
             preemption_rate=0.25,
             ttft_p95_s=0.41,
             itl_p95_s=0.032,
-            replicas_reporting=3,
+            replicas_reporting=1,
             error=None,
         ),
         id="healthy-answer-gives-every-signal",
     ),
     pytest.param(
-        {"evaluated_at_s": str(EVAL)},
-        [],
-        dict(
-            observed_at=EVAL,
-            queue_depth=None,
-            kv_cache_utilization=None,
-            preemption_rate=None,
-            replicas_reporting=0,
-            error=None,
-        ),
+        {group: [] for group in GROUPS},
+        {
+            "observed_at": NOW,
+            "queue_depth": None,
+            "kv_cache_utilization": None,
+            "preemption_rate": None,
+            "replicas_reporting": 0,
+            "error": None,
+            "unknown.queue_depth": "exports vllm:num_requests_waiting",
+        },
         id="empty-vector-is-unknown-not-zero",
     ),
     pytest.param(
-        with_(ttft_p95_s="NaN", itl_p95_s="NaN"),
-        [],
-        dict(ttft_p95_s=None, itl_p95_s=None, queue_depth=14.0, error=None),
+        results(pool={"ttft_p95_s": "NaN", "itl_p95_s": "NaN"}),
+        {"ttft_p95_s": None, "itl_p95_s": None, "queue_depth": 14.0, "error": None},
         id="nan-quantile-of-an-idle-minute-is-unknown",
     ),
     pytest.param(
-        with_(queue_depth="+Inf", kv_cache_utilization="-Inf"),
-        [],
-        dict(queue_depth=None, kv_cache_utilization=None, running_requests=96.0, error=None),
+        results(pod={"queue_depth": "+Inf", "kv_cache_utilization": "-Inf"}),
+        {"queue_depth": None, "kv_cache_utilization": None, "running_requests": 96.0, "error": None},
         id="infinities-are-unknown",
     ),
     pytest.param(
-        with_(queue_depth="lots"),
-        [],
-        dict(queue_depth=None, running_requests=96.0, error="queue_depth: value 'lots' is not a number"),
+        results(pod={"queue_depth": "lots"}),
+        {
+            "queue_depth": None,
+            "running_requests": 96.0,
+            "error": "queue_depth of pod 'a': value 'lots' is not a number",
+            "unknown.queue_depth": "unknown on pod a",
+        },
         id="non-number-is-unknown-and-named",
     ),
     pytest.param(
-        with_(queue_depth="-3"),
-        [],
-        dict(queue_depth=None, error="queue_depth: negative value -3.0"),
+        results(pod={"queue_depth": "-3"}),
+        {"queue_depth": None, "error": "queue_depth of pod 'a': negative value -3.0"},
         id="negative-gauge-is-rejected",
     ),
     pytest.param(
-        HEALTHY,
-        [{"metric": {"llmscale_signal": "queue_depth", "prometheus_replica": "b"}, "value": [EVAL, "14"]}],
-        dict(queue_depth=None, running_requests=96.0, error="queue_depth: 2 series where one was expected"),
+        with_extra(results(), "pods", series("queue_depth", "14", pod="a", prometheus_replica="b")),
+        {"queue_depth": None, "running_requests": 96.0, "error": "several series where one was expected"},
         id="several-series-for-one-signal-are-rejected-not-summed",
     ),
     pytest.param(
-        HEALTHY,
-        [{"metric": {"__name__": "vllm:num_requests_waiting"}, "value": [EVAL, "999"]}],
-        dict(queue_depth=14.0, error=None),
+        with_extra(
+            results(),
+            "pods",
+            {"metric": {"__name__": "vllm:num_requests_waiting", **POOL}, "value": [EVAL, "9"]},
+        ),
+        {"queue_depth": 14.0, "error": None},
         id="series-without-signal-label-ignored",
     ),
     pytest.param(
-        HEALTHY,
-        [{"metric": {"llmscale_signal": "itl_p95_s"}}],
-        dict(itl_p95_s=None, error="itl_p95_s: 2 series"),
+        with_extra(results(), "pools", {"metric": {**POOL, "llmscale_signal": "itl_p95_s"}}),
+        {"itl_p95_s": None, "error": "itl_p95_s: several series"},
         id="series-without-value-is-rejected",
     ),
     pytest.param(
-        with_(newest_sample_s=str(EVAL - 240)),
-        [],
-        dict(observed_at=EVAL - 240, queue_depth=14.0, error=None),
+        results(pod={"newest_sample_s": str(EVAL - 240)}),
+        {"observed_at": EVAL - 240, "queue_depth": 14.0, "error": None},
         id="stale-scrape-shows-its-sample-time-not-the-query-time",
     ),
     pytest.param(
         # After an engine restart its counter fell from 1200 to 3; rate() counts the 3 as new
         # preemptions, so Prometheus answers a small positive rate, which passes through as is.
-        with_(preemption_rate="0.05"),
-        [],
-        dict(preemption_rate=0.05, error=None),
+        results(pod={"preemption_rate": "0.05"}),
+        {"preemption_rate": 0.05, "error": None},
         id="rate-after-counter-reset-passes-through",
     ),
     pytest.param(
-        with_(preemption_rate=None),
-        [],
-        dict(preemption_rate=None, queue_depth=14.0, error=None),
-        id="missing-preemption-counter-is-unknown",
+        with_extra(
+            results(pod={"preemption_rate": None}),
+            "absent",
+            series("absent", "1", pod="a", llmscale_metric="vllm:num_preemptions_total"),
+        ),
+        {"preemption_rate": 0.0, "absent_counters": ("vllm:num_preemptions_total",), "error": None},
+        id="absent-preemption-counter-on-a-reporting-pod-reads-zero",
+    ),
+    pytest.param(
+        results(pod={"preemption_rate": None}),
+        {"preemption_rate": None, "queue_depth": 14.0, "unknown.preemption_rate": "fewer than two samples"},
+        id="present-counter-without-rate-is-unknown",
+    ),
+    pytest.param(
+        with_extra(
+            results(),
+            "pods",
+            series("queue_depth", "100", pod="x", llmscale_dev_deployment="other"),
+        ),
+        {"queue_depth": 14.0, "replicas_reporting": 1, "error": None},
+        id="another-deployments-pod-does-not-leak",
     ),
 ]
 
 
-@pytest.mark.parametrize(("signals", "extra", "expected"), ANSWER_CASES)
+@pytest.mark.parametrize(("groups", "expected"), ANSWER_CASES)
 async def test_answer_is_parsed_defensively(
-    canned: Any, signals: dict[str, str], extra: list[Any], expected: dict[str, Any]
+    canned: CannedPrometheus, groups: dict[str, list[Any]], expected: dict[str, Any]
 ) -> None:
-    canned.answer(canned.vector(signals, extra))
+    give(canned, groups)
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     for key, want in expected.items():
+        if key.startswith("unknown."):
+            assert want in snap.unknown[key.removeprefix("unknown.")], (key, dict(snap.unknown))
+            continue
         got = getattr(snap, key)
         if key == "error" and want is not None:
             assert got is not None and want in got, (key, got)
         else:
             assert got == (pytest.approx(want) if isinstance(want, float) else want), (key, got)
+    assert canned.groups == ["pods", "rates", "absent", "pools"]
 
 
 FAILURE_CASES = [
     pytest.param(
-        500, '{"status":"error","errorType":"internal","error":"boom"}', "HTTP Status Code 500", id="http-500"
+        500,
+        '{"status":"error","errorType":"internal","error":"boom"}',
+        "HTTP Status Code 500",
+        1,
+        id="http-500",
     ),
     pytest.param(
         400,
         '{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected"}',
         "parse error",
+        4,
         id="bad-query-status-error-400",
     ),
     pytest.param(
         422,
         '{"status":"error","errorType":"execution","error":"query processing would load too many samples"}',
         "too many samples",
+        4,
         id="execution-error-422",
     ),
     pytest.param(
         200,
         '{"status":"error","errorType":"bad_data","error":"x"}',
         "without data.result",
+        1,
         id="status-error-body-200",
     ),
-    pytest.param(200, "<html>proxy login</html>", "not JSON", id="not-json-200"),
+    pytest.param(200, "<html>proxy login</html>", "not JSON", 1, id="not-json-200"),
     pytest.param(
         200,
         json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [EVAL, "1"]}}),
         "a scalar, not a vector",
+        4,
         id="scalar-instead-of-vector",
+    ),
+    pytest.param(
+        401, "Unauthorized", "refused the credentials (HTTP 401)", 1, id="wrong-credentials-401-say-so"
     ),
 ]
 
 
-@pytest.mark.parametrize(("status", "body", "error"), FAILURE_CASES)
+@pytest.mark.parametrize(("status", "body", "error", "sent"), FAILURE_CASES)
 async def test_failed_answer_gives_error_and_no_signals(
-    canned: Any, status: int, body: str, error: str
+    canned: CannedPrometheus, status: int, body: str, error: str, sent: int
 ) -> None:
     canned.answer(canned.raw(body, status=status))
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     assert snap.error is not None and error in snap.error
-    assert all(getattr(snap, name) is None for name in ALL_SIGNALS)
-    assert snap.replicas_reporting == 0
-
-
-async def test_http_failure_is_stamped_with_callers_now(canned: Any) -> None:
-    canned.answer(canned.raw("oops", status=500))
-    snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
-    assert snap.observed_at == NOW
-    assert canned.queries and len(canned.queries) == 1, "500 is not retried"
+    for name in ("queue_depth", "kv_cache_utilization", "preemption_rate", "ttft_p95_s", "itl_p95_s"):
+        assert getattr(snap, name) is None and error in snap.unknown[name], name
+    assert snap.replicas_reporting == 0 and snap.observed_at == NOW
+    assert len(canned.queries) == sent, (
+        "a failure that would repeat stops the read; a query's own error does not"
+    )
 
 
 async def test_connection_refused_gives_error(refused_url: str) -> None:
     snap = await reader(refused_url).read(VLLM, TARGET, now=NOW)
     assert snap.error is not None and "did not answer" in snap.error and "Connection refused" in snap.error
     assert snap.observed_at == NOW and snap.queue_depth is None
+    assert "Connection refused" in snap.unknown["queue_depth"]
 
 
-async def test_slow_prometheus_times_out_without_retry(canned: Any) -> None:
-    canned.answer(canned.raw(canned.vector(HEALTHY).body, delay_s=1.0))
+async def test_slow_prometheus_times_out_without_retry(canned: CannedPrometheus) -> None:
+    canned.answer(canned.raw(canned.vector([]).body, delay_s=1.0))
     started = time.monotonic()
     snap = await reader(canned.url, timeout_s=0.2).read(VLLM, TARGET, now=NOW)
     assert snap.error is not None and "ReadTimeoutError" in snap.error
@@ -234,42 +289,220 @@ async def test_slow_prometheus_times_out_without_retry(canned: Any) -> None:
     assert len(canned.queries) == 1
 
 
-async def test_gateway_503_is_retried_once(canned: Any) -> None:
-    canned.answer(canned.raw("busy", status=503), canned.vector(HEALTHY))
+async def test_gateway_503_is_retried_once(canned: CannedPrometheus) -> None:
+    give(canned, results())
+    healthy = canned.answers["pods"][0]
+    canned.answer(canned.raw("busy", status=503), healthy, group="pods")
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     assert snap.error is None and snap.queue_depth == 14.0
-    assert len(canned.queries) == 2
+    assert canned.groups == ["pods", "pods", "rates", "absent", "pools"]
 
 
-async def test_gateway_503_twice_names_the_status(canned: Any) -> None:
+async def test_gateway_503_twice_names_the_status(canned: CannedPrometheus) -> None:
     canned.answer(canned.raw("busy", status=503))
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     assert snap.error is not None and "503" in snap.error
     assert len(canned.queries) == 2
 
 
-async def test_one_batched_query_per_read_with_the_pool_selector(canned: Any) -> None:
-    canned.answer(canned.vector(HEALTHY))
+async def test_four_queries_per_read_with_the_pool_selector(canned: CannedPrometheus) -> None:
+    give(canned, results())
     r = reader(canned.url)
-    await r.read(VLLM, TARGET, now=NOW)
-    assert canned.queries == [r.query_for(VLLM, TARGET)]
-    sent = canned.queries[0]
+    snap = await r.read(VLLM, TARGET, now=NOW)
+    assert snap.window is not None and snap.window.promql == "60s"
+    assert canned.queries == list(r.queries_for(VLLM, TARGET, "60s").values())
+    sent = canned.queries[1]
     assert 'llmscale_dev_deployment="chat"' in sent and 'llmscale_dev_pool="interactive"' in sent
     assert "rate(vllm:num_preemptions_total{" in sent, "the counter is read through rate(), never raw"
 
 
-async def test_injected_headers_reach_prometheus(canned: Any) -> None:
-    canned.answer(canned.vector(HEALTHY))
-    r = PrometheusSignalReader(canned.url, headers={"Authorization": "Bearer t0ken"})
+async def test_fleet_read_splits_one_answer_per_pool_with_four_queries(canned: CannedPrometheus) -> None:
+    # Issue 14: three pools, one engine profile -> four queries, whatever the number of pools.
+    groups = results()
+    batch = {"llmscale_dev_pool": "batch"}
+    groups["pods"] += [
+        series("queue_depth", "2", pod="b", **batch),
+        series("running_requests", "1", pod="b", **batch),
+        series("kv_cache_utilization", "0.1", pod="b", **batch),
+    ]
+    groups["absent"] = [
+        series("absent", "1", pod="b", llmscale_metric=n, **batch) for n in VLLM.counters.values()
+    ]
+    give(canned, groups)
+    batch_target = PoolTarget("ml", "chat", "batch")
+    missing = PoolTarget("ml", "gone", "interactive")
+    r = reader(canned.url)
+    snaps = await r.read_fleet(
+        [
+            PoolRequest(TARGET, VLLM, frozenset({"a"})),
+            PoolRequest(batch_target, VLLM),
+            PoolRequest(missing, VLLM),
+        ],
+        now=NOW,
+    )
+    assert canned.groups == ["pods", "rates", "absent", "pools"]
+    assert 'llmscale_dev_deployment!=""' in canned.queries[0], "fleet-wide selector"
+    assert snaps[TARGET].queue_depth == 14.0 and snaps[batch_target].queue_depth == 2.0
+    assert snaps[missing].queue_depth is None and snaps[missing].replicas_reporting == 0
+    assert snaps[batch_target].preemption_rate == 0.0, "counter absent on pod b"
+
+
+async def test_fleet_read_sends_one_query_set_per_profile(canned: CannedPrometheus) -> None:
+    r = reader(canned.url)
+    sglang = PoolTarget("ml", "code", "interactive")
+    await r.read_fleet([PoolRequest(TARGET, VLLM), PoolRequest(sglang, get_profile("sglang"))], now=NOW)
+    assert len(canned.queries) == 8
+    assert sum("sglang:" in q for q in canned.queries) == 4 and sum("vllm:" in q for q in canned.queries) == 4
+
+
+# -- the scrape interval and the window ------------------------------------------------------------
+
+
+async def test_window_derived_from_the_targets_api_and_cached(canned: CannedPrometheus) -> None:
+    canned.targets = canned.raw(
+        json.dumps(
+            {
+                "status": "success",
+                "data": {"activeTargets": [{"labels": {**POOL, "pod": "a"}, "scrapeInterval": "1m"}]},
+            }
+        )
+    )
+    r = PrometheusSignalReader(canned.url)
+    snap = await r.read(VLLM, TARGET, now=NOW)
+    assert snap.window is not None and (snap.window.window_s, snap.window.interval_source) == (
+        240.0,
+        "targets",
+    )
+    assert "[240s]" in canned.queries[0]
+    await r.read(VLLM, TARGET, now=NOW + 299)
+    assert canned.targets_calls == 1, "read again only after interval_refresh_s"
+    await r.read(VLLM, TARGET, now=NOW + 301)
+    assert canned.targets_calls == 2
+
+
+async def test_window_from_sample_spacing_without_a_targets_api(canned: CannedPrometheus) -> None:
+    canned.targets = canned.raw("404 page not found", status=404)  # Thanos, Mimir
+    best = {"metric": {**POOL, "pod": "a", "engine": "0"}, "value": [EVAL, "11"]}
+    matrix = json.dumps(
+        {
+            "status": "success",
+            "data": {
+                "resultType": "matrix",
+                "result": [
+                    {"metric": best["metric"], "values": [[EVAL - 60 * k, "1"] for k in range(10, -1, -1)]}
+                ],
+            },
+        }
+    )
+    canned.answer(canned.vector([best]), canned.raw(matrix), group="other")  # samples 60 s apart
+    r = PrometheusSignalReader(canned.url)
+    snap = await r.read(VLLM, TARGET, now=NOW)
+    assert snap.window is not None and snap.window.interval_source == "samples"
+    assert snap.window.scrape_interval_s == 60.0 and snap.window.window_s == 240.0
+    assert "topk(1, count_over_time(vllm:num_requests_waiting{" in canned.queries[0]
+    assert canned.queries[1].startswith(
+        'vllm:num_requests_waiting{engine="0", llmscale_dev_deployment="chat"'
+    )
+
+
+async def test_set_window_too_short_for_the_interval_is_reported(canned: CannedPrometheus) -> None:
+    give(canned, results(pod={"preemption_rate": None, "samples_in_window": "1"}))
+    r = PrometheusSignalReader(canned.url, settings=ReaderSettings(rate_window="1m", scrape_interval="1m"))
+    snap = await r.read(VLLM, TARGET, now=NOW)
+    assert snap.window is not None and snap.window.too_short
+    assert snap.queue_depth == 14.0 and snap.preemption_rate is None
+    assert "shorter than two scrape intervals" in snap.unknown["preemption_rate"]
+
+
+# -- authentication -------------------------------------------------------------------------------
+
+
+async def test_injected_headers_reach_prometheus(canned: CannedPrometheus) -> None:
+    auth = PrometheusAuth(headers={"X-Scope-OrgID": "team-a"})
+    r = PrometheusSignalReader(
+        canned.url,
+        headers={"Authorization": "Bearer t0ken"},
+        settings=ReaderSettings(scrape_interval="15s", auth=auth),
+    )
     await r.read(VLLM, TARGET, now=NOW)
     assert canned.headers[0]["Authorization"] == "Bearer t0ken"
+    assert canned.headers[0]["X-Scope-OrgID"] == "team-a"
 
 
-async def test_sglang_without_retraction_counter_reads_preemptions_as_unknown(canned: Any) -> None:
-    canned.answer(canned.vector(with_(preemption_rate=None)))
-    r = reader(canned.url)
-    snap = await r.read(get_profile("sglang"), TARGET, now=NOW)
-    assert snap.preemption_rate is None and snap.queue_depth == 14.0
+async def test_bearer_token_file_is_read_again_when_it_rotates(
+    canned: CannedPrometheus, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    r = PrometheusSignalReader(
+        canned.url, settings=ReaderSettings(auth=PrometheusAuth(bearer_token_file=token))
+    )
+    await r.read(VLLM, TARGET, now=NOW)
+    assert {h["Authorization"] for h in canned.headers} == {"Bearer first"}, "targets API too"
+    # Kubernetes swaps the projected token's symlink: a new file in place of the old.
+    rotated = tmp_path / "token.new"
+    rotated.write_text("second")
+    rotated.replace(token)
+    await r.read(VLLM, TARGET, now=NOW + 1)
+    assert canned.headers[-1]["Authorization"] == "Bearer second"
+
+
+async def test_missing_token_file_is_a_clear_error(canned: CannedPrometheus, tmp_path: Path) -> None:
+    auth = PrometheusAuth(bearer_token_file=tmp_path / "absent")
+    snap = await PrometheusSignalReader(canned.url, settings=ReaderSettings(auth=auth)).read(
+        VLLM, TARGET, now=NOW
+    )
+    assert snap.error is not None and "bearer token file" in snap.error and "unreadable" in snap.error
+    assert canned.queries == [], "nothing sent without the credentials"
+
+
+async def test_basic_auth_from_a_password_file(canned: CannedPrometheus, tmp_path: Path) -> None:
+    password = tmp_path / "password"
+    password.write_text("s3cret\n")
+    auth = PrometheusAuth(username="alice", password_file=password)
+    await PrometheusSignalReader(canned.url, settings=ReaderSettings(scrape_interval="15s", auth=auth)).read(
+        VLLM, TARGET, now=NOW
+    )
+    assert canned.headers[0]["Authorization"] == "Basic YWxpY2U6czNjcmV0"  # base64("alice:s3cret")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param(
+            {"bearer_token": "t", "username": "a", "password": "p"}, "not both", id="bearer-and-basic"
+        ),
+        pytest.param({"username": "a"}, "needs password", id="user-without-password"),
+        pytest.param({"password": "p"}, "needs username", id="password-without-user"),
+        pytest.param({"key_file": "k.pem"}, "key_file needs cert_file", id="key-without-cert"),
+        pytest.param(
+            {"insecure_skip_verify": True, "ca_file": "ca.pem"}, "set one of them", id="insecure-and-ca"
+        ),
+    ],
+)
+def test_inconsistent_auth_is_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PrometheusAuth(**kwargs)
+
+
+async def test_sglang_idle_pool_reads_zero_retractions(canned: CannedPrometheus) -> None:
+    # Case 2 of issue 10: SGLang creates the retraction counter at the first retraction.
+    sglang = get_profile("sglang")
+    groups = {
+        "pods": [
+            series("queue_depth", "0", pod="a"),
+            series("running_requests", "0", pod="a"),
+            series("kv_cache_utilization", "0.01", pod="a"),
+            series("samples_in_window", "5", pod="a"),
+        ],
+        "rates": [],
+        "absent": [series("absent", "1", pod="a", llmscale_metric=n) for n in sglang.counters.values()],
+        "pools": [],
+    }
+    give(canned, groups)
+    snap = await reader(canned.url).read(sglang, TARGET, now=NOW)
+    assert snap.preemption_rate == 0.0 and snap.leading_known
+    assert "sglang:num_retracted_requests_total" in snap.absent_counters
     assert "sglang:num_queue_reqs{" in canned.queries[0]
 
 
@@ -280,15 +513,10 @@ async def test_sglang_without_retraction_counter_reads_preemptions_as_unknown(ca
         pytest.param(["junk"], "malformed series", id="list-of-junk"),
     ],
 )
-def test_parse_answer_rejects_non_vectors(result: Any, error: str) -> None:
-    snap = parse_answer(result, now=NOW)
-    assert snap.error is not None and error in snap.error
-    assert snap.observed_at == NOW
-
-
-def test_parse_answer_returns_a_signal_snapshot() -> None:
-    snap = parse_answer(
-        [{"metric": {"llmscale_signal": "replicas_reporting"}, "value": [EVAL, "2"]}], now=NOW
+def test_parse_group_rejects_non_vectors(result: Any, error: str) -> None:
+    answer = FleetAnswer()
+    parse_group(answer, "pods", result, SelectorLabels())
+    text = " ".join(
+        [*answer.failed.values(), *(line for lines in answer.problems.values() for line in lines)]
     )
-    assert isinstance(snap, SignalSnapshot)
-    assert snap.replicas_reporting == 2 and snap.observed_at == EVAL
+    assert error in text

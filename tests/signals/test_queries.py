@@ -1,7 +1,8 @@
-"""The PromQL and the profile registry: every profile's query parses and asks what it should."""
+"""The PromQL and the profile registry: every profile's queries parse and ask what they should."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import get_args
 
 import promql_parser
@@ -9,10 +10,18 @@ import pytest
 
 import llmscale.signals as signals
 from llmscale.api import EngineSpec
-from llmscale.signals import PROFILES, PoolTarget, SelectorLabels, batched_query, get_profile, signal_queries
-from llmscale.signals.queries import SIGNAL_LABEL, SIGNALS, selector
+from llmscale.signals import PROFILES, PoolTarget, SelectorLabels, fleet_queries, get_profile, signal_queries
+from llmscale.signals.queries import (
+    GROUPS,
+    PER_POD,
+    SIGNAL_LABEL,
+    interval_probe_query,
+    samples_query,
+    selector,
+)
 
 TARGET = PoolTarget(namespace="ml", deployment="chat", pool="interactive")
+VLLM_COUNTERS = list(get_profile("vllm").counters.values())
 
 
 def test_registry_is_sorted_and_holds_the_three_profiles() -> None:
@@ -35,85 +44,208 @@ def test_every_profile_the_api_accepts_is_registered(name: str) -> None:
     assert get_profile(EngineSpec(metrics_profile=name).profile()).name == name
 
 
+@pytest.mark.parametrize("scope", [None, TARGET], ids=["fleet", "one-pool"])
 @pytest.mark.parametrize("name", list(PROFILES))
-def test_batched_query_is_valid_promql_with_every_signal(name: str) -> None:
-    query = batched_query(get_profile(name), TARGET)
-    promql_parser.parse(query)  # raises on a syntax error
-    for signal in signal_queries(get_profile(name), TARGET):
-        assert f'"{SIGNAL_LABEL}", "{signal}"' in query
+def test_every_group_is_valid_promql_with_its_signals(name: str, scope: PoolTarget | None) -> None:
+    queries = fleet_queries(get_profile(name), scope=scope)
+    assert set(queries) == set(GROUPS)
+    for group, query in queries.items():
+        promql_parser.parse(query)  # raises on a syntax error
+        stamped = {s for s in GROUPS[group] if f'"{SIGNAL_LABEL}", "{s}"' in query}
+        assert stamped == set(GROUPS[group]) & set(signal_queries(get_profile(name), scope=scope))
+
+
+def test_fleet_query_count_does_not_grow_with_pools() -> None:
+    # Issue 14: a constant number of queries per tick, whatever the number of pools.
+    assert len(fleet_queries(get_profile("vllm"))) == 4
+    assert 'llmscale_dev_deployment!="", llmscale_dev_pool!=""' in fleet_queries(get_profile("vllm"))["pods"]
+
+
+@pytest.mark.parametrize("signal", sorted(PER_POD))
+def test_per_pod_signals_are_grouped_by_pool_and_pod(signal: str) -> None:
+    query = (
+        signal_queries(get_profile("vllm"))[signal]
+        if signal != "prefix_cache_hit_rate_gauge"
+        else (signal_queries(get_profile("vllm-legacy"))[signal])
+    )
+    assert "by (namespace, llmscale_dev_deployment, llmscale_dev_pool, pod)" in query
+
+
+@pytest.mark.parametrize(
+    "signal",
+    ["ttft_p95_s", "itl_p95_s", "prompt_tokens_p95", "generation_tokens_p90", "ttft_observations_rate"],
+)
+def test_per_pool_signals_are_grouped_by_pool(signal: str) -> None:
+    query = signal_queries(get_profile("vllm"))[signal]
+    assert "by (namespace, llmscale_dev_deployment, llmscale_dev_pool)" in query
+    assert "pod)" not in query
 
 
 @pytest.mark.parametrize(
     ("name", "signal", "expected"),
     [
-        pytest.param("vllm", "kv_cache_utilization", "avg(vllm:kv_cache_usage_perc{", id="vllm-v1-kv"),
+        pytest.param("vllm", "kv_cache_utilization", "(vllm:kv_cache_usage_perc{", id="vllm-v1-kv"),
         pytest.param("vllm", "itl_p95_s", "rate(vllm:inter_token_latency_seconds_bucket{", id="vllm-v1-itl"),
-        pytest.param("vllm-legacy", "kv_cache_utilization", "avg(vllm:gpu_cache_usage_perc{", id="legacy-kv"),
+        pytest.param("vllm-legacy", "kv_cache_utilization", "(vllm:gpu_cache_usage_perc{", id="legacy-kv"),
         pytest.param(
             "vllm-legacy", "itl_p95_s", "rate(vllm:time_per_output_token_seconds_bucket{", id="legacy-itl"
         ),
-        pytest.param("sglang", "queue_depth", "sum(sglang:num_queue_reqs{", id="sglang-queue"),
-        pytest.param("sglang", "kv_cache_utilization", "avg(sglang:token_usage{", id="sglang-kv"),
+        pytest.param("sglang", "queue_depth", "(sglang:num_queue_reqs{", id="sglang-queue"),
+        pytest.param("sglang", "kv_cache_utilization", "(sglang:token_usage{", id="sglang-kv"),
         pytest.param(
             "sglang", "preemption_rate", "rate(sglang:num_retracted_requests_total{", id="sglang-retractions"
+        ),
+        pytest.param("vllm", "request_rate", "rate(vllm:request_success_total{", id="vllm-request-rate"),
+        pytest.param("sglang", "request_rate", "rate(sglang:num_requests_total{", id="sglang-request-rate"),
+        pytest.param(
+            "vllm", "prefix_cache_hits_rate", "rate(vllm:prefix_cache_hits_total{", id="vllm-prefix-hits"
+        ),
+        pytest.param(
+            "vllm",
+            "prompt_tokens_sum_rate",
+            "rate(vllm:request_prompt_tokens_sum{",
+            id="mean-from-classic-sum",
+        ),
+        pytest.param(
+            "vllm",
+            "prompt_tokens_sum_rate",
+            "histogram_sum(sum by (namespace, llmscale_dev_deployment, llmscale_dev_pool, pod) "
+            "(rate(vllm:request_prompt_tokens{",
+            id="mean-from-native-sum",
         ),
         pytest.param(
             "vllm",
             "ttft_p95_s",
-            "histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{",
-            id="p95-over-pool-buckets",
+            "histogram_quantile(0.95, sum by (namespace, llmscale_dev_deployment, llmscale_dev_pool, le) "
+            "(rate(vllm:time_to_first_token_seconds_bucket{",
+            id="p95-over-classic-buckets",
         ),
         pytest.param(
             "vllm",
-            "replicas_reporting",
-            "count(count by (instance) (vllm:num_requests_waiting{",
-            id="count-by-target",
+            "ttft_p95_s",
+            "histogram_quantile(0.95, sum by (namespace, llmscale_dev_deployment, llmscale_dev_pool) "
+            "(rate(vllm:time_to_first_token_seconds{",
+            id="p95-over-native-histogram",
         ),
-        pytest.param("vllm", "newest_sample_s", "max(timestamp(vllm:num_requests_waiting{", id="freshness"),
+        pytest.param("vllm", "prompt_tokens_p90", "histogram_quantile(0.9, ", id="p90-of-prompt-tokens"),
+        pytest.param("vllm", "newest_sample_s", "(timestamp(vllm:num_requests_waiting{", id="freshness"),
+        pytest.param(
+            "vllm", "samples_in_window", "(count_over_time(vllm:num_requests_waiting{", id="samples-in-window"
+        ),
+        pytest.param(
+            "vllm", "running_min", "(min_over_time(vllm:num_requests_running{", id="stall-running-min"
+        ),
     ],
 )
 def test_signal_reads_the_profile_metric(name: str, signal: str, expected: str) -> None:
-    assert expected in signal_queries(get_profile(name), TARGET)[signal]
+    assert expected in signal_queries(get_profile(name))[signal]
 
 
-def test_profile_without_a_counter_has_no_preemption_query() -> None:
-    from dataclasses import replace
+def test_native_form_comes_first_then_classic() -> None:
+    query = signal_queries(get_profile("vllm"))["ttft_p95_s"]
+    native, sep, classic = query.partition(" or ")
+    assert sep and "_bucket" not in native and "_bucket" in classic and ", le)" in classic
 
+
+def test_sglang_collapses_rank_copies_before_summing() -> None:
+    queries = signal_queries(get_profile("sglang"))
+    for signal in (
+        "queue_depth",
+        "running_requests",
+        "kv_cache_utilization",
+        "running_min",
+        "preemption_rate",
+    ):
+        assert "max without (tp_rank, pp_rank) (" in queries[signal], signal
+    assert "max without" not in queries["ttft_p95_s"], "quantiles are unchanged by identical copies"
+
+
+def test_vllm_has_no_copies_its_engine_cores_are_summed() -> None:
+    for query in signal_queries(get_profile("vllm")).values():
+        assert "max without" not in query and "engine" not in query
+
+
+def test_reader_copy_labels_join_the_profiles() -> None:
+    vllm = signal_queries(get_profile("vllm"), copy_labels=("prometheus_replica",))
+    assert "max without (prometheus_replica) (vllm:num_requests_waiting{" in vllm["queue_depth"]
+    sglang = signal_queries(get_profile("sglang"), copy_labels=("prometheus_replica", "tp_rank"))
+    assert "max without (tp_rank, pp_rank, prometheus_replica) (" in sglang["queue_depth"]
+
+
+def test_profile_without_a_counter_has_no_rate_query() -> None:
     profile = replace(get_profile("sglang"), preemptions_total=None)
-    queries = signal_queries(profile, TARGET)
-    assert "preemption_rate" not in queries
-    assert set(queries) == set(SIGNALS) - {"preemption_rate"}
+    queries = signal_queries(profile)
+    assert "preemption_rate" not in queries and "num_retracted" not in queries["absent"]
+
+
+def test_absence_probe_names_each_missing_counter_and_histogram() -> None:
+    absent = signal_queries(get_profile("vllm"))["absent"]
+    for name in VLLM_COUNTERS:
+        assert "unless on (namespace, llmscale_dev_deployment, llmscale_dev_pool, pod) (count by" in absent
+        assert f'"llmscale_metric", "{name}"' in absent, name
+    # A histogram is present in either form.
+    assert (
+        "(count by (namespace, llmscale_dev_deployment, llmscale_dev_pool, pod) "
+        '(vllm:time_to_first_token_seconds{llmscale_dev_deployment!="", llmscale_dev_pool!=""}) or count by '
+        "(namespace, llmscale_dev_deployment, llmscale_dev_pool, pod) (vllm:time_to_first_token_seconds_bucket{"
+    ) in absent
 
 
 def test_selector_uses_configured_label_names() -> None:
-    labels = SelectorLabels(namespace="kubernetes_namespace", deployment="llmdep", pool="pool")
-    assert selector(TARGET, labels) == '{kubernetes_namespace="ml", llmdep="chat", pool="interactive"}'
-    assert 'llmdep="chat"' in batched_query(get_profile("vllm"), TARGET, labels)
+    labels = SelectorLabels(
+        namespace="kubernetes_namespace", deployment="llmdep", pool="pool", pod="pod_name"
+    )
+    assert selector(TARGET, labels) == 'kubernetes_namespace="ml", llmdep="chat", pool="interactive"'
+    assert selector(None, labels) == 'llmdep!="", pool!=""'
+    query = fleet_queries(get_profile("vllm"), labels)["pods"]
+    assert "by (kubernetes_namespace, llmdep, pool, pod_name)" in query
+    promql_parser.parse(query)
 
 
 def test_selector_escapes_label_values() -> None:
     odd = PoolTarget(namespace='a"b', deployment="c\\d", pool="interactive")
     sel = selector(odd)
     assert 'namespace="a\\"b"' in sel and 'llmscale_dev_deployment="c\\\\d"' in sel
-    promql_parser.parse(f"sum(vllm:num_requests_waiting{sel})")
+    promql_parser.parse(f"sum(vllm:num_requests_waiting{{{sel}}})")
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        pytest.param({"rate_window": "1 minute"}, "not a PromQL duration", id="bad-window"),
-        pytest.param({"rate_window": ""}, "not a PromQL duration", id="empty-window"),
+        pytest.param({"window": "1 minute"}, "not a PromQL duration", id="bad-window"),
+        pytest.param({"window": ""}, "not a PromQL duration", id="empty-window"),
         pytest.param({"quantile": 1.5}, "outside 0-1", id="bad-quantile"),
     ],
 )
-def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
+def test_bad_arguments_are_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        signal_queries(get_profile("vllm"), TARGET, **kwargs)  # type: ignore[arg-type]
+        signal_queries(get_profile("vllm"), **kwargs)  # type: ignore[arg-type]
 
 
 def test_rate_window_is_used_everywhere() -> None:
-    query = batched_query(get_profile("vllm"), TARGET, rate_window="2m")
-    assert query.count("[2m]") == 3 and "[1m]" not in query
+    queries = fleet_queries(get_profile("vllm"), window="4m")
+    joined = "\n".join(queries.values())
+    assert "[4m]" in joined and "[1m]" not in joined
+
+
+def test_interval_probe_finds_the_best_covered_queue_series_then_its_samples() -> None:
+    query = interval_probe_query(get_profile("sglang"))
+    assert query == (
+        'topk(1, count_over_time(sglang:num_queue_reqs{llmscale_dev_deployment!="", llmscale_dev_pool!=""}[10m]))'
+    )
+    promql_parser.parse(query)
+    series = samples_query("sglang:num_queue_reqs", {"pod": "a", "tp_rank": "0", "__name__": "x"}, "10m")
+    assert series == 'sglang:num_queue_reqs{pod="a", tp_rank="0"}[10m]'
+    promql_parser.parse(series)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("waiting", "vllm waiting"), ("preemptions_total", "x{y}"), ("copy_labels", ("tp-rank",))],
+)
+def test_profile_rejects_names_prometheus_would_not_store(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match="is not a Prometheus"):
+        replace(get_profile("vllm"), **{field: value})
 
 
 def test_public_api_is_complete() -> None:

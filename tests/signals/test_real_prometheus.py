@@ -1,52 +1,99 @@
-"""The batched query against a real Prometheus scraping canned engine /metrics pages.
+"""The reader against a real Prometheus (Debian's 2.42): live scrapes and backfilled history.
 
-Proves what the canned answers cannot: that the PromQL runs, that sums and the p95 come out as
-computed by hand, that another LLMDeployment's pods do not leak in, that a counter reset does
-not read as a negative rate, that a vLLM pod with two engine cores counts as one replica, that
-``observed_at`` is the scrape time, and that a dead target leaves the count at once (staleness
-markers). Needs the ``prometheus`` binary (Debian package ``prometheus``); skipped without it.
+Proves what the canned answers cannot: that the PromQL runs and aggregates as computed by hand.
+The cases of issue 10 each have a test here that fails with the queries llmscale sent before
+(the raw PromQL of the old query is run beside the reader to show it) and passes now:
+
+1. copies of one gauge inside one pod (SGLang tensor parallel ranks);
+2. a counter that appears only after its first event;
+3. a rate window no longer than the scrape interval;
+4. latency histograms that Prometheus stores as native histograms only;
+5. series of deleted pods that linger after a Prometheus restart;
+6. an engine that hangs but keeps serving /metrics.
+
+Plus the fleet basics (sums, p95, counter resets, another deployment not leaking, staleness of a
+dead target), authentication (TLS, mutual TLS, basic auth) and the mock engine's own /metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
 import subprocess
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import bcrypt
 import pytest
-from aiohttp import ClientSession, web
+import requests
+from aiohttp import web
+from tests.signals.exposition import PROTOBUF_TYPE, Family, NativeHistogram, protobuf_page
+from tests.signals.prom import (
+    POOL_LABELS,
+    backfilled,
+    counter,
+    every,
+    gauge,
+    needs_prometheus,
+    run_prometheus,
+    wait_targets_up,
+)
 
-from llmscale.signals import PoolTarget, PrometheusSignalReader, ReaderSettings, SignalSnapshot, get_profile
+from llmscale.signals import (
+    PoolTarget,
+    PrometheusAuth,
+    PrometheusSignalReader,
+    ReaderSettings,
+    SignalSnapshot,
+    get_profile,
+)
+from llmscale.signals.profiles.base import MetricProfile
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs the prometheus binary"),
-]
+pytestmark = needs_prometheus
 
 TARGET = PoolTarget(namespace="ml", deployment="chat", pool="interactive")
 VLLM = get_profile("vllm")
+SGLANG = get_profile("sglang")
+
+
+def raw(url: str, query: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """Run one instant query directly (the old queries, to show what they read)."""
+    answer = requests.get(f"{url}/api/v1/query", params={"query": query}, timeout=5, **kwargs).json()
+    assert answer["status"] == "success", answer
+    return list(answer["data"]["result"])
+
+
+def only_value(result: list[dict[str, Any]]) -> float | None:
+    assert len(result) <= 1, result
+    return float(result[0]["value"][1]) if result else None
+
+
+def labels(pod: str, **extra: str) -> dict[str, str]:
+    return {**POOL_LABELS, "pod": pod, **extra}
+
+
+# -- live scrapes ---------------------------------------------------------------------------------
 
 
 def histogram(name: str, engine: str, per_scrape: tuple[int, int, int], scrapes: int) -> str:
-    """Exposition lines of a histogram with buckets 0.1, 0.5, 1 s after ``scrapes`` scrapes.
+    """Exposition lines of a classic histogram with buckets 0.1, 0.5, 1 s after ``scrapes`` scrapes.
 
     ``per_scrape`` is how many observations land in (0, 0.1], (0.1, 0.5] and (0.5, 1] per scrape.
     """
     a, b, c = (n * scrapes for n in per_scrape)
-    lines = [
-        f'{name}_bucket{{engine="{engine}",le="0.1"}} {a}',
-        f'{name}_bucket{{engine="{engine}",le="0.5"}} {a + b}',
-        f'{name}_bucket{{engine="{engine}",le="1.0"}} {a + b + c}',
-        f'{name}_bucket{{engine="{engine}",le="+Inf"}} {a + b + c}',
-        f'{name}_count{{engine="{engine}"}} {a + b + c}',
-        f'{name}_sum{{engine="{engine}"}} {0.3 * (a + b + c)}',
-    ]
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            f'{name}_bucket{{engine="{engine}",le="0.1"}} {a}',
+            f'{name}_bucket{{engine="{engine}",le="0.5"}} {a + b}',
+            f'{name}_bucket{{engine="{engine}",le="1.0"}} {a + b + c}',
+            f'{name}_bucket{{engine="{engine}",le="+Inf"}} {a + b + c}',
+            f'{name}_count{{engine="{engine}"}} {a + b + c}',
+            f'{name}_sum{{engine="{engine}"}} {0.3 * (a + b + c)}',
+        ]
+    )
 
 
 @dataclass
@@ -67,6 +114,7 @@ class Engine:
                 f'vllm:num_requests_running{{engine="{core}"}} {running}',
                 f'vllm:kv_cache_usage_perc{{engine="{core}"}} {kv}',
                 f'vllm:num_preemptions_total{{engine="{core}"}} {self.preemptions(n)}',
+                f'vllm:generation_tokens_total{{engine="{core}"}} {100 * n}',
                 # TTFT: 10 requests a scrape, 5 under 0.1 s, 4 under 0.5 s, 1 under 1 s -> p95 0.75 s
                 histogram("vllm:time_to_first_token_seconds", core, (5, 4, 1), n),
                 # ITL: no tokens at all -> every rate is 0 -> histogram_quantile is NaN
@@ -75,9 +123,14 @@ class Engine:
         return "\n".join(out) + "\n"
 
 
-async def serve(engine: Engine) -> tuple[web.AppRunner, int]:
+async def serve(page: Callable[[], str | bytes]) -> tuple[web.AppRunner, int]:
+    """Serve ``page()`` at /metrics on 127.0.0.1 (bytes: protobuf exposition)."""
+
     async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text=engine.page(), content_type="text/plain")
+        body = page()
+        if isinstance(body, bytes):
+            return web.Response(body=body, headers={"Content-Type": PROTOBUF_TYPE})
+        return web.Response(text=body, content_type="text/plain")
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
@@ -88,10 +141,34 @@ async def serve(engine: Engine) -> tuple[web.AppRunner, int]:
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def static_config(targets: list[tuple[int, dict[str, str]]]) -> str:
+    """prometheus.yml scraping each ``(port, labels)`` target every second."""
+    lines = [
+        "global: {scrape_interval: 1s, scrape_timeout: 900ms}",
+        "scrape_configs:",
+        "  - job_name: engines",
+        "    static_configs:",
+    ]
+    for port, target_labels in targets:
+        text = ", ".join(f"{k}: {v}" for k, v in target_labels.items())
+        lines += [f'      - targets: ["127.0.0.1:{port}"]', f"        labels: {{{text}}}"]
+    return "\n".join(lines) + "\n"
+
+
+async def read_until(
+    reader: PrometheusSignalReader,
+    done: Callable[[SignalSnapshot], bool],
+    timeout_s: float,
+    profile: MetricProfile = VLLM,
+    target: PoolTarget = TARGET,
+    pods: set[str] | None = None,
+) -> SignalSnapshot:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        snap = await reader.read(profile, target, now=time.time(), pods=pods)
+        if done(snap) or time.monotonic() > deadline:
+            return snap
+        await asyncio.sleep(0.25)
 
 
 @dataclass
@@ -111,93 +188,490 @@ async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
     b = Engine({"0": (2, 3, 0.7), "1": (2, 3, 0.7)}, lambda n: 10 * n)
     # A pod of another LLMDeployment in the same namespace: must not leak into the sums.
     other = Engine({"0": (100, 100, 1.0)}, lambda n: 1000 * n)
-    runners = []
-    ports = []
-    for engine in (a, b, other):
-        runner, port = await serve(engine)
-        runners.append(runner)
-        ports.append(port)
-    prom_port = free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        f"""
-global: {{scrape_interval: 1s, scrape_timeout: 900ms}}
-scrape_configs:
-  - job_name: engines
-    static_configs:
-      - targets: ["127.0.0.1:{ports[0]}", "127.0.0.1:{ports[1]}"]
-        labels: {{namespace: ml, llmscale_dev_deployment: chat, llmscale_dev_pool: interactive}}
-      - targets: ["127.0.0.1:{ports[2]}"]
-        labels: {{namespace: ml, llmscale_dev_deployment: other, llmscale_dev_pool: interactive}}
-"""
-    )
-    proc = subprocess.Popen(
+    served = [await serve(e.page) for e in (a, b, other)]
+    config = static_config(
         [
-            "prometheus",
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--log.level=error",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+            (served[0][1], labels("a")),
+            (served[1][1], labels("b")),
+            (served[2][1], {**labels("x"), "llmscale_dev_deployment": "other"}),
+        ]
     )
-    url = f"http://127.0.0.1:{prom_port}"
     try:
-        async with ClientSession() as http:
-            for _ in range(100):
-                try:
-                    async with http.get(f"{url}/-/ready") as resp:
-                        if resp.status == 200:
-                            break
-                except OSError:
-                    pass
-                await asyncio.sleep(0.1)
-            else:
-                pytest.fail("Prometheus did not become ready in 10 s")
-        yield Fleet(url=url, a=a, b=b, b_runner=runners[1])
+        with run_prometheus(tmp_path, config) as url:
+            await asyncio.to_thread(wait_targets_up, url, 3)  # the loop serves the pages meanwhile
+            yield Fleet(url=url, a=a, b=b, b_runner=served[1][0])
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        for runner in runners:
+        for runner, _ in served:
             await runner.cleanup()
 
 
-async def read_until(
-    reader: PrometheusSignalReader, done: Callable[[SignalSnapshot], bool], timeout_s: float
-) -> SignalSnapshot:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        snap = await reader.read(VLLM, TARGET, now=time.time())
-        if done(snap) or time.monotonic() > deadline:
-            return snap
-        await asyncio.sleep(0.25)
-
-
-async def test_real_prometheus_answers_the_batched_query(fleet: Fleet) -> None:
+async def test_real_prometheus_answers_the_fleet_queries(fleet: Fleet) -> None:
     # A 5 s rate window (five 1 s scrapes) so the rates are settled within seconds; with the
     # default 1m a series younger than the window reads low (rate() divides by the whole range).
     reader = PrometheusSignalReader(fleet.url, settings=ReaderSettings(rate_window="5s"))
-    snap = await read_until(reader, lambda s: fleet.a.scrapes >= 6 and s.ttft_p95_s is not None, 20.0)
-    assert snap.error is None
-    assert snap.replicas_reporting == 2, "two targets; B's two engine cores are one replica"
-    assert snap.queue_depth == 7.0  # 3 + 2 + 2, not the other deployment's 100
+    pods = {"a", "b"}
+    snap = await read_until(
+        reader, lambda s: fleet.a.scrapes >= 6 and s.ttft_p95_s is not None, 20.0, pods=pods
+    )
+    assert snap.error is None, snap.error
+    assert snap.replicas_reporting == 2, "two pods; B's two engine cores are one replica"
+    assert snap.queue_depth == 7.0  # 3 + 2 + 2: B's cores are summed, the other deployment's 100 is not
     assert snap.running_requests == 11.0  # 5 + 3 + 3
-    assert snap.kv_cache_utilization == pytest.approx((0.5 + 0.7 + 0.7) / 3)
+    assert snap.kv_cache_utilization == pytest.approx((0.5 + 0.7) / 2), (
+        "mean over pods of the mean over cores"
+    )
     # p95 of 10 observations a scrape: rank 9.5 falls in (0.5, 1] holding the 10th -> 0.75 s.
     assert snap.ttft_p95_s == pytest.approx(0.75, rel=0.02)
     assert snap.itl_p95_s is None, "no tokens in the window: the quantile is unknown, not 0"
+    assert "no request observed" in snap.unknown["itl_p95_s"]
     # B adds 10 a second per core: 20/s. A's counter falls every scrape; read raw it would be
     # -1/s, but rate() takes every fall as a restart from 0 and counts the new value (~1000) as
     # the increase: ~1000/s. Never negative, and the restarts are not hidden.
     assert snap.preemption_rate is not None and 500.0 < snap.preemption_rate < 2000.0
     # observed_at is the newest scrape, at most one scrape interval (plus a margin) old.
     assert 0.0 <= snap.age(time.time()) < 2.5
+    # The window: read from /api/v1/targets, 5 s = five 1 s scrapes, nothing to report.
+    assert snap.window is not None and snap.window.interval_source == "targets"
+    assert snap.window.scrape_interval_s == 1.0 and snap.window.problem is None
 
     # Replica B dies: its next scrape fails, Prometheus writes staleness markers, and the
-    # replica drops out of the count at once rather than after the 5 min lookback.
+    # replica drops out at once rather than after the 5 min lookback.
     await fleet.b_runner.cleanup()
-    snap = await read_until(reader, lambda s: s.replicas_reporting == 1, 6.0)
-    assert snap.replicas_reporting == 1
+    snap = await read_until(reader, lambda s: s.replicas_reporting == 1, 6.0, pods=pods)
+    assert snap.replicas_reporting == 1 and snap.silent_pods == ("b",)
     assert snap.queue_depth == 3.0
     reader.close()
+
+
+async def test_automatic_window_on_a_live_prometheus_reads_the_targets_api(fleet: Fleet) -> None:
+    reader = PrometheusSignalReader(fleet.url)
+    snap = await read_until(reader, lambda s: s.queue_depth is not None, 10.0)
+    assert snap.window is not None and snap.window.auto
+    assert (snap.window.window_s, snap.window.scrape_interval_s) == (60.0, 1.0)
+    reader.close()
+
+
+# -- case 4: latency histograms that are native only -----------------------------------------------
+
+
+@dataclass
+class NativeEngine:
+    """A vLLM page in protobuf whose latency and token histograms are native (schema 0)."""
+
+    scrapes: int = 0
+
+    def page(self) -> bytes:
+        self.scrapes += 1
+        n = self.scrapes
+        pod = {"engine": "0"}
+        return protobuf_page(
+            [
+                Family("vllm:num_requests_waiting", "gauge", [(pod, 2)]),
+                Family("vllm:num_requests_running", "gauge", [(pod, 8)]),
+                Family("vllm:kv_cache_usage_perc", "gauge", [(pod, 0.4)]),
+                Family("vllm:num_preemptions_total", "counter", [(pod, 0)]),
+                Family("vllm:generation_tokens_total", "counter", [(pod, 200 * n)]),
+                # TTFT: 20 requests a scrape, 19 in (0.25, 0.5], 1 in (0.5, 1]: rank 0.95 × 20 = 19
+                # ends the first bucket exactly, so p95 = 0.5 s whatever the interpolation.
+                Family(
+                    "vllm:time_to_first_token_seconds",
+                    "histogram",
+                    [(pod, NativeHistogram(0, {-1: 19 * n, 0: n}, 0.4 * 20 * n))],
+                ),
+                # ITL: 19 in (1/64, 1/32], 1 in (1/32, 1/16] -> p95 = 1/32 s.
+                Family(
+                    "vllm:inter_token_latency_seconds",
+                    "histogram",
+                    [(pod, NativeHistogram(0, {-5: 19 * n, -4: n}, 0.03 * 20 * n))],
+                ),
+                # Prompt tokens: 10 requests a scrape of 1000 tokens each, in (512, 1024].
+                Family(
+                    "vllm:request_prompt_tokens",
+                    "histogram",
+                    [(pod, NativeHistogram(0, {10: 10 * n}, 1000.0 * 10 * n))],
+                ),
+            ]
+        )
+
+
+async def test_native_latency_histograms_are_read(tmp_path: Path) -> None:
+    native = NativeEngine()
+    classic = Engine({"0": (1, 1, 0.1)}, lambda n: 0.0)
+    served = [await serve(native.page), await serve(classic.page)]
+    config = static_config(
+        [(served[0][1], labels("n")), (served[1][1], {**labels("c"), "llmscale_dev_pool": "batch"})]
+    )
+    try:
+        with run_prometheus(tmp_path, config, "--enable-feature=native-histograms") as url:
+            await asyncio.to_thread(wait_targets_up, url, 2)
+            reader = PrometheusSignalReader(url, settings=ReaderSettings(rate_window="5s"))
+            snap = await read_until(
+                reader, lambda s: native.scrapes >= 6 and s.ttft_p95_s is not None, 20.0, pods={"n"}
+            )
+            # The case: Prometheus stored the histogram as native only, so the classic query of
+            # before found no _bucket series and the latency guard was silently off.
+            old = 'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{llmscale_dev_pool="interactive"}[5s])))'
+            assert await asyncio.to_thread(raw, url, old) == []
+            # The presence probe sees the native series (an idle window then reads "no request
+            # observed", not "no histogram").
+            present = 'count({__name__="vllm:time_to_first_token_seconds", pod="n"})'
+            assert only_value(await asyncio.to_thread(raw, url, present)) == 1.0
+            assert snap.error is None, snap.error
+            assert snap.ttft_p95_s == pytest.approx(0.5, rel=0.01)
+            assert snap.itl_p95_s == pytest.approx(1 / 32, rel=0.01)
+            assert snap.workload.prompt_tokens_mean == pytest.approx(1000.0, rel=0.01)
+            p95 = snap.workload.prompt_tokens_p95
+            assert p95 is not None and 512.0 < p95 <= 1024.0
+            assert "no vllm:request_generation_tokens histogram" in snap.unknown["generation_tokens_p95"]
+            # The classic pool in the same Prometheus still reads its _bucket series.
+            batch = await read_until(
+                reader,
+                lambda s: s.ttft_p95_s is not None,
+                10.0,
+                target=PoolTarget("ml", "chat", "batch"),
+            )
+            assert batch.ttft_p95_s == pytest.approx(0.75, rel=0.02)
+            reader.close()
+    finally:
+        for runner, _ in served:
+            await runner.cleanup()
+
+
+# -- backfilled history: cases 1, 2, 3, 5 and 6 ----------------------------------------------------
+
+
+def vllm_pod(
+    pod: str,
+    times: list[float],
+    waiting: float,
+    running: float,
+    kv: float,
+    tokens_per_s: float,
+    **extra: str,
+) -> list[Any]:
+    lab = labels(pod, **{"engine": "0", **extra})
+    return [
+        gauge(VLLM.waiting, lab, times, waiting),
+        gauge(VLLM.running, lab, times, running),
+        gauge(VLLM.kv_cache_usage, lab, times, kv),
+        counter("vllm:num_preemptions_total", lab, times, 0.0),
+        counter("vllm:generation_tokens_total", lab, times, tokens_per_s, start=5000.0),
+    ]
+
+
+def test_copies_of_one_gauge_inside_a_pod_count_once(tmp_path: Path) -> None:
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = []
+    # Case 1: SGLang, tensor parallel 8: every rank exports the scheduler gauges and counter.
+    for pod, queue in (("tp8-a", 40.0), ("tp8-b", 20.0)):
+        for rank in range(8):
+            lab = labels(pod, tp_rank=str(rank), pp_rank="0")
+            series += [
+                gauge(SGLANG.waiting, lab, ts, queue),
+                gauge(SGLANG.running, lab, ts, 10.0),
+                gauge(SGLANG.kv_cache_usage, lab, ts, 0.5),
+                counter("sglang:num_retracted_requests_total", lab, ts, 0.5),
+            ]
+        series.append(counter("sglang:generation_tokens_total", labels(pod), ts, 300.0))
+    with backfilled(tmp_path, series) as url:
+        old = raw(url, 'sum(sglang:num_queue_reqs{llmscale_dev_deployment="chat", pod="tp8-a"})')
+        assert only_value(old) == 320.0, "before: eight copies summed"
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(SGLANG, TARGET, time.time(), pods={"tp8-a", "tp8-b"})
+        reader.close()
+    assert snap.error is None, snap.error
+    assert snap.queue_depth == 60.0  # 40 + 20, each pod once
+    assert snap.running_requests == 20.0 and snap.kv_cache_utilization == 0.5
+    assert snap.preemption_rate == pytest.approx(1.0, rel=0.05), "0.5/s per pod, not per rank"
+    assert snap.replicas_reporting == 2 and [p.queue_depth for p in snap.pods] == [40.0, 20.0]
+
+
+def test_vllm_data_parallel_engines_are_summed_not_collapsed(tmp_path: Path) -> None:
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    # One pod, two engine cores (--data-parallel-size 2): label engine="0" and engine="1".
+    series = vllm_pod("dp", ts, 3.0, 8.0, 0.4, 100.0) + vllm_pod("dp", ts, 5.0, 8.0, 0.6, 100.0, engine="1")
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"dp"})
+        reader.close()
+    assert snap.queue_depth == 8.0 and snap.running_requests == 16.0, "each engine core has its own queue"
+    assert snap.kv_cache_utilization == pytest.approx(0.5) and snap.replicas_reporting == 1
+
+
+def test_series_of_an_unmerged_ha_pair_count_once(tmp_path: Path) -> None:
+    # The same kind as case 1: a Thanos or federation in front of two Prometheus replicas without
+    # deduplication returns every series twice, told apart by prometheus_replica.
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = []
+    for replica in ("0", "1"):
+        series += vllm_pod("a", ts, 4.0, 8.0, 0.5, 100.0, prometheus_replica=replica)
+        series[-2] = counter(
+            "vllm:num_preemptions_total", labels("a", engine="0", prometheus_replica=replica), ts, 0.3
+        )
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"a"})
+        reader.close()
+    assert (snap.queue_depth, snap.running_requests, snap.replicas_reporting) == (4.0, 8.0, 1)
+    assert snap.preemption_rate == pytest.approx(0.3, rel=0.05)
+
+
+def test_counter_absent_before_its_first_event_reads_zero(tmp_path: Path) -> None:
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = []
+    # Case 2: an idle SGLang pod has no retraction counter at all; a busy one retracts 0.2/s.
+    for pod, retracting in (("idle", False), ("busy", True)):
+        lab = labels(pod, tp_rank="0")
+        series += [
+            gauge(SGLANG.waiting, lab, ts, 0.0),
+            gauge(SGLANG.running, lab, ts, 0.0 if not retracting else 30.0),
+            gauge(SGLANG.kv_cache_usage, lab, ts, 0.02 if not retracting else 0.95),
+        ]
+        if retracting:
+            series.append(counter("sglang:num_retracted_requests_total", lab, ts, 0.2))
+            series.append(counter("sglang:generation_tokens_total", labels(pod), ts, 100.0))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        idle = reader.read_sync(SGLANG, TARGET, time.time(), pods={"idle"})
+        both = reader.read_sync(SGLANG, TARGET, time.time(), pods={"idle", "busy"})
+        reader.close()
+        old = raw(url, 'sum(rate(sglang:num_retracted_requests_total{pod="idle"}[1m]))')
+    assert old == [], "before: no series, so the preemption rate was unknown for ever"
+    assert idle.preemption_rate == 0.0 and idle.leading_known
+    assert "sglang:num_retracted_requests_total" in idle.absent_counters
+    assert both.preemption_rate == pytest.approx(0.2, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("rate_window", "too_short"),
+    [
+        pytest.param(None, False, id="automatic-window-spans-four-scrapes"),
+        pytest.param("1m", True, id="set-1m-reported"),
+    ],
+)
+def test_window_no_longer_than_a_60s_scrape(tmp_path: Path, rate_window: str | None, too_short: bool) -> None:
+    now = time.time()
+    ts = every(now - 1200, now - 5, 60)  # case 3: one scrape a minute, 20 minutes
+    series = vllm_pod("a", ts, 2.0, 10.0, 0.5, 50.0)
+    series[3] = counter("vllm:num_preemptions_total", labels("a", engine="0"), ts, 0.1)
+    with backfilled(tmp_path, series) as url:
+        old = raw(url, 'sum(rate(vllm:num_preemptions_total{pod="a"}[1m]))')
+        reader = PrometheusSignalReader(url, settings=ReaderSettings(rate_window=rate_window))
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"a"})
+        reader.close()
+    assert old == [], "before: rate(...[1m]) never holds two samples at a 60 s scrape"
+    window = snap.window
+    assert window is not None and window.interval_source == "samples"  # no targets API here
+    assert window.scrape_interval_s == 60.0
+    assert window.too_short is too_short
+    assert snap.queue_depth == 2.0, "gauges need no window"
+    if too_short:
+        assert snap.preemption_rate is None and window.problem is not None
+        assert "shorter than two scrape intervals" in snap.unknown["preemption_rate"]
+        assert snap.stalled_pods == ()
+    else:
+        assert window.window_s == 240.0 and window.problem is None
+        assert snap.preemption_rate == pytest.approx(0.1, rel=0.05)
+
+
+def test_series_of_deleted_pods_are_ignored(tmp_path: Path) -> None:
+    now = time.time()
+    # Case 5: Prometheus restarted while pod "deleted" went away: no staleness marker, so its last
+    # samples (KV 0.97, queue 10) are returned for the 5 min lookback.
+    series = vllm_pod("a", every(now - 600, now - 3, 15), 1.0, 5.0, 0.3, 80.0)
+    series += vllm_pod("deleted", every(now - 600, now - 60, 15), 10.0, 50.0, 0.97, 80.0)
+    with backfilled(tmp_path, series) as url:
+        old = raw(url, 'sum(vllm:num_requests_waiting{llmscale_dev_deployment="chat"})')
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"a", "new"})
+        reader.close()
+    assert only_value(old) == 11.0, "before: the deleted pod's queue counted"
+    assert (snap.queue_depth, snap.kv_cache_utilization, snap.replicas_reporting) == (1.0, 0.3, 1)
+    assert snap.ignored_pods == ("deleted",) and snap.silent_pods == ("new",)
+
+
+def test_hung_engine_with_frozen_busy_gauges_is_stalled(tmp_path: Path) -> None:
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    # Case 6: "hung" serves /metrics with fresh timestamps and frozen busy gauges, no token.
+    series = vllm_pod("hung", ts, 15.0, 106.0, 0.90, 0.0)
+    series += vllm_pod("healthy", ts, 1.0, 20.0, 0.40, 300.0)
+    series += vllm_pod("idle", ts, 0.0, 0.0, 0.0, 0.0)  # nothing running, nothing generated: fine
+    # Busy for the last 15 s only, no token yet (a long prefill): too young to judge.
+    series += vllm_pod("starting", every(now - 18, now - 3, 15), 0.0, 4.0, 0.1, 0.0)
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"hung", "healthy", "idle", "starting"})
+        reader.close()
+    assert snap.stalled_pods == ("hung",)
+    assert snap.queue_depth == 1.0 and snap.running_requests == 24.0  # healthy + starting
+    assert snap.kv_cache_utilization == pytest.approx((0.4 + 0.0 + 0.1) / 3)
+    assert snap.replicas_reporting == 3
+    hung = next(p for p in snap.pods if p.pod == "hung")
+    assert hung.stalled and hung.queue_depth == 15.0 and hung.newest_sample_s is not None
+
+
+# -- authentication: TLS, mutual TLS and basic auth -------------------------------------------------
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(d: Path, name: str) -> None:
+    openssl(
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "1", "-subj", f"/CN={name}",
+        cwd=d,
+    )  # fmt: skip
+
+
+def make_cert(d: Path, name: str, ca: str, ext: str) -> None:
+    (d / f"{name}.ext").write_text(ext + "\n")
+    openssl(
+        "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}",
+        cwd=d,
+    )  # fmt: skip
+    openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+        "-CAcreateserial", "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext",
+        cwd=d,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A Prometheus demanding TLS, a client certificate from its CA, and basic auth alice/s3cret."""
+    d = tmp_path / "pki"
+    d.mkdir()
+    make_ca(d, "ca")
+    make_ca(d, "other-ca")
+    make_cert(d, "server", "ca", "subjectAltName=IP:127.0.0.1")
+    make_cert(d, "client", "ca", "extendedKeyUsage=clientAuth")
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    web_config = tmp_path / "web.yml"
+    web_config.write_text(
+        f"""
+tls_server_config:
+  cert_file: {d / "server.crt"}
+  key_file: {d / "server.key"}
+  client_auth_type: RequireAndVerifyClientCert
+  client_ca_file: {d / "ca.crt"}
+basic_auth_users:
+  alice: {hashed}
+"""
+    )
+    probe = {
+        "verify": str(d / "ca.crt"),
+        "cert": (str(d / "client.crt"), str(d / "client.key")),
+        "auth": ("alice", "s3cret"),
+    }
+    with run_prometheus(
+        tmp_path,
+        "global: {scrape_interval: 15s}\n",
+        f"--web.config.file={web_config}",
+        scheme="https",
+        ready=probe,
+    ) as url:
+        yield url, d
+
+
+def tls_reader(url: str, d: Path, **auth: Any) -> PrometheusSignalReader:
+    settings = {
+        "username": "alice",
+        "password": "s3cret",
+        "ca_file": d / "ca.crt",
+        "cert_file": d / "client.crt",
+        "key_file": d / "client.key",
+        **auth,
+    }
+    return PrometheusSignalReader(url, settings=ReaderSettings(auth=PrometheusAuth(**settings)))
+
+
+def test_authenticated_prometheus_over_mutual_tls(secured: tuple[str, Path]) -> None:
+    url, d = secured
+    reader = tls_reader(url, d)
+    snap = reader.read_sync(VLLM, TARGET, time.time())
+    reader.close()
+    assert snap.error is None, snap.error
+    assert "no pod of ml/chat pool interactive exports" in snap.unknown["queue_depth"], "answered, no engines"
+    assert snap.window is not None and snap.window.interval_source == "unknown", "targets API reached"
+
+
+@pytest.mark.parametrize(
+    ("auth", "error"),
+    [
+        pytest.param({"password": "wrong"}, "refused the credentials (HTTP 401)", id="wrong-password"),
+        pytest.param({"ca_file": "other-ca.crt"}, "failed the TLS handshake", id="wrong-ca"),
+        pytest.param(
+            {"cert_file": None, "key_file": None}, "Prometheus at https://", id="no-client-certificate"
+        ),
+    ],
+)
+def test_authentication_failure_is_a_clear_error(
+    secured: tuple[str, Path], auth: dict[str, Any], error: str
+) -> None:
+    url, d = secured
+    if isinstance(auth.get("ca_file"), str):
+        auth["ca_file"] = d / auth["ca_file"]
+    reader = tls_reader(url, d, **auth)
+    snap = reader.read_sync(VLLM, TARGET, time.time())
+    reader.close()
+    assert snap.error is not None and error in snap.error, snap.error
+    assert snap.queue_depth is None and error in snap.unknown["queue_depth"]
+
+
+# -- the mock engine's own /metrics -----------------------------------------------------------------
+
+
+def test_mock_engine_gives_every_vllm_signal_and_the_workload_mix(tmp_path: Path) -> None:
+    from tests.engine.conftest import run_engine
+
+    model = "llama-3.1-8b"
+    args = ("--model", model, "--gpu", "h100-sxm", "--time-scale", "5", "--max-model-len", "8192")
+    with run_engine(tmp_path, *args) as engine:
+        port = int(engine.base_url.rsplit(":", 1)[1])
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                body = {"model": model, "prompt": list(range(300)), "max_tokens": 20}
+                requests.post(f"{engine.v1}/completions", json=body, timeout=30)
+
+        workers = [threading.Thread(target=load, daemon=True) for _ in range(2)]
+        for w in workers:
+            w.start()
+        try:
+            with run_prometheus(tmp_path, static_config([(port, labels("engine-0"))])) as url:
+                wait_targets_up(url, 1)
+                reader = PrometheusSignalReader(url, settings=ReaderSettings(rate_window="10s"))
+                deadline = time.monotonic() + 30
+                while True:
+                    snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"engine-0"})
+                    w = snap.workload
+                    if (w.request_rate or 0) > 0 and snap.ttft_p95_s is not None and w.prompt_tokens_p95:
+                        break
+                    assert time.monotonic() < deadline, snap
+                    time.sleep(0.5)
+                reader.close()
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(timeout=30)
+    assert snap.error is None, snap.error
+    assert snap.replicas_reporting == 1 and snap.stalled_pods == () and snap.absent_counters == ()
+    assert snap.leading_known and snap.itl_p95_s is not None
+    w = snap.workload
+    assert w.prompt_tokens_mean == pytest.approx(300.0) and w.generation_tokens_mean == pytest.approx(20.0)
+    assert w.prompt_tokens_p95 is not None and 200.0 < w.prompt_tokens_p95 <= 500.0  # 1-2-5 buckets
+    assert w.generation_tokens_rate is not None and w.prompt_tokens_rate is not None
+    assert w.prompt_tokens_rate == pytest.approx(
+        15 * w.generation_tokens_rate, rel=0.1
+    )  # 300 vs 20 a request
+    assert w.prefix_cache_hit_rate == 0.0, "the mock engine counts lookups and never hits"
+    assert dict(snap.unknown) == {}

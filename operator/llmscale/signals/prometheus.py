@@ -1,55 +1,38 @@
-"""Read a pool's signals from Prometheus: one batched instant query per pool per tick.
+"""Read the signals of every LLMDeployment pool from Prometheus: a constant number of queries a tick.
 
-The imperative shell of :mod:`llmscale.signals`: it owns the HTTP client
-(prometheus-api-client's :class:`~prometheus_api_client.PrometheusConnect`, which is synchronous,
-built on ``requests``) and turns whatever Prometheus answers — or fails to answer — into a
-:class:`~llmscale.signals.snapshot.SignalSnapshot`. Nothing here raises on a bad answer: every
-failure becomes ``error`` on the snapshot, and every value that is not a measurement becomes
-``None`` ("unknown is not zero").
+The imperative shell of :mod:`llmscale.signals`: it owns the HTTP client (prometheus-api-client's
+:class:`~prometheus_api_client.PrometheusConnect`, synchronous, on ``requests``) and a small
+thread pool of its own, sends the fleet queries of :func:`~llmscale.signals.queries.fleet_queries`
+(four per engine profile in use, whatever the number of pools), and hands the answers to the pure
+:mod:`.answer` and :mod:`.assemble`. Nothing here raises on a bad answer or a failed request:
+every failure becomes ``error`` and a reason in ``unknown`` on the snapshots, and every value that
+is not a measurement becomes ``None`` ("unknown is not zero").
 
-Parsing rules (each is a named case in ``tests/signals/test_prometheus.py``):
+The rate window is chosen once per read (:mod:`.window`): the one set, or ``max(1m, 4 × scrape
+interval)`` with the interval read from ``/api/v1/targets`` (``scrapeInterval`` of the engine
+targets) or, where that API is missing (Thanos, Mimir), from the sample spacing; the interval is
+read again every ``interval_refresh_s``.
 
-======================================  =====================================================
-Prometheus answers                       snapshot
-======================================  =====================================================
-no series for a signal (empty vector)    that signal ``None``; ``replicas_reporting`` 0
-``NaN``, ``+Inf``, ``-Inf``              that signal ``None`` (``NaN`` is normal for latency
-                                         quantiles over a minute with no requests)
-a value that is not a number             that signal ``None``; ``error`` names it
-a negative gauge, rate or count          that signal ``None``; ``error`` names it
-several series for one signal            that signal ``None``; ``error`` names it (the query
-                                         aggregates, so duplicates mean a proxy in front of
-                                         Prometheus merged answers; summing them could double
-                                         the queue, so they are rejected, not combined)
-series without the signal label          ignored
-HTTP error (400 bad query, 500, 503)     every signal ``None``; ``error`` says why
-connection refused, timeout              every signal ``None``; ``error`` says why
-200 without ``data.result``              every signal ``None``; ``error`` says why
-======================================  =====================================================
-
-Freshness: ``observed_at`` is the newest *sample* timestamp of the queue-depth metric
-(``max(timestamp(...))``), not the evaluation time that an instant query stamps on every answer.
-When a scrape fails Prometheus writes staleness markers at once, so a dead replica's series
-vanish and ``replicas_reporting`` drops below the ready replicas; when scraping stops without a
-marker (Prometheus restarted, a federated or remote-written source), the last sample is returned
-for up to 5 minutes (the lookback delta) and its old timestamp shows the policy the data's age.
-``up`` is not queried: the reporting count already says how many replicas were scraped.
-Two consequences of ``rate()`` the policy should know (both seen against a real Prometheus in
-``tests/signals/test_real_prometheus.py``): a dead replica leaves the gauges at once but its
-samples stay in the rates and latency quantiles until they leave the rate window; and a
-replica younger than the window reads a low rate, because ``rate()`` divides by the whole range.
-Without any queue-depth sample, ``observed_at`` is Prometheus's evaluation time; when Prometheus
-did not answer at all it is the caller's ``now``. The age assumes the operator's and Prometheus's
-clocks agree (NTP).
+Freshness: ``observed_at`` is the newest *sample* timestamp of the queue-depth gauge among the
+contributing pods, not the evaluation time that an instant query stamps on every answer. When a
+scrape fails Prometheus writes staleness markers at once, so a dead replica's series vanish; when
+scraping stops without a marker (Prometheus restarted, a federated or remote-written source), the
+last sample is returned for up to 5 minutes (the lookback delta): give the reader the pool's live
+pods and such series are ignored. A dead replica's samples stay in rates and latency quantiles
+until they leave the window, and a replica younger than the window reads a low rate, because
+``rate()`` divides by the whole range. The age assumes the operator's and Prometheus's clocks agree.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import re
+import threading
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import requests
@@ -58,57 +41,59 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from llmscale.signals.answer import FleetAnswer, parse_group
+from llmscale.signals.assemble import assemble
+from llmscale.signals.auth import CredentialsUnreadable, build_http
+from llmscale.signals.config import ReaderSettings
 from llmscale.signals.profiles.base import MetricProfile
-from llmscale.signals.queries import SIGNAL_LABEL, SIGNALS, PoolTarget, SelectorLabels, batched_query
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.signals.queries import (
+    PoolTarget,
+    fleet_queries,
+    interval_probe_query,
+    parse_duration,
+    samples_query,
+)
+from llmscale.signals.snapshot import RateWindow, SignalSnapshot
+from llmscale.signals.window import check_samples, choose_window, interval_from_samples, interval_from_targets
 
-__all__ = ["PrometheusSignalReader", "ReaderSettings", "parse_answer"]
+__all__ = ["PoolRequest", "PrometheusSignalReader", "ReaderSettings"]
 
 _LOG = logging.getLogger(__name__)
 
-# Signals that can never be negative (gauges of counts and fractions, rates of counters).
-_NON_NEGATIVE = frozenset(SIGNALS) - {"newest_sample_s", "evaluated_at_s"}
+#: Seconds before a failed reading of the scrape interval is tried again.
+_INTERVAL_RETRY_S = 60.0
+_STATUS = re.compile(r"HTTP Status Code (\d{3})")
 
 
 @dataclass(frozen=True, slots=True)
-class ReaderSettings:
-    """How the reader queries Prometheus.
+class PoolRequest:
+    """One pool to read.
 
     Attributes:
-        labels: names of the pool's selector labels in Prometheus (see
-            :class:`~llmscale.signals.queries.SelectorLabels`).
-        rate_window: ``rate()`` range, a PromQL duration. ``1m``: four samples at the usual 15 s
-            scrape interval, the fewest that make ``rate()`` steady, and short enough that the
-            leading signals lead.
-        quantile: latency quantile, 0–1. 0.95 because the SLO (``spec.slo``) is stated at p95.
-        timeout_s: HTTP timeout of one query, seconds. 5 s: a tick is typically 15 s, and a
-            Prometheus that needs longer for nine small aggregations is in trouble anyway.
-        retries: extra attempts on a refused connection or a 502/503/504 (proxies and restarts),
-            without backoff. 1: the next tick is the real retry.
+        target: the pool.
+        profile: its engine's metric names (``spec.engine.profile()``).
+        pods: names of the pool's pods in the API server (the operator's pod index), or ``None``
+            to take every pod Prometheus has series for. With pods, series of any other pod are
+            ignored and replicas are counted from these pods.
     """
 
-    labels: SelectorLabels = field(default_factory=SelectorLabels)
-    rate_window: str = "1m"
-    quantile: float = 0.95
-    timeout_s: float = 5.0
-    retries: int = 1
+    target: PoolTarget
+    profile: MetricProfile
+    pods: frozenset[str] | None = None
 
 
-def _value(sample: Any) -> tuple[float | None, str | None]:
-    """Return ``(value, problem)`` for one ``[timestamp, "value"]`` pair of an instant vector."""
-    if not isinstance(sample, list | tuple) or len(sample) != 2:
-        return None, f"sample {sample!r} is not a [time, value] pair"
-    try:
-        float(sample[0])
-    except (TypeError, ValueError):
-        return None, f"time {sample[0]!r} is not a number"
-    try:
-        value = float(sample[1])
-    except (TypeError, ValueError):
-        return None, f"value {sample[1]!r} is not a number"
-    if not math.isfinite(value):
-        return None, None  # NaN/±Inf: unknown, and not a fault (e.g. no requests this minute)
-    return value, None
+class _Failed(Exception):
+    """A request got no usable answer.
+
+    ``fatal`` when the next query would fail alike (stop the read); ``transport`` when Prometheus
+    was not reached or refused us at all (no point trying another endpoint).
+    """
+
+    def __init__(self, why: str, fatal: bool, transport: bool = False) -> None:
+        super().__init__(why)
+        self.why = why
+        self.fatal = fatal
+        self.transport = transport
 
 
 def _describe(exc: requests.RequestException) -> str:
@@ -122,82 +107,21 @@ def _describe(exc: requests.RequestException) -> str:
     return f"{type(cause).__name__}: {rest if sep else text}"
 
 
-def parse_answer(result: Any, now: float) -> SignalSnapshot:
-    """Turn the ``data.result`` of a :func:`~llmscale.signals.queries.batched_query` into a snapshot.
-
-    Pure: no I/O, no clock.
-
-    Args:
-        result: the instant vector as decoded JSON, a list of ``{"metric": {...}, "value":
-            [time_s, "value"]}``.
-        now: the caller's time, seconds since the epoch; ``observed_at`` when the answer carries
-            no timestamp at all.
-
-    Returns:
-        The snapshot; the rules are in this module's docstring. ``error`` lists every rejected
-        value, ``; ``-separated, or is ``None``.
-    """
-    if not isinstance(result, list):
-        return SignalSnapshot(
-            observed_at=now, error=f"Prometheus answered {type(result).__name__}, not a vector"
-        )
-    if len(result) == 2 and isinstance(result[0], int | float) and isinstance(result[1], str):
-        return SignalSnapshot(observed_at=now, error="Prometheus answered a scalar, not a vector")
-    found: dict[str, list[float | None]] = {}
-    problems: list[str] = []
-    evaluated_at: float | None = None  # every sample of an instant vector carries it
-    for item in result:
-        if not isinstance(item, Mapping) or not isinstance(item.get("metric"), Mapping):
-            problems.append(f"ignored malformed series {item!r:.80}")
-            continue
-        name = item["metric"].get(SIGNAL_LABEL)
-        if name not in SIGNALS:
-            continue  # not ours (or a label we do not know): harmless
-        value, problem = _value(item.get("value"))
-        if problem is None and evaluated_at is None:
-            evaluated_at = float(item["value"][0])
-        if problem:
-            problems.append(f"{name}: {problem}")
-        elif value is not None and value < 0 and name in _NON_NEGATIVE:
-            problems.append(f"{name}: negative value {value}")
-            value = None
-        found.setdefault(name, []).append(value)
-
-    values: dict[str, float | None] = {}
-    for name, vals in found.items():
-        if len(vals) > 1:
-            problems.append(f"{name}: {len(vals)} series where one was expected; rejected")
-            continue
-        values[name] = vals[0]
-
-    reporting = values.get("replicas_reporting")
-    observed_at = values.get("newest_sample_s") or values.get("evaluated_at_s") or evaluated_at or now
-    return SignalSnapshot(
-        observed_at=observed_at,
-        queue_depth=values.get("queue_depth"),
-        running_requests=values.get("running_requests"),
-        kv_cache_utilization=values.get("kv_cache_utilization"),
-        preemption_rate=values.get("preemption_rate"),
-        ttft_p95_s=values.get("ttft_p95_s"),
-        itl_p95_s=values.get("itl_p95_s"),
-        replicas_reporting=round(reporting) if reporting is not None else 0,
-        error="; ".join(problems) or None,
-    )
-
-
 class PrometheusSignalReader:
     """Reads :class:`SignalSnapshot` objects of LLMDeployment pools from one Prometheus.
 
     Args:
-        url: Prometheus base URL, e.g. ``http://prometheus.monitoring:9090`` (no ``/api/v1``).
-        headers: extra HTTP headers, e.g. ``{"Authorization": "Bearer ..."}``.
-        session: a ``requests.Session`` to use (TLS, proxies, client certificates); a new one
-            when ``None``.
-        settings: query and HTTP settings.
+        url: Prometheus base URL, e.g. ``http://prometheus.monitoring:9090`` (no ``/api/v1``);
+            ``https://`` for TLS.
+        headers: extra HTTP headers, added to ``settings.auth.headers``.
+        session: a ``requests.Session`` to use (proxies); TLS and credentials come from
+            ``settings.auth``. A new one when ``None``.
+        settings: query, HTTP and authentication settings.
 
-    Nothing is read from the environment. One reader may serve many pools; :meth:`read` runs
-    the synchronous client in the default thread pool, and the underlying connection pool
-    (urllib3) is thread-safe.
+    Nothing is read from the environment. One reader serves every pool: :meth:`read_fleet` reads
+    them all with four queries per engine profile; :meth:`read` is the same for one pool. The
+    async forms run on the reader's own thread pool, so reads never wait behind other blocking
+    work; the connection pool (urllib3) is thread-safe.
     """
 
     def __init__(
@@ -210,6 +134,7 @@ class PrometheusSignalReader:
     ) -> None:
         self.url = url.rstrip("/")
         self.settings = settings or ReaderSettings()
+        http, auth, extra = build_http(self.settings.auth, session)
         retry = Retry(
             total=self.settings.retries,
             read=0,  # a query that timed out is not retried: it would time out again
@@ -220,56 +145,254 @@ class PrometheusSignalReader:
         )
         self._client = PrometheusConnect(
             url=self.url,
-            headers=dict(headers) if headers else None,
-            session=session,
+            headers={**extra, **(headers or {})} or None,
+            session=http,
             retry=retry,
+            auth=auth,  # type: ignore[arg-type]  # annotated tuple, takes any requests auth
             timeout=self.settings.timeout_s,  # type: ignore[arg-type]  # annotated int, takes float
         )
+        self._executor = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="llmscale-signals")
+        self._lock = threading.Lock()
+        self._interval: tuple[float | None, str, float] | None = None  # (seconds, source, read at)
 
-    def query_for(self, profile: MetricProfile, target: PoolTarget) -> str:
-        """Return the PromQL this reader sends for ``target`` (for logs, docs and ``--explain``)."""
+    # -- the rate window ------------------------------------------------------------------------
+
+    def window(self, profiles: Iterable[MetricProfile], now: float) -> RateWindow:
+        """Return the rate window of a read at ``now`` (reads the scrape interval when due).
+
+        Args:
+            profiles: the engine profiles of the read (their queue-depth gauge is the sample
+                spacing probe where ``/api/v1/targets`` is missing).
+            now: seconds since the epoch; the interval is read again ``interval_refresh_s`` after
+                the last reading.
+        """
         s = self.settings
-        return batched_query(profile, target, s.labels, s.rate_window, s.quantile)
+        if s.scrape_interval is not None:
+            interval: float | None = parse_duration(s.scrape_interval)
+            source = "set"
+        else:
+            interval, source = self._scrape_interval(list(profiles), now)
+        return choose_window(s.rate_window, parse_duration(s.min_rate_window), interval, source)
 
-    def read_sync(self, profile: MetricProfile, target: PoolTarget, now: float) -> SignalSnapshot:
-        """Query Prometheus once and return ``target``'s snapshot; blocks for up to the timeout.
+    def _scrape_interval(self, profiles: list[MetricProfile], now: float) -> tuple[float | None, str]:
+        with self._lock:
+            cached = self._interval
+        if cached is not None:
+            value, source, at = cached
+            due = self.settings.interval_refresh_s if value is not None else _INTERVAL_RETRY_S
+            if now - at < due:
+                return value, source
+        value, source = self._read_interval(profiles)
+        with self._lock:
+            self._interval = (value, source, now)
+        if value is not None and (cached is None or cached[0] != value):
+            _LOG.info(
+                "Read scrape interval %g s of the engine targets from %s at %s", value, source, self.url
+            )
+        return value, source
+
+    def _read_interval(self, profiles: list[MetricProfile]) -> tuple[float | None, str]:
+        try:
+            data = self._call(lambda: self._client.get_targets(state="active"))
+        except _Failed as exc:
+            if exc.transport:
+                _LOG.warning("Failed to read the scrape interval from %s: %s", self.url, exc.why)
+                return None, "unknown"
+        else:
+            interval = interval_from_targets(data, self.settings.labels)
+            if interval is not None:
+                return interval, "targets"
+        # No targets API (Thanos, Mimir, Cortex) or no engine target there: the sample spacing
+        # of the best-covered queue-depth series of each profile.
+        probe = self.settings.interval_probe
+        best: float | None = None
+        for profile in profiles:
+            query = interval_probe_query(profile, self.settings.labels, None, probe)
+            try:
+                found = self._call(lambda q=query: self._client.custom_query(q))  # type: ignore[misc]
+                if (
+                    not found
+                    or not isinstance(found[0], Mapping)
+                    or not isinstance(found[0].get("metric"), Mapping)
+                ):
+                    continue
+                query = samples_query(profile.waiting, found[0]["metric"], probe)
+                matrix = self._call(lambda q=query: self._client.custom_query(q))  # type: ignore[misc]
+                times = [float(v[0]) for v in matrix[0]["values"]] if matrix else []
+            except (_Failed, KeyError, IndexError, TypeError, ValueError):
+                continue
+            interval = interval_from_samples(times)
+            if interval is not None:
+                best = interval if best is None else max(best, interval)
+        return (best, "samples") if best is not None else (None, "unknown")
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def queries_for(self, profile: MetricProfile, target: PoolTarget | None, window: str) -> dict[str, str]:
+        """Return the queries a read sends, by group (for logs, docs and ``--explain``).
+
+        ``target`` ``None`` gives the fleet-wide queries; a pool narrows the selector to it.
+        """
+        s = self.settings
+        return fleet_queries(profile, s.labels, window, s.quantile, target, s.copy_labels)
+
+    def read_fleet_sync(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
+        """Read every pool of ``pools``; blocks for up to a few timeouts.
+
+        Sends the four fleet queries once per engine profile in ``pools`` and splits the answers
+        per pool and pod. Never raises for Prometheus or network failures: they are returned as
+        ``error`` and ``unknown`` on the snapshots.
+
+        Args:
+            pools: the pools to read, each with its profile and (ideally) its live pods.
+            now: the caller's time, seconds since the epoch (``observed_at`` when Prometheus gave
+                no timestamp; the interval cache's clock).
+
+        Returns:
+            One snapshot per pool of ``pools``, keyed by its target.
+        """
+        return self._read(pools, now, scope=None)
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
+        """Async :meth:`read_fleet_sync`, on the reader's own thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(self.read_fleet_sync, pools, now))
+
+    def read_sync(
+        self,
+        profile: MetricProfile,
+        target: PoolTarget,
+        now: float,
+        pods: Collection[str] | None = None,
+    ) -> SignalSnapshot:
+        """Read one pool (the fleet queries narrowed to it); see :meth:`read_fleet_sync`.
 
         Args:
             profile: the engine's metric names.
             target: the pool.
-            now: the caller's time, seconds since the epoch (``observed_at`` when Prometheus
-                gave no timestamp).
-
-        Never raises for Prometheus or network failures: they are returned as ``error``.
+            now: the caller's time, seconds since the epoch.
+            pods: the pool's pods in the API server, or ``None`` to trust the series.
         """
-        query = self.query_for(profile, target)
-        try:
-            result = self._client.custom_query(query)
-        except requests.JSONDecodeError as exc:  # also a RequestException: caught first
-            return self._failed(target, now, f"Prometheus at {self.url} answered something not JSON: {exc}")
-        except requests.RequestException as exc:
-            return self._failed(target, now, f"Prometheus at {self.url} did not answer: {_describe(exc)}")
-        except PrometheusApiClientException as exc:
-            return self._failed(target, now, f"Prometheus at {self.url} answered with an error: {exc}")
-        except (KeyError, TypeError) as exc:
-            # 200 whose JSON has no data.result, e.g. a status "error" body.
-            return self._failed(
-                target, now, f"Prometheus at {self.url} answered without data.result: {exc!r}"
-            )
-        snapshot = parse_answer(result, now)
-        if snapshot.error:
-            _LOG.warning("Rejected some signals of LLMDeployment %s: %s", target, snapshot.error)
-        return snapshot
+        request = PoolRequest(target, profile, frozenset(pods) if pods is not None else None)
+        return self._read([request], now, scope=target)[target]
 
-    async def read(self, profile: MetricProfile, target: PoolTarget, now: float) -> SignalSnapshot:
-        """Async :meth:`read_sync`: runs it in the event loop's default executor (a thread)."""
-        return await asyncio.to_thread(self.read_sync, profile, target, now)
+    async def read(
+        self,
+        profile: MetricProfile,
+        target: PoolTarget,
+        now: float,
+        pods: Collection[str] | None = None,
+    ) -> SignalSnapshot:
+        """Async :meth:`read_sync`, on the reader's own thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(self.read_sync, profile, target, now, pods))
 
     def close(self) -> None:
-        """Close the HTTP session."""
+        """Close the HTTP session and stop the reader's threads."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
-    def _failed(self, target: PoolTarget, now: float, why: str) -> SignalSnapshot:
-        why = why if len(why) <= 400 else why[:397] + "..."
-        _LOG.warning("Failed to read signals of LLMDeployment %s: %s", target, why)
-        return SignalSnapshot(observed_at=now, error=why)
+    def _read(
+        self, pools: Sequence[PoolRequest], now: float, scope: PoolTarget | None
+    ) -> dict[PoolTarget, SignalSnapshot]:
+        by_profile: dict[str, list[PoolRequest]] = {}
+        for request in pools:
+            by_profile.setdefault(request.profile.name, []).append(request)
+        profiles = [requests_[0].profile for requests_ in by_profile.values()]
+        window = self.window(profiles, now) if profiles else None
+        out: dict[PoolTarget, SignalSnapshot] = {}
+        labels = self.settings.labels
+        for requests_ in by_profile.values():
+            assert window is not None
+            profile = requests_[0].profile
+            answer = self._ask(profile, window, scope)
+            checked = check_samples(window, _most_samples(answer, requests_))
+            for r in requests_:
+                snap = assemble(r.target, profile, answer, checked, now, labels, r.pods)
+                out[r.target] = snap
+                if snap.error and not answer.failed:
+                    _LOG.warning("Rejected some signals of LLMDeployment %s: %s", r.target, snap.error)
+            if answer.failed:
+                why = "; ".join(dict.fromkeys(answer.failed.values()))
+                _LOG.warning(
+                    "Failed to read signals of %d pool(s) with profile %s from Prometheus at %s: %s",
+                    len(requests_),
+                    profile.name,
+                    self.url,
+                    why,
+                )
+        return out
+
+    def _ask(self, profile: MetricProfile, window: RateWindow, scope: PoolTarget | None) -> FleetAnswer:
+        """Send the profile's queries; stop at the first failure that would repeat for the rest."""
+        answer = FleetAnswer()
+        fatal: str | None = None
+        for group, query in self.queries_for(profile, scope, window.promql).items():
+            if fatal is not None:
+                answer.failed[group] = fatal
+                continue
+            try:
+                result = self._call(lambda q=query: self._client.custom_query(q))  # type: ignore[misc]
+            except _Failed as exc:
+                answer.failed[group] = exc.why
+                if exc.fatal:
+                    fatal = exc.why
+                continue
+            parse_group(answer, group, result, self.settings.labels)
+        return answer
+
+    def _call(self, send: Any) -> Any:
+        """Run one prometheus-api-client call; raise :class:`_Failed` with a readable reason."""
+        try:
+            return send()
+        except CredentialsUnreadable as exc:
+            raise _Failed(
+                f"credentials for Prometheus at {self.url}: {exc}", fatal=True, transport=True
+            ) from None
+        except requests.JSONDecodeError as exc:  # also a RequestException: caught first
+            raise _Failed(
+                f"Prometheus at {self.url} answered something not JSON: {exc}", fatal=True
+            ) from None
+        except requests.exceptions.SSLError as exc:
+            raise _Failed(
+                f"Prometheus at {self.url} failed the TLS handshake (check auth.ca_file and the client "
+                f"certificate): {_describe(exc)}",
+                fatal=True,
+                transport=True,
+            ) from None
+        except requests.RequestException as exc:
+            raise _Failed(
+                f"Prometheus at {self.url} did not answer: {_describe(exc)}", fatal=True, transport=True
+            ) from None
+        except PrometheusApiClientException as exc:
+            text = str(exc)
+            text = text if len(text) <= 400 else text[:397] + "..."
+            m = _STATUS.search(text)
+            status = int(m.group(1)) if m else 0
+            if status in (401, 403):
+                raise _Failed(
+                    f"Prometheus at {self.url} refused the credentials (HTTP {status}): check the "
+                    f"basic-auth user and password or the bearer token; {text}",
+                    fatal=True,
+                    transport=True,
+                ) from None
+            # 400 (bad query) and 422 (execution: too many samples...) belong to one query.
+            raise _Failed(
+                f"Prometheus at {self.url} answered with an error: {text}", fatal=status not in (400, 422)
+            ) from None
+        except (KeyError, TypeError) as exc:
+            # 200 whose JSON has no data.result, e.g. a status "error" body.
+            raise _Failed(
+                f"Prometheus at {self.url} answered without data.result: {exc!r}", fatal=True
+            ) from None
+
+
+def _most_samples(answer: FleetAnswer, pools: Sequence[PoolRequest]) -> float | None:
+    """The most samples in the window of any requested pool's pod (``None``: no pod answered)."""
+    counts = [
+        value
+        for r in pools
+        for pod, row in answer.pods.get(r.target, {}).items()
+        if (r.pods is None or pod in r.pods) and (value := row.get("samples_in_window")) is not None
+    ]
+    return max(counts, default=None)

@@ -1,80 +1,203 @@
 """PromQL for llmscale's signals: the only place queries are written.
 
-Pure module (strings only, no I/O). :func:`signal_queries` gives one PromQL expression per signal;
-:func:`batched_query` joins them into one expression so a tick costs one HTTP round trip and every
-signal is evaluated at the same instant.
+Pure module (strings only, no I/O).
 
-How the batch works: each per-signal expression aggregates to at most one series with no labels
-(``sum``, ``avg``, ``count``, ``max``, ``histogram_quantile`` over ``sum by (le)``); ``label_replace``
-then stamps it with a constant label ``llmscale_signal="<signal>"`` and the expressions are joined
-with ``or``. ``or`` keeps every series of its right-hand side whose label set is not already on the
-left, and the stamps make every label set distinct, so nothing is dropped. A signal whose metric
-has no series is simply absent from the answer (unknown), and one whose value is NaN (e.g.
-``histogram_quantile`` over a minute without requests) comes back as ``"NaN"`` (unknown too).
-Source: Prometheus docs, "Operators — Logical/set binary operators" and "Functions —
-label_replace()".
+**Fleet-wide queries.** A tick reads every pool of every LLMDeployment with a constant number of
+instant queries per engine profile (:func:`fleet_queries`: four), whatever the number of pools.
+Each query selects every series that carries the deployment and pool labels, aggregates
+``by (namespace, deployment, pool, pod)`` — or ``by (namespace, deployment, pool)`` where only a
+pool-wide figure makes sense (latency and token-count quantiles) — and Python splits the answer
+per pool and per pod (:mod:`llmscale.signals.answer`, :mod:`llmscale.signals.assemble`). Per-pod
+answers are what let the reader drop series of deleted pods, leave out stalled pods and count
+replicas from the pods the API server knows rather than from series.
+
+The four queries (:data:`GROUPS`):
+
+- ``pods``: gauges per pod (queue, running, KV cache), the newest sample's timestamp, the number
+  of samples in the rate window and the lowest running count in the window (stall check).
+- ``rates``: per-pod ``rate()`` of every counter and the ``_sum``/``_count`` rates of the token
+  histograms (means).
+- ``absent``: which counters and histograms a reporting pod lacks (so an absent counter on a
+  live pod can read as 0, and a missing histogram is named); no series when nothing is missing.
+- ``pools``: per-pool quantiles of the latency and token histograms, and the latency histograms'
+  observation rates (to tell "no requests" from "no histogram").
+
+How a query is joined: each per-signal expression is stamped with a constant label
+``llmscale_signal="<signal>"`` by ``label_replace`` and the expressions are joined with ``or``.
+``or`` keeps every series of its right-hand side whose label set is not already on the left; the
+stamps make label sets of different signals distinct, so nothing is dropped. Source: Prometheus
+docs, "Operators — Logical/set binary operators" and "Functions — label_replace()".
+
+**Copies.** Series that differ only by a profile's ``copy_labels`` (SGLang's ``tp_rank``,
+``pp_rank``) or the reader's (``prometheus_replica`` of an HA pair) are collapsed with ``max without (...)`` before the per-pod ``sum``, so a TP 8 pod
+counts its queue once. Histograms are not collapsed: summing identical copies scales every bucket
+alike, which leaves quantiles and means unchanged.
+
+**Classic and native histograms.** Every histogram read is ``<native form> or <classic form>``:
+``histogram_quantile(q, sum by (...) (rate(h[w])))`` on the native series, else the same over
+``h_bucket`` ``by (..., le)``. Prometheus with native histograms enabled stores a histogram the
+target exposes with native buckets *only* as a native series (no ``_bucket``), so reading the
+classic form alone would silently find nothing. Source: Prometheus docs, "Native histograms" and
+"Functions — histogram_quantile(), histogram_sum(), histogram_count()".
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from llmscale.signals.profiles.base import MetricProfile
 
 __all__ = [
-    "SIGNALS",
+    "DEFAULT_LABELS",
+    "GROUPS",
+    "METRIC_LABEL",
     "SIGNAL_LABEL",
     "PoolTarget",
     "SelectorLabels",
-    "batched_query",
+    "fleet_queries",
+    "format_duration",
+    "interval_probe_query",
+    "parse_duration",
+    "samples_query",
     "selector",
     "signal_queries",
 ]
 
-#: The constant label the batched query stamps on each signal's series.
+#: The label that tells the signals of one answer apart.
 SIGNAL_LABEL = "llmscale_signal"
 
-#: Every signal key in the batched answer, in query order. ``newest_sample_s`` is the newest
-#: sample timestamp of the queue-depth metric (freshness); ``evaluated_at_s`` is Prometheus's
-#: evaluation time (always present when Prometheus answered).
-SIGNALS: tuple[str, ...] = (
+#: Signals aggregated per pod, by query group.
+POD_GROUP = (
     "queue_depth",
     "running_requests",
     "kv_cache_utilization",
+    "newest_sample_s",
+    "samples_in_window",
+    "running_min",
+)
+RATE_GROUP = (
     "preemption_rate",
+    "request_rate",
+    "prompt_tokens_rate",
+    "generation_tokens_rate",
+    "prefix_cache_hits_rate",
+    "prefix_cache_queries_rate",
+    "prefix_cache_hit_rate_gauge",
+    "prompt_tokens_sum_rate",
+    "prompt_tokens_count_rate",
+    "generation_tokens_sum_rate",
+    "generation_tokens_count_rate",
+)
+#: Which counters and histograms each reporting pod lacks (one series per pod and missing metric).
+ABSENT_GROUP = ("absent",)
+#: Signals aggregated per pool.
+POOL_GROUP = (
     "ttft_p95_s",
     "itl_p95_s",
-    "replicas_reporting",
-    "newest_sample_s",
-    "evaluated_at_s",
+    "prompt_tokens_p90",
+    "prompt_tokens_p95",
+    "generation_tokens_p90",
+    "generation_tokens_p95",
+    "ttft_observations_rate",
+    "itl_observations_rate",
 )
+#: Query groups: one instant query each, per profile and tick.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "pods": POD_GROUP,
+    "rates": RATE_GROUP,
+    "absent": ABSENT_GROUP,
+    "pools": POOL_GROUP,
+}
+#: Signals answered per pod (the rest per pool).
+PER_POD = frozenset(POD_GROUP + RATE_GROUP + ABSENT_GROUP)
+#: The label naming the missing metric on an ``absent`` series.
+METRIC_LABEL = "llmscale_metric"
 
-_DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+# A PromQL duration: one or more <number><unit> parts, e.g. 1m, 90s, 1m30s, 500ms.
+_DURATION_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
+_LABEL_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 
 
-@dataclass(frozen=True, slots=True)
-class SelectorLabels:
-    """Names of the Prometheus labels that identify an LLMDeployment's pool.
+def parse_duration(text: str) -> float:
+    """Return a PromQL duration (``1m``, ``90s``, ``1m30s``, ``500ms``) in seconds.
+
+    Raises:
+        ValueError: ``text`` is not a PromQL duration, or is zero.
+    """
+    pos = 0
+    total = 0.0
+    for m in _DURATION_PART.finditer(text):
+        if m.start() != pos:
+            break
+        total += int(m.group(1)) * _UNIT_S[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text or total <= 0:
+        raise ValueError(f"{text!r} is not a PromQL duration such as 1m, 30s or 1m30s")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Return ``seconds`` as a PromQL duration, in whole seconds when exact, else milliseconds.
+
+    Raises:
+        ValueError: ``seconds`` is not positive.
+    """
+    if not seconds > 0:
+        raise ValueError(f"duration {seconds} s is not positive")
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{max(ms, 1)}ms"
+
+
+class SelectorLabels(BaseModel):
+    """Names of the Prometheus labels that identify an LLMDeployment's pool and pod.
 
     llmscale puts ``llmscale.dev/deployment`` and ``llmscale.dev/pool`` on every pod (DESIGN.md).
     With Kubernetes service discovery, the usual relabelling
     (``action: labelmap, regex: __meta_kubernetes_pod_label_(.+)``) turns them into
     ``llmscale_dev_deployment`` and ``llmscale_dev_pool`` (Prometheus replaces each character
-    that is not ``[a-zA-Z0-9_]`` with ``_``), and ``__meta_kubernetes_namespace`` is commonly
-    relabelled to ``namespace``. Those are the defaults; set these fields when your scrape
-    configuration names them differently (e.g. the Prometheus Operator's PodMonitor
-    ``podTargetLabels`` keeps the same sanitised names).
-
-    Attributes:
-        namespace: label carrying the pod's namespace.
-        deployment: label carrying the LLMDeployment's name.
-        pool: label carrying the pool (``interactive`` or ``batch``).
+    that is not ``[a-zA-Z0-9_]`` with ``_``), ``__meta_kubernetes_namespace`` is commonly
+    relabelled to ``namespace`` and ``__meta_kubernetes_pod_name`` to ``pod`` (the Prometheus
+    Operator's PodMonitor adds ``namespace`` and ``pod`` itself). Those are the defaults; set these
+    fields when your scrape configuration names them differently.
     """
 
-    namespace: str = "namespace"
-    deployment: str = "llmscale_dev_deployment"
-    pool: str = "llmscale_dev_pool"
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str = Field(
+        default="namespace", pattern=_LABEL_PATTERN, description="Label carrying the pod's namespace."
+    )
+    deployment: str = Field(
+        default="llmscale_dev_deployment",
+        pattern=_LABEL_PATTERN,
+        description="Label carrying the LLMDeployment's name.",
+    )
+    pool: str = Field(
+        default="llmscale_dev_pool",
+        pattern=_LABEL_PATTERN,
+        description="Label carrying the pool (interactive or batch).",
+    )
+    pod: str = Field(
+        default="pod",
+        pattern=_LABEL_PATTERN,
+        description=(
+            "Label carrying the pod's name. Needed to split a pool per pod: to ignore deleted pods, "
+            "leave out stalled ones and count replicas from the API server's pods."
+        ),
+    )
+
+    @property
+    def pool_labels(self) -> tuple[str, str, str]:
+        """``(namespace, deployment, pool)`` label names: the per-pool grouping."""
+        return (self.namespace, self.deployment, self.pool)
+
+
+#: The default label names (a module-level instance, shared as an argument default).
+DEFAULT_LABELS = SelectorLabels()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,88 +224,189 @@ def _quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-def selector(target: PoolTarget, labels: SelectorLabels = SelectorLabels()) -> str:
-    """Return the label matcher block for ``target``, e.g. ``{namespace="ml",...}``."""
+def selector(scope: PoolTarget | None, labels: SelectorLabels = DEFAULT_LABELS) -> str:
+    """Return the label matchers (without braces) selecting one pool, or every llmscale pool.
+
+    ``scope`` ``None`` gives the fleet-wide matchers ``deployment!="", pool!=""`` (every series of
+    every LLMDeployment this Prometheus scrapes).
+    """
+    if scope is None:
+        return f'{labels.deployment}!="", {labels.pool}!=""'
     return (
-        "{"
-        f"{labels.namespace}={_quote(target.namespace)}, "
-        f"{labels.deployment}={_quote(target.deployment)}, "
-        f"{labels.pool}={_quote(target.pool)}"
-        "}"
+        f"{labels.namespace}={_quote(scope.namespace)}, "
+        f"{labels.deployment}={_quote(scope.deployment)}, "
+        f"{labels.pool}={_quote(scope.pool)}"
     )
+
+
+def absence_checked(profile: MetricProfile) -> dict[str, tuple[str, ...]]:
+    """The metrics whose absence per pod the ``absent`` signal reports, and the series names that
+    count as present for each (a histogram is present as a native series or as ``_bucket``)."""
+    out: dict[str, tuple[str, ...]] = {name: (name,) for name in profile.counters.values()}
+    for hist in profile.histograms.values():
+        out[hist] = (hist, f"{hist}_bucket")
+    return out
 
 
 def signal_queries(
     profile: MetricProfile,
-    target: PoolTarget,
-    labels: SelectorLabels = SelectorLabels(),
-    rate_window: str = "1m",
+    labels: SelectorLabels = DEFAULT_LABELS,
+    window: str = "1m",
     quantile: float = 0.95,
+    scope: PoolTarget | None = None,
+    copy_labels: tuple[str, ...] = (),
 ) -> dict[str, str]:
-    """Return one PromQL expression per signal, keyed as in :data:`SIGNALS`.
+    """Return one PromQL expression per signal of :data:`GROUPS`, keyed by signal.
 
     Args:
         profile: the engine's metric names.
-        target: the pool to select.
         labels: the selector label names.
-        rate_window: range of ``rate()``; keep it at least four scrape intervals (the default
-            ``1m`` suits the usual 15 s scrape), so every window holds enough samples.
+        window: range of every ``rate()`` and ``*_over_time()``, a PromQL duration; keep it at
+            least four scrape intervals (:mod:`llmscale.signals.window` derives it).
         quantile: latency quantile, 0–1 (0.95: the SLO is stated at p95).
+        scope: one pool to select, or ``None`` for every pool (fleet-wide).
+        copy_labels: labels telling copies apart besides the profile's own (e.g.
+            ``prometheus_replica`` of an HA pair queried without deduplication).
 
-    A signal the profile does not export (``preemptions_total`` of ``None``) has no entry.
-    Replicas are counted by scrape target (``instance``), not by series, because a vLLM pod
-    running several engine cores (data parallel) exports one series per core (label ``engine``).
+    Returns:
+        ``{signal: expression}``. Per-pod signals (:data:`PER_POD`) are aggregated
+        ``by (namespace, deployment, pool, pod)`` (``absent`` also labelled with the missing
+        metric's name in :data:`METRIC_LABEL`); per-pool ones
+        ``by (namespace, deployment, pool)``. A signal the profile has no metric for has no entry.
 
     Raises:
-        ValueError: ``rate_window`` is not a PromQL duration or ``quantile`` is outside 0–1.
+        ValueError: ``window`` is not a PromQL duration or ``quantile`` is outside 0–1.
     """
-    if not _DURATION.match(rate_window):
-        raise ValueError(f"rate_window {rate_window!r} is not a PromQL duration such as 1m or 30s")
+    parse_duration(window)
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile {quantile} is outside 0-1")
-    sel = selector(target, labels)
+    sel = selector(scope, labels)
+    copies = list(dict.fromkeys((*profile.copy_labels, *copy_labels)))
+    pool_by = ", ".join(labels.pool_labels)
+    pod_by = f"{pool_by}, {labels.pod}"
+    w = window
 
-    def hq(histogram: str) -> str:
-        return f"histogram_quantile({quantile}, sum by (le) (rate({histogram}_bucket{sel}[{rate_window}])))"
+    def m(name: str) -> str:
+        return f"{name}{{{sel}}}"
 
-    queries = {
-        "queue_depth": f"sum({profile.waiting}{sel})",
-        "running_requests": f"sum({profile.running}{sel})",
-        "kv_cache_utilization": f"avg({profile.kv_cache_usage}{sel})",
-        # rate() treats any decrease of a counter as a reset (the process restarted) and
-        # continues from the new value, so a restarted engine does not read as a negative rate.
-        "preemption_rate": (
-            f"sum(rate({profile.preemptions_total}{sel}[{rate_window}]))"
-            if profile.preemptions_total is not None
-            else ""
-        ),
-        "ttft_p95_s": hq(profile.ttft_histogram),
-        "itl_p95_s": hq(profile.itl_histogram),
-        "replicas_reporting": f"count(count by (instance) ({profile.waiting}{sel}))",
-        # An instant query stamps every answer with the evaluation time, not the scrape time;
-        # timestamp() returns the time of the sample itself, which stays old when scraping stops
-        # without a staleness marker (up to the 5 min lookback).
-        "newest_sample_s": f"max(timestamp({profile.waiting}{sel}))",
-        "evaluated_at_s": "vector(time())",
+    def dedup(expr: str) -> str:
+        return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
+
+    def per_pod(agg: str, expr: str) -> str:
+        return f"{agg} by ({pod_by}) ({dedup(expr)})"
+
+    def hist_per_pod(fn: str, suffix: str, hist: str) -> str:
+        # Native form first: histogram_sum/histogram_count of the summed native rate; else the
+        # classic _sum/_count series.
+        native = f"{fn}(sum by ({pod_by}) (rate({m(hist)}[{w}])))"
+        classic = f"sum by ({pod_by}) (rate({m(hist + suffix)}[{w}]))"
+        return f"{native} or {classic}"
+
+    def quantile_of(q: float, hist: str) -> str:
+        native = f"histogram_quantile({q:g}, sum by ({pool_by}) (rate({m(hist)}[{w}])))"
+        classic = f"histogram_quantile({q:g}, sum by ({pool_by}, le) (rate({m(hist + '_bucket')}[{w}])))"
+        return f"{native} or {classic}"
+
+    def observations(hist: str) -> str:
+        native = f"histogram_count(sum by ({pool_by}) (rate({m(hist)}[{w}])))"
+        classic = f"sum by ({pool_by}) (rate({m(hist + '_count')}[{w}]))"
+        return f"{native} or {classic}"
+
+    q: dict[str, str] = {
+        "queue_depth": per_pod("sum", m(profile.waiting)),
+        "running_requests": per_pod("sum", m(profile.running)),
+        "kv_cache_utilization": per_pod("avg", m(profile.kv_cache_usage)),
+        # timestamp() is the sample's own time, which stays old when scraping stops without a
+        # staleness marker (up to the 5 min lookback); an instant query stamps the evaluation time.
+        "newest_sample_s": f"max by ({pod_by}) (timestamp({m(profile.waiting)}))",
+        "samples_in_window": f"max by ({pod_by}) (count_over_time({m(profile.waiting)}[{w}]))",
+        "running_min": per_pod("sum", f"min_over_time({m(profile.running)}[{w}])"),
     }
-    return {name: q for name, q in queries.items() if q}
+    # Absence, not presence, is what is sent back: the common answer (everything exported) is
+    # then no series at all, instead of one per pod and metric.
+    reporting = f"count by ({pod_by}) ({m(profile.waiting)})"
+    absent = []
+    for name, forms in absence_checked(profile).items():
+        exported = " or ".join(f"count by ({pod_by}) ({m(form)})" for form in forms)
+        absent.append(
+            f'label_replace({reporting} unless on ({pod_by}) ({exported}), "{METRIC_LABEL}", "{name}", "", "")'
+        )
+    q["absent"] = " or ".join(absent)
+    # rate() treats any decrease of a counter as a reset (the process restarted) and continues
+    # from the new value, so a restarted engine never reads as a negative rate.
+    for signal, counter in profile.counters.items():
+        q[signal] = per_pod("sum", f"rate({m(counter)}[{w}])")
+    if profile.prefix_cache_hit_rate:
+        q["prefix_cache_hit_rate_gauge"] = per_pod("avg", m(profile.prefix_cache_hit_rate))
+    hists = profile.histograms
+    for key in ("prompt", "generation"):
+        if key in hists:
+            q[f"{key}_tokens_sum_rate"] = hist_per_pod("histogram_sum", "_sum", hists[key])
+            q[f"{key}_tokens_count_rate"] = hist_per_pod("histogram_count", "_count", hists[key])
+            q[f"{key}_tokens_p90"] = quantile_of(0.9, hists[key])
+            q[f"{key}_tokens_p95"] = quantile_of(0.95, hists[key])
+    q["ttft_p95_s"] = quantile_of(quantile, profile.ttft_histogram)
+    q["itl_p95_s"] = quantile_of(quantile, profile.itl_histogram)
+    q["ttft_observations_rate"] = observations(profile.ttft_histogram)
+    q["itl_observations_rate"] = observations(profile.itl_histogram)
+    return q
 
 
-def batched_query(
+def fleet_queries(
     profile: MetricProfile,
-    target: PoolTarget,
-    labels: SelectorLabels = SelectorLabels(),
-    rate_window: str = "1m",
+    labels: SelectorLabels = DEFAULT_LABELS,
+    window: str = "1m",
     quantile: float = 0.95,
-) -> str:
-    """Return one PromQL expression answering every signal, each series labelled by signal.
+    scope: PoolTarget | None = None,
+    copy_labels: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """Return the instant queries of one read, one per group of :data:`GROUPS`, keyed by group.
 
-    The answer is an instant vector with at most one series per signal, carrying the label
-    :data:`SIGNAL_LABEL` set to the signal's key (see :data:`SIGNALS`). Arguments and errors as
-    in :func:`signal_queries`.
+    Each query answers its group's signals at once, every series labelled :data:`SIGNAL_LABEL`
+    with its signal's name. Arguments and errors as in :func:`signal_queries`.
     """
-    parts = [
-        f'label_replace({q}, "{SIGNAL_LABEL}", "{name}", "", "")'
-        for name, q in signal_queries(profile, target, labels, rate_window, quantile).items()
-    ]
-    return "\n  or ".join(parts)
+    per_signal = signal_queries(profile, labels, window, quantile, scope, copy_labels)
+    out: dict[str, str] = {}
+    for group, signals in GROUPS.items():
+        parts = [
+            f'label_replace({per_signal[name]}, "{SIGNAL_LABEL}", "{name}", "", "")'
+            for name in signals
+            if name in per_signal
+        ]
+        out[group] = "\n  or ".join(parts)
+    return out
+
+
+def interval_probe_query(
+    profile: MetricProfile,
+    labels: SelectorLabels = DEFAULT_LABELS,
+    scope: PoolTarget | None = None,
+    probe: str = "10m",
+) -> str:
+    """Return the query that finds the queue-depth series with the most samples in ``probe``.
+
+    The first step of reading the scrape interval from the sample spacing, where Prometheus has
+    no ``/api/v1/targets`` (Thanos, Mimir, Cortex): the answer's labels name one series, whose
+    samples :func:`samples_query` then fetches.
+
+    Raises:
+        ValueError: ``probe`` is not a PromQL duration.
+    """
+    parse_duration(probe)
+    return f"topk(1, count_over_time({profile.waiting}{{{selector(scope, labels)}}}[{probe}]))"
+
+
+def samples_query(metric: str, series_labels: Mapping[str, str], probe: str = "10m") -> str:
+    """Return the range-vector query of one series' raw samples over ``probe`` (a matrix answer).
+
+    Args:
+        metric: the metric name.
+        series_labels: every label of the series (as :func:`interval_probe_query` answers them).
+        probe: the range, a PromQL duration.
+
+    Raises:
+        ValueError: ``probe`` is not a PromQL duration.
+    """
+    parse_duration(probe)
+    matchers = ", ".join(f"{k}={_quote(v)}" for k, v in sorted(series_labels.items()) if k != "__name__")
+    return f"{metric}{{{matchers}}}[{probe}]"

@@ -3,15 +3,138 @@
 Pure module, shared by the operator (built from Prometheus by :mod:`llmscale.signals`) and the
 simulator (built from simulated replicas), so scaling behaves the same in both.
 
-"Unknown is not zero": a signal that could not be read (no series, NaN, query failed) is ``None``.
+"Unknown is not zero": a signal that could not be read (no series, NaN, query failed, every pod
+stalled) is ``None``, and :attr:`SignalSnapshot.unknown` names why. Every field added after the
+first six signals is optional, so a caller that builds a snapshot by keyword (the simulator) keeps
+working.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 
-__all__ = ["SignalSnapshot"]
+__all__ = ["PodSignals", "RateWindow", "SignalSnapshot", "WorkloadMix"]
+
+
+def _finite_or_none(obj: object, names: tuple[str, ...]) -> None:
+    """Replace NaN and ±Inf in the named float fields of a frozen dataclass with ``None``."""
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None and not math.isfinite(value):
+            object.__setattr__(obj, name, None)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadMix:
+    """The live workload mix of one pool, from the engines' own counters and histograms.
+
+    Every rate is summed over the pool's contributing pods (live, reporting, not stalled) over the
+    rate window; every field is ``None`` when unknown (see ``SignalSnapshot.unknown``).
+
+    Attributes:
+        request_rate: finished requests per second (``rate(vllm:request_success_total)``).
+        prompt_tokens_rate: prompt (prefill) tokens per second (``vllm:prompt_tokens_total``).
+        generation_tokens_rate: generated tokens per second (``vllm:generation_tokens_total``).
+        prompt_tokens_mean: mean prompt tokens per request, from the histogram's ``_sum``/``_count``
+            rates (``vllm:request_prompt_tokens``); where the histogram is absent, the prompt-token
+            rate over the request rate.
+        prompt_tokens_p90: 90th percentile of prompt tokens per request (``histogram_quantile``;
+            over every pod of the pool in the window, including pods gone within it).
+        prompt_tokens_p95: 95th percentile of prompt tokens per request.
+        generation_tokens_mean: mean generated tokens per request (``vllm:request_generation_tokens``).
+        generation_tokens_p90: 90th percentile of generated tokens per request.
+        generation_tokens_p95: 95th percentile of generated tokens per request.
+        prefix_cache_hit_rate: fraction of prompt tokens served from the prefix cache, 0–1
+            (``rate(hits) / rate(queries)`` summed over pods; the engine's own gauge where the
+            counters are absent).
+    """
+
+    request_rate: float | None = None
+    prompt_tokens_rate: float | None = None
+    generation_tokens_rate: float | None = None
+    prompt_tokens_mean: float | None = None
+    prompt_tokens_p90: float | None = None
+    prompt_tokens_p95: float | None = None
+    generation_tokens_mean: float | None = None
+    generation_tokens_p90: float | None = None
+    generation_tokens_p95: float | None = None
+    prefix_cache_hit_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        _finite_or_none(self, tuple(f.name for f in fields(self)))
+
+
+@dataclass(frozen=True, slots=True)
+class PodSignals:
+    """The signals of one pod of a pool (after collapsing copies inside the pod).
+
+    Attributes:
+        pod: the pod's name (the ``pod`` label).
+        queue_depth: requests waiting, summed over the pod's independent schedulers (requests).
+        running_requests: requests running (requests).
+        kv_cache_utilization: fraction of the KV cache in use, mean over the schedulers (0–1).
+        preemption_rate: preemptions per second (0 when the counter is absent on this pod).
+        generation_tokens_rate: generated tokens per second (the stall check's progress counter).
+        newest_sample_s: timestamp of the pod's newest queue-depth sample, seconds since the epoch.
+        stalled: running requests stayed above 0 for the whole rate window while the
+            generation-token counter did not move: the engine hangs but keeps serving ``/metrics``.
+            A stalled pod's signals are excluded from the pool's aggregates.
+    """
+
+    pod: str
+    queue_depth: float | None = None
+    running_requests: float | None = None
+    kv_cache_utilization: float | None = None
+    preemption_rate: float | None = None
+    generation_tokens_rate: float | None = None
+    newest_sample_s: float | None = None
+    stalled: bool = False
+
+    def __post_init__(self) -> None:
+        _finite_or_none(
+            self,
+            (
+                "queue_depth",
+                "running_requests",
+                "kv_cache_utilization",
+                "preemption_rate",
+                "generation_tokens_rate",
+                "newest_sample_s",
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RateWindow:
+    """The range of every ``rate()`` in a read, and whether the data can fill it.
+
+    Attributes:
+        window_s: the range, seconds.
+        promql: the same range as the PromQL duration sent (``60s``).
+        scrape_interval_s: the scrape interval the window was checked against, seconds, or
+            ``None`` when it could not be found.
+        interval_source: where the interval came from: ``set`` (the reader's settings),
+            ``targets`` (Prometheus ``/api/v1/targets`` ``scrapeInterval``), ``samples`` (sample
+            spacing of the queue-depth series) or ``unknown``.
+        auto: whether the window was derived from the interval (``max(minimum, 4 × interval)``)
+            rather than set.
+        too_short: the window holds fewer than two samples of a series, so ``rate()`` and the
+            latency quantiles cannot be computed: every rate-based signal is unknown.
+        problem: why the window is too short, or shorter than the four scrape intervals
+            Prometheus advises (rates noisy); ``None`` when it is fine. Phase B shows it as a
+            condition.
+    """
+
+    window_s: float
+    promql: str
+    scrape_interval_s: float | None = None
+    interval_source: str = "unknown"
+    auto: bool = False
+    too_short: bool = False
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,19 +143,34 @@ class SignalSnapshot:
 
     Attributes:
         observed_at: time of the data in seconds since the Unix epoch (the newest sample's
-            timestamp, not the time of the query); the policy compares it with ``now`` to judge
-            staleness.
-        queue_depth: requests waiting in the engines, summed over the pool's replicas
+            timestamp among the pods that contribute, not the time of the query); the policy
+            compares it with ``now`` to judge staleness.
+        queue_depth: requests waiting in the engines, summed over the contributing pods
             (``vllm:num_requests_waiting``); ``None`` when unknown.
         running_requests: requests running (in the batch), summed (``vllm:num_requests_running``).
-        kv_cache_utilization: mean fraction of the paged KV cache in use over the replicas, 0–1
+        kv_cache_utilization: mean fraction of the paged KV cache in use over the pods, 0–1
             (``vllm:kv_cache_usage_perc``).
-        preemption_rate: preemptions per second summed over the replicas
-            (``sum(rate(vllm:num_preemptions_total[1m]))``).
-        ttft_p95_s: p95 time to first token over the last minute, seconds (lagging).
-        itl_p95_s: p95 inter-token latency over the last minute, seconds (lagging).
-        replicas_reporting: number of replicas (scrape targets) that contributed samples.
-        error: why the snapshot is incomplete (query failure), or ``None``.
+        preemption_rate: preemptions per second summed over the pods
+            (``rate(vllm:num_preemptions_total[window])``).
+        ttft_p95_s: TTFT at the reader's quantile (p95 by default) over the window, seconds (lagging).
+        itl_p95_s: ITL at the reader's quantile over the window, seconds (lagging).
+        replicas_reporting: pods that contribute: live (in the API server's set, when one was
+            given), reporting the queue-depth gauge, and not stalled.
+        error: why the snapshot is incomplete (query failure, rejected values), or ``None``.
+        workload: the workload mix (request and token rates, prompt/generation lengths, prefix
+            cache hit rate); all ``None`` when not read.
+        pods: per-pod signals of the pool's live reporting pods, sorted by pod name.
+        stalled_pods: pods whose engine hangs (see :attr:`PodSignals.stalled`), sorted; their
+            signals are left out of every aggregate.
+        ignored_pods: pods whose series Prometheus still returns but that are not in the API
+            server's set (deleted; series linger up to the 5 min lookback), sorted.
+        silent_pods: live pods (from the API server) with no series, sorted.
+        absent_counters: counters absent on some contributing pod and read there as 0
+            (``sglang:num_retracted_requests_total`` before the first retraction), sorted.
+        unknown: for each signal that is ``None``, why; keyed by field name (``queue_depth``,
+            ``ttft_p95_s``, ``prompt_tokens_p95`` ...). Read-only.
+        window: the rate window of the read and whether it is long enough; ``None`` when the
+            snapshot was not built from Prometheus.
     """
 
     observed_at: float
@@ -44,20 +182,29 @@ class SignalSnapshot:
     itl_p95_s: float | None = None
     replicas_reporting: int = 0
     error: str | None = None
+    workload: WorkloadMix = WorkloadMix()
+    pods: tuple[PodSignals, ...] = ()
+    stalled_pods: tuple[str, ...] = ()
+    ignored_pods: tuple[str, ...] = ()
+    silent_pods: tuple[str, ...] = ()
+    absent_counters: tuple[str, ...] = ()
+    unknown: Mapping[str, str] = field(default_factory=dict)
+    window: RateWindow | None = None
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.
-        for name in (
-            "queue_depth",
-            "running_requests",
-            "kv_cache_utilization",
-            "preemption_rate",
-            "ttft_p95_s",
-            "itl_p95_s",
-        ):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                object.__setattr__(self, name, None)
+        _finite_or_none(
+            self,
+            (
+                "queue_depth",
+                "running_requests",
+                "kv_cache_utilization",
+                "preemption_rate",
+                "ttft_p95_s",
+                "itl_p95_s",
+            ),
+        )
+        object.__setattr__(self, "unknown", MappingProxyType(dict(self.unknown)))
 
     def age(self, now: float) -> float:
         """Return the snapshot's age at ``now`` (seconds since the epoch), in seconds."""

@@ -6,29 +6,53 @@ Pure module: names only, no PromQL and no I/O (the queries are built in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, fields
 
 __all__ = ["MetricProfile"]
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 @dataclass(frozen=True, slots=True)
 class MetricProfile:
-    """The metric names one inference engine exposes for llmscale's six signals.
+    """The metric names one inference engine exposes for llmscale's signals.
 
     Every name is the metric as Prometheus stores it (after the engine's own prefix, before any
     ``_bucket``/``_sum``/``_count`` suffix for histograms). A name of ``None`` means the engine does
-    not export that signal at all; the reader then reports it as unknown (``None``), never as zero.
+    not export that signal at all; the reader then reports it as unknown (``None``, with the reason
+    in ``SignalSnapshot.unknown``), never as zero.
+
+    A *counter* that is missing on a pod that does export ``waiting`` is read as 0 for that pod:
+    engines create some counters at their first event (SGLang's retraction counter appears at the
+    first retraction), so absence on a live, scraped engine means "never happened".
 
     Attributes:
         name: the profile's name as used in ``spec.engine.metricsProfile`` (``vllm``, ...).
-        waiting: gauge of requests waiting in the engine's queue, per replica (requests).
-        running: gauge of requests in the running batch, per replica (requests).
-        kv_cache_usage: gauge of the fraction of the paged KV cache in use, per replica (0–1).
-        preemptions_total: counter of preempted (or retracted) requests, per replica (requests);
-            the reader takes its ``rate()``, so counter resets are handled by Prometheus.
-        ttft_histogram: histogram of time to first token (seconds); ``_bucket`` is appended.
-        itl_histogram: histogram of inter-token latency (seconds); ``_bucket`` is appended.
+        waiting: gauge of requests waiting in the engine's queue (requests). Also the pod's
+            presence anchor: a pod that exports it is *reporting*.
+        running: gauge of requests in the running batch (requests).
+        kv_cache_usage: gauge of the fraction of the paged KV cache in use (0–1).
+        preemptions_total: counter of preempted (or retracted) requests (requests).
+        ttft_histogram: histogram of time to first token (seconds), classic or native.
+        itl_histogram: histogram of inter-token latency (seconds), classic or native.
         source: where the names come from (engine source file and version), for the docs.
+        copy_labels: labels whose values tell apart *copies* of one series inside one pod (tensor-
+            or pipeline-parallel ranks that each export the same scheduler gauge). Series that
+            differ only by these labels are collapsed with ``max`` before anything is summed, so
+            each pod counts once. Labels that tell apart *independent* schedulers (vLLM's
+            ``engine`` under data parallelism, SGLang's ``dp_rank``) are not copies: they are summed.
+        requests_total: counter of finished requests (requests); its rate is the request rate.
+        prompt_tokens_total: counter of prompt (prefill) tokens (tokens).
+        generation_tokens_total: counter of generated (decode) tokens (tokens); also the
+            progress counter of the stall check.
+        prompt_tokens_histogram: histogram of prompt tokens per request (tokens).
+        generation_tokens_histogram: histogram of generated tokens per request (tokens).
+        prefix_cache_hits_total: counter of prompt tokens served from the prefix cache (tokens).
+        prefix_cache_queries_total: counter of prompt tokens looked up in the prefix cache (tokens).
+        prefix_cache_hit_rate: gauge of the prefix-cache hit rate (0–1), read only where the two
+            counters are absent (older engines).
     """
 
     name: str
@@ -39,3 +63,47 @@ class MetricProfile:
     ttft_histogram: str
     itl_histogram: str
     source: str
+    copy_labels: tuple[str, ...] = ()
+    requests_total: str | None = None
+    prompt_tokens_total: str | None = None
+    generation_tokens_total: str | None = None
+    prompt_tokens_histogram: str | None = None
+    generation_tokens_histogram: str | None = None
+    prefix_cache_hits_total: str | None = None
+    prefix_cache_queries_total: str | None = None
+    prefix_cache_hit_rate: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("name", "source", "copy_labels") or value is None:
+                continue
+            if not _METRIC_NAME.fullmatch(value):
+                raise ValueError(f"profile {self.name}: {f.name} {value!r} is not a Prometheus metric name")
+        for label in self.copy_labels:
+            if not _LABEL_NAME.fullmatch(label):
+                raise ValueError(f"profile {self.name}: copy label {label!r} is not a Prometheus label name")
+
+    @property
+    def counters(self) -> dict[str, str]:
+        """The counters this profile reads, by the per-pod signal their rate feeds."""
+        names = {
+            "preemption_rate": self.preemptions_total,
+            "request_rate": self.requests_total,
+            "prompt_tokens_rate": self.prompt_tokens_total,
+            "generation_tokens_rate": self.generation_tokens_total,
+            "prefix_cache_hits_rate": self.prefix_cache_hits_total,
+            "prefix_cache_queries_rate": self.prefix_cache_queries_total,
+        }
+        return {signal: name for signal, name in names.items() if name is not None}
+
+    @property
+    def histograms(self) -> dict[str, str]:
+        """The histograms this profile reads, by short key (``ttft``, ``itl``, ``prompt``, ``generation``)."""
+        names = {
+            "ttft": self.ttft_histogram,
+            "itl": self.itl_histogram,
+            "prompt": self.prompt_tokens_histogram,
+            "generation": self.generation_tokens_histogram,
+        }
+        return {key: name for key, name in names.items() if name is not None}

@@ -1,10 +1,17 @@
 """Profile ``vllm``: the metric names of the vLLM V1 engine (vLLM >= 0.8, the default since 0.9).
 
 Source: vLLM ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``), and the vLLM docs page
-"Production Metrics". V1 renamed ``vllm:gpu_cache_usage_perc`` to ``vllm:kv_cache_usage_perc`` and
-``vllm:time_per_output_token_seconds`` to ``vllm:inter_token_latency_seconds``; use the
-``vllm-legacy`` profile for engines that still export the old names. Despite the ``_perc`` suffix
-the KV-cache gauge is a fraction, 0–1 ("1 means 100 percent usage").
+"Production Metrics". V1 renamed ``vllm:gpu_cache_usage_perc`` to ``vllm:kv_cache_usage_perc``,
+``vllm:time_per_output_token_seconds`` to ``vllm:inter_token_latency_seconds`` and
+``vllm:gpu_prefix_cache_{queries,hits}_total`` to ``vllm:prefix_cache_{queries,hits}_total``; use
+the ``vllm-legacy`` profile for engines that still export the old names. Despite the ``_perc``
+suffix the KV-cache gauge is a fraction, 0–1 ("1 means 100 percent usage").
+
+Copies: none. Every series carries ``engine`` (the engine core's index); under data parallelism
+(``--data-parallel-size`` > 1) each core has its own scheduler, queue and KV cache, so the cores'
+series are *not* copies: queues and rates are summed over them, the KV-cache fraction averaged.
+Tensor- and pipeline-parallel workers do not export metrics (only the front-end process does).
+Every series is created at start-up, so none is absent on a live engine.
 llmscale's mock engine (``llmscale engine``) speaks this profile.
 """
 
@@ -23,4 +30,12 @@ PROFILE = MetricProfile(
     ttft_histogram="vllm:time_to_first_token_seconds",
     itl_histogram="vllm:inter_token_latency_seconds",
     source="vllm/v1/metrics/loggers.py (vLLM V1, >= 0.8)",
+    copy_labels=(),
+    requests_total="vllm:request_success_total",
+    prompt_tokens_total="vllm:prompt_tokens_total",
+    generation_tokens_total="vllm:generation_tokens_total",
+    prompt_tokens_histogram="vllm:request_prompt_tokens",
+    generation_tokens_histogram="vllm:request_generation_tokens",
+    prefix_cache_hits_total="vllm:prefix_cache_hits_total",
+    prefix_cache_queries_total="vllm:prefix_cache_queries_total",
 )

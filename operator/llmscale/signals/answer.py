@@ -1,0 +1,148 @@
+"""Split Prometheus answers to the fleet queries per pool and per pod, rejecting what is not data.
+
+Pure module: decoded JSON in, :class:`FleetAnswer` out; no I/O, no clock. Nothing here raises on a
+bad answer: every rejected value becomes ``None`` and a line in ``problems``.
+
+Parsing rules (each is a named case in ``tests/signals/test_prometheus.py``):
+
+======================================  =====================================================
+Prometheus answers                       the value
+======================================  =====================================================
+no series for a signal                   absent (what that means is decided per signal in
+                                         :mod:`llmscale.signals.assemble`)
+``NaN``, ``+Inf``, ``-Inf``              ``None`` (``NaN`` is normal for latency quantiles over
+                                         a window with no requests), no problem
+a value that is not a number             ``None``; a problem names it
+a negative value                         ``None``; a problem names it (every signal is a count,
+                                         a fraction, a rate or a timestamp)
+several series for one signal of one     ``None``; a problem names it (the queries aggregate,
+pod (or pool)                            so duplicates mean a proxy in front of Prometheus
+                                         merged answers; summing them could double the queue)
+series without the signal label, or      ignored
+with a signal this group does not ask
+a series that is not ``{metric, value}``  ignored; a problem names it
+a result that is not a vector            the whole group fails (``failed``)
+======================================  =====================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmscale.signals.queries import GROUPS, METRIC_LABEL, PER_POD, SIGNAL_LABEL, PoolTarget, SelectorLabels
+
+__all__ = ["FleetAnswer", "parse_group"]
+
+#: A problem that could not be tied to a pool.
+UNATTRIBUTED = PoolTarget("", "", "")
+
+
+@dataclass
+class FleetAnswer:
+    """The parsed answers of one read, split per pool and per pod.
+
+    Attributes:
+        evaluated_at: Prometheus's evaluation time of the answers, seconds since the epoch, or
+            ``None`` when no answer carried one.
+        pods: ``pool -> pod -> signal -> value`` for per-pod signals (``None``: rejected or NaN).
+        pools: ``pool -> signal -> value`` for per-pool signals.
+        absent: ``pool -> pod -> metric names`` a reporting pod lacks (the ``absent`` signal).
+        problems: ``pool -> lines`` of rejected values (:data:`UNATTRIBUTED` for series without
+            pool labels).
+        failed: ``group -> why`` for every query group that gave no usable answer.
+    """
+
+    evaluated_at: float | None = None
+    pods: dict[PoolTarget, dict[str, dict[str, float | None]]] = field(default_factory=dict)
+    pools: dict[PoolTarget, dict[str, float | None]] = field(default_factory=dict)
+    absent: dict[PoolTarget, dict[str, set[str]]] = field(default_factory=dict)
+    problems: dict[PoolTarget, list[str]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def problem(self, pool: PoolTarget, line: str) -> None:
+        """Record a rejected value of ``pool``."""
+        self.problems.setdefault(pool, []).append(line)
+
+
+def _value(sample: Any) -> tuple[float | None, float | None, str | None]:
+    """Return ``(time, value, problem)`` for one ``[time, "value"]`` pair of an instant vector."""
+    if not isinstance(sample, list | tuple) or len(sample) != 2:
+        return None, None, f"sample {sample!r:.60} is not a [time, value] pair"
+    try:
+        t = float(sample[0])
+    except (TypeError, ValueError):
+        return None, None, f"time {sample[0]!r:.40} is not a number"
+    try:
+        value = float(sample[1])
+    except (TypeError, ValueError):
+        return t, None, f"value {sample[1]!r:.40} is not a number"
+    if not math.isfinite(value):
+        return t, None, None  # NaN/±Inf: unknown, and not a fault (e.g. no requests this window)
+    return t, value, None
+
+
+def parse_group(answer: FleetAnswer, group: str, result: Any, labels: SelectorLabels) -> None:
+    """Fold the ``data.result`` of one :func:`~llmscale.signals.queries.fleet_queries` group into ``answer``.
+
+    Args:
+        answer: the read's answer so far; updated in place.
+        group: the group's name (a key of :data:`~llmscale.signals.queries.GROUPS`).
+        result: the instant vector as decoded JSON, a list of ``{"metric": {...}, "value":
+            [time_s, "value"]}``.
+        labels: the selector label names, to split series per pool and pod.
+
+    A result that is not a vector is recorded in ``answer.failed[group]``; every other fault is a
+    line in ``answer.problems`` (rules in this module's docstring).
+    """
+    if not isinstance(result, list):
+        answer.failed[group] = f"Prometheus answered {type(result).__name__}, not a vector"
+        return
+    if len(result) == 2 and isinstance(result[0], int | float) and isinstance(result[1], str):
+        answer.failed[group] = "Prometheus answered a scalar, not a vector"
+        return
+    wanted = set(GROUPS[group])
+    ns_label, dep_label, pool_label, pod_label = labels.namespace, labels.deployment, labels.pool, labels.pod
+    targets: dict[tuple[str, str, str], PoolTarget] = {}  # one PoolTarget per pool, not per series
+    for item in result:
+        if not isinstance(item, Mapping) or not isinstance(item.get("metric"), Mapping):
+            answer.problem(UNATTRIBUTED, f"ignored malformed series {item!r:.80}")
+            continue
+        metric = item["metric"]
+        signal = metric.get(SIGNAL_LABEL)
+        if signal not in wanted:
+            continue  # not ours (or a label we do not know): harmless
+        key = (str(metric.get(ns_label, "")), str(metric.get(dep_label, "")), str(metric.get(pool_label, "")))
+        pool = targets.get(key)
+        if pool is None:
+            pool = targets[key] = PoolTarget(*key)
+        per_pod = signal in PER_POD
+        pod = str(metric.get(pod_label, "")) if per_pod else ""
+        t, value, problem = _value(item.get("value"))
+        if t is not None and answer.evaluated_at is None:
+            answer.evaluated_at = t
+        if problem:
+            answer.problem(pool, f"{_where(signal, pod, per_pod)}: {problem}")
+        elif value is not None and value < 0:
+            answer.problem(pool, f"{_where(signal, pod, per_pod)}: negative value {value}")
+            value = None
+        if signal == "absent":
+            answer.absent.setdefault(pool, {}).setdefault(pod, set()).add(str(metric.get(METRIC_LABEL, "")))
+            continue
+        row = (
+            answer.pods.setdefault(pool, {}).setdefault(pod, {})
+            if per_pod
+            else answer.pools.setdefault(pool, {})
+        )
+        if signal in row:
+            answer.problem(
+                pool, f"{_where(signal, pod, per_pod)}: several series where one was expected; rejected"
+            )
+            value = None
+        row[signal] = value
+
+
+def _where(signal: str, pod: str, per_pod: bool) -> str:
+    return f"{signal} of pod {pod!r}" if per_pod else signal
