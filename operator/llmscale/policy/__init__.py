@@ -7,7 +7,13 @@ See :func:`decide` for the algorithm, :mod:`llmscale.policy.clamps` for its clam
 
 from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
 from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
-from llmscale.policy.windows import batch_window_open, describe_window, local_time
+from llmscale.policy.windows import (
+    batch_window_open,
+    describe_window,
+    local_time,
+    open_interval,
+    scheduled_minimum,
+)
 
 __all__ = [
     "FALLBACK_KV_CACHE_TARGET",
@@ -23,4 +29,6 @@ __all__ = [
     "headroom_replicas",
     "kv_cache_target",
     "local_time",
+    "open_interval",
+    "scheduled_minimum",
 ]
