@@ -24,7 +24,7 @@ from llmscale.api import (
     ScalingTargets,
     TroughWindow,
 )
-from llmscale.policy import PolicyMemory, PoolState
+from llmscale.policy import CapacityCorrection, PolicyMemory, PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
@@ -186,7 +186,20 @@ def memories(draw: st.DrawFn, now: float, span_s: float = 600.0) -> PolicyMemory
     times = st.floats(now - span_s, now - 1)
     recs = draw(st.lists(st.tuples(times, st.integers(0, 30)), max_size=12))
     events = draw(st.lists(st.tuples(times, st.integers(-4, 4).filter(bool)), max_size=6))
-    return PolicyMemory(recommendations=tuple(sorted(recs)), scale_events=tuple(sorted(events)))
+    since = draw(st.one_of(st.none(), st.floats(now - 2 * span_s, now)))
+    correction = draw(
+        st.one_of(st.none(), st.builds(CapacityCorrection, st.floats(0.5, 1.0), times, st.sampled_from(["", "ITL"])))
+    )
+    burst = draw(st.one_of(st.none(), st.tuples(st.floats(0, 50), st.floats(0, 50), st.integers(0, 100), times)))
+    batch_yield = draw(st.one_of(st.none(), st.tuples(st.integers(0, 8), st.integers(0, 30))))
+    return PolicyMemory(
+        recommendations=tuple(sorted(recs)),
+        scale_events=tuple(sorted(events)),
+        since=since,
+        correction=correction,
+        burstiness=burst,
+        batch_yield=batch_yield,
+    )
 
 
 @st.composite

@@ -50,6 +50,7 @@ __all__ = [
     "ScalingBehavior",
     "ScalingSpec",
     "ScalingTargets",
+    "ScheduledMinimum",
     "SignalStatus",
     "SloSpec",
     "TroughWindow",
@@ -216,7 +217,11 @@ class ReplicasSpec(_Model):
                 {
                     "rule": "self.min <= self.max",
                     "message": "spec.replicas.min must be less than or equal to spec.replicas.max",
-                }
+                },
+                {
+                    "rule": "!has(self.schedule) || self.schedule.all(s, s.min <= self.max)",
+                    "message": "spec.replicas.schedule[].min must be less than or equal to spec.replicas.max",
+                },
             ]
         }
     )
@@ -225,11 +230,20 @@ class ReplicasSpec(_Model):
     """Fewest interactive replicas, headroom included."""
     max: int = Field(default=8, ge=1, le=10_000)
     """Most interactive replicas, headroom included."""
+    schedule: list[ScheduledMinimum] = Field(default_factory=list, max_length=32)
+    """Calendar floors: at least ``min`` interactive replicas while a window is open (the same daily
+    windows as ``spec.batch.windows``), asked for one lead time (the measured cold start) before it
+    opens so that they are Ready when it does. Scheduled pre-warming for a known morning ramp."""
 
     @model_validator(mode="after")
     def _min_le_max(self) -> ReplicasSpec:
         if self.min > self.max:
             raise ValueError("spec.replicas.min must be less than or equal to spec.replicas.max")
+        for i, floor in enumerate(self.schedule):
+            if floor.min > self.max:
+                raise ValueError(
+                    f"spec.replicas.schedule[{i}].min ({floor.min}) must be less than or equal to spec.replicas.max"
+                )
         return self
 
 
@@ -381,6 +395,15 @@ class TroughWindow(_Model):
         return dtime(int(hh), int(mm))
 
 
+class ScheduledMinimum(TroughWindow):
+    """A calendar floor of the interactive pool: a daily window (the rules of a trough window: local
+    ``start``/``end`` in ``timezone`` on ``days``, crossing midnight when ``end`` is earlier, DST
+    followed) in which the pool keeps at least ``min`` replicas."""
+
+    min: int = Field(ge=0, le=10_000)
+    """Fewest interactive replicas while the window is open (headroom included)."""
+
+
 class BatchSpec(_Model):
     """A batch pool (Deployment ``<name>-batch``) that runs only inside trough windows."""
 
@@ -388,6 +411,9 @@ class BatchSpec(_Model):
     """Trough windows; outside every window the batch pool has 0 replicas."""
     replicas: int = Field(default=1, ge=0, le=10_000)
     """Batch replicas inside a window."""
+
+
+ReplicasSpec.model_rebuild()
 
 
 class CostSpec(_Model):
@@ -459,6 +485,10 @@ class ReplicaStatus(_Status):
     """Batch replicas the operator asked for (0 outside trough windows)."""
     batch_ready: int | None = None
     """Batch replicas Ready now."""
+    lead_time_seconds: float | None = None
+    """The lead time the headroom and the forecast look ahead: the 90th percentile of the measured
+    creation → Ready times of recent interactive pods, or ``spec.headroom.coldStartSeconds`` before
+    any was measured, seconds."""
 
 
 class SignalStatus(_Status):
@@ -497,8 +527,8 @@ class Condition(_Status):
     """A standard Kubernetes condition (``metav1.Condition``)."""
 
     type: str
-    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen`` or
-    ``PolicyStateReadable``."""
+    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``,
+    ``PolicyStateReadable``, ``CapacityModel`` or ``Diagnosis``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str

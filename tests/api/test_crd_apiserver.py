@@ -142,6 +142,16 @@ def test_api_server_fills_the_same_defaults_as_the_models(
             'Unsupported value: \\"Mars/Olympus\\"',
             id="unknown-timezone",
         ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"max": 4, "schedule": [{"start": "07:00", "end": "10:00", "min": 6}]}},
+            "spec.replicas.schedule[].min must be less than or equal to spec.replicas.max",
+            id="calendar-floor-above-max",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"schedule": [{"start": "07:00", "end": "07:00", "min": 2}]}},
+            "start and end of a trough window must differ",
+            id="empty-calendar-window",
+        ),
         pytest.param({"model": MODEL, "engine": {"type": "tgi"}}, "spec.engine.type", id="unknown-engine"),
         pytest.param({"model": MODEL, "resources": {"gpusPerReplica": 0}}, "gpusPerReplica", id="zero-gpus"),
         pytest.param(

@@ -14,7 +14,7 @@ from llmscale.signals.snapshot import SignalSnapshot
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
 # A row of the conditions table: | Condition | status | `Reason` | message |
-ROW = re.compile(r"^\| (\w+) \| (True|False) \| `(\w+)` \|", re.MULTILINE)
+ROW = re.compile(r"^\| (\w+) \| (True|False|Unknown) \| `(\w+)` \|", re.MULTILINE)
 
 #: Which condition each reason belongs to (MetricsPartial is in two: the signal state and the floor).
 CONDITIONS = {
@@ -27,10 +27,25 @@ CONDITIONS = {
         Reason.InsufficientCapacity,
         Reason.TooFewReplicas,
         Reason.TooManyReplicas,
+        Reason.ScheduledMinimum,
         Reason.MetricsPartial,
     },
-    "BatchWindowOpen": {Reason.InsideTroughWindow, Reason.OutsideTroughWindows, Reason.NoBatchPool},
+    "BatchWindowOpen": {
+        Reason.InsideTroughWindow,
+        Reason.YieldedToInteractive,
+        Reason.OutsideTroughWindows,
+        Reason.NoBatchPool,
+    },
     "PolicyStateReadable": {Reason.PolicyStateRead, Reason.PolicyStateUnreadable},
+    "CapacityModel": {Reason.LiveWorkloadMix, Reason.DefaultWorkloadMix},
+    "Diagnosis": {
+        Reason.WithinSLO,
+        Reason.PrefillInterference,
+        Reason.PreemptionPressure,
+        Reason.Queueing,
+        Reason.LatencyAboveSLO,
+        Reason.DiagnosisUnknown,
+    },
 }
 
 
@@ -60,6 +75,8 @@ def test_each_condition_uses_its_own_reasons(
         "ScalingLimited": d.scaling_limited,
         "BatchWindowOpen": d.batch_window_open,
         "PolicyStateReadable": d.policy_state_readable,
+        "CapacityModel": d.capacity_model,
+        "Diagnosis": d.diagnosis,
     }
     for name, cond in got.items():
         assert isinstance(cond.reason, Reason) and cond.reason in CONDITIONS[name], (name, cond)

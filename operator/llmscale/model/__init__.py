@@ -37,7 +37,6 @@ from llmscale.model.roofline import (
     ModelDoesNotFit,
     ReplicaModel,
 )
-from llmscale.model.slo import SloOperatingPoint, mean_itl_s, slo_operating_point
 
 __all__ = [
     "BLOCK_SIZE_TOKENS",
@@ -57,7 +56,6 @@ __all__ = [
     "ModelDoesNotFit",
     "ReplicaModel",
     "ReplicaPoint",
-    "SloOperatingPoint",
     "WorkloadShape",
     "capacity_per_replica",
     "dtype_bytes",
@@ -65,7 +63,5 @@ __all__ = [
     "estimate_parameters",
     "fleet_need",
     "max_batched_tokens_for_itl",
-    "mean_itl_s",
     "replica_point",
-    "slo_operating_point",
 ]

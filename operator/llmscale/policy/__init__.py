@@ -6,7 +6,18 @@ See :func:`decide` for the algorithm, :mod:`llmscale.policy.clamps` for its clam
 """
 
 from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
-from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
+from llmscale.policy.leadtime import LeadTime, lead_time
+from llmscale.policy.types import (
+    CapacityCorrection,
+    Clamped,
+    ConditionResult,
+    Decision,
+    PolicyMemory,
+    PoolState,
+    RateSeries,
+    Reason,
+    SeasonalHistory,
+)
 from llmscale.policy.windows import (
     batch_window_open,
     describe_window,
@@ -17,17 +28,22 @@ from llmscale.policy.windows import (
 
 __all__ = [
     "FALLBACK_KV_CACHE_TARGET",
+    "CapacityCorrection",
     "Clamped",
     "ConditionResult",
     "Decision",
+    "LeadTime",
     "PolicyMemory",
     "PoolState",
+    "RateSeries",
     "Reason",
+    "SeasonalHistory",
     "batch_window_open",
     "decide",
     "describe_window",
     "headroom_replicas",
     "kv_cache_target",
+    "lead_time",
     "local_time",
     "open_interval",
     "scheduled_minimum",
