@@ -143,6 +143,9 @@ def test_lognormal_fit_through_vllms_buckets() -> None:
     # A p95 in the +Inf bucket reads as the last finite bound: the least spread that reports it.
     top = LengthDistribution.fit(2814.0, p95=5000.0, buckets=vllm_length_buckets(8192))
     assert top.sigma == pytest.approx(0.397, abs=0.01)
+    # An average of such reports that passes the bound by float rounding is the same report (it
+    # read as "beyond any log-normal" and fitted σ = 1.645: a 10,900-token p95 for a 5,000 cap).
+    assert LengthDistribution.fit(2814.0, p95=5000.000000000001, buckets=vllm_length_buckets(8192)).sigma == top.sigma
 
 
 def test_vllm_length_buckets() -> None:

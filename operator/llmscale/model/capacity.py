@@ -166,12 +166,15 @@ class LengthDistribution:
             return cls(mean, 0.0)
         if buckets:
             bounds = tuple(float(b) for b in buckets)
+            # histogram_quantile never reports more than the last finite bound (the +Inf bucket
+            # reads as it): an average of such reports can only pass it by float rounding.
+            quantile = min(quantile, bounds[-1])
 
             def reported(sigma: float) -> float:
                 return interpolated_quantile(q, cls(mean * math.exp(-sigma * sigma / 2.0), sigma), bounds)
 
             lo, hi = 0.0, z
-            if reported(hi) < quantile:
+            if reported(hi) < quantile * (1 - 1e-9):
                 return cls(mean * math.exp(-hi * hi / 2.0), hi)
             for _ in range(50):
                 mid = (lo + hi) / 2.0

@@ -82,7 +82,14 @@ from llmscale.policy.diagnosis import KV_FULL, diagnose
 from llmscale.policy.forecast import forecast_rate
 from llmscale.policy.leadtime import LeadTime, lead_time
 from llmscale.policy.load import Capacity, capacity_context, factor_in_force, learn
-from llmscale.policy.mix import Arrivals, arrival_rate, burstiness_of, live_shape, update_burstiness
+from llmscale.policy.mix import (
+    Arrivals,
+    arrival_rate,
+    burstiness_of,
+    live_shape,
+    update_burstiness,
+    update_mix,
+)
 from llmscale.policy.types import (
     CapacityCorrection,
     Clamped,
@@ -745,7 +752,9 @@ def decide(
     usable = [s for s in history if s.age(now) <= scaling.metrics_max_age_seconds + 900.0]
 
     lead = lead_time(state.interactive_cold_starts_s, spec.headroom.cold_start_seconds)
-    shape, live = live_shape(usable, now, _length_buckets(spec)) if fresh is not None else (DEFAULT_SHAPE, False)
+    buckets = _length_buckets(spec)
+    mix = update_mix(memory.mix, usable, buckets)
+    shape, live = live_shape(mix, now, buckets) if fresh is not None else (DEFAULT_SHAPE, False)
     burst = update_burstiness(memory.burstiness, usable, shape) if fresh is not None else memory.burstiness
     factor = factor_in_force(memory.correction, now)
     cap = capacity_context(spec, shape, live, burstiness_of(burst), factor)
@@ -865,6 +874,7 @@ def decide(
         correction=correction if correction is not None and factor_in_force(correction, now) < 0.999 else None,
         burstiness=burst,
         batch_yield=batch_yield,
+        mix=mix,
         unreadable=unreadable,
         unreadable_since=unreadable_since,
     )

@@ -123,8 +123,8 @@ def forecast_rate(
     growth = [
         g
         for g in (
-            seasonal_growth(seasonal.day if seasonal else None, 86_400.0, now, lead_s),
-            seasonal_growth(seasonal.week if seasonal else None, 7 * 86_400.0, now, lead_s),
+            seasonal_growth(seasonal.day, seasonal.day_offset_s, now, lead_s) if seasonal else None,
+            seasonal_growth(seasonal.week, seasonal.week_offset_s, now, lead_s) if seasonal else None,
         )
         if g is not None
     ]

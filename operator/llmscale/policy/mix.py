@@ -5,8 +5,9 @@ how many arrive. The engines count both (:class:`~llmscale.signals.snapshot.Work
 and token rates, the prompt and output length histograms, prefix-cache hits); this module turns the
 recent snapshots into the model's inputs. Pure: snapshots in, numbers out.
 
-- :func:`live_shape`: the request-weighted mix of the last :data:`MIX_WINDOW_S` as log-normal
-  lengths; unknown (no length means) → the Azure trace's lengths, said so.
+- :func:`update_mix` and :func:`live_shape`: the request-weighted mix of the last half hour
+  (:data:`MIX_MEMORY_S`, running sums kept in the policy memory) as log-normal lengths; unknown
+  (no length means) → the Azure trace's lengths, said so.
 - :func:`arrival_rate`: requests/s arriving = finished + the growth of the requests in the engines
   (conservation: what arrives either finishes or is still inside).
 - :func:`update_burstiness`: the running estimate of how much a minute's requests and prompt tokens
@@ -20,23 +21,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmscale.model.capacity import DEFAULT_SHAPE, Burstiness, LengthDistribution, WorkloadShape
+from llmscale.policy.types import MixSums
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
     "BURSTINESS_MEMORY_SAMPLES",
     "BURSTINESS_PRIOR_SAMPLES",
-    "MIX_WINDOW_S",
+    "MIX_MEMORY_S",
     "RATE_WINDOW_S",
     "Arrivals",
     "arrival_rate",
     "burstiness_of",
     "live_shape",
     "update_burstiness",
+    "update_mix",
 ]
 
-#: Seconds of history the live mix is averaged over: five one-minute rate windows, so that one
-#: minute of unusual prompts moves the mix by a fifth, and a new client's mix shows within minutes.
-MIX_WINDOW_S = 300.0
+#: Seconds the live mix is averaged over (the time constant of its exponential weighting): half an
+#: hour. The tail of the prompt lengths (their p95, which sets how many chunk steps are slow) needs
+#: thousands of requests to settle; with a 5-minute window the replicas Mooncake's mix needs swung
+#: between 6 and 9 at a steady 8.5 requests/s. A new client's mix still shows within minutes, and a
+#: mix no snapshot has confirmed for this long is unknown again.
+MIX_MEMORY_S = 1800.0
 
 #: The rate window when a snapshot does not say its own (``SignalSnapshot.window``): the signals
 #: reader's default, Prometheus' usual ``rate(…[1m])``.
@@ -66,80 +72,111 @@ def _window(snap: SignalSnapshot) -> float:
     return w if math.isfinite(w) and w > 0 else RATE_WINDOW_S
 
 
-def live_shape(
-    history: Sequence[SignalSnapshot], now: float, buckets: Sequence[float] | None = None
-) -> tuple[WorkloadShape, bool]:
-    """Return the workload shape of the last :data:`MIX_WINDOW_S` and whether it is live.
+def _p95(mean: float, p95: float | None, p90: float | None, buckets: Sequence[float] | None) -> tuple[float | None, bool]:
+    """The p95 to fit (a p90 stands in through the σ it fits); and whether it came from a p90."""
+    q95, q90 = _finite(p95, positive=True), _finite(p90, positive=True)
+    if q95 is not None:
+        return q95, False
+    if q90 is not None:
+        return LengthDistribution.fit(mean, p90=q90, buckets=buckets).quantile(0.95), True
+    return None, False
 
-    Each snapshot with a known prompt and output mean counts with its request rate as weight
-    (a quiet minute says less about the mix than a busy one; weight 1 when the rate is unknown):
-    the means, the p95s (else the p90s) and the prefix-cache hit rate (weighted by prompt tokens)
-    are averaged, and each length is fitted as a log-normal (:meth:`LengthDistribution.fit`, read
-    through the engine's histogram ``buckets`` when known). A length with a mean but no tail
-    quantile keeps the default shape's spread (σ), said in the source.
+
+def update_mix(
+    previous: MixSums | None, history: Sequence[SignalSnapshot], buckets: Sequence[float] | None = None
+) -> MixSums | None:
+    """Fold the snapshots newer than ``previous`` into the live mix's running sums.
+
+    Each snapshot that knows the prompt and output means counts with the requests of its rate
+    window as weight (a quiet minute says less about the mix than a busy one; 1 when the rate is
+    unknown), and every sum is discounted by ``exp(−Δt / MIX_MEMORY_S)`` between snapshots: the mix
+    of the last half hour, the recent minutes counting most. The p95s (else the p90s, converted
+    through the σ they fit) and the prefix-cache hit rate (weighted by prompt tokens) are summed
+    with their own weights, so one snapshot without them does not dilute them.
 
     Args:
+        previous: the sums from the memory, or ``None``.
         history: snapshots, oldest first.
-        now: seconds since the epoch.
-        buckets: the finite upper bounds of the engine's length histograms (vLLM's 1-2-5 buckets up
-            to ``--max-model-len``), or ``None`` to read the quantiles as exact.
+        buckets: the engine's length-histogram bounds (for a p90 standing in for a p95).
 
     Returns:
-        ``(shape, live)``: ``live`` is ``False`` (and the shape :data:`DEFAULT_SHAPE`) when no
-        snapshot of the window knows the prompt and output means.
+        The new sums; ``previous`` when no snapshot is newer or none knows the means.
     """
-    sums = {"w": 0.0, "pm": 0.0, "gm": 0.0, "pq": 0.0, "pqw": 0.0, "gq": 0.0, "gqw": 0.0, "hit": 0.0, "hitw": 0.0}
-    kinds: set[str] = set()
+    sums = previous
     for snap in history:
-        if not now - MIX_WINDOW_S <= snap.observed_at <= now:
+        if sums is not None and snap.observed_at <= sums.observed_at:
             continue
         mix = snap.workload
         pm = _finite(mix.prompt_tokens_mean, positive=True)
         gm = _finite(mix.generation_tokens_mean, positive=True)
         if pm is None or gm is None:
             continue
-        w = _finite(mix.request_rate, positive=True) or 1.0
-        sums["w"] += w
-        sums["pm"] += w * pm
-        sums["gm"] += w * gm
-        for key, p95, p90 in (
-            ("p", mix.prompt_tokens_p95, mix.prompt_tokens_p90),
-            ("g", mix.generation_tokens_p95, mix.generation_tokens_p90),
-        ):
-            q95, q90 = _finite(p95, positive=True), _finite(p90, positive=True)
-            # A p90 stands in for a p95 through the fitted σ: convert it to the p95 it implies.
-            q = q95 if q95 is not None else None
-            if q is None and q90 is not None:
-                q = LengthDistribution.fit(pm if key == "p" else gm, p90=q90, buckets=buckets).quantile(0.95)
-                kinds.add(f"{'prompt' if key == 'p' else 'output'} p90")
-            if q is not None:
-                sums[f"{key}q"] += w * q
-                sums[f"{key}qw"] += w
+        rate = _finite(mix.request_rate, positive=True)
+        w = rate * _window(snap) if rate is not None else 1.0
+        pq, p_from_p90 = _p95(pm, mix.prompt_tokens_p95, mix.prompt_tokens_p90, buckets)
+        gq, g_from_p90 = _p95(gm, mix.generation_tokens_p95, mix.generation_tokens_p90, buckets)
         hit = _finite(mix.prefix_cache_hit_rate)
-        if hit is not None:
-            weight = _finite(mix.prompt_tokens_rate, positive=True) or w
-            sums["hit"] += weight * min(hit, 1.0)
-            sums["hitw"] += weight
-    if sums["w"] <= 0:
+        hit_w = (_finite(mix.prompt_tokens_rate, positive=True) or pm * (rate or 1.0)) * _window(snap)
+        decay = math.exp(-(snap.observed_at - sums.observed_at) / MIX_MEMORY_S) if sums is not None else 0.0
+        old = sums if sums is not None else MixSums()
+        sums = MixSums(
+            weight=old.weight * decay + w,
+            prompt_mean=old.prompt_mean * decay + w * pm,
+            prompt_p95_weight=old.prompt_p95_weight * decay + (w if pq is not None else 0.0),
+            prompt_p95=old.prompt_p95 * decay + (w * pq if pq is not None else 0.0),
+            output_mean=old.output_mean * decay + w * gm,
+            output_p95_weight=old.output_p95_weight * decay + (w if gq is not None else 0.0),
+            output_p95=old.output_p95 * decay + (w * gq if gq is not None else 0.0),
+            hit_weight=old.hit_weight * decay + (hit_w if hit is not None else 0.0),
+            hit=old.hit * decay + (hit_w * min(hit, 1.0) if hit is not None else 0.0),
+            from_p90=(old.from_p90 and decay > 0) or p_from_p90 or g_from_p90,
+            observed_at=snap.observed_at,
+        )
+    return sums
+
+
+def live_shape(
+    sums: MixSums | None, now: float, buckets: Sequence[float] | None = None
+) -> tuple[WorkloadShape, bool]:
+    """Return the workload shape the running sums describe, and whether it is live.
+
+    Each length is fitted as a log-normal to its weighted mean and p95
+    (:meth:`LengthDistribution.fit`, read through the engine's histogram ``buckets`` when known). A
+    length with a mean but no tail quantile keeps the default shape's spread (σ), said in the source.
+
+    Args:
+        sums: the live mix's running sums (:func:`update_mix`), or ``None``.
+        now: seconds since the epoch.
+        buckets: the finite upper bounds of the engine's length histograms (vLLM's 1-2-5 buckets up
+            to ``--max-model-len``), or ``None`` to read the quantiles as exact.
+
+    Returns:
+        ``(shape, live)``: ``live`` is ``False`` (and the shape :data:`DEFAULT_SHAPE`) when no
+        snapshot of the last :data:`MIX_MEMORY_S` knew the prompt and output means.
+    """
+    if sums is None or sums.weight <= 0 or not now - sums.observed_at <= MIX_MEMORY_S:
         return DEFAULT_SHAPE, False
-    pm, gm = sums["pm"] / sums["w"], sums["gm"] / sums["w"]
+    # A request has at least one token; a mean under it is a rounding of garbage, not a mix.
+    pm, gm = max(sums.prompt_mean / sums.weight, 1.0), max(sums.output_mean / sums.weight, 1.0)
+    if not (math.isfinite(pm) and math.isfinite(gm)):
+        return DEFAULT_SHAPE, False
     notes = []
-    if sums["pqw"] > 0:
-        prompt = LengthDistribution.fit(pm, p95=sums["pq"] / sums["pqw"], buckets=buckets)
+    if sums.prompt_p95_weight > 0:
+        prompt = LengthDistribution.fit(pm, p95=sums.prompt_p95 / sums.prompt_p95_weight, buckets=buckets)
     else:
         prompt = LengthDistribution(pm * math.exp(-DEFAULT_SHAPE.prompt.sigma**2 / 2), DEFAULT_SHAPE.prompt.sigma)
         notes.append("prompt spread of the Azure trace (no prompt p95)")
-    if sums["gqw"] > 0:
-        output = LengthDistribution.fit(gm, p95=sums["gq"] / sums["gqw"], buckets=buckets)
+    if sums.output_p95_weight > 0:
+        output = LengthDistribution.fit(gm, p95=sums.output_p95 / sums.output_p95_weight, buckets=buckets)
     else:
         output = LengthDistribution(gm * math.exp(-DEFAULT_SHAPE.output.sigma**2 / 2), DEFAULT_SHAPE.output.sigma)
         notes.append("output spread of the Azure trace (no output p95)")
-    hit = sums["hit"] / sums["hitw"] if sums["hitw"] > 0 else 0.0
-    if sums["hitw"] <= 0:
+    hit = sums.hit / sums.hit_weight if sums.hit_weight > 0 else 0.0
+    if sums.hit_weight <= 0:
         notes.append("no prefix-cache counters: no hits assumed")
-    if kinds:
-        notes.append(" and ".join(sorted(kinds)) + " for the tail")
-    source = f"live mix of the last {MIX_WINDOW_S / 60:.0f} min" + (f" ({'; '.join(notes)})" if notes else "")
+    if sums.from_p90:
+        notes.append("p90 for the tail")
+    source = f"live mix of the last {MIX_MEMORY_S / 60:.0f} min" + (f" ({'; '.join(notes)})" if notes else "")
     return WorkloadShape(prompt, output, hit, source), True
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "Clamped",
     "ConditionResult",
     "Decision",
+    "MixSums",
     "PolicyMemory",
     "PoolState",
     "RateSeries",
@@ -187,17 +188,22 @@ class RateSeries:
 class SeasonalHistory:
     """The pool's request rate one period ago, around the same time, for the seasonal forecast.
 
-    Each series must cover ``[now − period − lead, now − period + lead]`` for the forecast to use it
-    (the lead time is at most the measured cold start, a few minutes); the shell queries, e.g.,
+    Each series must cover ``[now − offset − 5 min, now − offset + lead]`` for the forecast to use it
+    (the lead time is the measured cold start, a few minutes); the shell queries, e.g.,
     ``sum(rate(vllm:request_success_total{…}[5m]))`` over that range at a 60 s step.
 
     Attributes:
-        day: the rate around ``now − 1 day``, or ``None``.
-        week: the rate around ``now − 7 days``, or ``None``.
+        day: the rate around the same time yesterday, or ``None``.
+        week: the rate around the same time a week ago, or ``None``.
+        day_offset_s / week_offset_s: how long ago "the same time" was, seconds: 86,400 and 604,800,
+            or the wall-clock day and week of the deployment's time zone across a DST change (23 or 25
+            hours), which the shell knows and the policy does not.
     """
 
     day: RateSeries | None = None
     week: RateSeries | None = None
+    day_offset_s: float = 86_400.0
+    week_offset_s: float = 604_800.0
 
 
 # Longest excerpt of an unreadable entry quoted in PolicyMemory.unreadable: enough to recognise it,
@@ -262,6 +268,65 @@ class CapacityCorrection:
     breach: str = ""
 
 
+_MIX_FIELDS = (
+    "weight",
+    "prompt_mean",
+    "prompt_p95_weight",
+    "prompt_p95",
+    "output_mean",
+    "output_p95_weight",
+    "output_p95",
+    "hit_weight",
+    "hit",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MixSums:
+    """Running sums of the live workload mix, exponentially discounted (``llmscale.policy.mix``).
+
+    Every ``*_weight`` is a discounted count of requests (or prompt tokens, for the hit rate); the
+    matching field is the discounted sum of the value times its weight, so value = sum / weight.
+
+    Attributes:
+        weight: requests behind the means.
+        prompt_mean / output_mean: weighted sums of the prompt and output means, tokens.
+        prompt_p95_weight / prompt_p95: requests behind the prompt p95, and its weighted sum.
+        output_p95_weight / output_p95: the same for the output p95.
+        hit_weight / hit: prompt tokens behind the prefix-cache hit rate, and its weighted sum.
+        from_p90: a p90 stood in for a missing p95 in the recent sums.
+        observed_at: ``observed_at`` of the newest snapshot folded in, seconds since the epoch.
+    """
+
+    weight: float = 0.0
+    prompt_mean: float = 0.0
+    prompt_p95_weight: float = 0.0
+    prompt_p95: float = 0.0
+    output_mean: float = 0.0
+    output_p95_weight: float = 0.0
+    output_p95: float = 0.0
+    hit_weight: float = 0.0
+    hit: float = 0.0
+    from_p90: bool = False
+    observed_at: float = 0.0
+
+    def to_list(self) -> list[float | bool]:
+        """The sums as a JSON list (``status.policyState.mix``)."""
+        return [*(getattr(self, f) for f in _MIX_FIELDS), self.from_p90, self.observed_at]
+
+    @classmethod
+    def from_list(cls, raw: object) -> MixSums | None:
+        """Read :meth:`to_list`'s output; ``None`` when it is not one."""
+        if not isinstance(raw, list | tuple) or len(raw) != len(_MIX_FIELDS) + 2:
+            return None
+        numbers = [_number(x) for x in raw[: len(_MIX_FIELDS)]]
+        at = _number(raw[-1])
+        if at is None or not isinstance(raw[-2], bool) or any(x is None or x < 0 for x in numbers):
+            return None
+        values = {name: float(x) for name, x in zip(_MIX_FIELDS, numbers, strict=True) if x is not None}
+        return cls(**values, from_p90=raw[-2], observed_at=at)
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyMemory:
     """Policy state that must survive an operator restart (stored in ``status.policyState``).
@@ -282,6 +347,7 @@ class PolicyMemory:
             ``observed_at`` of the snapshot last folded in; ``None`` before the first.
         batch_yield: ``(replicas, interactive_replicas)``: batch replicas given up to unschedulable
             interactive pods, and the interactive pool's size when they were; ``None``: none.
+        mix: the live workload mix's running sums (:class:`MixSums`); ``None`` before the first.
         unreadable: what :meth:`from_dict` could not read and dropped, in words (``None``: all of it
             was read). Not persisted: :func:`~llmscale.policy.decide` reports it in the
             ``PolicyStateReadable`` condition and carries it while the dropped part could still
@@ -296,6 +362,7 @@ class PolicyMemory:
     correction: CapacityCorrection | None = None
     burstiness: tuple[float, float, int, float] | None = None
     batch_yield: tuple[int, int] | None = None
+    mix: MixSums | None = None
     unreadable: str | None = None
     unreadable_since: float | None = None
 
@@ -314,6 +381,8 @@ class PolicyMemory:
             out["burstiness"] = list(self.burstiness)
         if self.batch_yield is not None:
             out["batchYield"] = list(self.batch_yield)
+        if self.mix is not None:
+            out["mix"] = self.mix.to_list()
         return out
 
     @classmethod
@@ -345,6 +414,11 @@ class PolicyMemory:
         correction = _read_correction(data, problems)
         burst = _read_burstiness(data, problems)
         batch_yield = _read_yield(data, problems)
+        mix = None
+        if "mix" in data:
+            mix = MixSums.from_list(data["mix"])
+            if mix is None:
+                problems.append(f"mix = {_quote(data['mix'])} is not the live mix's sums: dropped (read again)")
         unknown = sorted(str(k) for k in data if k not in _KEYS)
         if unknown:
             problems.append(f"unknown keys {', '.join(unknown)}: ignored")
@@ -355,11 +429,12 @@ class PolicyMemory:
             correction=correction,
             burstiness=burst,
             batch_yield=batch_yield,
+            mix=mix,
             unreadable="; ".join(problems) if problems else None,
         )
 
 
-_KEYS = ("recommendations", "scaleEvents", "since", "capacityCorrection", "burstiness", "batchYield")
+_KEYS = ("recommendations", "scaleEvents", "since", "capacityCorrection", "burstiness", "batchYield", "mix")
 
 
 def _quote(value: object) -> str:
