@@ -188,7 +188,7 @@ def memories(draw: st.DrawFn, now: float, span_s: float = 600.0) -> PolicyMemory
     events = draw(st.lists(st.tuples(times, st.integers(-4, 4).filter(bool)), max_size=6))
     since = draw(st.one_of(st.none(), st.floats(now - 2 * span_s, now)))
     correction = draw(
-        st.one_of(st.none(), st.builds(CapacityCorrection, st.floats(0.5, 1.0), times, st.sampled_from(["", "ITL"])))
+        st.one_of(st.none(), st.builds(CapacityCorrection, st.floats(0.5, 2.0), times, st.sampled_from(["", "ITL"])))
     )
     burst = draw(st.one_of(st.none(), st.tuples(st.floats(0, 50), st.floats(0, 50), st.integers(0, 100), times)))
     batch_yield = draw(st.one_of(st.none(), st.tuples(st.integers(0, 8), st.integers(0, 30))))

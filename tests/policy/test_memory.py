@@ -40,12 +40,12 @@ NOW = 1_717_416_000.0  # 2024-06-03 12:00:00 UTC
         pytest.param({"recommendations": [[NOW, 3]], "history": []}, ((NOW, 3),), (), "history", id="unknown-key"),
         pytest.param([[NOW, 3]], (), (), "status.policyState", id="not-an-object"),
         # The keys added with the load signal: each read on its own, each dropped with a word.
-        pytest.param({"since": NOW, "capacityCorrection": {"factor": 0.8, "learnedAt": NOW, "breach": "ITL"},
+        pytest.param({"since": NOW, "capacityCorrection": {"factor": 0.8, "updatedAt": NOW, "breach": "ITL"},
                       "burstiness": [1.5, 12.0, 30, NOW], "batchYield": [2, 6]}, (), (), None, id="new-keys"),
         pytest.param({"since": "yesterday"}, (), (), "since", id="since-not-a-time"),
-        pytest.param({"capacityCorrection": {"factor": 1.5, "learnedAt": NOW}}, (), (), "capacityCorrection",
-                     id="correction-above-one"),
-        pytest.param({"capacityCorrection": {"factor": 0.0, "learnedAt": NOW}}, (), (), "capacityCorrection",
+        pytest.param({"capacityCorrection": {"factor": 4.5, "updatedAt": NOW}}, (), (), "capacityCorrection",
+                     id="correction-above-four"),
+        pytest.param({"capacityCorrection": {"factor": 0.0, "updatedAt": NOW}}, (), (), "capacityCorrection",
                      id="correction-zero"),
         pytest.param({"burstiness": [1.5, 12.0]}, (), (), "burstiness", id="burstiness-short"),
         pytest.param({"batchYield": [2.5, 6]}, (), (), "batchYield", id="yield-fractional"),
@@ -75,7 +75,7 @@ def test_round_trip_through_status_reads_everything(data: st.DataObject) -> None
 
 def test_new_keys_read_back() -> None:
     memory = PolicyMemory.from_dict(
-        {"since": NOW, "capacityCorrection": {"factor": 0.8, "learnedAt": NOW - 60, "breach": "ITL p95"},
+        {"since": NOW, "capacityCorrection": {"factor": 0.8, "updatedAt": NOW - 60, "breach": "ITL p95"},
          "burstiness": [1.5, 12.0, 30, NOW], "batchYield": [2, 6]}
     )
     assert memory.since == NOW

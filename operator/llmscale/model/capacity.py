@@ -676,7 +676,7 @@ def fleet_need(
     The pool of ``N`` meets the SLO when, at ``arrival_rps / N`` per replica (``replica_point``),
     the minute's slow steps and TTFT misses stay under ``1 − quantile`` of the minute's samples at
     the ``attainment`` quantile of their fluctuation, and the running batch fits the KV cache and
-    ``max_num_seqs`` (module docstring). ``capacity_factor`` (0–1] scales what one replica carries
+    ``max_num_seqs`` (module docstring). ``capacity_factor`` (0–4] scales what one replica carries
     (the policy's learnt correction): the pool is sized for ``arrival_rps / capacity_factor``.
 
     E.g. (tests/model/test_capacity.py) Llama-3.1-70B bf16 on 4 × H100-SXM, 8,192-token budget,
@@ -693,8 +693,8 @@ def fleet_need(
     """
     if not (math.isfinite(arrival_rps) and arrival_rps >= 0):
         raise ValueError(f"arrival_rps must be finite and ≥ 0, got {arrival_rps}")
-    if not 0 < capacity_factor <= 1:
-        raise ValueError(f"capacity_factor must be in (0, 1], got {capacity_factor}")
+    if not 0 < capacity_factor <= 4:
+        raise ValueError(f"capacity_factor must be in (0, 4], got {capacity_factor}")
     z = NormalDist().inv_cdf(attainment)
     burst = burstiness.clamped()
     rate = arrival_rps / capacity_factor

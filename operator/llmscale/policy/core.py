@@ -81,7 +81,7 @@ from llmscale.policy.clamps import (
 from llmscale.policy.diagnosis import KV_FULL, diagnose
 from llmscale.policy.forecast import forecast_rate
 from llmscale.policy.leadtime import LeadTime, lead_time
-from llmscale.policy.load import Capacity, capacity_context, factor_in_force, learn
+from llmscale.policy.load import Capacity, capacity_context, correct, factor_in_force
 from llmscale.policy.mix import (
     Arrivals,
     arrival_rate,
@@ -434,7 +434,7 @@ def _load_proposal(spec: LLMDeploymentSpec, load: _Load, cap: Capacity | None, r
             f"{1 + tol:g} × the rate needs {load.need_high}, within {tol:.0%} of current demand {reference}: "
             f"holds {reference}"
         )
-    factor = f", capacity correction {cap.factor:.2f}" if cap.factor < 1 else ""
+    factor = f", capacity correction × {cap.factor:.2f}" if abs(cap.factor - 1) >= 0.005 else ""
     b = cap.burstiness
     line = (
         f"load: {load.arrivals.line}{drain} needs {load.need} replicas at the SLO (bound by {load.bound_by}; "
@@ -563,17 +563,43 @@ def _latency_guard(
 ) -> _Guard:
     """Step 5: the demand after the latency guard, its line and the correction to keep.
 
-    With the load signal known a breach teaches the model (:func:`llmscale.policy.load.learn`) and
-    the load asks again at the corrected capacity (at least one more than the current demand);
-    without it the guard adds one replica, as it always did. It waits while a replica starts and
-    until the last scale-up is older than :data:`LATENCY_WINDOW_S`.
+    With the load signal known, every minute in which the pool was sized as the model says (the
+    leading signals ask for no more than the current demand, nothing is starting, no scale-up within
+    the p95's window) is counted by the capacity correction (:func:`llmscale.policy.load.correct`);
+    a breach lowers it and the load asks again at the corrected capacity (at least one more than the
+    current demand). Without the load signal the guard adds one replica, as it always did. It waits
+    while a replica starts and until the last scale-up is older than :data:`LATENCY_WINDOW_S`.
     """
     breaches = _breaches(spec, snap)
-    if not breaches or demand > reference:
-        return _Guard(demand, None, memory.correction, False)
     breached = " and ".join(breaches)
     last_up = max((t for t, d in memory.scale_events if d > 0), default=None)
-    if last_up is not None and now - last_up < LATENCY_WINDOW_S:
+    recent_up = last_up is not None and now - last_up < LATENCY_WINDOW_S
+    starting = state.interactive_starting
+    rate = load.arrivals.rate_rps
+    judged = _known(snap.ttft_p95_s) is not None or _known(snap.itl_p95_s) is not None
+    new_minute = memory.correction is None or snap.observed_at - memory.correction.updated_at >= LATENCY_WINDOW_S
+    # A minute in which the pool was sized as the model says: what its p95s say counts.
+    sized_by_model = cap is not None and rate is not None and ready > 0 and demand <= reference
+    if sized_by_model and judged and new_minute and not recent_up and starting == 0:
+        assert cap is not None and rate is not None
+        what = f"{breached} at {rate:.2f} requests/s on {ready} ready replicas" if breaches else None
+        corr = correct(memory.correction, what, snap.observed_at)
+        if what is None:
+            return _Guard(demand, None, corr, False)
+        relearnt = replace(cap, factor=corr.factor)
+        need = relearnt.need(rate + load.drain_rps, hint=ready + 1).replicas
+        asked = max(need, reference + 1)
+        return _Guard(
+            asked,
+            f"{what} while the leading signals ask for no more than current demand {reference}: "
+            f"capacity correction {cap.factor:.2f} → {corr.factor:.2f}, the load now needs {asked}",
+            corr,
+            True,
+        )
+    if not breaches or demand > reference:
+        return _Guard(demand, None, memory.correction, False)
+    if recent_up:
+        assert last_up is not None
         return _Guard(
             demand,
             f"{breached}, but the last scale-up was {now - last_up:.0f} s ago, inside the "
@@ -581,28 +607,20 @@ def _latency_guard(
             memory.correction,
             False,
         )
-    if state.interactive_starting > 0:
+    if starting > 0:
         return _Guard(
             demand,
-            f"{breached}, but {state.interactive_starting} replicas are starting: latency guard waits for them",
+            f"{breached}, but {starting} replicas are starting: latency guard waits for them",
             memory.correction,
             False,
         )
-    rate = load.arrivals.rate_rps
-    if cap is not None and rate is not None and ready > 0:
-        what = f"{breached} at {rate:.2f} requests/s on {ready} ready replicas"
-        corr = learn(cap, rate, ready, what, now)
-        if corr is not None:
-            relearnt = replace(cap, factor=corr.factor)
-            need = relearnt.need(rate + load.drain_rps, hint=ready + 1).replicas
-            asked = max(need, reference + 1)
-            return _Guard(
-                asked,
-                f"{what} while the leading signals ask for no more than current demand {reference}: "
-                f"capacity correction {cap.factor:.2f} → {corr.factor:.2f} learnt, the load now needs {asked}",
-                corr,
-                True,
-            )
+    if cap is not None and rate is not None:
+        return _Guard(
+            demand,
+            f"{breached}, already counted in this {LATENCY_WINDOW_S:.0f} s p95 window: latency guard waits",
+            memory.correction,
+            False,
+        )
     return _Guard(
         reference + 1,
         f"{breached} while leading signals ask for no more than current demand "
@@ -685,7 +703,7 @@ def _model_condition(cap: Capacity | None, shape: WorkloadShape, live: bool, fac
         f"prompt mean {p.mean:,.0f} tokens (p95 {p.quantile(0.95):,.0f}), output mean {g.mean:,.0f} "
         f"(p95 {g.quantile(0.95):,.0f}), prefix-cache hits {shape.prefix_cache_hit_rate:.0%}"
     )
-    corr = f"; capacity correction {factor:.2f} learnt from a missed p95" if factor < 1 else ""
+    corr = f"; capacity correction × {factor:.2f} learnt from the p95s" if abs(factor - 1) >= 0.005 else ""
     if cap is None:
         return ConditionResult(
             "False", Reason.DefaultWorkloadMix, "the performance model cannot place this deployment: no load signal"
@@ -756,7 +774,7 @@ def decide(
     mix = update_mix(memory.mix, usable, buckets)
     shape, live = live_shape(mix, now, buckets) if fresh is not None else (DEFAULT_SHAPE, False)
     burst = update_burstiness(memory.burstiness, usable, shape) if fresh is not None else memory.burstiness
-    factor = factor_in_force(memory.correction, now)
+    factor = factor_in_force(memory.correction)
     cap = capacity_context(spec, shape, live, burstiness_of(burst), factor)
 
     ready = (
@@ -862,7 +880,7 @@ def decide(
     reasons.append(batch_line)
 
     if correction is not memory.correction:
-        model_cond = _model_condition(cap, shape, live, factor_in_force(correction, now))
+        model_cond = _model_condition(cap, shape, live, factor_in_force(correction))
     diagnosis = diagnose(spec, fresh, ready, cap, load.arrivals.rate_rps if load is not None else None)
 
     recs = memory.recommendations + (((now, recommendation),) if recommendation is not None else ())
@@ -871,7 +889,7 @@ def decide(
         recommendations=_prune(recs, now, keep_recs),
         scale_events=_prune(events, now, keep_events),
         since=since,
-        correction=correction if correction is not None and factor_in_force(correction, now) < 0.999 else None,
+        correction=correction,
         burstiness=burst,
         batch_yield=batch_yield,
         mix=mix,

@@ -9,14 +9,17 @@ drains it within one lead time: replicas asked for now serve one lead time later
 is not possible and a slower one leaves the backlog for the next burst. The backlog is bounded by
 what arrives in one lead time, so the ask is bounded too: no cascade while replicas start.
 
-**Correction.** The model is a model. When a p95 breaks while the leading signals are quiet (they ask
-for no more than the pool has and nothing is starting), the pool of ``R`` ready replicas missed the
-SLO at ``λ`` requests/s, where the model said ``R`` carry ``c·cap(R)`` (``c`` the factor in force):
-the pool carries less than ``λ``. :func:`learn` lowers the factor to ``λ / cap(R)``, so that the
-model asks for more than ``R`` at that load, bounded below by :data:`CAPACITY_FACTOR_MIN`. The
-factor then drifts back towards 1 with a half-life of :data:`CORRECTION_HALF_LIFE_S` (a correction
-learnt on one day's peak still holds at the next day's; a model error that persists is learnt
-again, at the cost of a minute's p95). It is persisted in ``status.policyState`` and named in the
+**Correction.** The model is a model (its lengths are log-normal fits, its queues textbook
+approximations); what it must get right is the SLO's own observable, the minute's p95s. A minute in
+which the pool was sized as the model says (the leading signals ask for no more than the pool has,
+nothing is starting, no scale-up within the p95's window) is evidence about the model's capacity:
+a breach says it carries less than the model thinks, a minute within the SLO that it may carry a
+little more. :func:`correct` moves a capacity factor ``c`` by stochastic approximation (Robbins and
+Monro, 1951: the recursion that tracks a quantile), ``ln c += η·(τ − 1{breach})`` with
+``η`` = :data:`CORRECTION_STEP` and ``τ`` = :data:`CORRECTION_TARGET`: a breach lowers the capacity by
+5 %, and each minute within the SLO raises it by 5 % × τ, so ``c`` settles where a share ``τ`` of such
+minutes breach — half the attainment goal's 1 %, the other half left for ramps and bursts. Bounded
+to :data:`CAPACITY_FACTOR_MIN`–:data:`CAPACITY_FACTOR_MAX`. It is persisted in ``status.policyState`` and named in the
 reasons.
 
 Pure: no clock, no I/O.
@@ -31,34 +34,42 @@ from functools import lru_cache
 from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
 from llmscale.model import ModelDoesNotFit, ReplicaModel
 from llmscale.model.capacity import (
+    MINUTE_ATTAINMENT,
     Burstiness,
     EngineLimits,
     FleetNeed,
-    ReplicaPoint,
     WorkloadShape,
-    capacity_per_replica,
     engine_limits,
     fleet_need,
 )
 from llmscale.policy.types import CapacityCorrection
 
 __all__ = [
+    "CAPACITY_FACTOR_MAX",
     "CAPACITY_FACTOR_MIN",
-    "CORRECTION_HALF_LIFE_S",
+    "CORRECTION_STEP",
+    "CORRECTION_TARGET",
     "Capacity",
     "capacity_context",
+    "correct",
     "factor_in_force",
-    "learn",
 ]
 
-#: Lowest capacity correction: 0.5. The roofline's efficiencies are planning values within about a
+#: Lowest capacity factor: 0.5. The roofline's efficiencies are planning values within about a
 #: factor of two of measured ones (``llmscale.model.roofline``); a pool that carries less than half
-#: of what the model says is not a model error the policy should paper over — the Diagnosis and
-#: CapacityModel conditions say so, and the latency guard still adds a replica at a time.
+#: of what the model says is not a model error to paper over: the CapacityModel condition shows the
+#: factor, and the latency guard's demand still rises with each breach.
 CAPACITY_FACTOR_MIN = 0.5
 
-#: Half-life of a correction, seconds: one day, the period of the load's shape.
-CORRECTION_HALF_LIFE_S = 86_400.0
+#: Highest capacity factor: 2, the same factor of two the other way.
+CAPACITY_FACTOR_MAX = 2.0
+
+#: Step of the correction in log-capacity per counted minute: 0.05, so that one breach costs one
+#: replica in twenty for about a hundred good minutes (the attainment goal's scale).
+CORRECTION_STEP = 0.05
+
+#: Share of counted minutes the correction lets breach: half of ``1 − MINUTE_ATTAINMENT`` (0.5 %).
+CORRECTION_TARGET = (1.0 - MINUTE_ATTAINMENT) / 2.0
 
 # Rates beyond this are not a measurement of an LLM pool (a parser let a garbage float through);
 # they still give a decision: the most replicas allowed.
@@ -116,19 +127,6 @@ class Capacity:
             hint=hint,
         )
 
-    def pool_capacity_rps(self, replicas: int) -> float:
-        """Requests/s ``replicas`` carry within the SLO by the uncorrected model."""
-        if replicas <= 0:
-            return 0.0
-        per, _, _ = _capacity(self, min(replicas, 4096))
-        return float(per) * replicas
-
-
-def _capacity(cap: Capacity, replicas: int) -> tuple[float, ReplicaPoint, str]:
-    return capacity_per_replica(
-        cap.model, cap.shape, cap.limits, cap.itl_s, cap.ttft_s, replicas=replicas, burstiness=cap.burstiness
-    )
-
 
 def capacity_context(
     spec: LLMDeploymentSpec, shape: WorkloadShape, live: bool, burstiness: Burstiness, factor: float
@@ -151,33 +149,31 @@ def capacity_context(
     )
 
 
-def factor_in_force(correction: CapacityCorrection | None, now: float) -> float:
-    """The correction factor at ``now``: ``1 − (1 − f)·2^(−age / half-life)``; 1 without one.
-
-    E.g. 0.8 learnt a day ago → 0.9 now.
-    """
-    if correction is None:
+def factor_in_force(correction: CapacityCorrection | None) -> float:
+    """The capacity factor a correction holds, within its bounds; 1 without one."""
+    if correction is None or not math.isfinite(correction.factor):
         return 1.0
-    age = max(now - correction.learned_at, 0.0)
-    f = min(max(correction.factor, CAPACITY_FACTOR_MIN), 1.0)
-    return 1.0 - (1.0 - f) * math.pow(0.5, age / CORRECTION_HALF_LIFE_S)
+    return min(max(correction.factor, CAPACITY_FACTOR_MIN), CAPACITY_FACTOR_MAX)
 
 
-def learn(cap: Capacity, rate_rps: float, ready: int, breach: str, now: float) -> CapacityCorrection | None:
-    """Lower the capacity factor after a p95 broke on ``ready`` replicas at ``rate_rps`` arrivals.
+def correct(
+    correction: CapacityCorrection | None, breached: str | None, minute_at: float
+) -> CapacityCorrection:
+    """Count one minute in which the pool was sized as the model says (module docstring).
 
-    ``factor = min(factor in force, λ / cap(R))`` where ``cap(R)`` is what ``R`` ready replicas carry
-    by the uncorrected model, bounded below by :data:`CAPACITY_FACTOR_MIN`. E.g. 6 replicas that the
-    model says carry 36 requests/s broke the ITL p95 at 31.2: factor 0.867, and the load signal
-    then asks for 7 at that rate.
+    ``ln c += η·(τ − 1{breach})``: e.g. from 1.0, a breach gives ``e^(−0.05 × 0.995)`` = 0.951; a
+    minute within the SLO then ``× e^(0.05 × 0.005)``, 1.00025 (so 200 such minutes undo the breach).
+
+    Args:
+        correction: the correction so far, or ``None`` (factor 1).
+        breached: what broke this minute in words, or ``None`` when both p95s were within the SLO.
+        minute_at: ``observed_at`` of the snapshot whose p95s were judged, seconds since the epoch.
 
     Returns:
-        The new correction, or ``None`` when nothing can be learnt (no ready replica, no rate).
+        The new correction (its ``updated_at`` is ``minute_at``; the last breach is kept in words).
     """
-    if ready <= 0 or not (math.isfinite(rate_rps) and rate_rps > 0):
-        return None
-    carried = cap.pool_capacity_rps(ready)
-    if carried <= 0:
-        return None
-    factor = max(CAPACITY_FACTOR_MIN, min(cap.factor, rate_rps / carried))
-    return CapacityCorrection(factor, now, breach)
+    factor = factor_in_force(correction)
+    step = CORRECTION_STEP * (CORRECTION_TARGET - (1.0 if breached is not None else 0.0))
+    factor = min(max(factor * math.exp(step), CAPACITY_FACTOR_MIN), CAPACITY_FACTOR_MAX)
+    last = breached if breached is not None else (correction.breach if correction is not None else "")
+    return CapacityCorrection(factor, minute_at, last)

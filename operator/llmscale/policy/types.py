@@ -256,15 +256,16 @@ class CapacityCorrection:
     """A learnt correction of the performance model's capacity (closed loop, step 5 of ``decide``).
 
     Attributes:
-        factor: share of the modelled per-replica capacity the pool really carries, within
-            ``[CAPACITY_FACTOR_MIN, 1]`` (:mod:`llmscale.policy.load`).
-        learned_at: seconds since the epoch of the last time a p95 lowered it.
-        breach: what broke then, in words (``"ITL p95 0.134 s > SLO 0.100 s at 31.2 requests/s on 6
-            ready replicas"``).
+        factor: what the pool really carries over what the model says, within
+            ``[CAPACITY_FACTOR_MIN, CAPACITY_FACTOR_MAX]`` (0.5–2, :mod:`llmscale.policy.load`).
+        updated_at: ``observed_at`` of the last minute counted, seconds since the epoch (a minute is
+            counted once).
+        breach: the last breach that lowered it, in words (``"ITL p95 0.134 s > SLO 0.100 s at 31.2
+            requests/s on 6 ready replicas"``); ``""`` when none has.
     """
 
     factor: float
-    learned_at: float
+    updated_at: float
     breach: str = ""
 
 
@@ -376,7 +377,7 @@ class PolicyMemory:
             out["since"] = self.since
         if self.correction is not None:
             c = self.correction
-            out["capacityCorrection"] = {"factor": c.factor, "learnedAt": c.learned_at, "breach": c.breach}
+            out["capacityCorrection"] = {"factor": c.factor, "updatedAt": c.updated_at, "breach": c.breach}
         if self.burstiness is not None:
             out["burstiness"] = list(self.burstiness)
         if self.batch_yield is not None:
@@ -456,12 +457,12 @@ def _read_correction(data: Mapping[str, Any], problems: list[str]) -> CapacityCo
         return None
     raw = data["capacityCorrection"]
     if isinstance(raw, Mapping):
-        factor, at = _number(raw.get("factor")), _number(raw.get("learnedAt"))
+        factor, at = _number(raw.get("factor")), _number(raw.get("updatedAt"))
         breach = raw.get("breach", "")
-        if factor is not None and at is not None and 0 < factor <= 1 and isinstance(breach, str):
+        if factor is not None and at is not None and 0 < factor <= 4 and isinstance(breach, str):
             return CapacityCorrection(factor, at, breach)
     problems.append(
-        f"capacityCorrection = {_quote(raw)} is not {{factor in (0, 1], learnedAt: seconds, breach: text}}: "
+        f"capacityCorrection = {_quote(raw)} is not {{factor in (0, 4], updatedAt: seconds, breach: text}}: "
         "dropped (the model's capacity is used uncorrected)"
     )
     return None
