@@ -326,19 +326,24 @@ class ScalingSpec(_Model):
 class HeadroomSpec(_Model):
     """Warm replicas kept ready above demand, because a cold start takes minutes."""
 
-    replicas: int = Field(default=1, ge=0, le=1000)
-    """Ready replicas kept above the demand the signals ask for."""
+    # 0 by default: the load signal sizes each minute for the SLO at the live rate and mix (its
+    # margin is the minute's own fluctuation), and the forecast one lead time ahead is the headroom
+    # for growth. On the four benchmark workloads (docs/policy.md, "Choosing defaults") a standing
+    # spare replica cost 8-24 % more GPU-hours for no minute gained.
+    replicas: int = Field(default=0, ge=0, le=1000)
+    """Ready replicas always kept above demand: a floor under the headroom the forecast sizes (the
+    replicas the arrival rate one lead time ahead needs beyond today's). 0 by default; set 1 when the
+    engines export no request counters (the leading signals alone then size the pool) or for margin."""
     cold_start_seconds: float = Field(default=180.0, ge=0, le=7200)
-    """Expected time from pod creation to Ready (weights read, kernels compiled, CUDA graphs)."""
-    # Off by default: on the benchmark day (docs/policy.md) the slope of the KV-cache need, even fitted
-    # on per-minute means, follows minute-scale bursts, not the diurnal ramp (at most ~1 replica per
-    # 300 s cold start at 50 req/s peak, which the floor of 1 covers): growth factor 1 cost 660 GPU-h
-    # and 459 scale events against 552 and 190 with 0, both meeting the SLO in 100 % of minutes.
+    """Expected time from pod creation to Ready (weights read, kernels compiled, CUDA graphs): the
+    lead time until pods have been measured (then the P90 of their measured cold starts)."""
+    # Off by default: the seasonal forecast (a day and a week ago) carries the daily shape; the trend
+    # of the last minutes follows bursts more than ramps (per-minute means of a 60 s rate window).
     growth_factor: float = Field(default=0.0, ge=0, le=10)
-    """Adaptive headroom: warm replicas also cover this multiple of the demand growth projected over
-    one cold start (least-squares slope of the per-minute mean demand over the last
-    ``coldStartSeconds``, times ``coldStartSeconds``); ``replicas`` stays the floor. 1 covers a steady
-    ramp (steep, sustained ramps); 0 (default) turns it off: the floor covers a diurnal ramp."""
+    """Trend headroom: the forecast also adds this multiple of the arrival rate's growth projected
+    over one lead time (least-squares slope of the per-minute finished-request rate over the last
+    lead time; without a request rate, of the KV-cache need). 1 covers a steady ramp; 0 (default)
+    turns it off: the seasonal forecast covers a daily ramp."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def test_an_object_without_uid_cannot_own_children() -> None:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        pytest.param({}, 2, id="defaults: one of demand plus one warm"),
+        pytest.param({}, 1, id="defaults: one of demand, no standing spare"),
         pytest.param({"headroom": {"replicas": 3}}, 4, id="more headroom"),
         pytest.param({"replicas": {"min": 5, "max": 8}}, 5, id="min above demand plus headroom"),
         pytest.param({"replicas": {"min": 0, "max": 1}, "headroom": {"replicas": 2}}, 1, id="capped at max"),

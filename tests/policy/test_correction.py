@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from llmscale.api import LLMDeploymentSpec, ModelSpec, ReplicasSpec, ResourcesSpec
+from llmscale.api import HeadroomSpec, LLMDeploymentSpec, ModelSpec, ReplicasSpec, ResourcesSpec
 from llmscale.policy import CapacityCorrection, PolicyMemory, PoolState, decide
 from llmscale.policy.load import (
     CAPACITY_FACTOR_MAX,
@@ -52,6 +52,7 @@ SPEC = LLMDeploymentSpec(
     model=ModelSpec(name="chat", preset="llama-3.1-70b"),
     resources=ResourcesSpec(gpus_per_replica=4),
     replicas=ReplicasSpec(min=1, max=64),
+    headroom=HeadroomSpec(replicas=1),
 )
 MIX = WorkloadMix(request_rate=24.0, prompt_tokens_rate=27_720.0, prompt_tokens_mean=1155.0, prompt_tokens_p95=4083.0,
                   generation_tokens_mean=211.0, generation_tokens_p95=451.0, prefix_cache_hit_rate=0.0)
