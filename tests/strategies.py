@@ -25,7 +25,7 @@ from llmscale.api import (
     TroughWindow,
 )
 from llmscale.policy import CapacityCorrection, PolicyMemory, PoolState
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
 
 __all__ = [
     "DST_FREE_ZONES",
@@ -42,6 +42,7 @@ __all__ = [
     "snapshots",
     "specs",
     "trough_windows",
+    "workload_mixes",
 ]
 
 #: 2024-03-01T00:00:00Z: a fixed epoch near both 2024 DST changes, so instants cover them.
@@ -132,11 +133,34 @@ def specs(draw: st.DrawFn, with_batch: bool | None = None) -> LLMDeploymentSpec:
 
 
 def maybe_value(max_value: float) -> st.SearchStrategy[float | None]:
-    """A signal value in 0–``max_value``, or an unknown: ``None``, NaN, ±Inf or a negative number."""
+    """A signal value in 0–``max_value``, or an unknown: ``None``, NaN, ±Inf or a negative number,
+    or any float at all (issue 11: a preemption rate of 1e307 or a KV use of 1e308 must decide too)."""
     return st.one_of(
         st.floats(0, max_value),
         st.none(),
-        st.sampled_from([math.nan, math.inf, -math.inf, -1.0]),
+        st.sampled_from([math.nan, math.inf, -math.inf, -1.0, 1e307, 1e308, 5e-324]),
+        st.floats(),
+    )
+
+
+@st.composite
+def workload_mixes(draw: st.DrawFn, known: bool = False) -> WorkloadMix:
+    """A :class:`WorkloadMix` of plausible values, or (``known=False``) any floats and unknowns."""
+
+    def value(low: float, high: float) -> st.SearchStrategy[float | None]:
+        return st.floats(low, high) if known else st.one_of(st.floats(low, high), maybe_value(high))
+
+    return WorkloadMix(
+        request_rate=draw(value(0, 200)),
+        prompt_tokens_rate=draw(value(0, 1e6)),
+        generation_tokens_rate=draw(value(0, 1e5)),
+        prompt_tokens_mean=draw(value(1, 50_000)),
+        prompt_tokens_p90=draw(value(1, 100_000)),
+        prompt_tokens_p95=draw(value(1, 100_000)),
+        generation_tokens_mean=draw(value(1, 4_000)),
+        generation_tokens_p90=draw(value(1, 8_000)),
+        generation_tokens_p95=draw(value(1, 8_000)),
+        prefix_cache_hit_rate=draw(value(0, 1)),
     )
 
 
@@ -160,6 +184,7 @@ def snapshots(draw: st.DrawFn, now: float, max_age_s: float = 300.0, known: bool
         ttft_p95_s=draw(value(20.0)),
         itl_p95_s=draw(value(1.0)),
         replicas_reporting=draw(st.integers(0, 24)),
+        workload=draw(st.one_of(st.just(WorkloadMix()), workload_mixes(known))),
     )
 
 
@@ -177,6 +202,7 @@ def pool_states(draw: st.DrawFn, lo: int = 0, hi: int = 24) -> PoolState:
         interactive_unschedulable=pending,
         batch_replicas=draw(st.integers(0, 8)),
         batch_ready=draw(st.integers(0, 8)),
+        interactive_cold_starts_s=tuple(draw(st.lists(st.one_of(st.floats(0, 1200), st.floats()), max_size=25))),
     )
 
 

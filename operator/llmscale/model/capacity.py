@@ -192,6 +192,8 @@ class LengthDistribution:
         """``P(X ≤ x)``."""
         if x <= 0:
             return 0.0
+        if self.median <= 0:
+            return 1.0
         if self.sigma <= 0:
             return 1.0 if x >= self.median else 0.0
         return NormalDist().cdf(math.log(x / self.median) / self.sigma)

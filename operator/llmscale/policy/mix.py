@@ -111,6 +111,7 @@ def update_mix(
         gm = _finite(mix.generation_tokens_mean, positive=True)
         if pm is None or gm is None:
             continue
+        pm, gm = max(pm, 1.0), max(gm, 1.0)  # a request has at least one token of each
         rate = _finite(mix.request_rate, positive=True)
         w = rate * _window(snap) if rate is not None else 1.0
         pq, p_from_p90 = _p95(pm, mix.prompt_tokens_p95, mix.prompt_tokens_p90, buckets)
