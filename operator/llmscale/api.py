@@ -268,9 +268,10 @@ class ScalingTargets(_Model):
     queue_depth_per_replica: float = Field(default=3.0, gt=0, le=10_000)
     """Waiting requests (``vllm:num_requests_waiting``) per ready replica."""
     kv_cache_utilization: float | None = Field(default=None, gt=0, le=1)
-    """Fraction of the paged KV cache in use (``vllm:kv_cache_usage_perc``), 0–1. Unset: derived from
-    the performance model and ``spec.slo`` (the KV use of one replica at the edge of its ITL SLO under
-    chunked prefill; 0.114 for Llama-3.1-70B bf16 on 4 × H100 at ITL 100 ms — see docs/policy.md)."""
+    """Fraction of the paged KV cache in use (``vllm:kv_cache_usage_perc``), 0–1. Unset: 0.9 (the cache
+    guards its own limit) while the load signal sizes the pool from the arrival rate and the live
+    mix; without an arrival rate, the KV use of one replica at the SLO's capacity from the
+    performance model (0.098 for Llama-3.1-70B bf16 on 4 × H100 at ITL 100 ms — see docs/policy.md)."""
     preemptions_per_second_per_replica: float = Field(default=0.05, gt=0, le=1000)
     """Preemptions per second per ready replica (``rate(vllm:num_preemptions_total[1m])``)."""
 
