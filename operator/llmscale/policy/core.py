@@ -56,18 +56,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.model.capacity import (
-    DEFAULT_SHAPE,
-    LengthDistribution,
-    WorkloadShape,
-    capacity_per_replica,
-    vllm_length_buckets,
-)
+from llmscale.model.capacity import DEFAULT_SHAPE, WorkloadShape
+from llmscale.policy.batch import batch_pool
 from llmscale.policy.clamps import (
     BOUNDS,
     LIMITS,
@@ -78,17 +72,23 @@ from llmscale.policy.clamps import (
     no_scale_down_on_partial,
     scaling_limited_condition,
 )
-from llmscale.policy.diagnosis import KV_FULL, diagnose
-from llmscale.policy.forecast import forecast_rate
-from llmscale.policy.leadtime import LeadTime, lead_time
-from llmscale.policy.load import Capacity, capacity_context, correct, factor_in_force
-from llmscale.policy.mix import (
-    Arrivals,
-    arrival_rate,
-    burstiness_of,
-    live_shape,
-    update_burstiness,
-    update_mix,
+from llmscale.policy.diagnosis import diagnose
+from llmscale.policy.leadtime import lead_time
+from llmscale.policy.load import LATENCY_WINDOW_S, Capacity, capacity_context, correct, factor_in_force
+from llmscale.policy.mix import burstiness_of, live_shape, update_burstiness, update_mix
+from llmscale.policy.proposals import (
+    FALLBACK_KV_CACHE_TARGET,
+    Load,
+    Proposal,
+    ceil_replicas,
+    known_value,
+    kv_cache_target,
+    kv_proposal,
+    length_buckets,
+    load_proposal,
+    preemption_proposal,
+    queue_proposal,
+    read_load,
 )
 from llmscale.policy.types import (
     CapacityCorrection,
@@ -99,7 +99,7 @@ from llmscale.policy.types import (
     PoolState,
     Reason,
 )
-from llmscale.policy.windows import batch_window_open, describe_window, local_time, scheduled_minimum
+from llmscale.policy.windows import describe_window, scheduled_minimum
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
@@ -109,18 +109,6 @@ __all__ = [
     "headroom_replicas",
     "kv_cache_target",
 ]
-
-#: Seconds of traffic the lagging p95 latencies summarise: the signals' histogram ``rate()`` window
-#: (``llmscale.signals.queries`` ``rate_window="1m"``; the simulator's p95 looks back 60 s too). A
-#: replica added less than this long ago cannot show in the p95 yet, so the latency guard waits.
-LATENCY_WINDOW_S = 60.0
-
-# ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
-_EPS = 1e-9
-
-# Any replica count is clamped to spec.replicas.max in the end; a proposal beyond this is "all of
-# them" (a garbage float like 1e308 must still give a decision, not an OverflowError).
-_MAX_PROPOSAL = 1_000_000_000
 
 # Fewest per-minute means for a slope: two points are a difference, not a fit, and one burst would
 # set it.
@@ -132,320 +120,9 @@ _MIN_TREND_POINTS = 3
 # a day against the oracle's 30). 60 s is Prometheus' usual rate() window and the SLO's minute.
 _TREND_BIN_S = 60.0
 
-#: KV-cache target when ``spec.scaling.targets.kvCacheUtilization`` is unset and the performance
-#: model cannot give one (the model does not fit its GPUs): vLLM's cache is then the only bound
-#: known, and 0.75 leaves a quarter of it for bursts.
-FALLBACK_KV_CACHE_TARGET = 0.75
-
-
-def _round2(x: float) -> float:
-    """``x`` to two significant figures: the mix and the burstiness as cache keys."""
-    if not math.isfinite(x) or x <= 0:
-        return 0.0
-    return float(f"{x:.2g}")
-
-
-def _coarse(shape: WorkloadShape) -> WorkloadShape:
-    def dist(d: LengthDistribution) -> LengthDistribution:
-        return LengthDistribution(_round2(d.median), round(d.sigma, 2))
-
-    return WorkloadShape(dist(shape.prompt), dist(shape.output), round(shape.prefix_cache_hit_rate, 2), "")
-
-
-@lru_cache(maxsize=512)
-def _kv_at_capacity(cap: Capacity, replicas: int) -> tuple[float, float, str]:
-    """``(KV use per replica, requests/s per replica, what binds)`` at the SLO's capacity of a pool of
-    ``replicas`` (rounded to a power of two) for ``cap``'s (coarsened) shape."""
-    per, point, bound = capacity_per_replica(
-        cap.model, cap.shape, cap.limits, cap.itl_s, cap.ttft_s, replicas=replicas, burstiness=cap.burstiness
-    )
-    return point.kv_cache_utilization, per, bound
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, min(int(n), 4096) - 1).bit_length() if n > 1 else 1
-
-
-def _coarse_capacity(cap: Capacity) -> Capacity:
-    b = cap.burstiness
-    return replace(
-        cap,
-        shape=_coarse(cap.shape),
-        burstiness=type(b)(_round2(b.requests) or 1.0, _round2(b.prompt_tokens) or 1.0),
-        factor=1.0,
-        max_replicas=0,
-    )
-
-
-def kv_cache_target(spec: LLMDeploymentSpec, ready: int = 4, *, load_known: bool = False) -> tuple[float, str]:
-    """Return the KV-cache utilisation target (fraction 0–1) and where it came from.
-
-    ``spec.scaling.targets.kvCacheUtilization`` when set (``"spec"``). Unset:
-
-    - with the load signal known (``load_known``), :data:`~llmscale.policy.diagnosis.KV_FULL`: the load
-      signal sizes the pool from the live mix, and the KV cache guards only its own limit (a fuller
-      cache preempts);
-    - without it, the KV-cache use of one replica at the SLO's capacity
-      (:func:`llmscale.model.capacity.capacity_per_replica`, for a pool of ``ready`` replicas rounded
-      up to a power of two) for the Azure LLM inference trace 2023's lengths (CC-BY 4.0; Patel et
-      al., Splitwise, ISCA 2024) — how the KV-cache signal sized the pool before the live mix was read;
-    - when the model cannot place the deployment, :data:`FALLBACK_KV_CACHE_TARGET`.
-    """
-    explicit = spec.scaling.targets.kv_cache_utilization
-    if explicit is not None:
-        return explicit, "spec"
-    if load_known:
-        return KV_FULL, "auto: cache guard, the load signal sizes the pool"
-    cap = capacity_context(spec, DEFAULT_SHAPE, False, burstiness_of(None), 1.0)
-    if cap is None:
-        return FALLBACK_KV_CACHE_TARGET, "auto: the performance model cannot place this deployment, fallback"
-    n = _pow2(max(ready, 1))
-    kv, per, bound = _kv_at_capacity(_coarse_capacity(cap), n)
-    if kv <= 0 or not math.isfinite(kv):
-        return FALLBACK_KV_CACHE_TARGET, "auto: the model gives no KV use at capacity, fallback"
-    return kv, (
-        f"auto: KV use at the SLO's capacity for the Azure trace's lengths, {per:.2f} requests/s per replica "
-        f"of {n}, bound by {bound}"
-    )
-
-
-def _length_buckets(spec: LLMDeploymentSpec) -> tuple[float, ...] | None:
-    """The engine's length-histogram buckets: vLLM's 1-2-5 buckets up to ``--max-model-len`` for the
-    vLLM profiles (the mock engine speaks vLLM); unknown for SGLang (its quantiles are read as exact)."""
-    if spec.engine.profile() in ("vllm", "vllm-legacy"):
-        return vllm_length_buckets(spec.model.context_limit_tokens)
-    return None
-
-
-def _ceil(x: float) -> int:
-    if not x > 0:  # also NaN
-        return 0
-    if x >= _MAX_PROPOSAL:
-        return _MAX_PROPOSAL
-    return max(0, math.ceil(x - _EPS))
-
-
-def _known(value: float | None) -> float | None:
-    # The snapshot already turns NaN/Inf into None; a negative gauge or rate (a counter reset seen
-    # by rate(), a broken exporter) is not a measurement either.
-    if value is None or not math.isfinite(value) or value < 0:
-        return None
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Proposal:
-    signal: str
-    replicas: int | None  # None: proposes nothing (unknown, or a backlog signal that is not short)
-    line: str
-    known: bool = True
-
-
-def _compare(per_replica: float, target: float, tolerance: float) -> str:
-    if per_replica > target * (1 + tolerance):
-        return ">"
-    if per_replica < target * (1 - tolerance):
-        return "<"
-    return "≈"
-
-
-@dataclass(frozen=True, slots=True)
-class _Settled:
-    """One signal's replica count after the tolerance band around the current demand.
-
-    Attributes:
-        replicas: ``reference`` when ``within``, else ``ceil(raw)``.
-        within: ``raw`` is within ``±tolerance`` of ``reference`` (and ``reference > 0``): it holds.
-        tolerance: ``spec.scaling.tolerance`` (fraction).
-        reference: the current demand, replicas.
-    """
-
-    replicas: int
-    within: bool
-    tolerance: float
-    reference: int
-
-    def phrase(self) -> str:
-        """Return the end of the signal's reason line, e.g. ``proposes 5``."""
-        if self.within:
-            return f"within {self.tolerance:.0%} of current demand {self.reference}: holds {self.reference}"
-        return f"proposes {self.replicas}"
-
-
-def _settle(raw: float, reference: int, tolerance: float) -> _Settled:
-    """Return ``reference`` when ``raw`` (replicas) is within tolerance of it, else ``ceil(raw)``."""
-    if reference > 0 and math.isfinite(raw) and abs(raw / reference - 1) <= tolerance:
-        return _Settled(reference, True, tolerance, reference)
-    return _Settled(_ceil(raw), False, tolerance, reference)
-
-
-def _backlog(settled: _Settled, starting: int, *, hold_while_starting: bool) -> tuple[int | None, str]:
-    """A backlog signal (queue depth, preemptions) says "short", never "needs fewer".
-
-    An empty queue means the ready replicas keep up, not that the pool needs none: below the band a
-    backlog signal proposes nothing. Within it the signal *holds* the current demand (issue 11's
-    101 → 100 with 324 requests waiting: a signal that dropped out in the band let the others pull
-    the pool down). Above it the proposal is a total compared with replicas that include the
-    starting ones; a queue (``hold_while_starting``) is not asked for again while replicas asked for
-    it start: they are its answer, and the backlog that builds up meanwhile is the same backlog.
-
-    Returns:
-        ``(proposal, phrase)``: ``None`` when the signal proposes nothing.
-    """
-    reference = settled.reference
-    if settled.within:
-        return reference, settled.phrase()
-    if settled.replicas <= reference:
-        return None, f"{settled.replicas} ≤ current demand {reference}: not short, proposes nothing"
-    if starting > 0 and hold_while_starting:
-        return reference, (
-            f"{settled.replicas} > current demand {reference}, but {starting} replicas are starting: "
-            f"not asked again for the same backlog, holds {reference}"
-        )
-    if starting > 0:
-        return settled.replicas, f"{settled.phrase()} ({starting} starting replicas count as {starting} of them)"
-    return settled.replicas, settled.phrase()
-
-
-@dataclass(frozen=True, slots=True)
-class _Load:
-    """What the load signal found this tick (``None`` fields: unknown).
-
-    Attributes:
-        need: replicas the arrival rate (plus the backlog's drain) needs.
-        need_high: replicas ``(1 + tolerance) ×`` that rate needs: a fall is proposed only when
-            even that needs fewer than the current demand (hysteresis: a rate that wobbles around
-            one replica's worth holds the pool).
-    """
-
-    arrivals: Arrivals
-    drain_rps: float
-    need: int | None
-    need_high: int | None
-    bound_by: str
-    forecast_need: int | None
-    forecast_line: str
-
-
-def _queue_proposal(
-    spec: LLMDeploymentSpec, queue: float | None, ready: int, reference: int, starting: int, load_known: bool
-) -> _Proposal:
-    target = spec.scaling.targets.queue_depth_per_replica
-    if queue is None:
-        return _Proposal("queue depth", None, "queue depth unknown: proposes nothing", known=False)
-    head = (
-        f"queue depth {queue:.1f} over {ready} ready replicas = {queue / ready:.1f} per replica "
-        f"{_compare(queue / ready, target, spec.scaling.tolerance)} target {target:.1f}"
-        if ready > 0
-        else f"queue depth {queue:.1f} with no ready replica, target {target:.1f}"
-    )
-    if load_known:
-        excess = max(queue - target * ready, 0.0)
-        tail = f"{excess:.0f} beyond target drained in the load signal" if excess else "within target"
-        return _Proposal("queue depth", None, f"{head}: {tail}")
-    proposal, suffix = _backlog(
-        _settle(queue / target, reference, spec.scaling.tolerance), starting, hold_while_starting=True
-    )
-    return _Proposal("queue depth", proposal, f"{head}: {suffix}")
-
-
-def _kv_proposal(spec: LLMDeploymentSpec, kv: float | None, ready: int, reference: int, load_known: bool) -> _Proposal:
-    if kv is None:
-        return _Proposal("KV-cache utilisation", None, "KV-cache utilisation unknown: proposes nothing", known=False)
-    if ready == 0:
-        return _Proposal(
-            "KV-cache utilisation",
-            None,
-            "KV-cache utilisation is a mean over no ready replica: proposes nothing",
-            known=False,
-        )
-    kv_target, origin = kv_cache_target(spec, ready, load_known=load_known)
-    raw = ready * min(kv, 1e12) / kv_target
-    settled = _settle(raw, reference, spec.scaling.tolerance)
-    named = f"target {kv_target:.2f}" if origin == "spec" else f"target {kv_target:.3f} ({origin})"
-    line = (
-        f"KV-cache utilisation {kv:.2f} mean over {ready} ready replicas {_compare(kv, kv_target, spec.scaling.tolerance)} "
-        f"{named} ({raw:.2f} replicas at target): {settled.phrase()}"
-    )
-    return _Proposal("KV-cache utilisation", settled.replicas, line)
-
-
-def _preemption_proposal(
-    spec: LLMDeploymentSpec, rate: float | None, ready: int, reference: int, starting: int
-) -> _Proposal:
-    if rate is None:
-        return _Proposal("preemption rate", None, "preemption rate unknown: proposes nothing", known=False)
-    target = spec.scaling.targets.preemptions_per_second_per_replica
-    proposal, suffix = _backlog(
-        _settle(min(rate, 1e12) / target, reference, spec.scaling.tolerance), starting, hold_while_starting=False
-    )
-    if ready > 0:
-        per = rate / ready
-        line = (
-            f"preemption rate {rate:.3f}/s over {ready} ready replicas = {per:.3f}/s per replica "
-            f"{_compare(per, target, spec.scaling.tolerance)} target {target:.3f}/s: {suffix}"
-        )
-    else:
-        line = f"preemption rate {rate:.3f}/s with no ready replica, target {target:.3f}/s: {suffix}"
-    return _Proposal("preemption rate", proposal, line)
-
-
-def _load(
-    spec: LLMDeploymentSpec,
-    cap: Capacity | None,
-    history: Sequence[SignalSnapshot],
-    snap: SignalSnapshot,
-    state: PoolState,
-    ready: int,
-    lead: LeadTime,
-    now: float,
-    hint: int,
-) -> _Load:
-    """The load signal and the forecast's need (both ``None`` when the arrival rate or the model is
-    unknown)."""
-    arrivals = arrival_rate(history, snap)
-    queue = _known(snap.queue_depth)
-    excess = max((queue or 0.0) - spec.scaling.targets.queue_depth_per_replica * ready, 0.0)
-    drain = excess / max(lead.seconds, LATENCY_WINDOW_S)
-    if cap is None or arrivals.rate_rps is None:
-        return _Load(arrivals, drain, None, None, "unknown", None, "")
-    now_need = cap.need(arrivals.rate_rps + drain, hint=hint)
-    high = cap.need((arrivals.rate_rps + drain) * (1 + spec.scaling.tolerance), hint=now_need.replicas).replicas
-    fc = forecast_rate(
-        arrivals.rate_rps, history, state.seasonal, now, lead.seconds, spec.headroom.growth_factor
-    )
-    ahead = cap.need(fc.rate_rps + drain, hint=now_need.replicas) if fc.rate_rps > arrivals.rate_rps else now_need
-    return _Load(arrivals, drain, now_need.replicas, high, now_need.bound_by, ahead.replicas, fc.line)
-
-
-def _load_proposal(spec: LLMDeploymentSpec, load: _Load, cap: Capacity | None, reference: int) -> _Proposal:
-    if cap is None:
-        return _Proposal("load", None, "load signal off: the performance model cannot place this deployment")
-    if load.need is None:
-        return _Proposal("load", None, f"load signal unknown: {load.arrivals.line}")
-    tol = spec.scaling.tolerance
-    drain = f" + {load.drain_rps:.2f}/s to drain the backlog" if load.drain_rps > 0 else ""
-    if load.need > reference or reference <= 0:
-        proposal, phrase = load.need, f"proposes {load.need}"
-    elif load.need_high is not None and load.need_high < reference:
-        proposal, phrase = load.need_high, f"{1 + tol:g} × the rate needs {load.need_high}: proposes {load.need_high}"
-    else:
-        proposal, phrase = reference, (
-            f"{1 + tol:g} × the rate needs {load.need_high}, within {tol:.0%} of current demand {reference}: "
-            f"holds {reference}"
-        )
-    factor = f", capacity correction × {cap.factor:.2f}" if abs(cap.factor - 1) >= 0.005 else ""
-    b = cap.burstiness
-    line = (
-        f"load: {load.arrivals.line}{drain} needs {load.need} replicas at the SLO (bound by {load.bound_by}; "
-        f"burstiness ×{b.requests:.1f} requests, ×{b.prompt_tokens:.1f} prompt tokens{factor}): {phrase}"
-    )
-    return _Proposal("load", proposal, line)
-
-
 def _kv_need(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> float | None:
     """Replicas the snapshot's KV-cache load needs at target, or None when it cannot say."""
-    kv = _known(snap.kv_cache_utilization)
+    kv = known_value(snap.kv_cache_utilization)
     if kv is None or snap.replicas_reporting <= 0:
         return None
     return snap.replicas_reporting * min(kv, 1e12) / kv_cache_target(spec)[0]
@@ -496,7 +173,7 @@ def headroom_replicas(
     y = np.array([m[1] for m in means], dtype=float)
     slope = float(np.polyfit(t, y, 1)[0]) if np.all(np.isfinite(y)) else 0.0
     growth = factor * slope * window
-    adaptive = _ceil(growth) if math.isfinite(growth) and growth > 0 else 0
+    adaptive = ceil_replicas(growth) if math.isfinite(growth) and growth > 0 else 0
     head = max(floor, adaptive)
     return head, (
         f"headroom {head} warm replicas = max(floor {floor}, ceil({factor:g} × demand growth "
@@ -533,7 +210,7 @@ def _metrics_condition(
 
 def _breaches(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> list[str]:
     out = []
-    ttft, itl = _known(snap.ttft_p95_s), _known(snap.itl_p95_s)
+    ttft, itl = known_value(snap.ttft_p95_s), known_value(snap.itl_p95_s)
     if ttft is not None and ttft > spec.slo.ttft_p95_seconds:
         out.append(f"TTFT p95 {ttft:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
     if itl is not None and itl > spec.slo.itl_p95_seconds:
@@ -558,7 +235,7 @@ def _latency_guard(
     ready: int,
     memory: PolicyMemory,
     cap: Capacity | None,
-    load: _Load,
+    load: Load,
     now: float,
 ) -> _Guard:
     """Step 5: the demand after the latency guard, its line and the correction to keep.
@@ -576,7 +253,7 @@ def _latency_guard(
     recent_up = last_up is not None and now - last_up < LATENCY_WINDOW_S
     starting = state.interactive_starting
     rate = load.arrivals.rate_rps
-    judged = _known(snap.ttft_p95_s) is not None or _known(snap.itl_p95_s) is not None
+    judged = known_value(snap.ttft_p95_s) is not None or known_value(snap.itl_p95_s) is not None
     new_minute = memory.correction is None or snap.observed_at - memory.correction.updated_at >= LATENCY_WINDOW_S
     # A minute in which the pool was sized as the model says: what its p95s say counts.
     sized_by_model = cap is not None and rate is not None and ready > 0 and demand <= reference
@@ -648,49 +325,6 @@ def _policy_state(
         f"rate limits miss what was dropped for up to {horizon_s:.0f} s"
     )
     return ConditionResult("False", Reason.PolicyStateUnreadable, msg), memory.unreadable, since
-
-
-def _batch(
-    spec: LLMDeploymentSpec, state: PoolState, memory: PolicyMemory, desired_interactive: int, now: float
-) -> tuple[int, ConditionResult, str, tuple[int, int] | None]:
-    """Step 8: batch replicas, the BatchWindowOpen condition, its line and the yield to remember.
-
-    Interactive first: while a trough window is open and interactive pods cannot be scheduled, the
-    batch pool gives up as many replicas as are unschedulable — once for the same pods (the yield
-    is remembered with the interactive size it was made for, and grows only when that size does).
-    It takes them back as the interactive pool shrinks below that size, and all of them when the
-    window closes.
-    """
-    if spec.batch is None:
-        msg = "no batch pool (spec.batch is not set)"
-        return 0, ConditionResult("False", Reason.NoBatchPool, msg), msg, None
-    window = batch_window_open(spec.batch.windows, now)
-    if window is None:
-        first = spec.batch.windows[0]
-        local = local_time(now, first.timezone)
-        listed = "; ".join(describe_window(w) for w in spec.batch.windows)
-        msg = f"no trough window open (local {local:%a %H:%M %Z}; windows: {listed}): batch pool 0 replicas"
-        return 0, ConditionResult("False", Reason.OutsideTroughWindows, msg), msg, None
-    local = local_time(now, window.timezone)
-    given, at = memory.batch_yield or (0, 0)
-    current = state.interactive_replicas
-    if given and current < at:  # the interactive pool shrank: take back what it no longer holds
-        given = max(given - (at - current), 0)
-        at = current
-    pending = state.interactive_unschedulable
-    if pending > 0 and (given == 0 or current > at):
-        given, at = given + pending, max(current, desired_interactive)
-    given = min(given, spec.batch.replicas)
-    replicas = spec.batch.replicas - given
-    opened = f"trough window {describe_window(window)} is open (local {local:%a %H:%M %Z})"
-    if given:
-        msg = (
-            f"{opened}, but {given} of its {spec.batch.replicas} replicas are given to the interactive pool "
-            f"({pending} interactive pods unschedulable): batch pool {replicas} replicas"
-        )
-        return replicas, ConditionResult("True", Reason.YieldedToInteractive, msg), msg, (given, at)
-    msg = f"{opened}: batch pool {replicas} replicas"
-    return replicas, ConditionResult("True", Reason.InsideTroughWindow, msg), msg, None
 
 
 def _prune(pairs: Sequence[tuple[float, int]], now: float, keep_s: float) -> tuple[tuple[float, int], ...]:
@@ -770,7 +404,7 @@ def decide(
     usable = [s for s in history if s.age(now) <= scaling.metrics_max_age_seconds + 900.0]
 
     lead = lead_time(state.interactive_cold_starts_s, spec.headroom.cold_start_seconds)
-    buckets = _length_buckets(spec)
+    buckets = length_buckets(spec)
     mix = update_mix(memory.mix, usable, buckets)
     shape, live = live_shape(mix, now, buckets) if fresh is not None else (DEFAULT_SHAPE, False)
     burst = update_burstiness(memory.burstiness, usable, shape) if fresh is not None else memory.burstiness
@@ -785,7 +419,7 @@ def decide(
     # Headroom first: the current demand (the reference of the tolerance band) is what the pool
     # holds beyond it.
     load = (
-        _load(spec, cap, usable, fresh, state, ready, lead, now, max(current - spec.headroom.replicas, 0))
+        read_load(spec, cap, usable, fresh, state, ready, lead, now, max(current - spec.headroom.replicas, 0))
         if fresh is not None
         else None
     )
@@ -804,14 +438,14 @@ def decide(
     model_cond = _model_condition(cap, shape, live, factor)
     if fresh is not None:
         reasons.append(f"workload: {model_cond.message}")
-    proposals: list[_Proposal] = []
+    proposals: list[Proposal] = []
     load_known = load is not None and load.need is not None
     if fresh is not None:
         assert load is not None
-        proposals.append(_load_proposal(spec, load, cap, reference))
-        proposals.append(_queue_proposal(spec, _known(fresh.queue_depth), ready, reference, starting, load_known))
-        proposals.append(_kv_proposal(spec, _known(fresh.kv_cache_utilization), ready, reference, load_known))
-        proposals.append(_preemption_proposal(spec, _known(fresh.preemption_rate), ready, reference, starting))
+        proposals.append(load_proposal(spec, load, cap, reference))
+        proposals.append(queue_proposal(spec, known_value(fresh.queue_depth), ready, reference, starting, load_known))
+        proposals.append(kv_proposal(spec, known_value(fresh.kv_cache_utilization), ready, reference, load_known))
+        proposals.append(preemption_proposal(spec, known_value(fresh.preemption_rate), ready, reference, starting))
     leading = [p for p in proposals if p.signal != "load"]
     known = [p for p in leading if p.known]
     unknown_names = [p.signal for p in leading if not p.known] if fresh is not None else []
@@ -876,7 +510,7 @@ def decide(
     else:
         reasons.append(f"interactive pool {current} → {desired} replicas")
 
-    batch, batch_cond, batch_line, batch_yield = _batch(spec, state, memory, desired, now)
+    batch, batch_cond, batch_line, batch_yield = batch_pool(spec, state, memory, desired, now)
     reasons.append(batch_line)
 
     if correction is not memory.correction:

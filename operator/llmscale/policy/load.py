@@ -49,11 +49,18 @@ __all__ = [
     "CAPACITY_FACTOR_MIN",
     "CORRECTION_STEP",
     "CORRECTION_TARGET",
+    "LATENCY_WINDOW_S",
     "Capacity",
     "capacity_context",
     "correct",
     "factor_in_force",
 ]
+
+#: Seconds of traffic the lagging p95 latencies summarise: the signals' histogram ``rate()`` window
+#: (``llmscale.signals.queries`` ``rate_window="1m"``; the simulator's p95 looks back 60 s too). A
+#: replica added less than this long ago cannot show in the p95 yet, so the latency guard waits; the
+#: correction counts a minute once.
+LATENCY_WINDOW_S = 60.0
 
 #: Lowest capacity factor: 0.5. The roofline's efficiencies are planning values within about a
 #: factor of two of measured ones (``llmscale.model.roofline``); a pool that carries less than half
