@@ -512,16 +512,19 @@ def replica_point(
         s_rate = lam * float(steps.mean()) / busy if busy >= 1.0 else lam * float(steps.mean()) + (1.0 - busy) / t_d
         return (lam * g_minus_1 / s_rate if s_rate > 0 else 0.0) - b
 
-    # excess(B) falls as B grows (steps slow down, but never enough to shrink B·S): bracket the root,
-    # then bisect on a secant guess.
-    lo, hi = 0.0, max(1.0, lam * g_minus_1 * model.step_time(1, ctx, 0))
-    while excess(hi) > 0 and hi < 1e9:
-        lo, hi = hi, hi * 2.0
+    # excess(B) falls as B grows (steps slow down, but never enough to shrink B·S): bracket the root
+    # below max_num_seqs (vLLM runs no more; the rest would wait), then bisect on a secant guess.
+    cap = float(limits.max_num_seqs)
+    lo, hi = 0.0, min(max(1.0, lam * g_minus_1 * model.step_time(1, ctx, 0)), cap)
+    while excess(hi) > 0 and hi < cap:
+        lo, hi = hi, min(hi * 2.0, cap)
     f_lo, f_hi = excess(lo), excess(hi)
     running = lo
+    if f_hi > 0:  # even max_num_seqs running cannot keep up: the batch is full
+        running, f_lo = cap, 0.0
     for _ in range(40):
         if f_lo <= 0 or hi - lo <= 1e-4 * max(hi, 1.0):
-            running = lo if f_lo <= 0 else (lo + hi) / 2
+            running = running if f_hi > 0 else (lo if f_lo <= 0 else (lo + hi) / 2)
             break
         guess = lo + (hi - lo) * f_lo / (f_lo - f_hi) if f_lo != f_hi else (lo + hi) / 2
         mid = min(max(guess, lo + 0.05 * (hi - lo)), hi - 0.05 * (hi - lo))

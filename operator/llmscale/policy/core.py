@@ -515,7 +515,14 @@ def decide(
 
     if correction is not memory.correction:
         model_cond = _model_condition(cap, shape, live, factor_in_force(correction))
-    diagnosis = diagnose(spec, fresh, ready, cap, load.arrivals.rate_rps if load is not None else None)
+    diagnosis = diagnose(
+        spec,
+        fresh,
+        ready,
+        cap,
+        load.arrivals.rate_rps if load is not None else None,
+        load.need if load is not None else None,
+    )
 
     recs = memory.recommendations + (((now, recommendation),) if recommendation is not None else ())
     events = memory.scale_events + (((now, desired - current),) if desired != current else ())

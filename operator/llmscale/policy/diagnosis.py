@@ -49,6 +49,7 @@ def diagnose(
     ready: int,
     cap: Capacity | None,
     rate_rps: float | None,
+    need: int | None = None,
 ) -> ConditionResult:
     """Return the ``Diagnosis`` condition for the newest fresh snapshot (``None``: nothing to judge).
 
@@ -58,6 +59,7 @@ def diagnose(
         ready: ready replicas.
         cap: the performance model of the live workload, or ``None`` (it cannot place the replicas).
         rate_rps: the arrival rate, requests/s, or ``None``.
+        need: the replicas the load signal found that rate needs, when it did (saves asking again).
     """
     if snap is None:
         return ConditionResult("Unknown", Reason.DiagnosisUnknown, "no fresh signal snapshot: nothing to diagnose")
@@ -74,7 +76,7 @@ def diagnose(
     if itl is not None and itl > slo.itl_p95_seconds and far_from_full and short_queue:
         return ConditionResult("True", Reason.PrefillInterference, _interference_remedy(spec, itl, cap, rate_rps))
     if queue is not None and queue > queue_ok:
-        return ConditionResult("True", Reason.Queueing, _queueing_remedy(spec, queue, ready, queue_ok, cap, rate_rps))
+        return ConditionResult("True", Reason.Queueing, _queueing_remedy(spec, queue, ready, cap, rate_rps, need))
     breaches = []
     if ttft is not None and ttft > slo.ttft_p95_seconds:
         breaches.append(f"TTFT p95 {ttft:.2f} s > SLO {slo.ttft_p95_seconds:.2f} s")
@@ -144,12 +146,13 @@ def _interference_remedy(spec: LLMDeploymentSpec, itl: float, cap: Capacity | No
 
 
 def _queueing_remedy(
-    spec: LLMDeploymentSpec, queue: float, ready: int, queue_ok: float, cap: Capacity | None, rate_rps: float | None
+    spec: LLMDeploymentSpec, queue: float, ready: int, cap: Capacity | None, rate_rps: float | None, need: int | None
 ) -> str:
     head = (
         f"{queue:.0f} requests wait on {ready} ready replicas, beyond "
         f"{spec.scaling.targets.queue_depth_per_replica:g} per replica"
     )
     if cap is not None and rate_rps is not None:
-        return f"{head}: plain queueing, the load of {rate_rps:.1f} requests/s needs {cap.need(rate_rps).replicas} replicas"
+        replicas = need if need is not None else cap.need(rate_rps).replicas
+        return f"{head}: plain queueing, the load of {rate_rps:.1f} requests/s needs {replicas} replicas"
     return f"{head}: plain queueing, more replicas"
