@@ -16,8 +16,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wall minutes one compressed day of traffic lasts (default 7)")
     parser.add_argument("--peak-rps", type=float, default=2.0,
                         help="requests per wall second at the daily peak (default 2: what 2 CPU cores carry)")
-    parser.add_argument("--trace", type=Path, default=None,
-                        help="trace CSV (default ../shared/traces/azure-llm-2023-conv.csv from the repository)")
+    parser.add_argument("--trace", default=None, metavar="PATH|NAME",
+                        help="trace CSV in the Azure LLM inference trace format, or a bundled trace's name "
+                             "(default azure-llm-2023-conv: the Azure LLM inference trace 2023, CC-BY 4.0, "
+                             "shipped with llmscale)")
     parser.add_argument("--out", type=Path, default=Path("out"),
                         help="folder for demo.png and demo-summary.json, relative to the repository (default out)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the trace's time rescaling (default 0)")

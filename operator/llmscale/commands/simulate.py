@@ -1,7 +1,8 @@
 """``llmscale simulate``: replay a trace through a simulated fleet under each scaling policy.
 
 Reads an LLMDeployment manifest (the file a user applies) and a trace CSV in the Azure LLM
-inference trace format, optionally shapes a day from it, calibrates one replica's capacity at the
+inference trace format (by default the Azure LLM inference trace 2023 that ships with the package,
+:mod:`llmscale.data`), optionally shapes a day from it, calibrates one replica's capacity at the
 spec's SLO, runs the chosen policies and prints a table or JSON (keys in ``docs/simulate.md``).
 """
 
@@ -40,10 +41,15 @@ def parse_duration(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the verb's arguments."""
+    from llmscale.data import DEFAULT_TRACE
     from llmscale.sim.baselines import POLICY_NAMES
 
     parser.add_argument("--spec", required=True, help="LLMDeployment manifest (YAML), the file you apply")
-    parser.add_argument("--trace", required=True, help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens[,Class])")
+    parser.add_argument(
+        "--trace", default=None, metavar="PATH|NAME",
+        help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens[,Class]) or a bundled trace's name; "
+        f"default {DEFAULT_TRACE}: the Azure LLM inference trace 2023 (CC-BY 4.0), shipped with llmscale",
+    )
     parser.add_argument(
         "--shape",
         choices=("none", "diurnal"),
@@ -86,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from llmscale.api import LLMDeployment
+    from llmscale.data import resolve_trace
     from llmscale.sim.baselines import POLICY_NAMES
     from llmscale.sim.plot import plot_day
     from llmscale.sim.runner import Scenario, compare
@@ -114,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
         err.print(f"[red]The LLMDeployment's model cannot run:[/red] {escape(str(exc))}")
         return 2
     try:
-        base = load_azure_csv(args.trace)
+        base = load_azure_csv(resolve_trace(args.trace))
     except (OSError, TraceFormatError) as exc:
         err.print(f"[red]Could not read the trace:[/red] {escape(str(exc))}")
         return 2
