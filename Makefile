@@ -15,7 +15,7 @@ help:
 	@echo "make demo   - build/start the local cluster, run the demo, stop everything"
 	@echo "make test   - lint, type-check, unit + integration + e2e tests"
 	@echo "make install - create .venv with llmscale and its test tools (.venv/bin/llmscale)"
-	@echo "make crd    - regenerate crds/ from the pydantic models"
+	@echo "make crd    - regenerate crds/ from the pydantic models (and the chart's and kustomize's copies)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,12 @@ e2e: $(STAMP) binaries
 
 test: lint unit e2e
 
+# The CRD from the pydantic models, then its copies in the chart and the kustomize base. Written
+# through a temporary file, so that a failing `llmscale crd` leaves the checked-in file intact.
 crd: $(STAMP)
-	$(BIN)/llmscale crd > crds/llmdeployments.llmscale.dev.yaml
+	$(BIN)/llmscale crd > crds/llmdeployments.llmscale.dev.yaml.tmp
+	mv crds/llmdeployments.llmscale.dev.yaml.tmp crds/llmdeployments.llmscale.dev.yaml
+	bash tools/sync-chart-crds.sh
 
 demo: $(STAMP)
 	$(BIN)/llmscale demo

@@ -58,7 +58,7 @@ from llmscale.sim.trace import (
     synthesize,
 )
 
-__all__ = ["DemoConfig", "DemoError", "Sample", "find_repo", "run_demo", "summarize"]
+__all__ = ["DemoConfig", "DemoError", "DemoInputError", "Sample", "find_repo", "run_demo", "summarize"]
 
 DAY_S = 86_400.0
 NAMESPACE = "llmscale-demo"
@@ -66,7 +66,11 @@ NAME = "chat"
 
 
 class DemoError(RuntimeError):
-    """The demo cannot run here (no repository checkout, no trace, a stack that did not start)."""
+    """The demo cannot run here (no repository checkout, a stack that did not start)."""
+
+
+class DemoInputError(DemoError):
+    """The demo's input cannot be used (an unreadable trace, or not in the Azure CSV format)."""
 
 
 @dataclass(frozen=True)
@@ -458,7 +462,8 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
     """Run the whole demo (see the module docstring) and return the summary.
 
     Raises:
-        DemoError: no checkout, an unreadable trace, or a part of the stack that did not start.
+        DemoInputError: the trace cannot be read (checked before anything starts).
+        DemoError: no checkout, or a part of the stack that did not start.
         subprocess.CalledProcessError: the cluster build or start failed.
     """
     repo = repo or find_repo()
@@ -466,7 +471,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
     try:
         base = load_azure_csv(resolve_trace(cfg.trace))
     except (OSError, TraceFormatError) as exc:
-        raise DemoError(f"could not read the trace: {exc} (--trace takes a CSV in the Azure LLM "
+        raise DemoInputError(f"could not read the trace: {exc} (--trace takes a CSV in the Azure LLM "
                         "inference trace format, or a bundled trace's name)") from exc
     stack_mod = _load_stack(repo)
     state = Path(os.environ.get("LLMSCALE_CLUSTER_DIR") or repo / ".cluster" / "demo").resolve()

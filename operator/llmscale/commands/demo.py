@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
+import sys
 from pathlib import Path
+
+from llmscale.commands.output import add_output_argument, write_document
 
 __all__ = ["add_arguments", "main"]
 
@@ -23,22 +25,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out"),
                         help="folder for demo.png and demo-summary.json, relative to the repository (default out)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the trace's time rescaling (default 0)")
+    add_output_argument(parser, ("json", "yaml"), "json")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the demo; print the summary. Returns 0, or 1 when the demo could not run."""
-    from llmscale.demo import DemoConfig, DemoError, run_demo
+    """Run the demo; print the summary (``-o json`` or ``yaml``). Returns 0; 2 when the trace cannot
+    be read (checked before anything starts); 1 when the demo could not run (no checkout, a part of
+    the stack that failed)."""
+    from llmscale.demo import DemoConfig, DemoError, DemoInputError, run_demo
 
     cfg = DemoConfig(minutes=args.minutes, peak_rps=args.peak_rps, trace=args.trace, out_dir=args.out,
                      seed=args.seed)
     try:
         summary = run_demo(cfg)
+    except DemoInputError as exc:
+        print(f"llmscale demo: error: {exc}", file=sys.stderr)
+        return 2
     except DemoError as exc:
-        print(f"llmscale demo: {exc}")
+        print(f"llmscale demo: {exc}", file=sys.stderr)
         return 1
     except subprocess.CalledProcessError as exc:
-        print(f"llmscale demo: {' '.join(map(str, exc.cmd))} failed with exit status {exc.returncode}")
+        print(f"llmscale demo: {' '.join(map(str, exc.cmd))} failed with exit status {exc.returncode}",
+              file=sys.stderr)
         return 1
-    print(json.dumps(summary, indent=2))
-    print(f"llmscale demo: wrote {cfg.out_dir}/demo.png and {cfg.out_dir}/demo-summary.json")
+    write_document(summary, args.output)
+    print(f"llmscale demo: wrote {cfg.out_dir}/demo.png and {cfg.out_dir}/demo-summary.json", file=sys.stderr)
     return 0
