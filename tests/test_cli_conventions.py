@@ -107,6 +107,13 @@ def markdown_without_blocks(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def markdown_with_an_unknown_block(tmp_path: Path) -> Path:
+    path = tmp_path / "typo.md"
+    path.write_text("<!-- BEGIN GENERATED: spec-refrence -->\n<!-- END GENERATED: spec-refrence -->\n", encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize(
     ("argv", "status"),
     [
@@ -115,7 +122,8 @@ def markdown_without_blocks(tmp_path: Path) -> Path:
         pytest.param(["plan", "--config", "/nonexistent/config.json", "--gpu", "h100-sxm"], 2, id="plan-no-config"),
         pytest.param(["crd", "--check", "{stale_crd}"], 1, id="crd-check-finds-a-difference"),
         pytest.param(["crd", "--update-docs", "/nonexistent/README.md"], 2, id="crd-update-docs-no-file"),
-        pytest.param(["crd", "--update-docs", "{markdown_without_blocks}"], 2, id="crd-update-docs-no-block"),
+        pytest.param(["crd", "--update-docs", "{markdown_without_blocks}"], 0, id="crd-update-docs-no-block-warns"),
+        pytest.param(["crd", "--update-docs", "{markdown_with_an_unknown_block}"], 2, id="crd-update-docs-unknown-block"),
         pytest.param(["simulate", "--spec", "/nonexistent.yaml"], 2, id="simulate-no-spec"),
         pytest.param(["simulate", "--spec", str(SPEC), "--trace", "/nonexistent.csv"], 2, id="simulate-no-trace"),
         pytest.param([*SIMULATE, "--plot", "/nonexistent/day.png"], 2, id="simulate-plot-folder-missing"),
@@ -125,11 +133,11 @@ def markdown_without_blocks(tmp_path: Path) -> Path:
 def test_exit_status_in_process(argv: list[str], status: int, request: pytest.FixtureRequest,
                                 capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # the demo looks for its checkout from the current folder
-    argv = [a.format(**{n: request.getfixturevalue(n) for n in ("stale_crd", "markdown_without_blocks")
-                        if "{" + n + "}" in a}) for a in argv]
+    files = ("stale_crd", "markdown_without_blocks", "markdown_with_an_unknown_block")
+    argv = [a.format(**{n: request.getfixturevalue(n) for n in files if "{" + n + "}" in a}) for a in argv]
     assert main(argv) == status
     err = capsys.readouterr().err
-    assert err.strip(), "an error must say why on stderr"
+    assert err.strip(), "an error (or a warning) must say why on stderr"
     assert "Traceback" not in err
 
 

@@ -6,10 +6,11 @@ Examples::
     llmscale crd > crds/llmdeployments.llmscale.dev.yaml           # what `make crd` runs
     llmscale crd -o json | jq '.spec.versions[0].schema'
     llmscale crd --check crds/llmdeployments.llmscale.dev.yaml     # exit 1 when stale
-    llmscale crd --update-docs docs/api.md README.md               # refresh the reference tables
+    llmscale crd --update-docs README.md                           # refresh the reference tables
 
 Exit status: 0; 1 when ``--check`` finds a stale file or a Markdown file cannot be written; 2 when
-a file to check or update cannot be read, or lacks the generated blocks.
+a file to check or update cannot be read, or names a generated block nobody generates. A Markdown
+file without any block of ours is left as it is, with a warning.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def main(args: argparse.Namespace) -> int:
             except OSError as exc:
                 return _error(f"cannot read {path}: {exc.strerror or exc}", 2)
             if not generated_block_names(texts[path]):
-                return _error(f"{path} has no '<!-- BEGIN GENERATED: spec-reference -->' or "
-                              "'<!-- BEGIN GENERATED: status-reference -->' block to update", 2)
+                print(f"llmscale crd: warning: {path} has no '<!-- BEGIN GENERATED: spec-reference -->' "
+                      "or 'status-reference' block; left as it is", file=sys.stderr)
             try:
                 replace_generated_blocks(texts[path])
             except KeyError as exc:
