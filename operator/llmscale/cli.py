@@ -3,21 +3,35 @@
 Each verb lives in ``llmscale.commands.<verb>`` and exposes ``add_arguments(parser)`` and
 ``main(args) -> int``. Modules are imported only when their verb runs, so ``llmscale plan`` does not
 pay for Kopf or the Kubernetes client.
+
+Conventions every verb keeps (README, *Commands*; tests/test_cli_conventions.py):
+
+- ``-o/--output`` is the format of what goes to stdout (``table``, ``json``, ``yaml``), never a
+  file (:mod:`llmscale.commands.output`).
+- Exit status **0** on success; **2** when the command as given cannot run — a usage error: an
+  unknown flag or value (argparse), an input file that cannot be read or is invalid, a model that
+  does not fit its GPUs; **1** when it ran and failed — a check that found a difference, a
+  cluster, port or output that failed, or stdout closed by its reader; **130** on Ctrl-C.
+- A closed stdout (``llmscale plan ... | head -1``) ends the command quietly, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import os
+import select
 import sys
 from collections.abc import Sequence
 
-__all__ = ["VERBS", "build_parser", "main"]
+__all__ = ["VERBS", "build_parser", "main", "verb_parser"]
 
 #: verb -> (module, one-line help)
 VERBS: dict[str, tuple[str, str]] = {
     "run": ("llmscale.commands.run", "run the operator (Kopf) against the current kubeconfig"),
-    "crd": ("llmscale.commands.crd", "print the LLMDeployment CustomResourceDefinition as YAML"),
+    "crd": ("llmscale.commands.crd", "print the LLMDeployment CustomResourceDefinition (YAML or JSON)"),
     "plan": ("llmscale.commands.plan", "capacity note for a model on a GPU (roofline model)"),
     "simulate": ("llmscale.commands.simulate", "replay a trace through a simulated fleet under each policy"),
     "engine": ("llmscale.commands.engine", "run the mock GPU engine (speaks vLLM's OpenAI API and metrics)"),
@@ -28,6 +42,17 @@ VERBS: dict[str, tuple[str, str]] = {
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     """Return the top-level parser; with ``verb``, only that verb's module is imported."""
     return _build(verb)[0]
+
+
+def verb_parser(verb: str) -> argparse.ArgumentParser:
+    """Return the parser of ``verb`` alone (its options; prog ``llmscale <verb>``).
+
+    Raises:
+        KeyError: ``verb`` is not one of :data:`VERBS`.
+    """
+    if verb not in VERBS:
+        raise KeyError(f"unknown verb {verb!r}; known: {', '.join(VERBS)}")
+    return _build(verb)[1][verb]
 
 
 def _build(verb: str | None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -64,9 +89,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module = importlib.import_module(VERBS[args.verb][0])
     try:
-        return int(module.main(args) or 0)
+        status = int(module.main(args) or 0)
+        # Flush now rather than at interpreter exit, where a closed pipe can only be reported.
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe or socket broke: a real failure, with its traceback
+        return _quiet_after_closed_stdout()
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (``poll`` reports an error on it)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return False
+    if not hasattr(select, "poll"):  # not on every platform: assume the broken pipe was stdout
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _quiet_after_closed_stdout() -> int:
+    """Point stdout at /dev/null, so that the flush at interpreter exit does not fail again, and
+    return 1 (the recipe of the Python documentation, :mod:`signal`, "Note on SIGPIPE")."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

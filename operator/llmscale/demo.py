@@ -8,8 +8,8 @@ What it does, unattended (see docs/demo.md):
 2. installs the CRD (server-side apply), starts the operator (``llmscale run``) as a process, and
    applies ``e2e/samples/chat-mock.yaml`` with a batch pool whose trough window is set on the wall
    clock so that it opens during the compressed night;
-3. replays the Azure LLM inference trace 2023 (CC-BY 4.0; Patel et al., Splitwise, ISCA 2024),
-   time-rescaled onto a daily shape (:func:`llmscale.sim.trace.synthesize` with a
+3. replays the Azure LLM inference trace 2023 (CC-BY 4.0; Patel et al., Splitwise, ISCA 2024;
+   shipped in the package, :mod:`llmscale.data`), time-rescaled onto a daily shape (:func:`llmscale.sim.trace.synthesize` with a
    :class:`~llmscale.sim.trace.DiurnalEnvelope`), a day compressed into ``--minutes`` of wall time,
    through the router; batch work is sent to the batch pool while it serves;
 4. shows a live view (rich) of arrivals, queue, KV-cache use, TTFT p95 (from Prometheus, through
@@ -47,10 +47,18 @@ import aiohttp
 import numpy as np
 import yaml
 
+from llmscale.data import resolve_trace
 from llmscale.loadgen import ReplayReport, RequestResult, replay
-from llmscale.sim.trace import TRACE_CITATION, DiurnalEnvelope, Trace, load_azure_csv, synthesize
+from llmscale.sim.trace import (
+    TRACE_CITATION,
+    DiurnalEnvelope,
+    Trace,
+    TraceFormatError,
+    load_azure_csv,
+    synthesize,
+)
 
-__all__ = ["DemoConfig", "DemoError", "Sample", "find_repo", "run_demo", "summarize"]
+__all__ = ["DemoConfig", "DemoError", "DemoInputError", "Sample", "find_repo", "run_demo", "summarize"]
 
 DAY_S = 86_400.0
 NAMESPACE = "llmscale-demo"
@@ -58,7 +66,11 @@ NAME = "chat"
 
 
 class DemoError(RuntimeError):
-    """The demo cannot run here (no repository checkout, no trace, a stack that did not start)."""
+    """The demo cannot run here (no repository checkout, a stack that did not start)."""
+
+
+class DemoInputError(DemoError):
+    """The demo's input cannot be used (an unreadable trace, or not in the Azure CSV format)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,8 @@ class DemoConfig:
             first and the night near the end, where the trough window is.
         batch_rps: batch requests per wall second sent to the batch pool while it serves.
         out_dir: where the plot and the summary go.
-        trace: the trace CSV (default: ``../shared/traces/azure-llm-2023-conv.csv`` from the repo).
+        trace: a trace CSV in the Azure format, or the name of a bundled trace in that format
+            (default: :data:`llmscale.data.DEFAULT_TRACE`, the packaged Azure LLM inference trace 2023).
         seed: seed of the time rescaling.
     """
 
@@ -83,7 +96,7 @@ class DemoConfig:
     start_hour: float = 6.0
     batch_rps: float = 0.5
     out_dir: Path = Path("out")
-    trace: Path | None = None
+    trace: str | Path | None = None
     seed: int = 0
 
 
@@ -449,13 +462,17 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
     """Run the whole demo (see the module docstring) and return the summary.
 
     Raises:
-        DemoError: no checkout, no trace, or a part of the stack that did not start.
+        DemoInputError: the trace cannot be read (checked before anything starts).
+        DemoError: no checkout, or a part of the stack that did not start.
         subprocess.CalledProcessError: the cluster build or start failed.
     """
     repo = repo or find_repo()
-    trace_path = cfg.trace or repo.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
-    if not trace_path.is_file():
-        raise DemoError(f"trace {trace_path} not found: pass --trace PATH (Azure LLM inference trace format)")
+    # The trace is read before anything starts: a bad --trace costs nothing.
+    try:
+        base = load_azure_csv(resolve_trace(cfg.trace))
+    except (OSError, TraceFormatError) as exc:
+        raise DemoInputError(f"could not read the trace: {exc} (--trace takes a CSV in the Azure LLM "
+                        "inference trace format, or a bundled trace's name)") from exc
     stack_mod = _load_stack(repo)
     state = Path(os.environ.get("LLMSCALE_CLUSTER_DIR") or repo / ".cluster" / "demo").resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -473,7 +490,6 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
         _kubectl(stack, "apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace",
                                                                     "metadata": {"name": NAMESPACE}}))
         with _operator(stack.kubeconfig, stack.prometheus_url, state / "logs" / "demo-operator.log"):
-            base = load_azure_csv(trace_path)
             # First with a window twelve hours away (the batch pool exists, at 0); the real
             # window is set once the replicas are ready and the replay's start is known.
             far = datetime.now(UTC) + timedelta(hours=12)

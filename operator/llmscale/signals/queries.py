@@ -156,7 +156,7 @@ def format_duration(seconds: float) -> str:
 class SelectorLabels(BaseModel):
     """Names of the Prometheus labels that identify an LLMDeployment's pool and pod.
 
-    llmscale puts ``llmscale.dev/deployment`` and ``llmscale.dev/pool`` on every pod (DESIGN.md).
+    llmscale puts ``llmscale.dev/deployment`` and ``llmscale.dev/pool`` on every pod (docs/operator.md).
     With Kubernetes service discovery, the usual relabelling
     (``action: labelmap, regex: __meta_kubernetes_pod_label_(.+)``) turns them into
     ``llmscale_dev_deployment`` and ``llmscale_dev_pool`` (Prometheus replaces each character
