@@ -35,7 +35,9 @@ def test_formula_holds() -> None:
     expected = SMALL.prefill_time(500) + 400 * SMALL.decode_step_time(got.running, context) / got.running
     assert got.seconds_per_request == pytest.approx(expected, rel=1e-12)
     assert got.tokens_per_s == pytest.approx(900 / expected, rel=1e-12)
-    assert got.running == min(SMALL.max_batch_at_speed(20, context), SMALL.kv_cache_capacity_tokens // context)
+    assert got.running == min(
+        SMALL.max_batch_at_speed(20, context), SMALL.kv_cache_capacity_tokens // context
+    )
 
 
 def test_a_stricter_floor_never_speeds_it_up() -> None:

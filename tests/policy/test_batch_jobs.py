@@ -143,7 +143,10 @@ def test_no_size_annotations_is_unknown_without_a_problem() -> None:
             id="complete",
         ),
         pytest.param(
-            {"suspend": False}, {"conditions": [{"type": "Failed", "status": "True"}]}, JobState.Done, id="failed"
+            {"suspend": False},
+            {"conditions": [{"type": "Failed", "status": "True"}]},
+            JobState.Done,
+            id="failed",
         ),
         pytest.param(
             {"suspend": False},
@@ -153,7 +156,12 @@ def test_no_size_annotations_is_unknown_without_a_problem() -> None:
         ),
         pytest.param(
             {"suspend": True},
-            {"conditions": [{"type": "Suspended", "status": "True"}, {"type": "Complete", "status": "False"}]},
+            {
+                "conditions": [
+                    {"type": "Suspended", "status": "True"},
+                    {"type": "Complete", "status": "False"},
+                ]
+            },
             JobState.Waiting,
             id="suspended-condition-is-not-done",
         ),
@@ -240,7 +248,12 @@ _json = st.recursive(
                             _json,
                             st.dictionaries(
                                 st.sampled_from(
-                                    [ANNOTATION_DEADLINE, ANNOTATION_REQUESTS, ANNOTATION_INPUT_TOKENS, ANNOTATION_OUTPUT_TOKENS]
+                                    [
+                                        ANNOTATION_DEADLINE,
+                                        ANNOTATION_REQUESTS,
+                                        ANNOTATION_INPUT_TOKENS,
+                                        ANNOTATION_OUTPUT_TOKENS,
+                                    ]
                                 ),
                                 _json,
                             ),

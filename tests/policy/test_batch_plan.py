@@ -98,24 +98,105 @@ def actions(plan: Any) -> dict[str, JobAction]:
 NIGHT = [
     # (what happens, UTC instant, Job state, share done, batch replicas/ready,
     #  → replicas, action, BatchBacklog reason, DeadlineAtRisk reason)
-    ("14:00 BST: waits for the window", "2024-06-03T13:00", JobState.Waiting, 0.0, (0, 0),
-     0, JobAction.Keep, Reason.BacklogWaiting, Reason.DeadlinesOnTrack),
-    ("21:59 BST: still closed", "2024-06-03T20:59", JobState.Waiting, 0.0, (0, 0),
-     0, JobAction.Keep, Reason.BacklogWaiting, Reason.DeadlinesOnTrack),
-    ("22:00 BST: window opens, pool asked for, no Ready replica yet", "2024-06-03T21:00", JobState.Waiting, 0.0, (0, 0),
-     1, JobAction.Keep, Reason.BacklogWaiting, Reason.DeadlinesOnTrack),
-    ("22:05 BST: a batch replica is Ready: released", "2024-06-03T21:05", JobState.Waiting, 0.0, (1, 1),
-     1, JobAction.Release, Reason.BacklogRunning, Reason.DeadlinesOnTrack),
-    ("03:00 BST: running, half done", "2024-06-04T02:00", JobState.Running, 0.5, (1, 1),
-     1, JobAction.Keep, Reason.BacklogRunning, Reason.DeadlinesOnTrack),
-    ("06:00 BST: window closes mid-Job: paused", "2024-06-04T05:00", JobState.Running, 0.75, (1, 1),
-     0, JobAction.Pause, Reason.BacklogWaiting, Reason.DeadlinesOnTrack),
-    ("06:01 BST: its pod still drains: the pool keeps its replica", "2024-06-04T05:01", JobState.Draining, 0.8, (1, 1),
-     1, JobAction.Keep, Reason.BacklogWaiting, Reason.DeadlinesOnTrack),
-    ("06:02 BST: drained: pool 0", "2024-06-04T05:02", JobState.Waiting, 0.8, (1, 1),
-     0, JobAction.Keep, Reason.BacklogWaiting, Reason.DeadlinesOnTrack),
-    ("22:00 BST next night: released again", "2024-06-04T21:00", JobState.Waiting, 0.8, (1, 1),
-     1, JobAction.Release, Reason.BacklogRunning, Reason.DeadlinesOnTrack),
+    (
+        "14:00 BST: waits for the window",
+        "2024-06-03T13:00",
+        JobState.Waiting,
+        0.0,
+        (0, 0),
+        0,
+        JobAction.Keep,
+        Reason.BacklogWaiting,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "21:59 BST: still closed",
+        "2024-06-03T20:59",
+        JobState.Waiting,
+        0.0,
+        (0, 0),
+        0,
+        JobAction.Keep,
+        Reason.BacklogWaiting,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "22:00 BST: window opens, pool asked for, no Ready replica yet",
+        "2024-06-03T21:00",
+        JobState.Waiting,
+        0.0,
+        (0, 0),
+        1,
+        JobAction.Keep,
+        Reason.BacklogWaiting,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "22:05 BST: a batch replica is Ready: released",
+        "2024-06-03T21:05",
+        JobState.Waiting,
+        0.0,
+        (1, 1),
+        1,
+        JobAction.Release,
+        Reason.BacklogRunning,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "03:00 BST: running, half done",
+        "2024-06-04T02:00",
+        JobState.Running,
+        0.5,
+        (1, 1),
+        1,
+        JobAction.Keep,
+        Reason.BacklogRunning,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "06:00 BST: window closes mid-Job: paused",
+        "2024-06-04T05:00",
+        JobState.Running,
+        0.75,
+        (1, 1),
+        0,
+        JobAction.Pause,
+        Reason.BacklogWaiting,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "06:01 BST: its pod still drains: the pool keeps its replica",
+        "2024-06-04T05:01",
+        JobState.Draining,
+        0.8,
+        (1, 1),
+        1,
+        JobAction.Keep,
+        Reason.BacklogWaiting,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "06:02 BST: drained: pool 0",
+        "2024-06-04T05:02",
+        JobState.Waiting,
+        0.8,
+        (1, 1),
+        0,
+        JobAction.Keep,
+        Reason.BacklogWaiting,
+        Reason.DeadlinesOnTrack,
+    ),
+    (
+        "22:00 BST next night: released again",
+        "2024-06-04T21:00",
+        JobState.Waiting,
+        0.8,
+        (1, 1),
+        1,
+        JobAction.Release,
+        Reason.BacklogRunning,
+        Reason.DeadlinesOnTrack,
+    ),
 ]
 
 
@@ -133,8 +214,14 @@ def test_a_night_in_london(
     backlog: Reason,
     deadline: Reason,
 ) -> None:
-    job = bjob("nightly", tokens=72e6, deadline="2024-06-05T12:00", state=state, done=done,
-               active=1 if state is JobState.Draining else 0)
+    job = bjob(
+        "nightly",
+        tokens=72e6,
+        deadline="2024-06-05T12:00",
+        state=state,
+        done=done,
+        active=1 if state is JobState.Draining else 0,
+    )
     plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(*pool), TOK_S, utc(instant))
     assert (plan.replicas, actions(plan)["nightly"]) == (replicas, action), plan.reasons
     assert (plan.batch_backlog.reason, plan.deadline_at_risk.reason) == (backlog, deadline)
@@ -188,7 +275,11 @@ def test_deadline_that_cannot_wait_keeps_running_when_the_window_closes() -> Non
     """06:00 BST, 18 M tokens left, deadline 13:00 BST: the next window opens after it."""
     job = bjob("report", tokens=72e6, deadline="2024-06-04T12:00", state=JobState.Running, done=0.75)
     plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(1, 1), TOK_S, utc("2024-06-04T05:00"))
-    assert (plan.replicas, actions(plan)["report"], plan.jobs[0].mode) == (1, JobAction.Keep, RunMode.Deadline)
+    assert (plan.replicas, actions(plan)["report"], plan.jobs[0].mode) == (
+        1,
+        JobAction.Keep,
+        RunMode.Deadline,
+    )
 
 
 def test_a_deadline_pulls_the_jobs_due_before_it() -> None:
@@ -214,7 +305,10 @@ def test_projected_late_at_the_bound() -> None:
     job = bjob("huge", tokens=4e9, deadline="2024-06-03T23:00")
     plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(4, 4), TOK_S, utc("2024-06-03T13:00"))
     assert plan.replicas == 4
-    assert (plan.deadline_at_risk.status, plan.deadline_at_risk.reason) == ("True", Reason.DeadlineProjectedLate)
+    assert (plan.deadline_at_risk.status, plan.deadline_at_risk.reason) == (
+        "True",
+        Reason.DeadlineProjectedLate,
+    )
     assert plan.jobs[0].at_risk is True
 
 
@@ -241,7 +335,10 @@ def test_fall_back_night_is_an_hour_long() -> None:
     ordinary 8 h night does not."""
     fall = bjob("dst", tokens=1.224e9, deadline="2024-10-27T12:00", created="2024-10-26T20:00")
     ordinary = bjob("dst", tokens=1.224e9, deadline="2024-10-20T12:00", created="2024-10-19T20:00")
-    assert plan_batch(SPEC, [fall], QUIET, BatchPoolState(0), TOK_S, utc("2024-10-26T20:00")).jobs[0].mode is None
+    assert (
+        plan_batch(SPEC, [fall], QUIET, BatchPoolState(0), TOK_S, utc("2024-10-26T20:00")).jobs[0].mode
+        is None
+    )
     assert (
         plan_batch(SPEC, [ordinary], QUIET, BatchPoolState(0), TOK_S, utc("2024-10-19T20:00")).jobs[0].mode
         is RunMode.Deadline
@@ -261,8 +358,14 @@ def test_across_midnight_the_window_seconds_count_to_its_end() -> None:
     job = bjob("weekly", tokens=630e6, deadline="2024-06-08T12:00", state=JobState.Running)
     plan = plan_batch(spec, [job], QUIET, BatchPoolState(0, 0), TOK_S, utc("2024-06-07T23:00"))
     assert (plan.replicas, plan.jobs[0].mode) == (3, RunMode.Window)
-    plan = plan_batch(spec, [replace(job, input_tokens=5_000_000_000)], QUIET, BatchPoolState(3, 3), TOK_S,
-                      utc("2024-06-08T01:00"))
+    plan = plan_batch(
+        spec,
+        [replace(job, input_tokens=5_000_000_000)],
+        QUIET,
+        BatchPoolState(3, 3),
+        TOK_S,
+        utc("2024-06-08T01:00"),
+    )
     assert (plan.replicas, plan.limited_by) == (6, BatchLimit.MaxReplicas)
     assert plan.window_open and plan.next_window_close == utc("2024-06-08T06:00")
 
@@ -336,7 +439,10 @@ def test_unknown_size_runs_at_the_bound_and_is_unknown() -> None:
     job = replace(bjob("adhoc", tokens=1e6, deadline="2024-06-05T12:00"), requests=None)
     plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(0), TOK_S, utc("2024-06-03T23:00"))
     assert plan.replicas == 4
-    assert (plan.deadline_at_risk.status, plan.deadline_at_risk.reason) == ("Unknown", Reason.BatchSizeUnknown)
+    assert (plan.deadline_at_risk.status, plan.deadline_at_risk.reason) == (
+        "Unknown",
+        Reason.BatchSizeUnknown,
+    )
     assert plan.status().jobs_unknown_size == 1
 
 
@@ -365,17 +471,27 @@ def test_unknown_size_with_no_window_before_its_deadline_runs_now() -> None:
         pytest.param(replace(QUIET, ready_replicas=2), 4, None, id="interactive-below-desired"),
     ],
 )
-def test_release_onto_idle_gpus(interactive: InteractiveState, gpus_free: int | None, mode: RunMode | None) -> None:
+def test_release_onto_idle_gpus(
+    interactive: InteractiveState, gpus_free: int | None, mode: RunMode | None
+) -> None:
     job = bjob("j", tokens=72e6, deadline="2024-06-05T12:00")
-    plan = plan_batch(SPEC, [job], interactive, BatchPoolState(0, 0, gpus_free), TOK_S, utc("2024-06-03T13:00"))
+    plan = plan_batch(
+        SPEC, [job], interactive, BatchPoolState(0, 0, gpus_free), TOK_S, utc("2024-06-03T13:00")
+    )
     assert plan.jobs[0].mode is mode
     assert plan.replicas == (1 if mode else 0)
 
 
 def test_idle_release_is_off_when_the_spec_says_so() -> None:
     job = bjob("j", tokens=72e6, deadline="2024-06-05T12:00")
-    plan = plan_batch(make_spec(releaseOnIdleCapacity=False), [job], QUIET, BatchPoolState(0, 0, 8), TOK_S,
-                      utc("2024-06-03T13:00"))
+    plan = plan_batch(
+        make_spec(releaseOnIdleCapacity=False),
+        [job],
+        QUIET,
+        BatchPoolState(0, 0, 8),
+        TOK_S,
+        utc("2024-06-03T13:00"),
+    )
     assert (plan.jobs[0].mode, plan.replicas) == (None, 0)
 
 
@@ -405,8 +521,12 @@ def test_idle_job_keeps_running_while_latency_is_unknown_but_gives_back_when_gpu
     ("unschedulable", "replicas", "action", "backlog"),
     [
         pytest.param(0, 3, JobAction.Keep, Reason.BacklogRunning, id="none-unschedulable"),
-        pytest.param(2, 1, JobAction.Keep, Reason.BatchYieldedToInteractive, id="two-unschedulable-batch-gives-two"),
-        pytest.param(3, 0, JobAction.Pause, Reason.BatchYieldedToInteractive, id="three-unschedulable-batch-pauses"),
+        pytest.param(
+            2, 1, JobAction.Keep, Reason.BatchYieldedToInteractive, id="two-unschedulable-batch-gives-two"
+        ),
+        pytest.param(
+            3, 0, JobAction.Pause, Reason.BatchYieldedToInteractive, id="three-unschedulable-batch-pauses"
+        ),
         pytest.param(9, 0, JobAction.Pause, Reason.BatchYieldedToInteractive, id="more-than-the-pool"),
     ],
 )
@@ -425,8 +545,9 @@ def test_interactive_unschedulable_batch_shrinks_first(
 
 def test_no_release_while_interactive_pods_are_unschedulable() -> None:
     job = bjob("j", tokens=72e6, deadline="2024-06-05T12:00")
-    plan = plan_batch(SPEC, [job], replace(QUIET, unschedulable=1), BatchPoolState(2, 2), TOK_S,
-                      utc("2024-06-03T23:00"))
+    plan = plan_batch(
+        SPEC, [job], replace(QUIET, unschedulable=1), BatchPoolState(2, 2), TOK_S, utc("2024-06-03T23:00")
+    )
     assert (plan.release, plan.replicas) == ((), 1)
 
 

@@ -107,8 +107,9 @@ def test_a_deadline_that_cannot_wait_is_run(args: Inputs, due_in_s: float) -> No
 def test_interactive_unschedulable_shrinks_batch_before_anything_else(args: Inputs) -> None:
     spec, jobs, interactive, pool, tok_s, now = args
     calm = plan_batch(spec, jobs, replace(interactive, unschedulable=0), pool, tok_s, now)
-    pressed = plan_batch(spec, jobs, replace(interactive, unschedulable=max(1, interactive.unschedulable)), pool,
-                         tok_s, now)
+    pressed = plan_batch(
+        spec, jobs, replace(interactive, unschedulable=max(1, interactive.unschedulable)), pool, tok_s, now
+    )
     assert pressed.replicas <= calm.replicas
     assert pressed.replicas <= max(0, pool.replicas - 1)
 

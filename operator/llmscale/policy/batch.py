@@ -372,7 +372,9 @@ def _idle(spec: LLMDeploymentSpec, interactive: InteractiveState, pool: BatchPoo
         unsafe.append("interactive signals unusable")
     if interactive.latency_within_slo is not True:
         unsafe.append(
-            "interactive latency unknown" if interactive.latency_within_slo is None else "interactive SLO breached"
+            "interactive latency unknown"
+            if interactive.latency_within_slo is None
+            else "interactive SLO breached"
         )
     if interactive.unschedulable:
         unsafe.append(f"{interactive.unschedulable} interactive pods unschedulable")
@@ -531,9 +533,9 @@ def plan_batch(
 
     # 3–4. Modes.
     idle = _idle(spec, interactive, pool)
-    idle_running = any(
-        j.state is JobState.Running for i, j in enumerate(ordered) if i > last_urgent
-    ) and not window_open
+    idle_running = (
+        any(j.state is JobState.Running for i, j in enumerate(ordered) if i > last_urgent) and not window_open
+    )
     modes: list[RunMode | None] = []
     for i, job in enumerate(ordered):
         if most == 0:
@@ -571,8 +573,10 @@ def plan_batch(
 
     # 6. Limits, in order; the last that changed the count is reported. A backlog that asks for
     # "the bound" (unknown size, no time left) is limited by it.
-    limited_by = BatchLimit.MaxReplicas if running and most > 0 and desired == most and unbounded else (
-        BatchLimit.WithinLimits
+    limited_by = (
+        BatchLimit.MaxReplicas
+        if running and most > 0 and desired == most and unbounded
+        else (BatchLimit.WithinLimits)
     )
     steps: list[tuple[BatchLimit, int, str]] = []
 
@@ -585,7 +589,9 @@ def plan_batch(
     if running and most > 0:
         least = max(batch.min_replicas, 1)
         if desired < least:
-            limit(BatchLimit.MinReplicas, least, f"at least {least} while a Job runs (spec.batch.minReplicas)")
+            limit(
+                BatchLimit.MinReplicas, least, f"at least {least} while a Job runs (spec.batch.minReplicas)"
+            )
         if desired > most:
             limit(BatchLimit.MaxReplicas, most, f"at most {most} (spec.batch.maxReplicas, or replicas)")
     if draining and desired < min(current, most):
@@ -595,7 +601,9 @@ def plan_batch(
             f"{_names(draining)} still draining in-flight requests: the pool keeps its replicas",
         )
     if running and all(m is RunMode.IdleCapacity for _, m in running) and idle.replicas is not None:
-        bound = max(0, current + idle.replicas) if idle.safe else max(0, min(current, current + idle.replicas))
+        bound = (
+            max(0, current + idle.replicas) if idle.safe else max(0, min(current, current + idle.replicas))
+        )
         if desired > bound:
             limit(BatchLimit.IdleCapacity, bound, f"idle GPUs allow {bound} batch replicas")
     if pool.gpus_free is not None:
@@ -726,7 +734,9 @@ def _backlog_condition(
     outstanding = [p for p in plans if p.job.state is not JobState.Done]
     if not outstanding:
         return ConditionResult(
-            "False", Reason.BacklogEmpty, f"no batch Job outstanding ({len(finished)} done): batch pool 0 replicas"
+            "False",
+            Reason.BacklogEmpty,
+            f"no batch Job outstanding ({len(finished)} done): batch pool 0 replicas",
         )
     tokens = sum(t for p in outstanding if (t := p.job.outstanding_tokens) is not None)
     running = sum(p.running_after for p in outstanding)
@@ -757,7 +767,9 @@ def _deadline_condition(plans: Sequence[JobPlan], now: float) -> ConditionResult
     late = [p for p in outstanding if p.at_risk]
     if late:
         first = late[0]
-        finish = "beyond the 14-day horizon" if first.projected_finish is None else _clock(first.projected_finish)
+        finish = (
+            "beyond the 14-day horizon" if first.projected_finish is None else _clock(first.projected_finish)
+        )
         return ConditionResult(
             "True",
             Reason.DeadlineProjectedLate,

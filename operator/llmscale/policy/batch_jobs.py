@@ -195,7 +195,8 @@ def _finished(job: Mapping[str, Any]) -> bool:
     if not isinstance(conditions, list):
         return False
     return any(
-        isinstance(c, Mapping) and c.get("type") in _FINISHED and c.get("status") == "True" for c in conditions
+        isinstance(c, Mapping) and c.get("type") in _FINISHED and c.get("status") == "True"
+        for c in conditions
     )
 
 
@@ -249,8 +250,12 @@ def parse_job(
     if deadline is None and created_at is not None:
         deadline, source = created_at + completion_window_s, "completionWindow"
 
-    requests = _count(annotations.get(ANNOTATION_REQUESTS), f"annotation {ANNOTATION_REQUESTS}", problems, least=1)
-    input_tokens = _count(annotations.get(ANNOTATION_INPUT_TOKENS), f"annotation {ANNOTATION_INPUT_TOKENS}", problems)
+    requests = _count(
+        annotations.get(ANNOTATION_REQUESTS), f"annotation {ANNOTATION_REQUESTS}", problems, least=1
+    )
+    input_tokens = _count(
+        annotations.get(ANNOTATION_INPUT_TOKENS), f"annotation {ANNOTATION_INPUT_TOKENS}", problems
+    )
     output_tokens = _count(
         annotations.get(ANNOTATION_OUTPUT_TOKENS), f"annotation {ANNOTATION_OUTPUT_TOKENS}", problems, least=1
     )
