@@ -72,7 +72,8 @@ def wait_for_lines(out: Path, proc: subprocess.Popen[str], at_least: int, timeou
         if proc.poll() is not None:
             raise AssertionError(f"batch run exited {proc.returncode} early:\n{proc.communicate()[0]}")
         time.sleep(0.02)
-    raise AssertionError(f"fewer than {at_least} results after {timeout_s} s")
+    proc.kill()
+    raise AssertionError(f"fewer than {at_least} results after {timeout_s} s:\n{proc.communicate()[0]}")
 
 
 def free_port() -> int:
@@ -154,11 +155,11 @@ def test_sigkill_and_a_torn_line_lose_nothing_and_repeat_nothing(engine: Engine,
         )
         for s in family.samples
     }
-    assert metrics["llmscale_batch_requests"] == N
-    assert 20 <= metrics["llmscale_batch_requests_done"] < N
     proc.kill()  # SIGKILL: no handler runs
-    proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    log = proc.communicate(timeout=30)[0]
+    assert proc.returncode == -signal.SIGKILL, log
+    assert metrics["llmscale_batch_requests"] == N, log
+    assert 20 <= metrics["llmscale_batch_requests_done"] < N, (metrics, log)
     killed = results(out)
     # A crash in the middle of a write leaves half a line: simulate one for a request not yet done.
     pending = next(i for i in ids if i not in {r["custom_id"] for r in killed})

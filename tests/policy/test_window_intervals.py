@@ -132,6 +132,16 @@ def test_horizon_holds_a_weekly_window_twice() -> None:
     assert open_seconds(intervals, t, t + WINDOW_HORIZON_S) == 2 * 8 * 3600
 
 
+def test_a_window_opening_exactly_at_the_end_gives_no_empty_interval() -> None:
+    """Found by the property above: ``[end, end)`` is not an interval."""
+    minute = [w("00:00", "00:01")]
+    start = utc("2024-03-01T00:00")
+    assert open_intervals(minute, start, start + 2 * 86_400) == [
+        (start, start + 60),
+        (start + 86_400, start + 86_460),
+    ]
+
+
 def test_end_before_start_is_an_error() -> None:
     with pytest.raises(ValueError, match="before start"):
         open_intervals([w("22:00", "06:00")], 10.0, 5.0)

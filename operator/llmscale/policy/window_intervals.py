@@ -98,7 +98,7 @@ def _window_intervals(window: TroughWindow, start: float, end: float) -> list[tu
         elif not is_open and opened is not None:
             intervals.append((opened, t))
             opened = None
-    if opened is not None:
+    if opened is not None and opened < end:
         intervals.append((opened, end))
     return intervals
 
