@@ -154,12 +154,12 @@ NIGHT = [
         Reason.DeadlinesOnTrack,
     ),
     (
-        "06:00 BST: window closes mid-Job: paused",
+        "06:00 BST: window closes mid-Job: paused, the pool keeps its replica while it drains",
         "2024-06-04T05:00",
         JobState.Running,
         0.75,
         (1, 1),
-        0,
+        1,
         JobAction.Pause,
         Reason.BacklogWaiting,
         Reason.DeadlinesOnTrack,
@@ -482,6 +482,16 @@ def test_release_onto_idle_gpus(
     assert plan.replicas == (1 if mode else 0)
 
 
+def test_idle_release_survives_the_pool_taking_the_idle_gpus() -> None:
+    """Tick 1: 2 GPUs free, reserve 1: one idle replica, the pool asks for it. Tick 2: the pool's
+    replica holds one of them (1 free = the reserve): the Job is released onto it, not dropped."""
+    job = bjob("j", tokens=72e6, deadline="2024-06-05T12:00")
+    first = plan_batch(SPEC, [job], QUIET, BatchPoolState(0, 0, 2), TOK_S, utc("2024-06-03T13:00"))
+    assert (first.replicas, first.release) == (1, ())
+    second = plan_batch(SPEC, [job], QUIET, BatchPoolState(1, 1, 1), TOK_S, utc("2024-06-03T13:01"))
+    assert (second.replicas, second.release, second.jobs[0].mode) == (1, ("j",), RunMode.IdleCapacity)
+
+
 def test_idle_release_is_off_when_the_spec_says_so() -> None:
     job = bjob("j", tokens=72e6, deadline="2024-06-05T12:00")
     plan = plan_batch(
@@ -508,13 +518,30 @@ def test_idle_job_keeps_running_while_latency_is_unknown_but_gives_back_when_gpu
     # 1 GPU free is the reserve (idle 0): the pool keeps its 1 replica but may not grow.
     keep = plan_batch(SPEC, [job], unknown_latency, BatchPoolState(1, 1, 1), TOK_S, utc("2024-06-03T13:00"))
     assert (keep.replicas, actions(keep)["j"]) == (1, JobAction.Keep)
-    # No GPU free: the reserve for interactive growth is gone, 1 + (0 − 1) = 0 replicas.
+    # No GPU free: the reserve for interactive growth is gone, 1 + (0 − 1) = 0: the Job is paused;
+    # the pool keeps its replica while the client finishes its requests in flight, then gives it back.
     short = plan_batch(SPEC, [job], QUIET, BatchPoolState(1, 1, 0), TOK_S, utc("2024-06-03T13:00"))
-    assert (short.replicas, actions(short)["j"]) == (0, JobAction.Pause)
-    # Interactive grew to 7 of 8: reserve min(1, 8 − 7) = 1, no GPU free: 0 replicas.
+    assert (short.replicas, actions(short)["j"], short.limited_by) == (
+        1,
+        JobAction.Pause,
+        BatchLimit.Draining,
+    )
+    drained = replace(job, state=JobState.Waiting)
+    after = plan_batch(SPEC, [drained], QUIET, BatchPoolState(1, 1, 0), TOK_S, utc("2024-06-03T13:01"))
+    assert (after.replicas, actions(after)["j"]) == (0, JobAction.Keep)
+    # Interactive grew to 7 of 8: reserve min(1, 8 − 7) = 1, no GPU free: paused the same way.
     busy = replace(QUIET, desired_replicas=7, ready_replicas=7)
     give = plan_batch(SPEC, [job], busy, BatchPoolState(1, 1, 0), TOK_S, utc("2024-06-03T13:00"))
-    assert (give.replicas, actions(give)["j"]) == (0, JobAction.Pause)
+    assert (give.replicas, actions(give)["j"]) == (1, JobAction.Pause)
+    # Unschedulable interactive pods do not wait for the drain.
+    now = plan_batch(
+        SPEC, [job], replace(busy, unschedulable=1), BatchPoolState(1, 1, 0), TOK_S, utc("2024-06-03T13:00")
+    )
+    assert (now.replicas, actions(now)["j"], now.limited_by) == (
+        0,
+        JobAction.Pause,
+        BatchLimit.InteractiveFirst,
+    )
 
 
 @pytest.mark.parametrize(
@@ -585,3 +612,80 @@ def test_replica_throughput_follows_the_backlog_mix() -> None:
     assert backlog_mix([replace(prompts, requests=None)]) is None
     assert batch_replica_tok_s(SPEC, [prompts]) > batch_replica_tok_s(SPEC, [outputs]) > 0
     assert batch_replica_tok_s(SPEC, []) > 0
+
+
+# --------------------------------------------------------------------------------------------
+# A day stepped on a fake clock: the backlog drains overnight
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_days_backlog_drains_overnight() -> None:
+    """Three Jobs submitted during Monday (24 h completion window), GPUs free unknown (so nothing
+    runs on idle GPUs), one tick every 5 minutes from 09:00 BST Monday to 09:00 BST Tuesday. Applied
+    as the operator will: a release or pause takes effect by the next tick, pods are Ready by the
+    next tick, released Jobs share the pool's 10,000 tokens/s per replica equally.
+
+    Expected: nothing runs before 22:00 BST; the pool is sized from the backlog (not the bound), the
+    three finish inside the night's window, the pool is 0 once they are done, every deadline holds.
+    """
+    spec = make_spec(maxReplicas=6)
+    submitted = {  # name: (created, tokens)
+        "summaries": ("2024-06-03T09:30", 300e6),
+        "embeddings": ("2024-06-03T13:00", 150e6),
+        "evals": ("2024-06-03T17:45", 450e6),
+    }
+    jobs: dict[str, BatchJob] = {}
+    pool = BatchPoolState(0, 0)
+    step = 300.0
+    finished: dict[str, float] = {}
+    peak = 0
+    t = utc("2024-06-03T08:00")  # 09:00 BST
+    end = t + 24 * HOUR
+    while t < end:
+        for name, (created, tokens) in submitted.items():
+            if name not in jobs and utc(created) <= t:
+                jobs[name] = bjob(name, tokens=tokens, deadline=None, created=created)
+                jobs[name] = replace(
+                    jobs[name], deadline=utc(created) + 86_400, deadline_source="completionWindow"
+                )
+        plan = plan_batch(spec, list(jobs.values()), QUIET, pool, TOK_S, t)
+        assert 0 <= plan.replicas <= 6
+        peak = max(peak, plan.replicas)
+        window = plan.window_open
+        if not window:
+            assert all(not p.running_after for p in plan.jobs if p.job.state is not JobState.Done), (
+                plan.reasons
+            )
+        # Work done over the next step by the Jobs running during it, at the pool's Ready replicas.
+        running = [j for j in jobs.values() if j.state is JobState.Running]
+        share = pool.ready * TOK_S * step / len(running) if running else 0.0
+        for job in running:
+            per_request = (job.input_tokens or 0) / 1000 + (job.output_tokens or 0) / 1000
+            done = min(1000.0, job.requests_done + share / per_request)
+            jobs[job.name] = replace(job, requests_done=done)
+            if done >= 1000:
+                jobs[job.name] = replace(job, requests_done=1000.0, state=JobState.Done)
+                finished[job.name] = t + step
+        # Apply the plan: releases run and pauses stop from the next tick; pods Ready by then.
+        for p in plan.jobs:
+            current = jobs[p.job.name]
+            if current.state is JobState.Done:
+                continue
+            if p.action is JobAction.Release:
+                jobs[p.job.name] = replace(current, state=JobState.Running)
+            elif p.action is JobAction.Pause:
+                jobs[p.job.name] = replace(current, state=JobState.Waiting)
+        pool = BatchPoolState(plan.replicas, plan.replicas)
+        if len(finished) == len(submitted):
+            assert plan.batch_backlog.reason in (Reason.BacklogEmpty, Reason.BacklogRunning)
+        t += step
+
+    assert set(finished) == set(submitted)
+    window_open, window_close = utc("2024-06-03T21:00"), utc("2024-06-04T05:00")
+    for name, at in finished.items():
+        assert window_open < at <= window_close, (name, datetime.fromtimestamp(at, UTC))
+        assert at <= jobs[name].deadline  # type: ignore[operator]
+    # 900 M tokens in the 8 h window need 900e6 / 10,000 / 28,800 = 3.1 replicas: sized, not the bound 6.
+    assert peak == 4
+    final = plan_batch(spec, list(jobs.values()), QUIET, pool, TOK_S, end)
+    assert final.replicas == 0 and final.batch_backlog.reason is Reason.BacklogEmpty

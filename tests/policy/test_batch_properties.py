@@ -17,7 +17,7 @@ from tests.strategies import batch_plan_inputs
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import batch_window_open
-from llmscale.policy.batch import BatchPoolState, InteractiveState, JobAction, RunMode, plan_batch
+from llmscale.policy.batch import BatchPlan, BatchPoolState, InteractiveState, JobAction, RunMode, plan_batch
 from llmscale.policy.batch_jobs import BatchJob, JobState
 
 Inputs = tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float, float]
@@ -135,3 +135,42 @@ def test_order_of_the_jobs_does_not_matter(args: Inputs, rng: object) -> None:
     shuffled = list(jobs)
     rng.shuffle(shuffled)  # type: ignore[attr-defined]
     assert plan_batch(*args) == plan_batch(spec, shuffled, interactive, pool, tok_s, now)
+
+
+def _apply(
+    plan: BatchPlan, jobs: list[BatchJob], pool: BatchPoolState, gpus_per_replica: int
+) -> tuple[list[BatchJob], BatchPoolState]:
+    """What the cluster looks like once ``plan`` is applied and every pod has started or stopped:
+    released Jobs run, paused Jobs' pods are still terminating, the pool has its replicas Ready and
+    holds their GPUs."""
+    by_name = {p.job.name: p.action for p in plan.jobs}
+    after = []
+    for job in jobs:
+        action = by_name[job.name]
+        if action is JobAction.Release:
+            job = replace(job, state=JobState.Running, active_pods=1)
+        elif action is JobAction.Pause:
+            job = replace(job, state=JobState.Draining, active_pods=1)
+        after.append(job)
+    free = pool.gpus_free
+    if free is not None:
+        free = max(0, free - (plan.replicas - pool.replicas) * gpus_per_replica)
+    return after, BatchPoolState(replicas=plan.replicas, ready=plan.replicas, gpus_free=free)
+
+
+@EXAMPLES
+@given(batch_plan_inputs())
+def test_a_plan_applied_does_not_reverse_itself(args: Inputs) -> None:
+    """Decide, apply, decide again at the same instant with nothing else changed: the second plan
+    pauses nothing the first released or kept, releases nothing the first paused, and keeps the
+    pool's size. (Interactive pods unschedulable are left out: batch giving GPUs back lets them be
+    scheduled, which changes the input.)"""
+    spec, jobs, interactive, pool, tok_s, now = args
+    interactive = replace(interactive, unschedulable=0)
+    pool = replace(pool, ready=pool.replicas)
+    first = plan_batch(spec, jobs, interactive, pool, tok_s, now)
+    jobs2, pool2 = _apply(first, jobs, pool, spec.resources.gpus_per_replica)
+    second = plan_batch(spec, jobs2, interactive, pool2, tok_s, now)
+    assert second.replicas == first.replicas, (first.reasons, second.reasons)
+    assert set(second.pause).isdisjoint({p.job.name for p in first.jobs if p.running_after})
+    assert set(second.release).isdisjoint(first.pause)

@@ -33,7 +33,8 @@ The steps, in order (each writes a line to :attr:`BatchPlan.reasons`):
    shrinks only past ``spec.scaling.tolerance`` (``ceil(raw × (1 + tolerance)) < current``).
 6. **Limits**, each a small function returning ``(replicas, limit, message)`` as the HPA's
    helpers do: ``minReplicas`` (and at least 1 while a Job runs) and ``maxReplicas``; held at its
-   size while a paused Job still drains; the idle-GPU bound when only idle-released Jobs run; the
+   size while a Job paused on this tick or before still drains (its client finishes the requests
+   in flight on the pool); the idle-GPU bound when only idle-released Jobs run; the
    GPUs free; and last, interactive first: with ``u`` interactive pods unschedulable the pool gives
    ``u`` replicas back, whatever the windows and deadlines say.
 7. **Actions.** A Running Job that no longer runs is paused (``spec.suspend: true``; its batch
@@ -351,8 +352,10 @@ class _Idle:
     safe: bool  # the interactive SLO is safe enough to take new GPUs
     message: str
 
-    def release(self) -> bool:
-        return self.safe and self.replicas is not None and self.replicas >= 1
+    def release(self, pool: int) -> bool:
+        # The batch pool's own GPUs count as batch's: once it has grown onto idle GPUs, they are no
+        # longer free, and the Job it grew for must still be released on the next tick.
+        return self.safe and self.replicas is not None and pool + self.replicas >= 1
 
     def keep(self, pool: int, unschedulable: int) -> bool:
         return self.replicas is not None and pool + self.replicas >= 1 and unschedulable == 0
@@ -546,7 +549,7 @@ def plan_batch(
             modes.append(RunMode.Window)
         elif (job.state is JobState.Running and idle.keep(pool.replicas, interactive.unschedulable)) or (
             job.state is not JobState.Running
-            and (idle.release() or (idle_running and idle.keep(pool.replicas, interactive.unschedulable)))
+            and (idle.release(pool.replicas) or (idle_running and idle.keep(pool.replicas, interactive.unschedulable)))
         ):
             modes.append(RunMode.IdleCapacity)
         else:
@@ -555,7 +558,13 @@ def plan_batch(
         reasons.append(f"idle GPUs: {idle.message}")
 
     running = [(j, m) for j, m in zip(ordered, modes, strict=True) if m is not None]
-    draining = [j for j in ordered if j.state is JobState.Draining]
+    # Paused Jobs finish their in-flight requests on the pool (the client's grace period): the pool
+    # keeps its replicas for the Jobs paused on this tick and those whose pods still terminate.
+    draining = [
+        j
+        for j, m in zip(ordered, modes, strict=True)
+        if j.state is JobState.Draining or (j.state is JobState.Running and m is None)
+    ]
 
     # 5. Size.
     current = pool.replicas
@@ -598,7 +607,7 @@ def plan_batch(
         limit(
             BatchLimit.Draining,
             min(current, most),
-            f"{_names(draining)} still draining in-flight requests: the pool keeps its replicas",
+            f"{_names(draining)} paused, finishing in-flight requests: the pool keeps its replicas",
         )
     if running and all(m is RunMode.IdleCapacity for _, m in running) and idle.replicas is not None:
         bound = (
