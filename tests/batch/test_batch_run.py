@@ -131,6 +131,18 @@ def test_sigterm_pauses_with_75_and_a_rerun_finishes(engine: Engine, tmp_path: P
     assert_exactly_once(out, ids)
 
 
+def test_sigint_stops_as_gracefully_with_130(engine: Engine, tmp_path: Path) -> None:
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    ids = write_input(inp, 80)
+    proc = batch_run(inp, out, engine.base_url, "--concurrency", "2")
+    wait_for_lines(out, proc, 4)
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    log = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, log
+    assert "Received SIGINT" in log and "Traceback" not in log
+    assert len({r["custom_id"] for r in results(out)}) == len(results(out)) < len(ids)
+
+
 def test_sigkill_and_a_torn_line_lose_nothing_and_repeat_nothing(engine: Engine, tmp_path: Path) -> None:
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = write_input(inp)
@@ -227,9 +239,9 @@ def test_prompt_over_the_context_limit_is_a_400_result_not_a_retry(engine: Engin
     proc = subprocess.run(
         command(
             "run",
-            "-i",
+            "--input",
             str(inp),
-            "-o",
+            "--output",
             str(out),
             "--url",
             engine.base_url,
@@ -294,7 +306,7 @@ def test_damaged_output_exits_1_and_is_left_alone(tmp_path: Path) -> None:
     write_input(inp, 2)
     out.write_text("this is not a result\n")
     proc = subprocess.run(
-        command("run", "-i", str(inp), "-o", str(out), "--url", "http://127.0.0.1:9"),
+        command("run", "--input", str(inp), "--output", str(out), "--url", "http://127.0.0.1:9"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -311,9 +323,9 @@ def test_unreachable_server_exits_1_after_its_retries(tmp_path: Path) -> None:
     proc = subprocess.run(
         command(
             "run",
-            "-i",
+            "--input",
             str(inp),
-            "-o",
+            "--output",
             str(out),
             "--url",
             "http://127.0.0.1:9",
@@ -359,6 +371,14 @@ def test_size_prints_the_job_annotations(tmp_path: Path) -> None:
         command("size", "--input", str(inp)), capture_output=True, text=True, timeout=60, check=True
     )
     annotations = yaml.safe_load(proc.stdout)["metadata"]["annotations"]
+    as_json = subprocess.run(
+        command("size", "--input", str(inp), "-o", "json"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(as_json.stdout) == yaml.safe_load(proc.stdout)
     # 400 bytes = 100 tokens; chat: 5 + (5 + 10) = 20 tokens; outputs: max_tokens 100, default 256.
     assert annotations == {
         "llmscale.dev/batch-requests": "2",

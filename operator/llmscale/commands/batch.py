@@ -11,9 +11,13 @@ Exit statuses of ``run`` (docs/batch.md):
 - 1: runtime failure: requests left without a result after their retries, or the output cannot be
   written or read back (a rerun resumes);
 - 2: usage error: bad flags, an input that does not validate (the message names the line);
-- 75 (``EX_TEMPFAIL`` of BSD's sysexits.h, "try again later"): stopped by SIGTERM or SIGINT (the
-  Job was suspended, the node drained) with work left; everything written is kept and a rerun
-  resumes. A Job's ``podFailurePolicy`` can ``Ignore`` it so that a pause never counts as a failure.
+- 75 (``EX_TEMPFAIL`` of BSD's sysexits.h, "try again later"): stopped by SIGTERM (the Job was
+  suspended, the node drained) with work left; everything written is kept and a rerun resumes. A
+  Job's ``podFailurePolicy`` can ``Ignore`` it so that a pause never counts as a failure;
+- 130: stopped by SIGINT (Ctrl-C), the same graceful stop, with work left (the CLI's convention).
+
+``--output`` is the results *file* here, as issue 13 names it; ``batch size`` keeps the CLI's
+convention, ``-o/--output yaml|json`` for what it prints.
 """
 
 from __future__ import annotations
@@ -30,19 +34,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llmscale.commands.output import add_output_argument, write_document
+
 if TYPE_CHECKING:
     from llmscale.batch.client import BatchMetrics, ClientSettings, RunStats
     from llmscale.batch.progress import Reporter
     from llmscale.batch.requests import BatchRequest
     from llmscale.batch.results import ResultsFile
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PAUSED", "EXIT_USAGE", "add_arguments", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PAUSED", "EXIT_USAGE", "add_arguments", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-#: ``EX_TEMPFAIL`` (sysexits.h): stopped before the end, resumable.
+#: ``EX_TEMPFAIL`` (sysexits.h): stopped by SIGTERM before the end, resumable.
 EXIT_PAUSED = 75
+#: Stopped by SIGINT (Ctrl-C) before the end, resumable: 128 + SIGINT, the CLI's convention.
+EXIT_INTERRUPTED = 130
 
 log = logging.getLogger("llmscale.batch")
 
@@ -70,12 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="send an OpenAI batch file to a server, one result a line, resumable",
         description="Send every request of an OpenAI batch file (custom_id, method, url, body per line) to "
         "--url and append one result a line to --output, fsynced; a rerun skips what is done. Exit 0 done, "
-        "1 failed (rerun to resume), 2 usage or input error, 75 stopped by SIGTERM/SIGINT (rerun to resume).",
+        "1 failed (rerun to resume), 2 usage or input error, 75 stopped by SIGTERM, 130 by SIGINT (rerun to resume).",
     )
-    run.add_argument("--input", "-i", type=Path, required=True, metavar="JSONL", help="the batch input file")
+    run.add_argument("--input", type=Path, required=True, metavar="JSONL", help="the batch input file")
+    # The issue fixes `--output results.jsonl` for this verb: here --output is the results *file*
+    # (no -o, which names a stdout format everywhere else in the CLI).
     run.add_argument(
         "--output",
-        "-o",
         type=Path,
         required=True,
         metavar="JSONL",
@@ -176,7 +185,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(max_tokens, else 256) of an OpenAI batch file and print them as the llmscale.dev/batch-* Job "
         "annotations (YAML), for the operator to size the batch pool.",
     )
-    size.add_argument("--input", "-i", type=Path, required=True, metavar="JSONL", help="the batch input file")
+    size.add_argument("--input", type=Path, required=True, metavar="JSONL", help="the batch input file")
+    add_output_argument(size, ("yaml", "json"), "yaml")
 
 
 def _usage(message: str) -> int:
@@ -199,9 +209,7 @@ def _size(args: argparse.Namespace) -> int:
         requests = read_requests(args.input)
     except BatchInputError as exc:
         return _usage(str(exc))
-    print("metadata:\n  annotations:")
-    for key, value in batch_size(requests).annotations().items():
-        print(f'    {key}: "{value}"')
+    write_document({"metadata": {"annotations": batch_size(requests).annotations()}}, args.output)
     return EXIT_OK
 
 
@@ -304,10 +312,16 @@ def _run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 log.error("Refused to run batch %s: metrics port %s: %s", args.input, args.metrics_port, exc)
                 return EXIT_FAILED
+        stopped_by: list[signal.Signals] = []
         try:
             stats = asyncio.run(
                 _serve(
-                    requests, results, settings, make_reporter(args.progress, args.progress_interval), metrics
+                    requests,
+                    results,
+                    settings,
+                    make_reporter(args.progress, args.progress_interval),
+                    metrics,
+                    stopped_by,
                 )
             )
         except OutputError as exc:
@@ -320,7 +334,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     if stats.stopped and stats.remaining:
         log.info("Paused batch %s%s: %s; a rerun resumes", args.input, shard_text, summary)
-        return EXIT_PAUSED
+        return EXIT_INTERRUPTED if stopped_by == [signal.SIGINT] else EXIT_PAUSED
     if stats.remaining:
         log.error(
             "Finished batch %s%s with requests left: %s; a rerun retries them",
@@ -339,23 +353,28 @@ async def _serve(
     settings: ClientSettings,
     reporter: Reporter,
     metrics: BatchMetrics | None,
+    stopped_by: list[signal.Signals],
 ) -> RunStats:
-    """Run the batch with SIGTERM and SIGINT wired to a graceful stop."""
+    """Run the batch with SIGTERM and SIGINT wired to a graceful stop (the first signal is
+    appended to ``stopped_by``)."""
     from llmscale.batch.client import run_batch
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, _stopper(stop, sig))
+            loop.add_signal_handler(sig, _stopper(stop, sig, stopped_by))
     return await run_batch(
         requests, results, settings, reporter=reporter, stop=stop, rng=random.Random(), metrics=metrics
     )
 
 
-def _stopper(stop: asyncio.Event, sig: signal.Signals) -> Callable[[], None]:
+def _stopper(
+    stop: asyncio.Event, sig: signal.Signals, stopped_by: list[signal.Signals]
+) -> Callable[[], None]:
     def handler() -> None:
         if not stop.is_set():
+            stopped_by.append(sig)
             log.info("Received %s: stopped sending batch requests, finishing the ones in flight", sig.name)
         stop.set()
 
