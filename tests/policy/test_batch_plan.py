@@ -578,6 +578,16 @@ def test_no_release_while_interactive_pods_are_unschedulable() -> None:
     assert (plan.release, plan.replicas) == ((), 1)
 
 
+def test_no_gpu_free_is_waiting_not_yielding() -> None:
+    """A deadline that cannot wait, but no GPU free and no interactive pod waiting for one: the
+    backlog waits for GPUs; it did not give any back."""
+    job = bjob("urgent", tokens=72e6, deadline="2024-06-03T19:00")
+    plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(0, 0, 0), TOK_S, utc("2024-06-03T13:00"))
+    assert (plan.replicas, plan.limited_by, plan.jobs[0].mode) == (0, BatchLimit.GPUsFree, RunMode.Deadline)
+    assert plan.batch_backlog.reason is Reason.BacklogWaiting
+    assert "no GPU is free" in plan.jobs[0].message
+
+
 def test_gpus_free_bound_growth() -> None:
     job = bjob("overdue", tokens=1e9, deadline="2024-06-03T12:00")
     plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(1, 1, 2), TOK_S, utc("2024-06-03T23:00"))

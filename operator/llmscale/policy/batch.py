@@ -549,7 +549,10 @@ def plan_batch(
             modes.append(RunMode.Window)
         elif (job.state is JobState.Running and idle.keep(pool.replicas, interactive.unschedulable)) or (
             job.state is not JobState.Running
-            and (idle.release(pool.replicas) or (idle_running and idle.keep(pool.replicas, interactive.unschedulable)))
+            and (
+                idle.release(pool.replicas)
+                or (idle_running and idle.keep(pool.replicas, interactive.unschedulable))
+            )
         ):
             modes.append(RunMode.IdleCapacity)
         else:
@@ -640,11 +643,13 @@ def plan_batch(
     rate_now = (desired if desired > 0 else most) * replica_tok_s
     projections = _project(ordered, modes, rate_now, now, intervals)
     for job, mode, (finish, at_risk) in zip(ordered, modes, projections, strict=True):
-        action, message = _action(job, mode, desired, pool, interactive, window_open, next_open)
+        action, message = _action(job, mode, desired, limited_by, pool, interactive, window_open, next_open)
         plans.append(JobPlan(job, mode, action, message, finish, at_risk))
         reasons.append(f"Job {job.name}: {message}")
     plans.extend(JobPlan(job, None, JobAction.Keep, "done") for job in finished)
-    yielded = yielded or (bool(running) and desired == 0)
+    # Batch gave GPUs back to interactive: the interactive-first limit bit, or the idle-GPU bound
+    # (interactive took the reserve) left the pool with nothing.
+    yielded = yielded or (bool(running) and desired == 0 and limited_by is BatchLimit.IdleCapacity)
 
     return BatchPlan(
         replicas=desired,
@@ -659,10 +664,22 @@ def plan_batch(
     )
 
 
+_NO_REPLICA = {
+    BatchLimit.InteractiveFirst: "interactive pods need the GPUs",
+    BatchLimit.IdleCapacity: "interactive needs its idle GPUs back",
+    BatchLimit.GPUsFree: "no GPU is free",
+    BatchLimit.MaxReplicas: "its bound is 0",
+    BatchLimit.MinReplicas: "its bound is 0",
+    BatchLimit.Draining: "paused Jobs still drain",
+    BatchLimit.WithinLimits: "its bound is 0",
+}
+
+
 def _action(
     job: BatchJob,
     mode: RunMode | None,
     replicas: int,
+    limited_by: BatchLimit,
     pool: BatchPoolState,
     interactive: InteractiveState,
     window_open: bool,
@@ -675,8 +692,8 @@ def _action(
     }
     if mode is not None and replicas == 0:
         if job.state is JobState.Running:
-            return JobAction.Pause, "paused: the batch pool has no replica left (interactive needs the GPUs)"
-        return JobAction.Keep, "waits: the batch pool has no replica (interactive needs the GPUs)"
+            return JobAction.Pause, f"paused: the batch pool has no replica left ({_NO_REPLICA[limited_by]})"
+        return JobAction.Keep, f"waits: the batch pool has no replica ({_NO_REPLICA[limited_by]})"
     if job.state is JobState.Running:
         if mode is not None:
             return JobAction.Keep, f"keeps running: {why[mode]}"
@@ -760,7 +777,10 @@ def _backlog_condition(
     if running:
         return ConditionResult("True", Reason.BacklogRunning, f"{counts}; batch pool {replicas} replicas")
     should_run = any(p.mode is not None for p in outstanding)
-    where = "for a Ready batch replica" if should_run else f"for the next trough window ({_clock(next_open)})"
+    if not should_run:
+        where = f"for the next trough window ({_clock(next_open)})"
+    else:
+        where = "for a Ready batch replica" if replicas > 0 else "for a GPU for the batch pool"
     return ConditionResult("True", Reason.BacklogWaiting, f"{counts}; waiting {where}")
 
 
