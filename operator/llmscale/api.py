@@ -32,7 +32,9 @@ __all__ = [
     "PLURAL",
     "SHORT_NAME",
     "VERSION",
+    "BatchJobStatus",
     "BatchSpec",
+    "BatchStatus",
     "Condition",
     "CostSpec",
     "DecisionStatus",
@@ -382,12 +384,55 @@ class TroughWindow(_Model):
 
 
 class BatchSpec(_Model):
-    """A batch pool (Deployment ``<name>-batch``) that runs only inside trough windows."""
+    """A batch pool (Deployment ``<name>-batch``, Service ``<name>-batch``) sized from the backlog of
+    batch Jobs labelled ``llmscale.dev/deployment: <name>``, which llmscale releases inside trough
+    windows, earlier onto idle GPUs, and before a window when a deadline needs it (docs/batch.md)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.minReplicas <= (has(self.maxReplicas) ? self.maxReplicas : self.replicas)",
+                    "message": "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas "
+                    "(spec.batch.replicas when maxReplicas is unset)",
+                }
+            ]
+        }
+    )
 
     windows: list[TroughWindow] = Field(min_length=1, max_length=32)
-    """Trough windows; outside every window the batch pool has 0 replicas."""
+    """Trough windows in which waiting Jobs are released; outside them only Jobs whose deadline
+    cannot wait, or that run on idle GPUs, keep batch replicas."""
     replicas: int = Field(default=1, ge=0, le=10_000)
-    """Batch replicas inside a window."""
+    """Most batch replicas when ``maxReplicas`` is unset. Kept for specs written before Jobs, when it
+    was the fixed size of the pool inside a window; the pool is now sized from the backlog (0 when
+    no Job is outstanding, even inside a window)."""
+    min_replicas: int = Field(default=0, ge=0, le=10_000)
+    """Fewest batch replicas while a Job is released (a released Job always gets at least one
+    unless the maximum is 0); 0 with no Job outstanding, whatever this says."""
+    max_replicas: int | None = Field(default=None, ge=0, le=10_000)
+    """Most batch replicas; unset: ``replicas``. The pool is the backlog's tokens ÷ one replica's
+    throughput ÷ the time left, within ``minReplicas``–``maxReplicas`` and the GPUs free."""
+    completion_window_seconds: int = Field(default=86_400, ge=60, le=31 * 86_400)
+    """Deadline of a Job without the ``llmscale.dev/deadline`` annotation, in seconds after its
+    creation: 86400 (24 h) is the only completion window the OpenAI Batch API offers."""
+    release_on_idle_capacity: bool = True
+    """Release Jobs before a window onto GPUs the interactive pool leaves idle: only while its
+    signals are fresh, its latency within ``spec.slo``, none of its pods unschedulable, and GPUs
+    stay free for a warm headroom more of interactive replicas. Batch gives them back first."""
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> BatchSpec:
+        if self.min_replicas > self.most_replicas():
+            raise ValueError(
+                "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas "
+                "(spec.batch.replicas when maxReplicas is unset)"
+            )
+        return self
+
+    def most_replicas(self) -> int:
+        """Return the upper bound of the batch pool: ``maxReplicas``, else ``replicas``."""
+        return self.replicas if self.max_replicas is None else self.max_replicas
 
 
 class CostSpec(_Model):
@@ -421,7 +466,7 @@ class LLMDeploymentSpec(_Model):
     headroom: HeadroomSpec = Field(default_factory=HeadroomSpec)
     """Warm replicas kept above demand."""
     batch: BatchSpec | None = None
-    """Optional batch pool that runs in trough windows."""
+    """Optional batch pool and the backlog of batch Jobs it serves (docs/batch.md)."""
     cost: CostSpec = Field(default_factory=CostSpec)
     """Prices."""
 
@@ -493,12 +538,53 @@ class DecisionStatus(_Status):
     """One line per step of the decision: signal proposals, headroom, clamps, windows."""
 
 
+class BatchJobStatus(_Status):
+    """One outstanding batch Job as the batch planner sees it (``status.batch.jobs[]``)."""
+
+    name: str
+    """The Job's ``metadata.name`` (same namespace as the LLMDeployment)."""
+    state: Literal["Waiting", "Running", "Draining", "Done"]
+    """``Waiting`` (suspended), ``Running`` (released), ``Draining`` (suspended, pods still
+    finishing in-flight requests) or ``Done`` (Complete or Failed)."""
+    deadline: str | None = None
+    """RFC 3339 deadline: the ``llmscale.dev/deadline`` annotation, else creation +
+    ``spec.batch.completionWindowSeconds``."""
+    projected_finish: str | None = None
+    """RFC 3339 time the planner expects the Job's work to be done; absent when its size is
+    unknown or it cannot finish within the planner's horizon."""
+    at_risk: bool | None = None
+    """True when the projected finish is after the deadline (or the deadline has passed)."""
+    outstanding_tokens: int | None = None
+    """Prompt + output tokens not yet done; absent when the Job declares no size."""
+
+
+class BatchStatus(_Status):
+    """The batch backlog: Jobs labelled ``llmscale.dev/deployment: <name>``."""
+
+    jobs_waiting: int | None = None
+    """Jobs suspended, waiting for a window, idle GPUs or their deadline."""
+    jobs_running: int | None = None
+    """Jobs released (unsuspended) and not done."""
+    jobs_done: int | None = None
+    """Jobs Complete or Failed."""
+    tokens_outstanding: int | None = None
+    """Prompt + output tokens of the Jobs not done, over the Jobs that declare their size."""
+    jobs_unknown_size: int | None = None
+    """Jobs not done that declare no size (``llmscale.dev/batch-requests`` and token annotations)."""
+    next_window_open: str | None = None
+    """RFC 3339 time the next trough window opens (absent while one is open)."""
+    next_window_close: str | None = None
+    """RFC 3339 time the open (or next) trough window closes."""
+    jobs: list[BatchJobStatus] = Field(default_factory=list, max_length=50)
+    """Outstanding Jobs, earliest deadline first (at most 50)."""
+
+
 class Condition(_Status):
     """A standard Kubernetes condition (``metav1.Condition``)."""
 
     type: str
-    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen`` or
-    ``PolicyStateReadable``."""
+    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``,
+    ``BatchBacklog``, ``DeadlineAtRisk`` or ``PolicyStateReadable``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str
@@ -529,6 +615,9 @@ class LLMDeploymentStatus(_Status):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     """Standard conditions."""
+    batch: BatchStatus | None = None
+    """The batch backlog, the next trough window and each Job's projected finish (only with
+    ``spec.batch``)."""
     policy_state: dict[str, Any] | None = Field(default=None)
     """Policy memory that must survive an operator restart (recommendation history for the
     stabilisation windows, last scale times). Opaque to users; what the operator cannot read back

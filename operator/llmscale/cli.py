@@ -36,6 +36,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "simulate": ("llmscale.commands.simulate", "replay a trace through a simulated fleet under each policy"),
     "engine": ("llmscale.commands.engine", "run the mock GPU engine (speaks vLLM's OpenAI API and metrics)"),
     "demo": ("llmscale.commands.demo", "run the end-to-end demo on the local cluster"),
+    "batch": ("llmscale.commands.batch", "the batch client a batch Job runs (batch run), and its input's size"),
 }
 
 

@@ -216,6 +216,7 @@ def test_cel_rules_are_carried_through(schema: dict[str, Any]) -> None:
     assert rules == {
         "spec.model": ["has(self.preset) != has(self.architecture)"],
         "spec.replicas": ["self.min <= self.max"],
+        "spec.batch": ["self.minReplicas <= (has(self.maxReplicas) ? self.maxReplicas : self.replicas)"],
         "spec.batch.windows[]": ["self.start != self.end"],
     }
     messages = _at(schema, "spec.replicas")["x-kubernetes-validations"][0]["message"]

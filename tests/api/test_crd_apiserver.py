@@ -83,6 +83,20 @@ MODEL = {"name": "chat", "preset": "llama-3.1-8b"}
             },
             id="partial-scaling-and-batch",
         ),
+        pytest.param(
+            {
+                "model": MODEL,
+                "batch": {
+                    "windows": [{"start": "22:00", "end": "06:00"}],
+                    "replicas": 2,
+                    "minReplicas": 3,
+                    "maxReplicas": 6,
+                    "completionWindowSeconds": 3600,
+                    "releaseOnIdleCapacity": False,
+                },
+            },
+            id="batch-bounds-max-over-replicas",
+        ),
     ],
 )
 def test_api_server_fills_the_same_defaults_as_the_models(
@@ -149,6 +163,32 @@ def test_api_server_fills_the_same_defaults_as_the_models(
             "spec.batch.windows[0].timezone",
             'Unsupported value: "Mars/Olympus"',
             id="unknown-timezone",
+        ),
+        pytest.param(
+            {"model": MODEL, "batch": {"windows": [{"start": "22:00", "end": "06:00"}], "minReplicas": 2}},
+            "spec.batch",
+            "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas",
+            id="batch-min-gt-default-replicas",
+        ),
+        pytest.param(
+            {
+                "model": MODEL,
+                "batch": {
+                    "windows": [{"start": "22:00", "end": "06:00"}],
+                    "replicas": 8,
+                    "minReplicas": 3,
+                    "maxReplicas": 2,
+                },
+            },
+            "spec.batch",
+            "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas",
+            id="batch-min-gt-max-wins-over-replicas",
+        ),
+        pytest.param(
+            {"model": MODEL, "batch": {"windows": [{"start": "22:00", "end": "06:00"}], "completionWindowSeconds": 30}},
+            "spec.batch.completionWindowSeconds",
+            "should be greater than or equal to 60",
+            id="batch-completion-window-too-short",
         ),
         pytest.param({"model": MODEL, "engine": {"type": "tgi"}}, "spec.engine.type", 'Unsupported value: "tgi"',
                      id="unknown-engine"),

@@ -14,7 +14,7 @@ from llmscale.signals.snapshot import SignalSnapshot
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
 # A row of the conditions table: | Condition | status | `Reason` | message |
-ROW = re.compile(r"^\| (\w+) \| (True|False) \| `(\w+)` \|", re.MULTILINE)
+ROW = re.compile(r"^\| (\w+) \| (True|False|Unknown) \| `(\w+)` \|", re.MULTILINE)
 
 #: Which condition each reason belongs to (MetricsPartial is in two: the signal state and the floor).
 CONDITIONS = {
@@ -31,6 +31,20 @@ CONDITIONS = {
     },
     "BatchWindowOpen": {Reason.InsideTroughWindow, Reason.OutsideTroughWindows, Reason.NoBatchPool},
     "PolicyStateReadable": {Reason.PolicyStateRead, Reason.PolicyStateUnreadable},
+    # llmscale.policy.batch (tests/policy/test_batch_properties.py checks plan_batch keeps to these)
+    "BatchBacklog": {
+        Reason.BacklogEmpty,
+        Reason.BacklogWaiting,
+        Reason.BacklogRunning,
+        Reason.BatchYieldedToInteractive,
+        Reason.NoBatchPool,
+    },
+    "DeadlineAtRisk": {
+        Reason.DeadlinesOnTrack,
+        Reason.DeadlineProjectedLate,
+        Reason.DeadlinePassed,
+        Reason.BatchSizeUnknown,
+    },
 }
 
 

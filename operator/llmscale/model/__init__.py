@@ -6,6 +6,7 @@ planner (:mod:`llmscale.planner`), the mock engine and the simulator. Pure: numb
 out, numpy for curves.
 """
 
+from llmscale.model.batch import BatchThroughput, batch_throughput
 from llmscale.model.presets import (
     DTYPE_BYTES,
     GPU,
@@ -34,10 +35,12 @@ __all__ = [
     "GPU",
     "GPU_PRESETS",
     "MODEL_PRESETS",
+    "BatchThroughput",
     "ModelArch",
     "ModelDoesNotFit",
     "ReplicaModel",
     "SloOperatingPoint",
+    "batch_throughput",
     "dtype_bytes",
     "estimate_parameters",
     "mean_itl_s",

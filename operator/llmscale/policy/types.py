@@ -65,6 +65,27 @@ class Reason(StrEnum):
     PolicyStateUnreadable = "PolicyStateUnreadable"
     """False: part of ``status.policyState`` could not be read and was dropped (also the reason of
     the Warning Event the operator posts)."""
+    # BatchBacklog (llmscale.policy.batch; NoBatchPool above also serves it)
+    BacklogEmpty = "BacklogEmpty"
+    """False: no batch Job is outstanding; the batch pool has 0 replicas, even inside a window."""
+    BacklogWaiting = "BacklogWaiting"
+    """True: Jobs are outstanding and none runs: they wait for a window, idle GPUs or a Ready
+    batch replica."""
+    BacklogRunning = "BacklogRunning"
+    """True: released Jobs are running on the batch pool."""
+    BatchYieldedToInteractive = "BatchYieldedToInteractive"
+    """True: Jobs should run but the batch pool gave its GPUs back to interactive pods that could
+    not be scheduled (or to the interactive headroom); released Jobs are paused or slowed."""
+    # DeadlineAtRisk
+    DeadlinesOnTrack = "DeadlinesOnTrack"
+    """False: every outstanding Job is projected to finish by its deadline (or none is outstanding)."""
+    DeadlineProjectedLate = "DeadlineProjectedLate"
+    """True: a Job is projected to finish after its deadline even at the pool's bound."""
+    DeadlinePassed = "DeadlinePassed"
+    """True: a Job is not done and its deadline has passed."""
+    BatchSizeUnknown = "BatchSizeUnknown"
+    """Unknown: no Job is late as far as can be told, but some outstanding Job declares no size, so
+    its finish cannot be projected."""
 
 
 class Clamped(NamedTuple):
