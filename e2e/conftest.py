@@ -44,6 +44,8 @@ from llmscale.localcluster import SAMPLE
 from llmscale.localcluster import stack as local_stack
 
 REPO = Path(__file__).resolve().parents[1]
+# The scenarios import this module's helpers as `conftest` (e2e/ is not a package).
+sys.path.insert(0, str(REPO / "e2e"))
 CRD = REPO / "crds" / "llmdeployments.llmscale.dev.yaml"
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
 T = TypeVar("T")
