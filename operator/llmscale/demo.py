@@ -61,7 +61,7 @@ from llmscale.sim.trace import (
     synthesize,
 )
 
-__all__ = ["DemoConfig", "DemoError", "DemoInputError", "Sample", "find_repo", "run_demo", "summarize"]
+__all__ = ["DemoConfig", "DemoError", "DemoInputError", "Sample", "demo_home", "find_repo", "run_demo", "summarize"]
 
 DAY_S = 86_400.0
 NAMESPACE = "llmscale-demo"
@@ -151,6 +151,17 @@ def find_repo(start: Path | None = None) -> Path:
         if (folder / "e2e" / "stack.py").is_file() and (folder / "crds").is_dir():
             return folder
     raise DemoError(f"no llmscale checkout at or above {here}")
+
+
+def demo_home(start: Path | None = None) -> Path:
+    """Return where the demo keeps its state (``.cluster/demo``) and output (``out/``): the
+    repository root above ``start`` (default: the current directory) in a checkout, else
+    ``start`` itself — the demo runs from an installed package too (its local cluster and its
+    trace ship with it)."""
+    try:
+        return find_repo(start)
+    except DemoError:
+        return (start or Path.cwd()).resolve()
 
 
 def demo_trace(base: Trace, cfg: DemoConfig, context_limit_tokens: int) -> tuple[Trace, float]:
@@ -459,13 +470,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
         DemoError: a part of the stack that did not start.
         subprocess.CalledProcessError: the cluster build or start failed.
     """
-    if repo is None:
-        # A checkout keeps the demo's state and output in it (.cluster/demo, out/); an installed
-        # package uses the working directory.
-        try:
-            repo = find_repo()
-        except DemoError:
-            repo = Path.cwd().resolve()
+    repo = repo or demo_home()
     # The trace is read before anything starts: a bad --trace costs nothing.
     try:
         base = load_azure_csv(resolve_trace(cfg.trace))
