@@ -2,7 +2,7 @@
 
 Two ways to get a cluster:
 
-* **Local** (the default, and CI): ``e2e/stack.py`` builds the pinned control plane once (cached
+* **Local** (the default, and CI): :mod:`llmscale.localcluster.stack` (``e2e/stack.py``) builds the pinned control plane once (cached
   outside the clone), starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK
   with fake GPU nodes, then Prometheus and the pod runner (engines for Ready pods, and the
   router). State in ``$LLMSCALE_CLUSTER_DIR`` (default ``<repo>/.cluster/e2e``). Everything is
@@ -40,14 +40,13 @@ import kubernetes
 import pytest
 import yaml
 
+from llmscale.localcluster import SAMPLE
+from llmscale.localcluster import stack as local_stack
+
 REPO = Path(__file__).resolve().parents[1]
-E2E = REPO / "e2e"
-sys.path.insert(0, str(E2E))
-
-import stack as local_stack  # noqa: E402
-
+# The scenarios import this module's helpers as `conftest` (e2e/ is not a package).
+sys.path.insert(0, str(REPO / "e2e"))
 CRD = REPO / "crds" / "llmdeployments.llmscale.dev.yaml"
-SAMPLES = E2E / "samples"
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
 T = TypeVar("T")
 
@@ -299,9 +298,9 @@ def _namespace(cluster: Cluster, test_name: str) -> Iterator[str]:
 
 
 def sample(name: str = "chat", **overrides: Any) -> dict[str, Any]:
-    """The sample LLMDeployment ``e2e/samples/chat-mock.yaml`` named ``name``, with ``overrides``
+    """The sample LLMDeployment (``llmscale/localcluster/chat-mock.yaml``) named ``name``, with ``overrides``
     deep-merged into its spec (``sample(replicas={"min": 3})``)."""
-    manifest = yaml.safe_load((SAMPLES / "chat-mock.yaml").read_text())
+    manifest = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"]["name"] = name
     _merge(manifest["spec"], overrides)
     return dict(manifest)

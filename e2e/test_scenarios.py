@@ -1,7 +1,7 @@
 """End-to-end scenarios against a real API server, real Prometheus and mock GPU engines.
 
 Each scenario asserts on what the cluster really holds: API objects, Events, conditions, and the
-series in Prometheus. Times are short (the sample in e2e/samples/chat-mock.yaml): cold start 8 s,
+series in Prometheus. Times are short (the sample llmscale/localcluster/chat-mock.yaml): cold start 8 s,
 tick 1 s, scrape 1 s, scale-down stabilisation 20 s, one replica removed per 5 s. The engine is
 the mock Llama-3.1-8B on an L40S at real-time speed with 4 running requests per replica: a
 200-token answer takes ~4 s of decode (19 ms a step), so one replica serves about one request a

@@ -148,13 +148,6 @@ def test_an_unknown_flag_is_a_usage_error_of_the_verb(verb: str) -> None:
     assert f"llmscale {verb}: error:" in proc.stderr
 
 
-def test_demo_outside_a_checkout_is_a_runtime_failure(tmp_path: Path) -> None:
-    """Valid flags, but nothing to run here: exit 1 before anything starts."""
-    proc = llmscale("demo", cwd=tmp_path)
-    assert proc.returncode == 1
-    assert "no llmscale checkout" in proc.stderr and "Traceback" not in proc.stderr
-
-
 def test_engine_refusing_its_configuration_is_a_usage_error() -> None:
     proc = llmscale("engine", "--model", "llama-3.1-70b", "--gpu", "l40s", "--port", "0")
     assert proc.returncode == 2

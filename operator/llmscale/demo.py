@@ -2,11 +2,12 @@
 
 What it does, unattended (see docs/demo.md):
 
-1. builds (first time only) and starts the local stack of ``e2e/stack.py``: the pinned Kubernetes
-   control plane, KWOK fake GPU nodes, Prometheus, and the pod runner that runs one mock engine per
-   Ready pod behind a router;
-2. installs the CRD (server-side apply), starts the operator (``llmscale run``) as a process, and
-   applies ``e2e/samples/chat-mock.yaml`` with a batch pool whose trough window is set on the wall
+1. builds (first time only) and starts the local stack of :mod:`llmscale.localcluster.stack`: the
+   pinned Kubernetes control plane, KWOK fake GPU nodes, Prometheus, and the pod runner that runs
+   one mock engine per Ready pod behind a router;
+2. installs the CRD generated from :mod:`llmscale.api` (server-side apply), starts the operator
+   (``llmscale run``) as a process, and applies the sample LLMDeployment
+   (``llmscale/localcluster/chat-mock.yaml``) with a batch pool whose trough window is set on the wall
    clock so that it opens during the compressed night;
 3. replays the Azure LLM inference trace 2023 (CC-BY 4.0; Patel et al., Splitwise, ISCA 2024;
    shipped in the package, :mod:`llmscale.data`), time-rescaled onto a daily shape (:func:`llmscale.sim.trace.synthesize` with a
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import itertools
 import json
 import math
@@ -40,15 +40,18 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any
 
 import aiohttp
 import numpy as np
 import yaml
 
+from llmscale.crd import crd_yaml
 from llmscale.data import resolve_trace
 from llmscale.loadgen import ReplayReport, RequestResult, replay
+from llmscale.localcluster import SAMPLE
+from llmscale.localcluster import stack as local_stack
 from llmscale.sim.trace import (
     TRACE_CITATION,
     DiurnalEnvelope,
@@ -58,7 +61,7 @@ from llmscale.sim.trace import (
     synthesize,
 )
 
-__all__ = ["DemoConfig", "DemoError", "DemoInputError", "Sample", "find_repo", "run_demo", "summarize"]
+__all__ = ["DemoConfig", "DemoError", "DemoInputError", "Sample", "demo_home", "find_repo", "run_demo", "summarize"]
 
 DAY_S = 86_400.0
 NAMESPACE = "llmscale-demo"
@@ -140,24 +143,25 @@ def find_repo(start: Path | None = None) -> Path:
     folder holding ``e2e/stack.py`` and ``crds/``.
 
     Raises:
-        DemoError: none found; the demo needs a checkout of the repository (it runs its e2e/).
+        DemoError: none found (:func:`run_demo` then keeps its state and output in the working
+            directory).
     """
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "e2e" / "stack.py").is_file() and (folder / "crds").is_dir():
             return folder
-    raise DemoError(f"no llmscale checkout at or above {here}: run `make demo` (or `llmscale demo`) "
-                    "from a clone of the repository; the demo starts its local cluster from e2e/")
+    raise DemoError(f"no llmscale checkout at or above {here}")
 
 
-def _load_stack(repo: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llmscale_e2e_stack", repo / "e2e" / "stack.py")
-    if spec is None or spec.loader is None:
-        raise DemoError(f"cannot load {repo / 'e2e' / 'stack.py'}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+def demo_home(start: Path | None = None) -> Path:
+    """Return where the demo keeps its state (``.cluster/demo``) and output (``out/``): the
+    repository root above ``start`` (default: the current directory) in a checkout, else
+    ``start`` itself — the demo runs from an installed package too (its local cluster and its
+    trace ship with it)."""
+    try:
+        return find_repo(start)
+    except DemoError:
+        return (start or Path.cwd()).resolve()
 
 
 def demo_trace(base: Trace, cfg: DemoConfig, context_limit_tokens: int) -> tuple[Trace, float]:
@@ -332,8 +336,8 @@ def _kubectl(stack: Any, *args: str, input: str | None = None) -> str:
     return p.stdout
 
 
-def _manifest(repo: Path, opens: datetime, closes: datetime) -> dict[str, Any]:
-    manifest: dict[str, Any] = yaml.safe_load((repo / "e2e" / "samples" / "chat-mock.yaml").read_text())
+def _manifest(opens: datetime, closes: datetime) -> dict[str, Any]:
+    manifest: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"] = {"name": NAME, "namespace": NAMESPACE}
     spec = manifest["spec"]
     spec["headroom"]["growthFactor"] = 1.0  # adaptive headroom on: the day has real ramps
@@ -463,17 +467,17 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
 
     Raises:
         DemoInputError: the trace cannot be read (checked before anything starts).
-        DemoError: no checkout, or a part of the stack that did not start.
+        DemoError: a part of the stack that did not start.
         subprocess.CalledProcessError: the cluster build or start failed.
     """
-    repo = repo or find_repo()
+    repo = repo or demo_home()
     # The trace is read before anything starts: a bad --trace costs nothing.
     try:
         base = load_azure_csv(resolve_trace(cfg.trace))
     except (OSError, TraceFormatError) as exc:
         raise DemoInputError(f"could not read the trace: {exc} (--trace takes a CSV in the Azure LLM "
                         "inference trace format, or a bundled trace's name)") from exc
-    stack_mod = _load_stack(repo)
+    stack_mod = local_stack
     state = Path(os.environ.get("LLMSCALE_CLUSTER_DIR") or repo / ".cluster" / "demo").resolve()
     state.mkdir(parents=True, exist_ok=True)
     out_dir = cfg.out_dir if cfg.out_dir.is_absolute() else repo / cfg.out_dir
@@ -485,7 +489,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
     print(f"llmscale demo: starting the local stack in {state} (first run builds it: tens of minutes)", flush=True)
     try:
         stack = stack_mod.up(state)
-        _kubectl(stack, "apply", "--server-side", "--force-conflicts", "-f", str(repo / "crds" / "llmdeployments.llmscale.dev.yaml"))
+        _kubectl(stack, "apply", "--server-side", "--force-conflicts", "-f", "-", input=crd_yaml())
         _kubectl(stack, "wait", "--for=condition=Established", "--timeout=60s", "crd/llmdeployments.llmscale.dev")
         _kubectl(stack, "apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace",
                                                                     "metadata": {"name": NAMESPACE}}))
@@ -493,7 +497,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
             # First with a window twelve hours away (the batch pool exists, at 0); the real
             # window is set once the replicas are ready and the replay's start is known.
             far = datetime.now(UTC) + timedelta(hours=12)
-            manifest = _manifest(repo, far, far + timedelta(minutes=1))
+            manifest = _manifest(far, far + timedelta(minutes=1))
             spec = manifest["spec"]
             trace, speedup = demo_trace(base, cfg, int(spec["model"]["contextLimitTokens"]))
             print(f"llmscale demo: {len(trace)} requests, {trace.source}; {TRACE_CITATION}", flush=True)
@@ -505,7 +509,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
                     raise DemoError("no replica became ready in 90 s; see the operator log")
                 time.sleep(1)
             opens, closes = trough_window(time.time(), cfg)
-            manifest = _manifest(repo, opens, closes)
+            manifest = _manifest(opens, closes)
             _kubectl(stack, "apply", "--server-side", "--field-manager=llmscale-demo", "-f", "-",
                      input=yaml.safe_dump(manifest))
             print(f"llmscale demo: trough window {opens:%H:%M}–{closes:%H:%M} UTC (the compressed night)", flush=True)

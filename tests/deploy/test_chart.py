@@ -14,8 +14,9 @@ import jsonschema
 import pytest
 import yaml
 from tests.deploy.helpers import CHART, ROOT, VARIANTS, by_kind, parse_docs, run
+from tests.settings_samples import SAMPLES
 
-from llmscale.settings import ENV_VARS, load_settings
+from llmscale.controller.settings import ENV_VARS, OperatorSettings, load_settings, setting_names
 from llmscale.signals.queries import SelectorLabels
 
 
@@ -89,6 +90,42 @@ def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
         assert container["args"] == ["run"]
+
+
+def _env(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The operator container's literal environment (variables taken from Secrets left out)."""
+    return {e["name"]: e["value"] for e in operator_container(docs)["env"] if "value" in e}
+
+
+@pytest.mark.parametrize("names", [pytest.param(n, id=n.field) for n in setting_names()])
+def test_every_setting_is_reachable_by_its_helm_value(helm: Path, names: Any) -> None:
+    """Setting a setting's Helm value renders its LLMSCALE_* variable, and the operator reads the
+    value back (tests/settings_samples.py has one non-default value per setting). Secrets are
+    rendered as references to a Secret, never as values."""
+    sample = SAMPLES[names.field]
+    args: list[str | Path] = [helm, "template", "llmscale", CHART, "--namespace", "llmscale-system"]
+    for pair in sample.helm:
+        args += ["--set", pair]
+    if not sample.helm:
+        # --set-json: `--set x=2.5` would hand the chart the string "2.5" (Helm parses only ints).
+        value = sample.raw if isinstance(sample.value, str | Path) else sample.value
+        args += ["--set-json", f"{names.helm}={json.dumps(value)}"]
+    docs = parse_docs(run(args).stdout)
+    if names.helm.endswith("Secret"):
+        (entry,) = [e for e in operator_container(docs)["env"] if e["name"] == names.env]
+        assert "value" not in entry
+        secret = dict(pair.removeprefix(names.helm + ".").split("=") for pair in sample.helm if names.helm in pair)
+        assert entry["valueFrom"]["secretKeyRef"] == secret
+        return
+    env = _env(docs)
+    assert names.env in env
+    assert getattr(load_settings(None, env), names.field) == sample.value
+
+
+def test_chart_defaults_are_the_operators_defaults(helm: Path) -> None:
+    """values.yaml repeats every default of OperatorSettings (only the watch scope differs: the
+    chart watches all namespaces, the bare operator none until told)."""
+    assert load_settings(None, _env(template(helm))) == OperatorSettings(all_namespaces=True)
 
 
 def test_standalone_by_default(helm: Path) -> None:
@@ -194,7 +231,7 @@ def test_pod_monitor_relabelling_produces_the_labels_signals_selects_on(helm: Pa
 
 
 def test_prometheus_rule_uses_the_operators_metric_names(helm: Path) -> None:
-    from llmscale.handlers import OperatorMetrics
+    from llmscale.controller.metrics import OperatorMetrics
 
     # Series names as exposed: counters get _total, histograms _bucket/_sum/_count (Prometheus
     # text format; prometheus-client). Labelled metrics have no samples before first use.

@@ -23,9 +23,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.commands.run import serve
-from llmscale.handlers import OperatorMetrics
+from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.settings import OperatorSettings
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
-from llmscale.settings import OperatorSettings
 from llmscale.signals.profiles import MetricProfile, get_profile
 from llmscale.signals.queries import PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
@@ -51,10 +51,34 @@ class ApplyingEmulator(kmock.KubernetesEmulator):
 
     kmock merges patches into stored objects but refuses to patch a missing one; everything else
     (discovery, list, watch, merge patches, status, deletion) is kmock's own.
+
+    :meth:`refuse` makes it answer the server-side applies of one object with an error status, as
+    an API server does for an invalid object (422) or while it fails (500), leaving the object as
+    it was (kmock itself would store a patch even when a reaction answers it).
     """
+
+    def refuse(self, resource: str, name: str, status: int | None) -> None:
+        """Answer server-side applies of ``resource`` ``name`` with ``status`` from now on
+        (``None``: accept them again)."""
+        refusals: dict[tuple[str, str], int] = self.__dict__.setdefault("refusals", {})
+        if status is None:
+            refusals.pop((resource, name), None)
+        else:
+            refusals[resource, name] = status
 
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
+        for (resource, name), status in self.__dict__.get("refusals", {}).items():
+            if (
+                request.method == kmock.method.PATCH and content_type.startswith("application/apply-patch")
+                and request.resource == kmock.resource(resource) and request.name == name
+            ):
+                return aiohttp.web.json_response(
+                    {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
+                     "reason": "Invalid" if status == 422 else "InternalError",
+                     "message": f"refused by the test: {resource} {name}"},
+                    status=status,
+                )
         if (
             request.method == kmock.method.PATCH
             and content_type.startswith("application/apply-patch")
@@ -491,3 +515,102 @@ async def test_unreadable_policy_state_is_a_warning_not_a_silent_reset(
     assert [NOON - 30, 2] in status["policyState"]["recommendations"]
     assert all(isinstance(r, int) for _, r in status["policyState"]["recommendations"])
     assert len(events_with(kube, Reason.PolicyStateUnreadable)) == 1
+
+
+#: 2024-06-03 23:00:00 UTC, a Monday: inside the 22:00-06:00 trough window used by tests.
+TROUGH = NOON + 11 * 3600
+
+
+def with_batch_pool(replicas: int = 3) -> dict[str, Any]:
+    """The test LLMDeployment with a batch pool of ``replicas`` in a 22:00-06:00 UTC trough."""
+    body = llmdeployment()
+    body["spec"]["batch"] = {"windows": [{"start": "22:00", "end": "06:00", "timezone": "UTC"}], "replicas": replicas}
+    return body
+
+
+def stored_status(emulator: ApplyingEmulator) -> dict[str, Any]:
+    return (stored(emulator, LLMDEPLOYMENTS, NAME) or {}).get("status", {})
+
+
+def replicas_of(emulator: ApplyingEmulator, name: str) -> int | None:
+    deployment = stored(emulator, DEPLOYMENTS, name)
+    return None if deployment is None else int(deployment["spec"]["replicas"])
+
+
+async def start_quiet_with_batch_pool(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> RunningOperator:
+    """Start the operator at noon on a quiet pool of 2 ready replicas with a (closed) batch pool,
+    and wait until both Deployments exist and the first status is written."""
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = with_batch_pool()
+    for name in ("chat-a", "chat-b"):
+        kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
+    op: RunningOperator = await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
+    await eventually(lambda: replicas_of(kube, f"{NAME}-batch") == 0, what="chat-batch at 0 replicas")
+    await eventually(lambda: stored_status(kube).get("replicas", {}).get("desired") == 2, what="a first status")
+    return op
+
+
+async def test_a_refused_batch_apply_keeps_the_interactive_scale_and_its_memory(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Interactive 2 -> 6 applies, batch 0 -> 3 is refused (500) in the same tick: the interactive
+    scale stands, with its Event, its status and its scale event in the policy memory — so the
+    next ticks still count it against the scale-up rate limit (4 replicas a minute) instead of
+    scaling on to 10."""
+    op = await start_quiet_with_batch_pool(kube, start_operator)
+    kube.refuse(DEPLOYMENTS, f"{NAME}-batch", 500)
+    # 30 waiting requests (10 replicas of demand at 3 per replica) in the trough, where the batch
+    # pool opens: both pools change in one tick.
+    op.signals.queue_depth = 30.0
+    op.clock.now = TROUGH
+
+    scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
+    assert scaled[0]["message"].startswith(f"Scaled LLMDeployment {NAMESPACE}/{NAME} from 2 to 6 replicas: ")
+    assert replicas_of(kube, NAME) == 6
+    status = await eventually(
+        lambda: stored_status(kube) if stored_status(kube).get("replicas", {}).get("desired") == 6 else None,
+        what="status.replicas.desired == 6",
+    )
+    assert status["policyState"]["scaleEvents"] == [[TROUGH, 4]]
+    assert status["replicas"]["batch"] == 0  # what is applied, not what was decided
+    assert status["lastDecision"]["batchReplicas"] == 3
+
+    ticks = len(op.signals.asked)
+    await eventually(lambda: len(op.signals.asked) >= ticks + 3, what="three more ticks")
+    # The remembered +4 holds the pool at the rate limit; without it the next tick would apply 10.
+    assert replicas_of(kube, NAME) == 6
+    assert [e["message"] for e in events_with(kube, "ScaledUp")] == [scaled[0]["message"]]
+    assert stored_status(kube)["policyState"]["scaleEvents"] == [[TROUGH, 4]]
+    assert condition(stored_status(kube), "ScalingLimited")["reason"] == Reason.ScaleUpLimit  # type: ignore[index]
+    # The batch pool was never changed, and every refusal was counted.
+    assert replicas_of(kube, f"{NAME}-batch") == 0
+    assert not [e for e in posted_events(kube) if e.get("message", "").startswith("Scaled batch pool")]
+    text = generate_latest(op.metrics.registry).decode()
+    assert 'llmscale_apply_errors_total{kind="Deployment"}' in text
+
+
+async def test_a_refused_interactive_apply_keeps_the_batch_scale_and_forgets_its_own(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """The other way round: interactive 2 -> 6 is refused (422), batch 0 -> 3 applies. The batch
+    pool scales with its Event and status; the policy memory keeps no scale event for a scale that
+    did not happen, so the rate limit is not consumed."""
+    op = await start_quiet_with_batch_pool(kube, start_operator)
+    kube.refuse(DEPLOYMENTS, NAME, 422)
+    op.signals.queue_depth = 30.0
+    op.clock.now = TROUGH
+
+    scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
+    assert scaled[0]["message"].startswith(
+        f"Scaled batch pool of LLMDeployment {NAMESPACE}/{NAME} from 0 to 3 replicas: "
+    )
+    assert replicas_of(kube, f"{NAME}-batch") == 3
+    status = await eventually(
+        lambda: stored_status(kube) if stored_status(kube).get("replicas", {}).get("batch") == 3 else None,
+        what="status.replicas.batch == 3",
+    )
+    assert status["replicas"]["desired"] == 2
+    assert status["policyState"]["scaleEvents"] == []
+    assert replicas_of(kube, NAME) == 2
+    assert not [e for e in events_with(kube, "ScaledUp") if not e["message"].startswith("Scaled batch pool")]

@@ -1,7 +1,7 @@
 """Kopf peering priority: from the flag, the environment, or a random draw per process.
 
 Kopf pauses every peer that sees a live peer of the same priority, so replicas sharing one
-environment must not share a fixed priority (llmscale.settings.OperatorSettings.peering_priority).
+environment must not share a fixed priority (llmscale.controller.settings.OperatorSettings.peering_priority).
 Two real peered operators on the local API server: tests/cluster/test_rbac_gitops.py.
 """
 
@@ -13,8 +13,13 @@ import random
 import pytest
 
 from llmscale.commands.run import add_arguments
-from llmscale.handlers import configure_kopf
-from llmscale.settings import PEERING_PRIORITY_RANGE, OperatorSettings, load_settings, with_peering_priority
+from llmscale.controller.handlers import configure_kopf
+from llmscale.controller.settings import (
+    PEERING_PRIORITY_RANGE,
+    OperatorSettings,
+    load_settings,
+    with_peering_priority,
+)
 
 
 def parse(*argv: str) -> argparse.Namespace:

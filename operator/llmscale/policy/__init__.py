@@ -6,6 +6,7 @@ See :func:`decide` for the algorithm, :mod:`llmscale.policy.clamps` for its clam
 """
 
 from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
+from llmscale.policy.history import append_snapshot, history_seconds, record_snapshot, trim_history
 from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.policy.windows import batch_window_open, describe_window, local_time
 
@@ -17,10 +18,14 @@ __all__ = [
     "PolicyMemory",
     "PoolState",
     "Reason",
+    "append_snapshot",
     "batch_window_open",
     "decide",
     "describe_window",
     "headroom_replicas",
+    "history_seconds",
     "kv_cache_target",
     "local_time",
+    "record_snapshot",
+    "trim_history",
 ]

@@ -1,12 +1,12 @@
 """The local cluster's add-ons: Prometheus (Debian's package) and the pod runner with its router.
 
-    .venv/bin/python e2e/runtime/addons.py up       # after e2e/cluster/cluster.py up
-    .venv/bin/python e2e/runtime/addons.py status
-    .venv/bin/python e2e/runtime/addons.py down
+    .venv/bin/python -m llmscale.localcluster.addons up       # after e2e/cluster/cluster.py up
+    .venv/bin/python -m llmscale.localcluster.addons status
+    .venv/bin/python -m llmscale.localcluster.addons down
 
 Both run on 127.0.0.1 and are tracked by PID in the cluster's state dir
 (``${LLMSCALE_CLUSTER_DIR:-$PWD/.cluster}/pids/``), in the pid-file format of
-``e2e/cluster/cluster.py`` (``<pid> <start time> <argv0>``), so ``cluster.py down`` stops them too
+:mod:`llmscale.localcluster.cluster` (``<pid> <start time> <argv0>``), so ``cluster.py down`` stops them too
 and a reused PID is never signalled. The engines the pod runner starts are tracked the same way
 under ``<state>/engines/`` and swept by :func:`down` should the pod runner itself have died.
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -39,30 +38,19 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from llmscale.localcluster import cluster
+from llmscale.localcluster.prometheus_config import write_prometheus_config
 
-from prometheus_config import write_prometheus_config  # noqa: E402
-
-CLUSTER_PY = HERE.parent / "cluster" / "cluster.py"
+__all__ = [
+    "SCRAPE_INTERVAL_S", "AddonsInfo", "down", "main", "read_info", "start_podrunner", "start_prometheus",
+    "state_dir", "status", "stop_podrunner", "stop_prometheus", "sweep_engines", "up",
+]
 
 #: Seconds between scrapes. 1 s: the e2e scenarios tick every second and cold starts last
 #: seconds, so a 15 s production scrape would hide everything they check.
 SCRAPE_INTERVAL_S = 1.0
-
-
-def cluster_module() -> ModuleType:
-    """Return ``e2e/cluster/cluster.py`` as a module (its ``spawn``/``stop``/``running`` helpers)."""
-    spec = importlib.util.spec_from_file_location("llmscale_e2e_cluster", CLUSTER_PY)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {CLUSTER_PY}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("llmscale_e2e_cluster", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def state_dir() -> Path:
@@ -101,7 +89,6 @@ def _http_ok(url: str, timeout: float = 2.0) -> bool:
 
 
 def _wait(what: str, check: Any, timeout_s: float, sd: Path, name: str) -> None:
-    cluster = cluster_module()
     deadline = time.monotonic() + timeout_s
     while not check():
         if cluster.running(sd, name) is None:
@@ -151,7 +138,6 @@ def start_prometheus(sd: Path | None = None, port: int | None = None,
         RuntimeError: ``prometheus`` is not installed, or it exited or did not become ready in 60 s.
     """
     sd = sd or state_dir()
-    cluster = cluster_module()
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("prometheus is not on PATH: run e2e/cluster/build.sh (installs Debian's package)")
@@ -189,7 +175,7 @@ def _pending_router_port(sd: Path) -> int | None:
 
 def stop_prometheus(sd: Path | None = None, grace_s: float = 10.0) -> bool:
     """Stop Prometheus by PID (SIGTERM, SIGKILL after ``grace_s``); ``False`` if it was not running."""
-    return bool(cluster_module().stop(sd or state_dir(), "prometheus", grace_s))
+    return bool(cluster.stop(sd or state_dir(), "prometheus", grace_s))
 
 
 def start_podrunner(sd: Path | None = None, port: int | None = None, time_scale: float = 1.0) -> str:
@@ -199,7 +185,6 @@ def start_podrunner(sd: Path | None = None, port: int | None = None, time_scale:
         RuntimeError: it exited or its ``/status`` did not answer within 60 s.
     """
     sd = sd or state_dir()
-    cluster = cluster_module()
     info = read_info(sd)
     port = port or (info.router_port if info else None) or _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -209,7 +194,7 @@ def start_podrunner(sd: Path | None = None, port: int | None = None, time_scale:
     (sd / "logs").mkdir(parents=True, exist_ok=True)
     (sd / "pids").mkdir(parents=True, exist_ok=True)
     cluster.spawn(sd, "podrunner", [
-        sys.executable, str(HERE / "podrunner.py"),
+        sys.executable, "-m", "llmscale.localcluster.podrunner",
         "--kubeconfig", str(_kubeconfig(sd)),
         "--state-dir", str(sd),
         "--router-port", str(port),
@@ -222,7 +207,7 @@ def start_podrunner(sd: Path | None = None, port: int | None = None, time_scale:
 def stop_podrunner(sd: Path | None = None, grace_s: float = 10.0) -> bool:
     """Stop the pod runner by PID (it stops its engines), then any engine it left behind."""
     sd = sd or state_dir()
-    stopped = bool(cluster_module().stop(sd, "podrunner", grace_s))
+    stopped = bool(cluster.stop(sd, "podrunner", grace_s))
     sweep_engines(sd)
     return stopped
 
@@ -230,7 +215,6 @@ def stop_podrunner(sd: Path | None = None, grace_s: float = 10.0) -> bool:
 def sweep_engines(sd: Path) -> int:
     """SIGKILL engines whose pid files are still in ``<state>/engines/`` (their pod runner died);
     a pid file whose start time does not match the live process is only removed."""
-    cluster = cluster_module()
     killed = 0
     for pf in sorted((sd / "engines").glob("*.pid")) if (sd / "engines").is_dir() else []:
         parts = pf.read_text().split()
@@ -267,7 +251,6 @@ def down(sd: Path | None = None, grace_s: float = 10.0) -> int:
 def status(sd: Path | None = None) -> dict[str, Any]:
     """Return what runs: PIDs of Prometheus and the pod runner, addresses, the router's engines."""
     sd = sd or state_dir()
-    cluster = cluster_module()
     info = read_info(sd)
     out: dict[str, Any] = {
         "prometheus_pid": cluster.running(sd, "prometheus"),
@@ -282,6 +265,7 @@ def status(sd: Path | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The add-ons' command line (module docstring); return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status", "stop-prometheus", "start-prometheus"])
     parser.add_argument("--time-scale", type=float, default=float(os.environ.get("LLMSCALE_TIME_SCALE", "1")))

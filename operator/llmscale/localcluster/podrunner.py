@@ -18,7 +18,8 @@ cold start), but nothing runs in those pods. This process runs what the pods wou
   ``__meta_kubernetes_pod_*`` labels Kubernetes service discovery would give them (Debian's
   Prometheus is built without Kubernetes service discovery); ``/status`` lists engines and Services.
 
-Test infrastructure, not product code: it lives in e2e/ and is started by the local cluster script.
+Test infrastructure, not product code: started by :mod:`llmscale.localcluster.addons`
+(``python -m llmscale.localcluster.podrunner``) for the e2e suite and ``llmscale demo``.
 """
 
 from __future__ import annotations
@@ -161,9 +162,14 @@ class PodRunner:
     async def sync_once(self) -> None:
         pods = (await asyncio.to_thread(self.core.list_pod_for_all_namespaces, label_selector=MANAGED)).items
         svcs = (await asyncio.to_thread(self.core.list_service_for_all_namespaces, label_selector=MANAGED)).items
-        self.services = {(s.metadata.namespace, s.metadata.name): dict(s.spec.selector or {}) for s in svcs}
+        self.services = {
+            (str(s.metadata.namespace), str(s.metadata.name)): dict(s.spec.selector or {})
+            for s in svcs if s.metadata is not None and s.spec is not None
+        }
         seen: set[str] = set()
         for pod in pods:
+            if pod.metadata is None or pod.metadata.uid is None:
+                continue
             uid = pod.metadata.uid
             seen.add(uid)
             ready = is_ready(pod)
@@ -200,7 +206,7 @@ class PodRunner:
         grace = float(pod.spec.termination_grace_period_seconds or 30)
         engine = Engine(ns, name, pod.metadata.uid, dict(pod.metadata.labels or {}), port, proc, log_path, grace)
         self.engines[pod.metadata.uid] = engine
-        # "<pid> <start time> <argv0>", the format of e2e/cluster/cluster.py: a sweep after a crash
+        # "<pid> <start time> <argv0>", the format of llmscale.localcluster.cluster: a sweep after a crash
         # of this runner (addons.sweep_engines) never signals a PID the kernel has reused.
         (self.state_dir / "engines" / f"{ns}_{name}.pid").write_text(
             f"{proc.pid} {_start_time(proc.pid)} {argv[0]}\n")
@@ -352,7 +358,7 @@ async def status_handler(request: web.Request) -> web.Response:
 
 
 async def amain(args: argparse.Namespace) -> None:
-    config.load_kube_config(config_file=args.kubeconfig)
+    config.load_kube_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
     runner = PodRunner(client.CoreV1Api(), Path(args.state_dir), args.time_scale)
     app = web.Application()
     app["runner"] = runner

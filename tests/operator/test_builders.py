@@ -7,24 +7,18 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState, Reason
-from llmscale.reconcile import (
+from llmscale.controller.children import child_manifests, deployment_manifest, initial_replicas
+from llmscale.controller.conditions import merge_conditions, ready_condition
+from llmscale.controller.pods import classify_pod, pool_state
+from llmscale.controller.podtemplate import (
     UnsupportedSpecError,
-    build_status,
-    child_manifests,
-    classify_pod,
-    deployment_manifest,
     engine_command,
-    initial_replicas,
-    invalid_status,
-    merge_conditions,
-    merge_patch,
     pod_template,
-    pool_state,
-    ready_condition,
-    status_patch,
     termination_grace_seconds,
 )
+from llmscale.controller.status import build_status, invalid_status
+from llmscale.controller.statuspatch import merge_patch, status_patch
+from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.signals.snapshot import SignalSnapshot
 
 BODY = {"metadata": {"name": "chat", "namespace": "serving", "uid": "u-1", "generation": 3}}

@@ -1,0 +1,60 @@
+"""The Kubernetes Events the operator posts on an LLMDeployment: ``ScaledUp``/``ScaledDown`` for
+each applied scale, an ``InvalidSpec`` Warning per distinct validation message, a
+``PolicyStateUnreadable`` Warning when the saved policy memory could not be read, and
+``BatchPoolRemoved``. Posted through Kopf (``kopf.info``/``kopf.warn``), which attaches them to
+the object and posts them in the background.
+"""
+
+from __future__ import annotations
+
+import kopf
+
+from llmscale.controller.names import INTERACTIVE, Pool
+from llmscale.policy.types import Reason
+
+__all__ = [
+    "EVENT_MESSAGE_MAX",
+    "clip",
+    "post_batch_removed",
+    "post_invalid",
+    "post_policy_state_unreadable",
+    "post_scaled",
+    "scaled_message",
+]
+
+#: The API server cuts ``Event.message`` past 1 KiB; messages are clipped before that, whole.
+EVENT_MESSAGE_MAX = 1000
+
+
+def clip(message: str) -> str:
+    """Return ``message`` cut to :data:`EVENT_MESSAGE_MAX` characters, with ``…`` when cut."""
+    return message if len(message) <= EVENT_MESSAGE_MAX else message[: EVENT_MESSAGE_MAX - 1] + "…"
+
+
+def scaled_message(namespace: str, name: str, pool: Pool, old: int, new: int, reasons: str) -> str:
+    """Return the message of a scale, e.g. ``Scaled LLMDeployment serving/chat from 2 to 6 replicas:
+    <reasons>`` (or ``Scaled batch pool of LLMDeployment ...``), clipped; the log line says the same."""
+    what = f"LLMDeployment {namespace}/{name}"
+    if pool != INTERACTIVE:
+        what = f"batch pool of {what}"
+    return clip(f"Scaled {what} from {old} to {new} replicas: {reasons}")
+
+
+def post_scaled(body: kopf.Body, old: int, new: int, message: str) -> None:
+    """Post a ``ScaledUp`` (``new > old``) or ``ScaledDown`` Event with :func:`scaled_message`'s text."""
+    kopf.info(body, reason="ScaledUp" if new > old else "ScaledDown", message=clip(message))
+
+
+def post_invalid(body: kopf.Body, message: str) -> None:
+    """Post an ``InvalidSpec`` Warning Event with the validation message."""
+    kopf.warn(body, reason="InvalidSpec", message=clip(message))
+
+
+def post_policy_state_unreadable(body: kopf.Body, message: str) -> None:
+    """Post a ``PolicyStateUnreadable`` Warning Event: part of ``status.policyState`` was dropped."""
+    kopf.warn(body, reason=Reason.PolicyStateUnreadable, message=clip(message))
+
+
+def post_batch_removed(body: kopf.Body, batch_name: str) -> None:
+    """Post a ``BatchPoolRemoved`` Event: Deployment ``batch_name`` was deleted with ``spec.batch``."""
+    kopf.info(body, reason="BatchPoolRemoved", message=f"Deleted Deployment {batch_name}: spec.batch was removed")
