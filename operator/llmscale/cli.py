@@ -74,6 +74,10 @@ def command(verb: str) -> ModuleType:
         from llmscale.commands import demo
 
         return demo
+    if verb == "batch":
+        from llmscale.commands import batch
+
+        return batch
     raise KeyError(verb)
 
 
