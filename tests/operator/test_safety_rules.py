@@ -16,6 +16,7 @@ from llmscale.controller.autoscalers import sole_autoscaler_condition
 from llmscale.controller.deletioncost import UNKNOWN_COST, cost_updates, meaningful, pod_loads
 from llmscale.controller.indexes import index_hpas, index_pod_costs, index_scaled_objects, other_autoscalers
 from llmscale.controller.peers import live_peers
+from llmscale.controller.pods import classify_pod, pool_state
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
@@ -151,6 +152,19 @@ def test_a_name_the_service_cannot_take_is_an_invalid_spec(name: str) -> None:
     body = {"metadata": {"name": name}, "spec": {"model": {"name": "m", "preset": "llama-3.1-8b"}}}
     with pytest.raises(InvalidSpec, match=r"metadata\.name"):
         read_spec(body)
+
+
+def test_a_pod_waiting_on_a_preemption_counts_as_unschedulable() -> None:
+    """Case 8: the policy shrinks batch first when interactive pods cannot be placed. A pod for
+    which the scheduler preempts a batch pod reports PodScheduled=False/Unschedulable (with a
+    nominated node) until the victim is gone: PoolState carries it, beside the batch replicas
+    (whose GPUs are batch_replicas x spec.resources.gpusPerReplica)."""
+    status = {"phase": "Pending", "nominatedNodeName": "gpu-node-0",
+              "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    phase = classify_pod({}, status)
+    assert phase == "unschedulable"
+    state = pool_state(2, 4, ["ready", "ready", phase], ["ready"] * 4)
+    assert state.interactive_unschedulable == 1 and state.batch_replicas == 4
 
 
 def test_children_applied_condition() -> None:
