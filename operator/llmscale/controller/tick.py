@@ -199,7 +199,9 @@ async def tick(
         applied = mem.children_applied_loop_s
         if (now_loop - mem.children_missing_since_loop_s >= CHILDREN_GRACE_S
                 and (applied is None or now_loop - applied >= CHILDREN_GRACE_S)):
-            logger.warning(f"Found Deployment {namespace}/{name} missing: applying the children again")
+            # Once per failure: while the apply keeps failing, ApplyFailed says it (once per answer).
+            log = logger.debug if mem.apply_error is not None else logger.warning
+            log(f"Found Deployment {namespace}/{name} missing: applying the children again")
             with contextlib.suppress(kopf.TemporaryError, kopf.PermanentError):  # reported, retried next tick
                 await ensure_children(deps, mem, body=body, namespace=namespace, name=name, patch=patch,
                                       logger=logger, deployments=deployments)
