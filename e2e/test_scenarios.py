@@ -100,6 +100,8 @@ def test_1_apply_creates_owned_labelled_children_and_printer_columns(cluster: Cl
     assert dep.spec.template.metadata.annotations["llmscale.dev/cold-start-seconds"] == "8"
     assert svc.spec.selector == {"llmscale.dev/deployment": "chat", "llmscale.dev/pool": "interactive"}
     assert pdb.spec.max_unavailable == 1
+    assert pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"  # issue 11, case 6
+    assert dep.spec.progress_deadline_seconds == 600  # issue 11, case 7: max(600, 2 x 8 s + 60)
 
     # The printer columns, once the operator has written the status.
     wait_for("status.replicas.ready == 2", lambda: cluster.status(namespace, "chat").get("replicas", {}).get("ready") == 2,

@@ -29,6 +29,9 @@ __all__ = [
     "GROUP",
     "KIND",
     "MODEL_PRESET_NAMES",
+    "NAME_MAX_LENGTH",
+    "NAME_PATTERN",
+    "NAME_RULE",
     "PLURAL",
     "SHORT_NAME",
     "VERSION",
@@ -56,6 +59,7 @@ __all__ = [
     "SloSpec",
     "TroughWindow",
     "iana_timezones",
+    "name_problem",
 ]
 
 GROUP = "llmscale.dev"
@@ -83,6 +87,33 @@ DAYS_OF_WEEK: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"
 _HHMM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 # DNS-1123 label: what a Kubernetes object name of a Deployment/Service must be.
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+#: ``metadata.name`` of an LLMDeployment: a DNS-1035 label (the Service ``<name>`` needs one: lower
+#: case letters, digits and ``-``, starting with a letter, ending with a letter or digit) ...
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+#: ... of at most 57 characters, so that ``<name>-batch`` (the batch pool's Deployment and batch
+#: Service, DESIGN.md) is a DNS-1035 label of at most 63 too.
+NAME_MAX_LENGTH = 63 - len("-batch")
+#: The CEL rule the CRD puts on ``metadata.name`` (CEL rules at the schema's root may read
+#: ``self.metadata.name``: Kubernetes docs, "Validation rules"). A name the Kubernetes API accepts
+#: for an LLMDeployment (a DNS-1123 subdomain, up to 253 characters, ``70b-chat``) would otherwise
+#: fail only later, at the Service.
+NAME_RULE: dict[str, str] = {
+    "rule": f"self.metadata.name.matches('{NAME_PATTERN}') && size(self.metadata.name) <= {NAME_MAX_LENGTH}",
+    "message": f"metadata.name must be a DNS-1035 label of at most {NAME_MAX_LENGTH} characters (lower-case "
+    "letters, digits and '-', starting with a letter and ending with a letter or digit): it names the "
+    "Service <name> and the Deployment and Service <name>-batch",
+    "fieldPath": ".metadata.name",
+    "reason": "FieldValueInvalid",
+}
+
+
+def name_problem(name: str) -> str | None:
+    """Return why ``name`` cannot name an LLMDeployment (:data:`NAME_RULE`'s message), or ``None``."""
+    if len(name) <= NAME_MAX_LENGTH and re.match(NAME_PATTERN, name):
+        return None
+    return NAME_RULE["message"]
 
 
 @lru_cache(maxsize=1)

@@ -289,6 +289,7 @@ def openapi_schema() -> dict[str, Any]:
         "description": _ROOT_DESCRIPTION,
         "type": "object",
         "required": ["spec"],
+        "x-kubernetes-validations": [dict(api.NAME_RULE)],
         "properties": {
             "apiVersion": {
                 "description": "Versioned schema of this representation of an object "
@@ -299,7 +300,16 @@ def openapi_schema() -> dict[str, Any]:
                 "description": "REST resource this object represents (LLMDeployment).",
                 "type": "string",
             },
-            "metadata": {"type": "object"},
+            # Only name and generateName may be declared under metadata (structural schemas); name
+            # is, so that the CEL rule at the root can report its error at .metadata.name.
+            "metadata": {"type": "object", "properties": {"name": {
+                "description": "Name of the LLMDeployment; it names the children, so it must be a "
+                f"DNS-1035 label of at most {api.NAME_MAX_LENGTH} characters (the rule at the root).",
+                "type": "string",
+                # Kubernetes' own limit for object names; it bounds the cost the API server
+                # estimates for the rule at the root.
+                "maxLength": 253,
+            }}},
             "spec": spec,
             "status": status,
         },

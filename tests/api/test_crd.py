@@ -214,6 +214,7 @@ def test_cel_rules_are_carried_through(schema: dict[str, Any]) -> None:
         if "x-kubernetes-validations" in node
     }
     assert rules == {
+        "": [api.NAME_RULE["rule"]],
         "spec.model": ["has(self.preset) != has(self.architecture)"],
         "spec.replicas": ["self.min <= self.max"],
         "spec.batch": ["self.minReplicas <= (has(self.maxReplicas) ? self.maxReplicas : self.replicas)"],
@@ -231,6 +232,9 @@ def test_cel_rule_cost_is_bounded(schema: dict[str, Any]) -> None:
     """
     for path, node in _walk(schema):
         if "x-kubernetes-validations" not in node:
+            continue
+        if path == "":  # the root's rule reads metadata.name only
+            assert "maxLength" in _at(schema, "metadata.name")
             continue
         for name, prop in node.get("properties", {}).items():
             if prop["type"] == "string":

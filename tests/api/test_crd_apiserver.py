@@ -233,3 +233,30 @@ def test_status_is_written_through_the_status_subresource_only(kube: client.ApiC
     assert got["status"]["replicas"] == {"desired": 5, "ready": 4}
     assert got["status"]["policyState"] == {"history": [[0, 3]], "free": {"form": 1}}  # kept, not pruned
     assert api.LLMDeploymentStatus.model_validate(got["status"]).replicas.desired == 5
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("70b-chat", id="starts with a digit: a DNS-1123 name, not a DNS-1035 Service name"),
+        pytest.param("a" * 58, id="58 characters: <name>-batch would pass 63"),
+        pytest.param("a" * 64, id="64 characters: past any Service name"),
+        pytest.param("chat-", id="ends with a dash"),
+    ],
+)
+def test_api_server_rejects_names_its_children_cannot_take(kube: client.ApiClient, name: str) -> None:
+    """Issue 11, case 10: ``metadata.name: 70b-chat`` was accepted, and the Service apply failed
+    later, outside the InvalidSpec path. The CRD's CEL rule on ``metadata.name`` refuses it at once
+    with the field in the Status's causes."""
+    with pytest.raises(ApiException) as caught:
+        _create(kube, name, {"model": MODEL})
+    assert caught.value.status == 422, caught.value.body
+    causes = {(c.get("field"), c.get("message", "")) for c in json.loads(caught.value.body)["details"]["causes"]}
+    assert any(f == "metadata.name" and "DNS-1035" in m for f, m in causes), causes
+
+
+def test_api_server_accepts_the_longest_valid_name(kube: client.ApiClient) -> None:
+    name = "a" + "-b" * 28  # 57 characters
+    assert len(name) == api.NAME_MAX_LENGTH
+    created = _create(kube, name, {"model": MODEL})
+    assert created["metadata"]["name"] == name

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,8 +49,11 @@ from tests.cluster.helpers import (
 pytestmark = pytest.mark.slow
 
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
+#: The chart's objects a test installs (as Helm would), besides the operator's own Deployment: the
+#: RBAC, the peering objects and the engine pods' PriorityClasses (a pod naming a missing class is
+#: refused at admission).
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-              "ClusterKopfPeering", "KopfPeering"}
+              "ClusterKopfPeering", "KopfPeering", "PriorityClass"}
 GITOPS_MANAGERS = {"argocd-controller", "kustomize-controller"}
 #: Field managers of the operator's own writes: ``llmscale`` for server-side apply of children
 #: (--field-manager), ``kopf`` for Kopf's merge patches (named after Kopf's User-Agent).
@@ -63,6 +67,10 @@ NOT_A_REQUEST = {
     ("llmscale.dev", "llmdeployments/finalizers", "update"):
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when a child with "
         "blockOwnerDeletion=true is created (test_each_write_rule_is_needed shows the refusal without it)",
+    ("", "pods", "patch"):
+        "the pod-deletion-cost annotation is written from per-pod load, which needs Prometheus; here "
+        "every signal is unknown and nothing is written (used in the e2e scale-down scenario, "
+        "e2e/test_scenarios.py::test_10, and against kmock in tests/operator)",
 }
 
 Rule = tuple[str, str, str]
@@ -379,6 +387,18 @@ class TestClusterWideInstall:
             assert {k for k in meta.get("f:finalizers", {}) if k != "."} <= {'v:"llmscale.dev/finalizer"'}
         child = deployment(cluster, SERVING, "chat")
         assert owners_of(child, "spec", "replicas") == {"llmscale"}
+
+    def test_pods_and_deployments_are_selected_by_the_api_server(self, cluster: LocalCluster,
+                                                                clusterwide: Install) -> None:
+        """Issue 11, case 11: the pod and Deployment indexes filtered labels in the operator, so
+        every pod event of the cluster streamed to it. Every list and watch of pods and Deployments
+        the operator sent carries the label selector (the audit log's requestURI)."""
+        reads = [e for e in operator_requests(cluster, clusterwide.username)
+                 if e["verb"] in ("list", "watch") and (e.get("objectRef") or {}).get("resource") in ("pods", "deployments")]
+        assert {e["objectRef"]["resource"] for e in reads} == {"pods", "deployments"}, [describe(e) for e in reads]
+        unselected = [e["requestURI"] for e in reads if urllib.parse.parse_qs(urllib.parse.urlsplit(
+            e["requestURI"]).query).get("labelSelector") != ["app.kubernetes.io/managed-by=llmscale"]]
+        assert unselected == [], unselected
 
     def test_no_request_was_refused_and_every_permission_was_used(self, cluster: LocalCluster, clusterwide: Install) -> None:
         assert_no_request_refused(cluster, clusterwide)

@@ -55,7 +55,7 @@ def test_helm_lint_strict_passes(helm: Path, sets: list[str]) -> None:
 @pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
 def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Path, sets: list[str]) -> None:
     docs = template(helm, *sets)
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"}
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering", "PriorityClass"}
     watched = {"serving", "batch"}
     for doc in docs:
         ns = doc["metadata"].get("namespace")
@@ -70,7 +70,8 @@ def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Pat
 
 def test_defaults_render_the_expected_objects(helm: Path) -> None:
     kinds = sorted(d["kind"] for d in template(helm))
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "Service", "ServiceAccount"]
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy",
+                     "PriorityClass", "PriorityClass", "Service", "ServiceAccount"]
 
 
 def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:
@@ -123,14 +124,33 @@ def test_every_setting_is_reachable_by_its_helm_value(helm: Path, names: Any) ->
 
 
 def test_chart_defaults_are_the_operators_defaults(helm: Path) -> None:
-    """values.yaml repeats every default of OperatorSettings (only the watch scope differs: the
-    chart watches all namespaces, the bare operator none until told)."""
-    assert load_settings(None, _env(template(helm))) == OperatorSettings(all_namespaces=True)
+    """values.yaml repeats every default of OperatorSettings, but for what the chart installs: it
+    watches all namespaces (the bare operator none until told), names the peering object it creates
+    (mandatory peering) and passes the PriorityClasses it creates."""
+    assert load_settings(None, _env(template(helm))) == OperatorSettings(
+        all_namespaces=True, peering_name="llmscale", interactive_priority_class="llmscale-interactive",
+        batch_priority_class="llmscale-batch")
 
 
-def test_standalone_by_default(helm: Path) -> None:
-    env = {e["name"]: e["value"] for e in operator_container(template(helm))["env"]}
-    assert load_settings(None, env).standalone
+def test_peered_by_default_so_a_second_operator_pauses(helm: Path) -> None:
+    """Issue 11, case 15: with the chart's operator standalone, an `llmscale run` beside it wrote
+    replicas too. The chart's operator is in peering `llmscale` by default (the object is created
+    with it), which an `llmscale run` joins by default."""
+    docs = template(helm)
+    settings = load_settings(None, _env(docs))
+    assert not settings.standalone and settings.peering == "llmscale"
+    (peering,) = by_kind(docs, "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == "llmscale"
+    assert load_settings(None, _env(template(helm, *VARIANTS["standalone"]))).standalone
+
+
+def test_priority_classes_put_interactive_above_batch(helm: Path) -> None:
+    classes = {d["metadata"]["name"]: d for d in by_kind(template(helm), "PriorityClass")}
+    interactive, batch = classes["llmscale-interactive"], classes["llmscale-batch"]
+    assert interactive["value"] > batch["value"] > 0
+    assert interactive["preemptionPolicy"] == "PreemptLowerPriority" and batch["preemptionPolicy"] == "Never"
+    assert not interactive["globalDefault"] and not batch["globalDefault"]
+    assert by_kind(template(helm, "priorityClasses.create=false"), "PriorityClass") == []
 
 
 def test_operator_pod_is_locked_down(helm: Path) -> None:
@@ -147,7 +167,9 @@ def test_operator_pod_is_locked_down(helm: Path) -> None:
     assert {"name": "tmp", "mountPath": "/tmp"} in operator_container(docs)["volumeMounts"]
     res = operator_container(docs)["resources"]
     assert res["requests"] and res["limits"]
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # peered: a surge replica pauses
+    (standalone,) = by_kind(template(helm, *VARIANTS["standalone"]), "Deployment")
+    assert standalone["spec"]["strategy"]["type"] == "Recreate"
 
 
 WORK_RULES = {
@@ -158,16 +180,23 @@ WORK_RULES = {
     ("apps", "deployments", "patch"), ("apps", "deployments", "delete"),
     ("", "services", "create"), ("", "services", "patch"),
     ("policy", "poddisruptionbudgets", "create"), ("policy", "poddisruptionbudgets", "patch"),
-    ("", "pods", "list"), ("", "pods", "watch"), ("", "events", "create"),
+    ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"), ("", "events", "create"),
+    ("autoscaling", "horizontalpodautoscalers", "list"), ("autoscaling", "horizontalpodautoscalers", "watch"),
+    ("keda.sh", "scaledobjects", "list"), ("keda.sh", "scaledobjects", "watch"),
 }
+#: The start-up check for a live operator in the peering of the other scope (llmscale.controller.peers).
+CHECK_NAMESPACED_PEERS = {("kopf.dev", "kopfpeerings", "list")}
+CHECK_CLUSTER_PEERS = {("kopf.dev", "clusterkopfpeerings", "get")}
 CRD_RULES = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")}
 
 
 def test_cluster_rbac_is_exactly_the_documented_rules(helm: Path) -> None:
-    (role,) = by_kind(template(helm), "ClusterRole")
-    assert rules(role) == WORK_RULES | CRD_RULES
-    (role,) = by_kind(template(helm, *VARIANTS["leader-election-cluster"]), "ClusterRole")
-    assert rules(role) - WORK_RULES - CRD_RULES == {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")}
+    peering = {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")}
+    for variant in ("defaults", "leader-election-cluster"):
+        (role,) = by_kind(template(helm, *VARIANTS[variant]), "ClusterRole")
+        assert rules(role) == WORK_RULES | CRD_RULES | peering | CHECK_NAMESPACED_PEERS, variant
+    (role,) = by_kind(template(helm, *VARIANTS["standalone"]), "ClusterRole")
+    assert rules(role) == WORK_RULES | CRD_RULES | CHECK_CLUSTER_PEERS | CHECK_NAMESPACED_PEERS
 
 
 def test_namespaced_rbac_is_roles_in_watched_namespaces_plus_read_only_discovery(helm: Path) -> None:
@@ -176,7 +205,7 @@ def test_namespaced_rbac_is_roles_in_watched_namespaces_plus_read_only_discovery
     assert role["metadata"]["namespace"] == "serving"
     assert rules(role) == WORK_RULES | {("kopf.dev", "kopfpeerings", v) for v in ("list", "watch", "patch")}
     (discovery,) = by_kind(docs, "ClusterRole")
-    assert rules(discovery) == CRD_RULES | {("", "namespaces", "list"), ("", "namespaces", "watch")}
+    assert rules(discovery) == CRD_RULES | {("", "namespaces", "list"), ("", "namespaces", "watch")} | CHECK_CLUSTER_PEERS
     (peering,) = by_kind(docs, "KopfPeering")
     assert peering["metadata"] == peering["metadata"] | {"name": "llmscale", "namespace": "serving"}
     sa = by_kind(docs, "ServiceAccount")[0]["metadata"]["name"]
@@ -251,7 +280,8 @@ def test_prometheus_rule_uses_the_operators_metric_names(helm: Path) -> None:
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
-        pytest.param(["replicaCount=2"], "leaderElection", id="two-replicas-without-peering"),
+        pytest.param(["replicaCount=2", "leaderElection.enabled=false"], "leaderElection",
+                     id="two-replicas-without-peering"),
         pytest.param(["watch.allNamespaces=false"], "namespaces", id="namespaced-without-namespaces"),
         pytest.param(["watch.namespaces={a}"], "watch", id="both-scopes"),
         pytest.param(["operator.logLevel=LOUD"], "logLevel", id="bad-log-level"),
@@ -271,7 +301,9 @@ def test_values_schema_validates_values_yaml() -> None:
     jsonschema.Draft7Validator.check_schema(schema)
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     jsonschema.Draft7Validator(schema).validate(values)
-    values["replicaCount"] = 3  # without leader election
+    values["replicaCount"] = 3  # with leader election (the default): fine
+    assert not list(jsonschema.Draft7Validator(schema).iter_errors(values))
+    values["leaderElection"]["enabled"] = False  # three standalone replicas: refused
     assert list(jsonschema.Draft7Validator(schema).iter_errors(values))
 
 

@@ -7,7 +7,12 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.children import child_manifests, deployment_manifest, initial_replicas
+from llmscale.controller.children import (
+    PriorityClasses,
+    child_manifests,
+    deployment_manifest,
+    initial_replicas,
+)
 from llmscale.controller.conditions import merge_conditions, ready_condition
 from llmscale.controller.pods import classify_pod, pool_state
 from llmscale.controller.podtemplate import (
@@ -71,7 +76,8 @@ def test_service_and_pdb_select_the_interactive_pool_only() -> None:
     selector = {"llmscale.dev/deployment": "chat", "llmscale.dev/pool": "interactive"}
     assert service["spec"]["selector"] == selector
     assert service["spec"]["ports"] == [{"name": "http", "port": 9000, "targetPort": "http", "protocol": "TCP"}]
-    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    assert pdb["spec"] == {"maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                           "selector": {"matchLabels": selector}}
     # The Deployment's selector is immutable, so it leaves out the engine name.
     assert deployment["spec"]["selector"] == {"matchLabels": selector}
     assert deployment["spec"]["template"]["metadata"]["labels"]["llmscale.dev/pool"] == "interactive"
@@ -142,20 +148,59 @@ def test_probes_annotations_and_grace_period() -> None:
         "prometheus.io/path": "/metrics",
     }
     assert template["metadata"]["labels"]["llmscale.dev/pool"] == "batch"
-    # Default SLO: 15 s preStop + ceil(2 s + 2048 x 0.1 s) = 222 s.
-    assert template["spec"]["terminationGracePeriodSeconds"] == 222
-    assert container["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
+    # Default SLO and context: 15 s endpoint delay + ceil(2 s + 8192 x 0.1 s) + 10 s = 847 s.
+    assert template["spec"]["terminationGracePeriodSeconds"] == 847
+    command = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:2] == ["python3", "-c"]
+    assert command[3:] == ["http://127.0.0.1:8001/metrics", "vllm:num_requests_running,vllm:num_requests_waiting", "15"]
+    assert "priorityClassName" not in template["spec"]
 
 
 @pytest.mark.parametrize(
-    ("slo", "grace"),
+    ("overrides", "grace"),
     [
-        pytest.param({"ttftP95Seconds": 0.5, "itlP95Seconds": 0.01}, 60, id="tight SLO: the 60 s floor"),
-        pytest.param({"ttftP95Seconds": 10, "itlP95Seconds": 1.0}, 900, id="loose SLO: the 900 s cap"),
+        pytest.param({"slo": {"ttftP95Seconds": 0.5, "itlP95Seconds": 0.001}, "model": {
+            "name": "m", "preset": "llama-3.1-8b", "contextLimitTokens": 2048}}, 60, id="tight SLO: the 60 s floor"),
+        pytest.param({"slo": {"ttftP95Seconds": 10, "itlP95Seconds": 1.0}}, 3600, id="loose SLO: the one-hour cap"),
+        pytest.param({"model": {"name": "m", "preset": "llama-3.1-8b", "contextLimitTokens": 2048}}, 232,
+                     id="2048-token context: 15 + 207 + 10"),
     ],
 )
-def test_grace_period_is_clamped(slo: dict[str, float], grace: int) -> None:
-    assert termination_grace_seconds(spec(slo=slo)) == grace
+def test_grace_period_is_clamped(overrides: dict[str, Any], grace: int) -> None:
+    assert termination_grace_seconds(spec(**overrides)) == grace
+
+
+def test_sglang_drain_waits_on_sglang_metric_names() -> None:
+    s = spec(engine={"type": "sglang", "image": "lmsysorg/sglang:v0.5.0", "port": 30000})
+    command = pod_template("chat", s, "interactive")["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[3:] == ["http://127.0.0.1:30000/metrics", "sglang:num_running_reqs,sglang:num_queue_reqs", "15"]
+
+
+def test_pools_get_their_priority_classes() -> None:
+    classes = PriorityClasses("llmscale-interactive", "llmscale-batch")
+    s = spec(batch={"windows": [{"start": "22:00", "end": "06:00"}]})
+    deployments = [c for c in child_manifests(BODY, s, 2, 1, classes) if c["kind"] == "Deployment"]
+    assert [d["spec"]["template"]["spec"]["priorityClassName"] for d in deployments] == [
+        "llmscale-interactive", "llmscale-batch"]
+
+
+def test_pdb_lets_unhealthy_pods_be_evicted() -> None:
+    _, pdb, _ = child_manifests(BODY, spec(), 2, 0)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+@pytest.mark.parametrize(
+    ("cold_start", "deadline"),
+    [
+        pytest.param(900.0, 1860, id="900 s cold start: 2 x 900 + 60"),
+        pytest.param(180.0, 600, id="default cold start: Kubernetes' 600 s"),
+        pytest.param(7200.0, 14460, id="two-hour cold start"),
+    ],
+)
+def test_progress_deadline_follows_the_cold_start(cold_start: float, deadline: int) -> None:
+    (_, _, deployment) = child_manifests(BODY, spec(headroom={"coldStartSeconds": cold_start}), 2, 0)
+    assert deployment["spec"]["progressDeadlineSeconds"] == deadline
 
 
 def test_cold_start_annotation_keeps_fractions() -> None:

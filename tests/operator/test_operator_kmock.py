@@ -28,7 +28,7 @@ from llmscale.controller.settings import OperatorSettings
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
 from llmscale.signals.profiles import MetricProfile, get_profile
 from llmscale.signals.queries import PoolTarget
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
 NAMESPACE = "serving"
 NAME = "chat"
@@ -106,6 +106,7 @@ class CannedSignals:
     kv_cache_utilization: float | None = 0.1
     preemption_rate: float | None = 0.0
     fail: bool = False
+    pods: tuple[PodSignals, ...] = ()
     asked: list[tuple[str, PoolTarget]] = field(default_factory=list)
 
     async def read(self, profile: MetricProfile, target: PoolTarget, now: float) -> SignalSnapshot:
@@ -119,6 +120,7 @@ class CannedSignals:
             kv_cache_utilization=self.kv_cache_utilization,
             preemption_rate=self.preemption_rate,
             replicas_reporting=2,
+            pods=self.pods,
         )
 
 
@@ -183,7 +185,8 @@ async def kube() -> AsyncIterator[ApplyingEmulator]:
             kind="Deployment", namespaced=True, subresources={"status", "scale"},
             verbs={"get", "list", "watch", "patch", "create", "delete"},
         )
-        emulator.resources[PODS] = kmock.ResourceInfo(kind="Pod", namespaced=True, verbs={"get", "list", "watch"})
+        emulator.resources[PODS] = kmock.ResourceInfo(kind="Pod", namespaced=True,
+                                                      verbs={"get", "list", "watch", "patch"})
         emulator.resources[SERVICES] = kmock.ResourceInfo(kind="Service", namespaced=True, verbs={"patch"})
         emulator.resources[PDBS] = kmock.ResourceInfo(kind="PodDisruptionBudget", namespaced=True, verbs={"patch"})
         emulator.resources[EVENTS] = kmock.ResourceInfo(kind="Event", namespaced=True, verbs={"create"})
@@ -378,6 +381,7 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["policyState"]["scaleEvents"]
     assert [c["type"] for c in status["conditions"]] == [
         "Ready", "MetricsAvailable", "AbleToScale", "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable",
+        "ChildrenApplied", "SoleAutoscaler",
     ]
     assert condition(status, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
     assert condition(status, "BatchWindowOpen")["status"] == "False"  # type: ignore[index]
@@ -614,3 +618,67 @@ async def test_a_refused_interactive_apply_keeps_the_batch_scale_and_forgets_its
     assert status["policyState"]["scaleEvents"] == []
     assert replicas_of(kube, NAME) == 2
     assert not [e for e in events_with(kube, "ScaledUp") if not e["message"].startswith("Scaled batch pool")]
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 11: a refused apply of any child, and the pods' deletion costs
+# ------------------------------------------------------------------------------------------
+
+
+async def test_a_refused_service_gets_a_condition_an_event_and_a_retry(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Case 10's kind: the Service apply failed outside the InvalidSpec path and left no children,
+    no condition and no retry. Now: ChildrenApplied=False with the API server's answer, one
+    ApplyFailed Warning Event, and the children once the API server takes them."""
+    kube.refuse(SERVICES, NAME, 422)
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    await start_operator()
+
+    failed = await eventually(lambda: events_with(kube, "ApplyFailed"), what="an ApplyFailed Event")
+    assert f"Service {NAMESPACE}/{NAME}" in failed[0]["message"] and "422" in failed[0]["message"]
+    assert failed[0]["type"] == "Warning"
+    cond = await eventually(lambda: condition(stored_status(kube), "ChildrenApplied"), what="ChildrenApplied")
+    assert cond["status"] == "False" and cond["reason"] == "ApplyFailed", cond
+    assert "refused by the test" in cond["message"]
+    assert stored(kube, DEPLOYMENTS, NAME) is None  # applied in order: nothing after the Service
+
+    kube.refuse(SERVICES, NAME, None)  # e.g. the admission policy was fixed
+    await eventually(lambda: stored(kube, DEPLOYMENTS, NAME), timeout=25, what="the children after the retry")
+    await eventually(lambda: (condition(stored_status(kube), "ChildrenApplied") or {}).get("status") == "True",
+                     timeout=10, what="ChildrenApplied=True")
+    assert len(events_with(kube, "ApplyFailed")) == 1  # one Event per distinct answer
+
+
+async def test_a_scale_down_first_marks_the_idle_pod_cheapest(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Case 5's kind: the ReplicaSet must remove the least-loaded pod. Before the tick lowers the
+    replicas it annotates each Ready pod with its requests in flight (an unknown load is never
+    "idle"), so the idle pod goes first."""
+    spec = llmdeployment()["spec"] | {"replicas": {"min": 1, "max": 2}}
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment(spec)
+    for name in ("chat-busy", "chat-idle", "chat-silent"):
+        kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
+    kube.objects[DEPLOYMENTS, NAMESPACE, NAME] = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": {
+            "app.kubernetes.io/managed-by": "llmscale", "llmscale.dev/deployment": NAME,
+            "llmscale.dev/pool": "interactive"}},
+        "spec": {"replicas": 3},
+    }
+    signals = CannedSignals(pods=(PodSignals("chat-busy", queue_depth=2.0, running_requests=4.0),
+                                  PodSignals("chat-idle", queue_depth=0.0, running_requests=0.0)))
+    await start_operator(signals)
+
+    await eventually(lambda: replicas_of(kube, NAME) == 2, what="the scale-down 3 -> 2 (spec.replicas.max)")
+    costs = {r.name: r.data["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"]
+             for r in kube if r.method == kmock.method.PATCH and r.resource == kmock.resource(PODS)}
+    assert costs == {"chat-busy": "6", "chat-idle": "0", "chat-silent": "1000000"}, costs
+    # The annotations went first, then the Deployment's lower replicas.
+    requests = list(kube)
+    last_pod = max(i for i, r in enumerate(requests)
+                   if r.method == kmock.method.PATCH and r.resource == kmock.resource(PODS))
+    scale_down = next(i for i, r in enumerate(requests) if r in applies(kube, DEPLOYMENTS, NAME)
+                      and r.data["spec"]["replicas"] == 2)
+    assert last_pod < scale_down

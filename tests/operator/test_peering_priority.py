@@ -49,7 +49,7 @@ def test_priority_is_read_from_flag_then_environment(argv: list[str], env: dict[
     ("argv", "env", "message"),
     [
         pytest.param([], {"LLMSCALE_PEERING_PRIORITY": "high"}, "LLMSCALE_PEERING_PRIORITY", id="not-an-int"),
-        pytest.param(["--peering-priority", "1"], {}, "needs peering_name", id="without-peering"),
+        pytest.param(["--standalone", "--peering-priority", "1"], {}, "needs peering", id="standalone"),
         pytest.param(["--peering", "p", "--peering-priority", str(2**31)], {}, "must be in", id="too-big"),
     ],
 )
@@ -69,8 +69,10 @@ def test_each_process_draws_its_own_priority_when_none_is_set() -> None:
 def test_a_configured_priority_and_standalone_are_left_alone() -> None:
     fixed = OperatorSettings(namespaces=("x",), peering_name="p", peering_priority=4)
     assert with_peering_priority(fixed, random.Random(0)) is fixed
-    standalone = OperatorSettings(namespaces=("x",))
+    standalone = OperatorSettings(namespaces=("x",), standalone=True)
     assert with_peering_priority(standalone, random.Random(0)).peering_priority is None
+    # The default (auto-detected) peering draws one too: it may meet another operator's process.
+    assert with_peering_priority(OperatorSettings(namespaces=("x",)), random.Random(0)).peering_priority
 
 
 def test_kopf_gets_the_priority() -> None:

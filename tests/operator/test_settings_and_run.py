@@ -39,7 +39,10 @@ def test_defaults() -> None:
     s = load_settings(parse("--namespace", "serving"), {})
     assert s == OperatorSettings(namespaces=("serving",))
     assert s.prometheus_url == "http://prometheus.monitoring.svc:9090"
-    assert s.standalone and s.field_manager == "llmscale" and s.metrics_port == 8080
+    assert s.field_manager == "llmscale" and s.metrics_port == 8080
+    # Issue 11, case 15: a workstation run beside an installed operator must not be a second
+    # writer, so peering is the default (Kopf's auto-detection of the `llmscale` object).
+    assert not s.standalone and s.peering == "llmscale" and s.peering_name is None
 
 
 def test_environment_is_read_and_flags_win() -> None:
@@ -60,7 +63,15 @@ def test_environment_is_read_and_flags_win() -> None:
     flagged = load_settings(parse("-n", "c", "-n", "d", "--prometheus-url", "https://p", "--standalone"), env)
     assert flagged.namespaces == ("c", "d")
     assert flagged.prometheus_url == "https://p"
-    assert flagged.standalone
+    assert flagged.standalone and flagged.peering is None
+
+
+def test_standalone_and_a_named_peering_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="standalone"):
+        load_settings(parse("-n", "a"), {"LLMSCALE_STANDALONE": "true", "LLMSCALE_PEERING": "blue"})
+    assert load_settings(parse("-n", "a", "--peering", "blue"), {"LLMSCALE_STANDALONE": "true"}).peering == "blue"
+    with pytest.raises(SystemExit):
+        parse("-n", "a", "--peering", "blue", "--standalone")
 
 
 def test_all_namespaces_flag_overrides_namespaces_from_the_environment() -> None:
@@ -88,7 +99,10 @@ def test_kopf_settings_follow_ours() -> None:
     assert peered.peering.name == "llmscale"
     assert peered.scanning.disabled
     assert peered.persistence.finalizer == "llmscale.dev/finalizer"
-    assert configure_kopf(OperatorSettings(namespaces=("a",))).peering.standalone
+    assert configure_kopf(OperatorSettings(namespaces=("a",), standalone=True)).peering.standalone
+    auto = configure_kopf(OperatorSettings(namespaces=("a",), peering_priority=5))
+    assert not auto.peering.standalone and not auto.peering.mandatory and not auto.peering.clusterwide
+    assert auto.peering.name == "llmscale" and auto.peering.priority == 5
 
 
 async def test_metrics_health_and_readiness_endpoints() -> None:

@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from llmscale.controller.deps import Decider, Dependencies, SignalSource
 from llmscale.controller.handlers import build_registry, configure_kopf
 from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.peers import PeeringConflict, check_peering
 from llmscale.controller.settings import (
     OperatorSettings,
     add_setting_flags,
@@ -141,6 +142,10 @@ async def serve(
     With peering and no configured ``peering_priority``, a random priority is drawn here, once per
     process (:func:`llmscale.controller.settings.with_peering_priority`).
 
+    Raises:
+        PeeringConflict: another operator is live in a peering this one would not take part in
+            (:mod:`llmscale.controller.peers`); nothing was started.
+
     Everything the handlers use can be injected (tests pass a mock API server's configuration,
     a canned signal source and a fake clock); what is not given is built from ``settings``:
     the Prometheus reader of :mod:`llmscale.signals.prometheus` and :func:`llmscale.policy.decide`.
@@ -148,11 +153,17 @@ async def serve(
     # Each process draws its own peering priority (unless one is configured): replicas of one
     # Deployment share their environment, and peers of equal priority all pause (settings.py).
     settings = with_peering_priority(settings, random.SystemRandom())
-    if settings.peering_name is not None:
-        _LOG.info(f"Chose priority {settings.peering_priority} in Kopf peering {settings.peering_name}")
+    if settings.peering is not None:
+        _LOG.info(f"Chose priority {settings.peering_priority} in Kopf peering {settings.peering}")
     metrics = metrics if metrics is not None else OperatorMetrics()
     ready = ready if ready is not None else threading.Event()
     api_client = kubernetes.client.ApiClient(kube_config)
+    try:
+        # Refuse to be a second writer beside an operator that Kopf's peering would not pause.
+        await asyncio.to_thread(check_peering, api_client, settings)
+    except PeeringConflict:
+        api_client.close()  # type: ignore[no-untyped-call]
+        raise
     deps = Dependencies(
         settings=settings,
         writer=KubernetesWriter(api_client, settings.field_manager),
@@ -173,6 +184,7 @@ async def serve(
                 clusterwide=settings.all_namespaces,
                 namespaces=settings.namespaces,
                 standalone=settings.standalone,
+                # Only a named peering is passed: Kopf makes any peering name given here mandatory.
                 peering_name=settings.peering_name,
                 stop_flag=stop_flag,
                 ready_flag=ready,
@@ -205,5 +217,9 @@ def main(args: argparse.Namespace) -> int:
     except kubernetes.config.ConfigException as exc:
         print(f"llmscale run: no Kubernetes credentials: {exc}")
         return 2
-    asyncio.run(serve(settings, kube_config=config))
+    try:
+        asyncio.run(serve(settings, kube_config=config))
+    except PeeringConflict as exc:
+        print(f"llmscale run: {exc}")
+        return 2
     return 0

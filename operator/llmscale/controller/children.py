@@ -6,6 +6,7 @@ writer (:mod:`llmscale.controller.writer`) sends them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
@@ -18,9 +19,35 @@ from llmscale.controller.names import (
     owner_reference,
     selector_labels,
 )
-from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.podtemplate import pod_template, progress_deadline_seconds
 
-__all__ = ["child_manifests", "deployment_manifest", "initial_replicas", "pdb_manifest", "service_manifest"]
+__all__ = [
+    "PriorityClasses",
+    "child_manifests",
+    "deployment_manifest",
+    "initial_replicas",
+    "pdb_manifest",
+    "service_manifest",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClasses:
+    """The ``priorityClassName`` of each pool's pods (``None``: none set, the cluster's default).
+
+    Attributes:
+        interactive: the interactive pool's class, e.g. ``llmscale-interactive`` (value 1000 in
+            the chart and the kustomize base).
+        batch: the batch pool's class, e.g. ``llmscale-batch`` (value 100): below the interactive
+            one, so the scheduler preempts batch pods for interactive ones.
+    """
+
+    interactive: str | None = None
+    batch: str | None = None
+
+    def of(self, pool: Pool) -> str | None:
+        """Return the class of ``pool``."""
+        return self.interactive if pool == INTERACTIVE else self.batch
 
 
 def _metadata(name: str, namespace: str, obj_labels: Mapping[str, str], owner: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,6 +76,7 @@ def deployment_manifest(
     pool: Pool,
     replicas: int,
     owner: Mapping[str, Any],
+    priority_classes: PriorityClasses = PriorityClasses(),
 ) -> dict[str, Any]:
     """Return one pool's Deployment for server-side apply.
 
@@ -57,7 +85,10 @@ def deployment_manifest(
     passes the replicas the operator last set (or the policy's new value).
 
     The rollout surges one pod and never removes a ready one first (``maxUnavailable: 0``), so
-    a template change keeps serving capacity at the price of one spare GPU per rollout step.
+    a template change keeps serving capacity at the price of one spare GPU per rollout step;
+    ``progressDeadlineSeconds`` follows the cold start
+    (:func:`~llmscale.controller.podtemplate.progress_deadline_seconds`), so a slow cold start is
+    not reported as a failed rollout. The pods get the pool's class of ``priority_classes``.
 
     Raises:
         UnsupportedSpecError: see :func:`engine_command`.
@@ -74,7 +105,8 @@ def deployment_manifest(
             "replicas": replicas,
             "selector": {"matchLabels": selector_labels(name, pool)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": pod_template(name, spec, pool),
+            "progressDeadlineSeconds": progress_deadline_seconds(spec),
+            "template": pod_template(name, spec, pool, priority_classes.of(pool)),
         },
     }
 
@@ -95,17 +127,26 @@ def service_manifest(
 
 
 def pdb_manifest(name: str, namespace: str, spec: LLMDeploymentSpec, owner: Mapping[str, Any]) -> dict[str, Any]:
-    """Return PodDisruptionBudget ``<name>`` for the interactive pool: ``maxUnavailable: 1``.
+    """Return PodDisruptionBudget ``<name>`` for the interactive pool: ``maxUnavailable: 1``,
+    ``unhealthyPodEvictionPolicy: AlwaysAllow``.
 
-    A node drain then evicts one engine at a time, so in-flight work and the KV cache of at most
-    one replica are lost at once and the warm headroom absorbs it. ``maxUnavailable`` (not
-    ``minAvailable``) keeps working as the pool scales.
+    A node drain then evicts one serving engine at a time, so the warm headroom absorbs it (and
+    each evicted pod drains its requests within its grace period). ``maxUnavailable`` (not
+    ``minAvailable``) keeps working as the pool scales. ``AlwaysAllow`` lets pods that are not
+    Ready (crash-looping, stuck in their cold start) be evicted whatever the budget: they serve
+    nothing, and with the default policy (``IfHealthyBudget``) 2 crash-looping replicas of 3 would
+    use up the budget and block every node drain (Kubernetes docs, "Unhealthy Pod Eviction
+    Policy"; the field is GA since 1.31).
     """
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _metadata(name, namespace, labels(name, spec.engine.type, INTERACTIVE), owner),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(name, INTERACTIVE)}},
+        "spec": {
+            "maxUnavailable": 1,
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+            "selector": {"matchLabels": selector_labels(name, INTERACTIVE)},
+        },
     }
 
 
@@ -114,6 +155,7 @@ def child_manifests(
     spec: LLMDeploymentSpec,
     interactive_replicas: int,
     batch_replicas: int,
+    priority_classes: PriorityClasses = PriorityClasses(),
 ) -> list[dict[str, Any]]:
     """Return every child of the LLMDeployment ``body`` for server-side apply, in apply order.
 
@@ -132,8 +174,8 @@ def child_manifests(
     children = [
         service_manifest(name, namespace, spec, owner),
         pdb_manifest(name, namespace, spec, owner),
-        deployment_manifest(name, namespace, spec, INTERACTIVE, interactive_replicas, owner),
+        deployment_manifest(name, namespace, spec, INTERACTIVE, interactive_replicas, owner, priority_classes),
     ]
     if spec.batch is not None:
-        children.append(deployment_manifest(name, namespace, spec, BATCH, batch_replicas, owner))
+        children.append(deployment_manifest(name, namespace, spec, BATCH, batch_replicas, owner, priority_classes))
     return children

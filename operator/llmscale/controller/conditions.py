@@ -3,6 +3,8 @@ conditions into the object's with ``lastTransitionTime`` kept while a status hol
 
 The other conditions (``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``,
 ``BatchWindowOpen``, ``PolicyStateReadable``) are the policy's (:class:`~llmscale.policy.types.Decision`); docs/policy.md lists their reasons.
+``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`) and ``SoleAutoscaler``
+(:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md lists theirs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ CONDITION_TYPES: tuple[str, ...] = (
     "ScalingLimited",
     "BatchWindowOpen",
     "PolicyStateReadable",
+    "ChildrenApplied",
+    "SoleAutoscaler",
 )
 
 

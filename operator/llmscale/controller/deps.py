@@ -14,6 +14,7 @@ import kopf
 import kubernetes.client
 
 from llmscale.api import LLMDeploymentSpec
+from llmscale.controller.children import PriorityClasses
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.writer import ChildWriter
@@ -74,6 +75,11 @@ class Dependencies:
     metrics: OperatorMetrics
     kube_config: kubernetes.client.Configuration
     clock: Callable[[], float]
+
+    @property
+    def priority_classes(self) -> PriorityClasses:
+        """The pools' PriorityClasses from the settings."""
+        return PriorityClasses(self.settings.interactive_priority_class, self.settings.batch_priority_class)
 
 
 def dependencies(memo: Any) -> Dependencies:

@@ -1,6 +1,7 @@
 """Keeping an LLMDeployment's children in place: every child server-side applied on create, on a
 spec update and on resume (and by the tick when the interactive Deployment went missing), with the
 replicas the operator already set; the batch Deployment deleted when ``spec.batch`` is removed.
+A refused apply is reported (:mod:`llmscale.controller.applyfailure`) and retried.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import kopf
 
+from llmscale.controller.applyfailure import record_apply, retry_delay_seconds
 from llmscale.controller.children import child_manifests, initial_replicas
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_batch_removed
@@ -23,16 +25,13 @@ from llmscale.controller.writer import ApplyRefused, apply_manifests
 
 __all__ = ["ensure_children", "retry_error"]
 
-#: Seconds Kopf waits before retrying a create/update/resume whose apply failed for a reason that
-#: may pass (5xx, 409 conflict, 429 throttling): long enough for an API server restart.
-_RETRY_DELAY_S = 10
 
-
-def retry_error(exc: ApplyRefused) -> kopf.PermanentError | kopf.TemporaryError:
-    """Return the Kopf error that retries (or, for a permanent refusal, gives up on) the handler."""
-    if exc.permanent:
-        return kopf.PermanentError(str(exc))
-    return kopf.TemporaryError(str(exc), delay=_RETRY_DELAY_S)
+def retry_error(exc: ApplyRefused) -> kopf.TemporaryError:
+    """Return the Kopf error that retries the handler: after 10 s for a failure that may pass by
+    itself, 60 s for a refusal (:func:`~llmscale.controller.applyfailure.retry_delay_seconds`).
+    Never a permanent error: what the API server refuses today it may accept once a quota, a
+    policy or a PriorityClass changes, and the spec may never change."""
+    return kopf.TemporaryError(str(exc), delay=retry_delay_seconds(exc.permanent))
 
 
 async def ensure_children(
@@ -59,9 +58,10 @@ async def ensure_children(
         deployments: the Deployments index (:data:`~llmscale.controller.indexes.DEPLOYMENTS_INDEX`).
 
     Raises:
-        kopf.PermanentError: the spec is invalid (reported first: status condition and a Warning
-            Event), or the API server refused a child for good (a 4xx).
-        kopf.TemporaryError: an apply failed for a reason that may pass; Kopf retries the handler.
+        kopf.PermanentError: the spec (or the name) is invalid (reported first: status condition
+            and a Warning Event); a change of the object calls the handler again.
+        kopf.TemporaryError: an apply failed (reported first: ``ChildrenApplied=False``, an
+            ``ApplyFailed`` Warning Event); Kopf retries the handler.
     """
     try:
         spec = read_spec(body)
@@ -71,12 +71,15 @@ async def ensure_children(
     current = deployment_replicas(deployments, (namespace, name, INTERACTIVE))
     current_batch = deployment_replicas(deployments, (namespace, name, BATCH))
     interactive = current if current is not None else initial_replicas(spec)
-    manifests = child_manifests(body, spec, interactive, current_batch if current_batch is not None else 0)
+    manifests = child_manifests(body, spec, interactive, current_batch if current_batch is not None else 0,
+                                deps.priority_classes)
     mem.last_invalid = None
     try:
         await apply_manifests(deps.writer, manifests, deps.metrics)
     except ApplyRefused as exc:
+        record_apply(deps, mem, body, patch, logger, str(exc))
         raise retry_error(exc) from exc
+    record_apply(deps, mem, body, patch, logger, None)
     mem.children_applied_loop_s = asyncio.get_running_loop().time()
     kinds = ", ".join(
         f"{m['kind']} {m['metadata']['name']}" + (f" ({m['spec']['replicas']} replicas)" if m["kind"] == "Deployment" else "")

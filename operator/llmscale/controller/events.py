@@ -1,7 +1,8 @@
 """The Kubernetes Events the operator posts on an LLMDeployment: ``ScaledUp``/``ScaledDown`` for
 each applied scale, an ``InvalidSpec`` Warning per distinct validation message, a
 ``PolicyStateUnreadable`` Warning when the saved policy memory could not be read, and
-``BatchPoolRemoved``. Posted through Kopf (``kopf.info``/``kopf.warn``), which attaches them to
+``BatchPoolRemoved``, an ``ApplyFailed`` Warning per distinct refusal of a child's apply, and an
+``OtherAutoscaler`` Warning when an HPA or a KEDA ScaledObject targets a child Deployment. Posted through Kopf (``kopf.info``/``kopf.warn``), which attaches them to
 the object and posts them in the background.
 """
 
@@ -15,8 +16,10 @@ from llmscale.policy.types import Reason
 __all__ = [
     "EVENT_MESSAGE_MAX",
     "clip",
+    "post_apply_failed",
     "post_batch_removed",
     "post_invalid",
+    "post_other_autoscaler",
     "post_policy_state_unreadable",
     "post_scaled",
     "scaled_message",
@@ -58,3 +61,14 @@ def post_policy_state_unreadable(body: kopf.Body, message: str) -> None:
 def post_batch_removed(body: kopf.Body, batch_name: str) -> None:
     """Post a ``BatchPoolRemoved`` Event: Deployment ``batch_name`` was deleted with ``spec.batch``."""
     kopf.info(body, reason="BatchPoolRemoved", message=f"Deleted Deployment {batch_name}: spec.batch was removed")
+
+
+def post_apply_failed(body: kopf.Body, message: str) -> None:
+    """Post an ``ApplyFailed`` Warning Event: the API server refused a child's apply."""
+    kopf.warn(body, reason="ApplyFailed", message=clip(message))
+
+
+def post_other_autoscaler(body: kopf.Body, message: str) -> None:
+    """Post an ``OtherAutoscaler`` Warning Event: another autoscaler targets a child Deployment,
+    and the operator stopped writing its replicas."""
+    kopf.warn(body, reason="OtherAutoscaler", message=clip(message))

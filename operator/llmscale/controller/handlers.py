@@ -28,7 +28,18 @@ import kubernetes.client
 from llmscale.api import GROUP, PLURAL, VERSION
 from llmscale.controller.deps import dependencies
 from llmscale.controller.ensure import ensure_children
-from llmscale.controller.indexes import DEPLOYMENTS_INDEX, PODS_INDEX, index_deployments, index_pods
+from llmscale.controller.indexes import (
+    DEPLOYMENTS_INDEX,
+    HPAS_INDEX,
+    POD_COSTS_INDEX,
+    PODS_INDEX,
+    SCALED_OBJECTS_INDEX,
+    index_deployments,
+    index_hpas,
+    index_pod_costs,
+    index_pods,
+    index_scaled_objects,
+)
 from llmscale.controller.memory import object_memory
 from llmscale.controller.names import LABEL_MANAGED_BY, MANAGER
 from llmscale.controller.settings import OperatorSettings
@@ -78,12 +89,14 @@ async def _children(
 
 async def _tick(
     *, body: kopf.Body, namespace: str | None, name: str, patch: kopf.Patch, memo: Any, logger: _Logger,
-    llmscale_deployments: Any = None, llmscale_pods: Any = None, **_: Any,
+    llmscale_deployments: Any = None, llmscale_pods: Any = None, llmscale_pod_costs: Any = None,
+    llmscale_hpas: Any = None, llmscale_scaled_objects: Any = None, **_: Any,
 ) -> None:
     """The base timer: one scaling tick of one LLMDeployment when its own tick is due."""
     assert namespace is not None, "LLMDeployment is a namespaced kind"
     await tick(dependencies(memo), object_memory(memo), body=body, namespace=namespace, name=name, patch=patch,
-               logger=logger, deployments=llmscale_deployments, pods=llmscale_pods)
+               logger=logger, deployments=llmscale_deployments, pods=llmscale_pods, costs=llmscale_pod_costs,
+               hpas=llmscale_hpas, scaled_objects=llmscale_scaled_objects)
 
 
 async def _forget(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
@@ -97,13 +110,20 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     handler); each object ticks when its own ``spec.scaling.tickSeconds`` is due.
     """
     # Kopf passes each index to the handlers as a keyword argument named after its id:
-    # llmscale_deployments and llmscale_pods in _children and _tick.
+    # llmscale_deployments, llmscale_pods, llmscale_pod_costs, llmscale_hpas and
+    # llmscale_scaled_objects in _children and _tick.
     registry = kopf.OperatorRegistry()
     managed = {LABEL_MANAGED_BY: MANAGER}
     kopf.on.login(registry=registry)(_login)
     kopf.index("apps", "v1", "deployments", id=DEPLOYMENTS_INDEX, labels=managed,
                registry=registry)(index_deployments)
     kopf.index("", "v1", "pods", id=PODS_INDEX, labels=managed, registry=registry)(index_pods)
+    kopf.index("", "v1", "pods", id=POD_COSTS_INDEX, labels=managed, registry=registry)(index_pod_costs)
+    # Every HPA and ScaledObject of the watched namespaces: they are not ours, so no label
+    # selects them; the ScaledObject index is served only where KEDA's CRD exists.
+    kopf.index("autoscaling", "v2", "horizontalpodautoscalers", id=HPAS_INDEX, registry=registry)(index_hpas)
+    kopf.index("keda.sh", "v1alpha1", "scaledobjects", id=SCALED_OBJECTS_INDEX,
+               registry=registry)(index_scaled_objects)
     for decorator in (kopf.on.create, kopf.on.resume):
         decorator(GROUP, VERSION, PLURAL, id="children", registry=registry)(_children)
     kopf.on.update(GROUP, VERSION, PLURAL, id="children", field="spec", registry=registry)(_children)
@@ -130,13 +150,24 @@ def configure_kopf(settings: OperatorSettings) -> kopf.OperatorSettings:
     # name it after llmscale so `kubectl get -o yaml` says whose it is.
     kopf_settings.persistence.finalizer = "llmscale.dev/finalizer"
     kopf_settings.posting.level = logging.INFO
+    # Pods and Deployments are selected by the API server, not filtered here: the indexes' own
+    # `labels=` filter is applied by Kopf after an event arrived, so without this every pod event
+    # of the cluster (or of the watched namespaces) would stream to the operator and cost it a
+    # worker per object. Kopf sends these as `labelSelector` on its list and watch requests
+    # (kopf/_cogs/clients/watching.py); other watches (LLMDeployments, HPAs, ScaledObjects,
+    # peering) are not affected.
+    selector = f"{LABEL_MANAGED_BY}={MANAGER}"
+    kopf_settings.watching.label_selectors["v1", "pods"] = selector
+    kopf_settings.watching.label_selectors["apps", "v1", "deployments"] = selector
     kopf_settings.scanning.disabled = not settings.cluster_scanning
     kopf_settings.peering.standalone = settings.standalone
-    if settings.peering_name is not None:
-        # Asked-for peering is mandatory: two replicas must never both scale because the
-        # peering object was missing.
-        kopf_settings.peering.name = settings.peering_name
-        kopf_settings.peering.mandatory = True
+    if settings.peering is not None:
+        # A named peering is mandatory: two replicas must never both scale because the peering
+        # object was missing. Unnamed, Kopf joins `llmscale` where it exists and runs alone where
+        # it does not (auto-detection), so that a workstation run beside an installed operator
+        # pauses one of the two rather than make two writers.
+        kopf_settings.peering.name = settings.peering
+        kopf_settings.peering.mandatory = settings.peering_name is not None
         kopf_settings.peering.clusterwide = settings.all_namespaces
         # Kopf pauses every peer of equal priority; `llmscale run` draws a random one per process
         # (settings.with_peering_priority). 0 is Kopf's own default.

@@ -13,25 +13,41 @@ from typing import Any
 
 import kopf
 
+from llmscale.controller.deletioncost import ANNOTATION as DELETION_COST
+from llmscale.controller.deletioncost import parse_cost
 from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL, Pool, deployment_name
 from llmscale.controller.pods import PodPhase, classify_pod
 
 __all__ = [
     "DEPLOYMENTS_INDEX",
+    "HPAS_INDEX",
     "PODS_INDEX",
+    "POD_COSTS_INDEX",
+    "SCALED_OBJECTS_INDEX",
+    "DeploymentKey",
     "PoolKey",
     "deployment_replicas",
     "index_deployments",
+    "index_hpas",
+    "index_pod_costs",
     "index_pods",
+    "index_scaled_objects",
+    "other_autoscalers",
+    "pod_costs",
     "pod_phases",
 ]
 
 #: Kopf index ids; handlers receive the indexes as keyword arguments of these names.
 DEPLOYMENTS_INDEX = "llmscale_deployments"
 PODS_INDEX = "llmscale_pods"
+POD_COSTS_INDEX = "llmscale_pod_costs"
+HPAS_INDEX = "llmscale_hpas"
+SCALED_OBJECTS_INDEX = "llmscale_scaled_objects"
 
 #: ``(namespace, LLMDeployment name, pool)``.
 PoolKey = tuple[str, str, Pool]
+#: ``(namespace, Deployment name)``.
+DeploymentKey = tuple[str, str]
 
 
 def _pool_of(namespace: str | None, labels: Mapping[str, str]) -> PoolKey | None:
@@ -72,6 +88,20 @@ def index_pods(
     return {} if phase is None else {key: phase}
 
 
+def index_pod_costs(
+    *, namespace: str | None, name: str, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status,
+    annotations: Mapping[str, str], **_: Any,
+) -> dict[PoolKey, tuple[str, int | None]]:
+    """Kopf index function: ``{(namespace, owner, pool): (pod name, deletion cost)}`` of one Ready
+    pod, the cost as annotated now (``None`` when not annotated; see
+    :mod:`llmscale.controller.deletioncost`). Pods that are not Ready are removed first by a
+    ReplicaSet whatever their cost, so they need none."""
+    key = _pool_of(namespace, labels)
+    if key is None or classify_pod(meta, status) != "ready":
+        return {}
+    return {key: (name, parse_cost(annotations.get(DELETION_COST)))}
+
+
 def deployment_replicas(index: Any, key: PoolKey) -> int | None:
     """Return ``spec.replicas`` of the pool's Deployment from the Deployments index, or ``None``
     when the Deployment is not (yet) in it."""
@@ -85,3 +115,45 @@ def pod_phases(index: Any, key: PoolKey) -> list[PodPhase]:
     """Return the phase of every live pod of the pool from the pods index."""
     store = index.get(key) if index is not None else None
     return list(store) if store else []
+
+
+def pod_costs(index: Any, key: PoolKey) -> dict[str, int | None]:
+    """Return ``{pod name: deletion cost as annotated}`` of the pool's Ready pods from the
+    pod-costs index."""
+    store = index.get(key) if index is not None else None
+    return dict(store) if store else {}
+
+
+def _deployment_target(namespace: str | None, ref: Any) -> DeploymentKey | None:
+    """The Deployment a ``scaleTargetRef`` names, or ``None`` for any other kind of target."""
+    if not namespace or not isinstance(ref, Mapping) or not ref.get("name"):
+        return None
+    kind = ref.get("kind") or "Deployment"
+    group = str(ref.get("apiVersion") or "apps/v1").split("/")[0]
+    if kind != "Deployment" or group != "apps":
+        return None
+    return (namespace, str(ref["name"]))
+
+
+def index_hpas(*, namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[DeploymentKey, str]:
+    """Kopf index function of HorizontalPodAutoscalers (``autoscaling/v2``):
+    ``{(namespace, target Deployment): "HorizontalPodAutoscaler <namespace>/<name>"}``."""
+    target = _deployment_target(namespace, spec.get("scaleTargetRef"))
+    return {} if target is None else {target: f"HorizontalPodAutoscaler {namespace}/{name}"}
+
+
+def index_scaled_objects(*, namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[DeploymentKey, str]:
+    """Kopf index function of KEDA ScaledObjects (``keda.sh/v1alpha1``; ``scaleTargetRef`` defaults
+    to an ``apps/v1`` Deployment): ``{(namespace, target Deployment): "ScaledObject <ns>/<name>"}``."""
+    target = _deployment_target(namespace, spec.get("scaleTargetRef"))
+    return {} if target is None else {target: f"ScaledObject {namespace}/{name}"}
+
+
+def other_autoscalers(indexes: tuple[Any, ...], key: DeploymentKey) -> tuple[str, ...]:
+    """Return the other autoscalers targeting the Deployment ``key`` in any of ``indexes`` (the
+    HPA and ScaledObject indexes), sorted (empty: none)."""
+    found: set[str] = set()
+    for index in indexes:
+        store = index.get(key) if index is not None else None
+        found.update(store or ())
+    return tuple(sorted(found))

@@ -34,6 +34,12 @@ class ObjectMemory:
         last_status_write_loop_s: loop time of the last status write (``None``: not in this process).
         last_invalid: the last InvalidSpec message reported (to post its Warning Event once).
         children_applied_loop_s: loop time the children were last applied by create/update/resume.
+        children_missing_since_loop_s: loop time a tick first found the interactive Deployment
+            missing (``None`` while it exists).
+        apply_error: the API server's answer to the last failed apply of a child (``None`` once
+            one passes), for the ``ChildrenApplied`` condition and one Event per distinct answer.
+        other_autoscalers: the HPAs and ScaledObjects last seen targeting a child Deployment
+            (one Event per change).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -42,6 +48,9 @@ class ObjectMemory:
     last_status_write_loop_s: float | None = None
     last_invalid: str | None = None
     children_applied_loop_s: float | None = None
+    children_missing_since_loop_s: float | None = None
+    apply_error: str | None = None
+    other_autoscalers: tuple[str, ...] = ()
 
     def restored_policy_memory(self, status: Mapping[str, Any] | None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in

@@ -12,8 +12,18 @@ from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.names import ANNOTATION_COLD_START, Pool, labels
+from llmscale.signals.profiles import get_profile
 
-__all__ = ["UnsupportedSpecError", "engine_command", "pod_template", "termination_grace_seconds"]
+__all__ = [
+    "DRAIN_SCRIPT",
+    "UnsupportedSpecError",
+    "drain_command",
+    "engine_command",
+    "longest_generation_seconds",
+    "pod_template",
+    "progress_deadline_seconds",
+    "termination_grace_seconds",
+]
 
 # Probe cadence. The startup probe covers the cold start with 50 % margin: a 180 s cold start
 # gets 27 × 10 s = 270 s before the kubelet restarts the container; a slow disk or a cold page
@@ -25,15 +35,63 @@ _READINESS_PERIOD_S = 5
 _LIVENESS_PERIOD_S = 15
 _LIVENESS_FAILURES = 4  # one minute of failed /health before a restart: a long prefill can stall it
 
-# Drain: the preStop sleep lets the endpoints controller and kube-proxy drop the pod from the
-# Service before the engine sees SIGTERM (endpoint propagation takes seconds); then in-flight
-# requests finish. A long answer at the ITL SLO takes ttft + tokens × itl: 2 s + 2,048 × 0.1 s
-# = 207 s with the default SLO. 2,048 output tokens is a common max_tokens cap of chat front
-# ends; longer generations are cut at the grace period.
-_PRESTOP_SLEEP_S = 15
-_DRAIN_OUTPUT_TOKENS = 2048
+# Drain. A pod being deleted (scale-down, rollout, eviction) leaves its Service's endpoints at once
+# (a terminating endpoint is not "ready"), but kube-proxy and gateways learn it within seconds, and
+# the pinned vLLM v0.11 aborts every request in flight on SIGTERM (its --shutdown-timeout came with
+# vLLM PR #36666, 2026; SGLang drains on SIGTERM since sgl-project/sglang PR #1838). So the kubelet
+# must not send SIGTERM while a generation runs: the preStop hook (DRAIN_SCRIPT) first waits
+# _ENDPOINT_DELAY_S for the endpoint removal to reach every router, then polls the engine's own
+# /metrics until its running + waiting requests are 0, and only then returns; SIGTERM follows,
+# and a graceful engine (the mock, SGLang) has nothing left to finish.
+#
+# The grace period bounds all of it, so it is sized for the longest generation the spec allows:
+# a request whose prompt and output fill the context limit, at the ITL SLO, after a first token at
+# the TTFT SLO: ttft + context × itl. With the defaults (8,192 tokens, 2 s, 0.1 s) that is
+# 15 + ceil(2 + 819.2) + 10 = 847 s; the sample's 2,048-token context gives 232 s. It is an upper
+# bound, not a wait: an idle pod leaves after the endpoint delay. _GRACE_MAX_S caps it at one hour
+# (a 32,768-token context at 0.1 s ITL, 3,294 s, still fits; a 131,072-token one is cut after an
+# hour of a single stream): past that a scale-down would hold a GPU for hours for one answer.
+# Cluster tools may cut it shorter: the Cluster Autoscaler evicts with at most
+# --max-graceful-termination-sec (600 s by default), `kubectl drain` with its --timeout.
+_ENDPOINT_DELAY_S = 15
+_SHUTDOWN_MARGIN_S = 10  # SIGTERM to exit once idle: the engine's own shutdown
 _GRACE_MIN_S = 60
-_GRACE_MAX_S = 900
+_GRACE_MAX_S = 3600
+# Rollout progress (Deployment spec.progressDeadlineSeconds): a rolling update (maxSurge 1,
+# maxUnavailable 0) progresses each time a new pod turns available, one cold start after it was
+# created; the startup probe allows 1.5 cold starts before a restart. With Kubernetes' default of
+# 600 s, a 900 s cold start is reported as ProgressDeadlineExceeded although nothing is wrong. The
+# deadline is 2 cold starts (one for scheduling, image pull and a slow weight read on top of the
+# probe's 1.5) plus 60 s, never below Kubernetes' default: 1,860 s for a 900 s cold start, 600 s
+# for the default 180 s one.
+_PROGRESS_COLD_STARTS = 2
+_PROGRESS_EXTRA_S = 60
+_PROGRESS_MIN_S = 600
+
+#: The preStop hook's program (``python3 -c DRAIN_SCRIPT URL NAMES DELAY``), standard library only,
+#: so that it runs in the vLLM, SGLang and llmscale images alike: sleep ``DELAY`` seconds (endpoint
+#: propagation), then read ``URL`` (the engine's ``/metrics``) every second until the samples of the
+#: comma-separated metric ``NAMES`` (running and waiting requests of the engine's profile) sum to 0.
+#: It returns at once when the engine does not answer (not started yet, or gone): nothing can be in
+#: flight then.
+DRAIN_SCRIPT = """\
+import sys, time, urllib.request
+url, names, delay = sys.argv[1], set(sys.argv[2].split(",")), float(sys.argv[3])
+time.sleep(delay)
+while True:
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except Exception:
+        sys.exit(0)
+    busy = 0.0
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in names:
+            busy += float(line[line.index("}") + 1:].split()[0] if "}" in line else line.split()[1])
+    if busy == 0:
+        sys.exit(0)
+    time.sleep(1)
+"""
 
 
 # The mock engine runs as the image's non-root user (Dockerfile: USER 65532:65532) and writes only
@@ -139,29 +197,62 @@ def engine_command(spec: LLMDeploymentSpec) -> tuple[list[str], list[str]]:
     return ["llmscale"], args + extra
 
 
-def termination_grace_seconds(spec: LLMDeploymentSpec) -> int:
-    """Return ``terminationGracePeriodSeconds``: the preStop sleep plus time to drain a long answer.
+def longest_generation_seconds(spec: LLMDeploymentSpec) -> float:
+    """Return the seconds of the longest generation the spec allows at its SLO: a first token at
+    ``ttftP95Seconds``, then a whole context (``contextLimitTokens``, prompt included, as the
+    engine's ``max_model_len`` bounds prompt + output) at ``itlP95Seconds`` a token.
 
-    ``15 + ceil(ttftP95 + 2048 × itlP95)``, clamped to 60–900 s; 222 s with the default SLO
-    (2 s, 0.1 s). See the constants' comment for the numbers.
+    2 + 8,192 × 0.1 = 821.2 s with the defaults.
     """
-    drain = spec.slo.ttft_p95_seconds + _DRAIN_OUTPUT_TOKENS * spec.slo.itl_p95_seconds
-    return max(_GRACE_MIN_S, min(_GRACE_MAX_S, _PRESTOP_SLEEP_S + math.ceil(drain)))
+    return spec.slo.ttft_p95_seconds + spec.model.context_limit_tokens * spec.slo.itl_p95_seconds
+
+
+def termination_grace_seconds(spec: LLMDeploymentSpec) -> int:
+    """Return ``terminationGracePeriodSeconds``: the endpoint delay, the longest generation and the
+    engine's shutdown, ``15 + ceil(ttftP95 + contextLimitTokens × itlP95) + 10``, clamped to
+    60–3,600 s (847 s with the defaults). See the comment at ``_ENDPOINT_DELAY_S`` for the numbers
+    and the cap.
+    """
+    drain = _ENDPOINT_DELAY_S + math.ceil(longest_generation_seconds(spec)) + _SHUTDOWN_MARGIN_S
+    return max(_GRACE_MIN_S, min(_GRACE_MAX_S, drain))
+
+
+def progress_deadline_seconds(spec: LLMDeploymentSpec) -> int:
+    """Return the Deployment's ``progressDeadlineSeconds``: ``max(600, ceil(2 × coldStartSeconds) +
+    60)`` (1,860 s for a 900 s cold start). See the comment at ``_PROGRESS_COLD_STARTS``."""
+    derived = math.ceil(_PROGRESS_COLD_STARTS * spec.headroom.cold_start_seconds) + _PROGRESS_EXTRA_S
+    return max(_PROGRESS_MIN_S, derived)
+
+
+def drain_command(spec: LLMDeploymentSpec) -> list[str]:
+    """Return the preStop command: :data:`DRAIN_SCRIPT` run by ``python3`` against the engine's
+    ``http://127.0.0.1:<port>/metrics``, waiting for the running and waiting requests of the
+    engine's metric profile (``vllm:num_requests_running``/``_waiting``, or SGLang's
+    ``sglang:num_running_reqs``/``num_queue_reqs``) to reach 0 after a 15 s endpoint delay."""
+    profile = get_profile(spec.engine.profile())
+    url = f"http://127.0.0.1:{spec.engine.port}/metrics"
+    return ["python3", "-c", DRAIN_SCRIPT, url, f"{profile.running},{profile.waiting}", str(_ENDPOINT_DELAY_S)]
 
 
 def _startup_failure_threshold(cold_start_s: float) -> int:
     return max(_STARTUP_MIN_FAILURES, math.ceil(cold_start_s * _STARTUP_MARGIN / _STARTUP_PERIOD_S))
 
 
-def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool) -> dict[str, Any]:
+def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool, priority_class: str | None = None) -> dict[str, Any]:
     """Return the pod template of one pool's Deployment.
+
+    ``priority_class`` is the pool's ``priorityClassName`` (none when ``None``): the interactive
+    pool's class is above the batch pool's, so the scheduler preempts batch pods for interactive
+    ones when GPUs run out (docs/operator.md, "Interactive first").
 
     One container ``engine`` (see :func:`engine_command`) requesting
     ``gpusPerReplica`` × ``gpuResourceName`` (requests equal limits, as extended resources
     require); a startup probe on ``GET /health`` with ``failureThreshold × 10 s ≥ 1.5 × cold
     start``, readiness every 5 s and liveness every 15 s on the same path (vLLM and SGLang both
-    answer ``/health`` once the model is loaded); a preStop sleep and a grace period sized by
-    :func:`termination_grace_seconds`; annotations for the KWOK cold start and Prometheus scraping.
+    answer ``/health`` once the model is loaded); a preStop hook that waits until the engine has no
+    request left (:func:`drain_command`) and a grace period sized by
+    :func:`termination_grace_seconds`; the pool's PriorityClass when one is given;
+    annotations for the KWOK cold start and Prometheus scraping.
 
     The mock engine's pod also meets the "restricted" Pod Security Standard: non-root UID/GID
     65532 (the image's user), no privilege escalation, every capability dropped, seccomp
@@ -194,12 +285,14 @@ def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool) -> dict[str, An
         "startupProbe": probe(_STARTUP_PERIOD_S, _startup_failure_threshold(spec.headroom.cold_start_seconds), 5),
         "readinessProbe": probe(_READINESS_PERIOD_S, 3, 3),
         "livenessProbe": probe(_LIVENESS_PERIOD_S, _LIVENESS_FAILURES, 5),
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(_PRESTOP_SLEEP_S)]}}},
+        "lifecycle": {"preStop": {"exec": {"command": drain_command(spec)}}},
     }
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "terminationGracePeriodSeconds": termination_grace_seconds(spec),
     }
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
     if spec.engine.type == "mock":
         container["securityContext"] = {
             "allowPrivilegeEscalation": False,

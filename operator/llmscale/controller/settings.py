@@ -38,6 +38,7 @@ from pydantic_settings import (
 from llmscale.signals.config import ReaderSettings
 
 __all__ = [
+    "DEFAULT_PEERING",
     "ENV_VARS",
     "PEERING_PRIORITY_RANGE",
     "READER_SETTINGS",
@@ -48,6 +49,9 @@ __all__ = [
     "setting_names",
     "with_peering_priority",
 ]
+
+#: The peering object an operator joins when none is named (and creates none: the chart does).
+DEFAULT_PEERING = "llmscale"
 
 #: Range of peering priorities, inclusive: a signed 32-bit integer, so that the value stays exact
 #: in any JSON reader of the peering object's status (Kopf writes it there as a number).
@@ -257,21 +261,50 @@ class OperatorSettings(BaseSettings):
         min_length=1, json_schema_extra=_names(metavar="NAME"),
     )
 
+    interactive_priority_class: str | None = Field(
+        None,
+        title="PriorityClass of the interactive pool's pods (unset: none)",
+        description="priorityClassName of the interactive pool's pods. The chart and the kustomize "
+        "base create llmscale-interactive (value 1000) and llmscale-batch (100) and set both, so that "
+        "the scheduler preempts batch pods when interactive ones cannot be placed. Unset by default "
+        "for `llmscale run` because a pod naming a PriorityClass that does not exist is refused by "
+        "the API server: set it only where the class is installed.",
+        min_length=1, json_schema_extra=_names(helm="priorityClasses.interactive.name", metavar="NAME"),
+    )
+    batch_priority_class: str | None = Field(
+        None,
+        title="PriorityClass of the batch pool's pods (unset: none)",
+        description="priorityClassName of the batch pool's pods; keep it below the interactive "
+        "pool's (see interactive_priority_class).",
+        min_length=1, json_schema_extra=_names(helm="priorityClasses.batch.name", metavar="NAME"),
+    )
+
     # --- leader election ----------------------------------------------------------------------------
     peering_name: str | None = Field(
         None,
-        title="leader election through Kopf peering object NAME (needs Kopf's peering CRDs)",
+        title="leader election through Kopf peering object NAME, mandatory (unset: llmscale, if it exists)",
         validation_alias="LLMSCALE_PEERING",
-        description="Kopf peering object for leader election between operator replicas; unset runs "
-        "standalone (--standalone), which is right for a single replica and needs no peering CRD. "
-        "Two standalone replicas would both scale: run one, or peer. Once named, peering is "
-        "mandatory.",
+        description="Kopf peering object for leader election between operator processes. Named, "
+        "peering is mandatory: the operator waits for the object rather than run alone (the chart "
+        "names it). Unset, the operator joins the peering object `llmscale` when it exists (the "
+        "chart creates it) and runs alone when it does not (Kopf's auto-detection), so that "
+        "`llmscale run` on a workstation beside an installed operator never becomes a second writer "
+        "of the same replicas: one of the two pauses. --standalone opts out.",
         json_schema_extra=_names(flags=("--peering",), helm="leaderElection.name", metavar="NAME"),
+    )
+    standalone: bool = Field(
+        False,
+        title="no leader election; refuse to start while another operator holds the peering",
+        description="Run without Kopf peering. Before it starts, the operator looks for live peers "
+        "in the peering objects it would have joined (and in those of the other scope it can "
+        "read) and refuses to start while one exists: a standalone operator beside a peered one "
+        "would be a second writer. Off by default; the chart sets it with leaderElection.enabled=false.",
+        json_schema_extra=_names(helm="leaderElection.enabled"),
     )
     peering_priority: int | None = Field(
         None,
         title="Kopf peering priority of this process (unset: random per process)",
-        description="Kopf peering priority of this process, only with a peering name. Kopf pauses a "
+        description="Kopf peering priority of this process, only with peering. Kopf pauses a "
         "peer that sees a live peer of higher priority, and pauses every peer that sees one of the "
         "same priority (kopf/_core/engines/peering.py, process_peering_event). Replicas of one "
         "Deployment share their environment, so a fixed priority would pause all of them forever: "
@@ -405,15 +438,19 @@ class OperatorSettings(BaseSettings):
                 str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from None
         if self.all_namespaces and self.namespaces:
             raise ValueError("set either namespaces or all_namespaces, not both")
-        if self.peering_priority is not None and self.peering_name is None:
-            raise ValueError("peering_priority needs peering_name (--peering NAME): a standalone "
-                             "operator has no peers to rank")
+        if self.standalone and self.peering_name is not None:
+            raise ValueError("set either standalone or peering_name, not both")
+        if self.peering_priority is not None and self.standalone:
+            raise ValueError("peering_priority needs peering: a standalone operator has no peers to rank")
         return self
 
     @property
-    def standalone(self) -> bool:
-        """Whether Kopf runs without peering (no leader election)."""
-        return self.peering_name is None
+    def peering(self) -> str | None:
+        """The Kopf peering object in force: ``peering_name``, else :data:`DEFAULT_PEERING`;
+        ``None`` when standalone."""
+        if self.standalone:
+            return None
+        return self.peering_name or DEFAULT_PEERING
 
 
 READER_SETTINGS.update({
@@ -492,9 +529,9 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         elif field == "all_namespaces":
             scope.add_argument(*n.flags, action="store_true", **kwargs)
         elif field == "peering_name":
-            peering.add_argument("--standalone", action="store_true", default=None,
-                                 help="run without leader election (the default unless LLMSCALE_PEERING is set)")
             peering.add_argument(*n.flags, metavar=n.metavar, **kwargs)
+        elif field == "standalone":
+            peering.add_argument(*n.flags, action="store_true", **kwargs)
         elif OperatorSettings.model_fields[field].annotation is bool:
             parser.add_argument(*n.flags, action=argparse.BooleanOptionalAction, **kwargs)
         else:
@@ -570,7 +607,7 @@ def load_settings(args: argparse.Namespace | None = None, env: Mapping[str, str]
             if value is not None:
                 from_flags[field] = tuple(value) if field == "namespaces" else value
         if flags.get("standalone"):
-            from_flags["peering_name"] = None
+            from_env.pop("peering_name", None)
             if "peering_priority" not in from_flags:
                 # A priority from the environment (the chart's) means nothing without peering.
                 from_env.pop("peering_priority", None)
@@ -578,6 +615,8 @@ def load_settings(args: argparse.Namespace | None = None, env: Mapping[str, str]
             from_flags["namespaces"] = ()
         elif flags.get("namespaces"):
             from_flags["all_namespaces"] = False
+        if flags.get("peering_name"):
+            from_env.pop("standalone", None)
     # Every variable set must parse, even one a flag overrides: a typo in the chart's environment
     # should not wait for the day the flag is dropped. Contradictions are judged on the merge.
     try:
@@ -606,6 +645,6 @@ def with_peering_priority(settings: OperatorSettings, rng: random.Random) -> Ope
     ``llmscale run`` passes :class:`random.SystemRandom` (seeded by the OS, so two replicas started in
     the same instant from the same image still differ).
     """
-    if settings.peering_name is None or settings.peering_priority is not None:
+    if settings.standalone or settings.peering_priority is not None:
         return settings
     return settings.model_copy(update={"peering_priority": rng.randint(1, PEERING_PRIORITY_RANGE[1])})

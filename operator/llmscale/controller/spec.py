@@ -13,7 +13,7 @@ from typing import Any
 
 import pydantic
 
-from llmscale.api import LLMDeploymentSpec
+from llmscale.api import LLMDeploymentSpec, name_problem
 from llmscale.controller.events import EVENT_MESSAGE_MAX
 from llmscale.controller.podtemplate import UnsupportedSpecError, engine_command
 
@@ -38,9 +38,13 @@ def read_spec(body: Mapping[str, Any]) -> LLMDeploymentSpec:
 
     Raises:
         InvalidSpec: the spec fails the pydantic model (every error, ``;``-separated, each led by
-            its field path) or names a combination the operator cannot turn into pods
-            (:class:`~llmscale.controller.podtemplate.UnsupportedSpecError`).
+            its field path), names a combination the operator cannot turn into pods
+            (:class:`~llmscale.controller.podtemplate.UnsupportedSpecError`), or the object's name
+            cannot name its Service (an object created before the CRD's rule on ``metadata.name``).
     """
+    problem = name_problem(str(body.get("metadata", {}).get("name") or ""))
+    if problem is not None:
+        raise InvalidSpec(problem)
     try:
         spec = LLMDeploymentSpec.model_validate(dict(body.get("spec") or {}))
     except pydantic.ValidationError as exc:

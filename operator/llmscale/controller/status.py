@@ -42,6 +42,7 @@ def build_status(
     previous: Mapping[str, Any] | None,
     now: float,
     memory: PolicyMemory | None = None,
+    extra_conditions: Mapping[str, ConditionResult] | None = None,
 ) -> dict[str, Any]:
     """Return the operator-owned part of ``status`` after a tick, in wire format.
 
@@ -56,6 +57,8 @@ def build_status(
         now: seconds since the epoch.
         memory: the policy memory to save in ``status.policyState``; ``decision.memory`` when
             ``None`` (the operator passes the memory that matches what it applied).
+        extra_conditions: the shell's own conditions (``ChildrenApplied``, ``SoleAutoscaler``),
+            by type.
     """
     status = LLMDeploymentStatus(
         observed_generation=generation,
@@ -85,6 +88,7 @@ def build_status(
             "ScalingLimited": decision.scaling_limited,
             "BatchWindowOpen": decision.batch_window_open,
             "PolicyStateReadable": decision.policy_state_readable,
+            **(extra_conditions or {}),
         },
         now,
         generation,

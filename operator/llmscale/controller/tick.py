@@ -5,10 +5,16 @@
    (:func:`llmscale.policy.history.record_snapshot`) and the policy memory (this process's, else
    ``status.policyState``);
 2. **decide**: ``deps.decide(spec, history, state, memory, now)``, pure;
-3. **apply**: each pool whose replicas change gets its Deployment server-side applied, on its own:
-   one pool's refusal never stops or undoes the other's;
+3. **apply**: the pods' deletion costs (:mod:`llmscale.controller.deletioncost`), then each pool
+   whose replicas change gets its Deployment server-side applied, on its own: one pool's refusal
+   never stops or undoes the other's; a pool that another autoscaler targets is left alone
+   (:mod:`llmscale.controller.autoscalers`);
 4. **record**: the policy memory that matches what was applied (:func:`memory_after`), an Event and
-   a log line per applied scale, the metrics, and ``status`` when it changed.
+   a log line per applied scale (and per refusal), the metrics, and ``status`` when it changed.
+
+A tick also puts back children that are missing — deleted by someone, or never applied because
+Kopf's bookkeeping annotations say the object was handled (an object restored from a backup with
+its annotations): a Deployment missing for :data:`CHILDREN_GRACE_S` is applied again.
 
 Two clocks, never mixed: the event loop's (monotonic seconds, ``asyncio`` ``loop.time()``) decides
 *when* — whether the tick is due, the grace before re-applying missing children, the status
@@ -19,6 +25,7 @@ is *what time it is* for the policy, the signal read and the times written in st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -26,14 +33,17 @@ from typing import Any
 import kopf
 
 from llmscale.api import LLMDeploymentSpec
+from llmscale.controller.applyfailure import CHILDREN_APPLIED, applied_condition, note_apply
+from llmscale.controller.autoscalers import SOLE_AUTOSCALER, note_other_autoscalers, sole_autoscaler_condition
 from llmscale.controller.children import deployment_manifest
+from llmscale.controller.costwriter import write_deletion_costs
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.ensure import ensure_children
 from llmscale.controller.events import post_policy_state_unreadable, post_scaled, scaled_message
-from llmscale.controller.indexes import deployment_replicas, pod_phases
+from llmscale.controller.indexes import deployment_replicas, other_autoscalers, pod_costs, pod_phases
 from llmscale.controller.invalid import report_invalid
 from llmscale.controller.memory import ObjectMemory, memory_after
-from llmscale.controller.names import BATCH, INTERACTIVE, Pool, owner_reference
+from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deployment_name, owner_reference
 from llmscale.controller.pods import pool_state
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.status import build_status
@@ -49,9 +59,10 @@ __all__ = ["CHILDREN_GRACE_S", "PoolChange", "tick"]
 
 _Logger = logging.Logger | logging.LoggerAdapter[Any]
 
-#: A Deployment we applied shows up in the index within milliseconds (the watch event); one still
-#: missing this many loop seconds after the children were applied was deleted by someone else and
-#: is applied again.
+#: A Deployment we applied shows up in the index within milliseconds (the watch event), and a new
+#: object's children are applied by the create handler within a second; one still missing after
+#: this many loop seconds of ticks was deleted by someone, or never applied (a restored object whose
+#: Kopf annotations say "handled"), and is applied again.
 CHILDREN_GRACE_S = 10.0
 
 
@@ -64,12 +75,14 @@ class PoolChange:
         old: replicas before the tick (0 for a batch Deployment that does not exist yet).
         new: replicas decided.
         applied: whether the API server accepted the apply.
+        error: the refusal's message when it did not.
     """
 
     pool: Pool
     old: int
     new: int
     applied: bool
+    error: str | None = None
 
 
 def _direction(old: int, new: int) -> str:
@@ -121,11 +134,11 @@ async def _apply(
     done: list[PoolChange] = []
     for pool, old, new in changes:
         try:
-            await apply_manifests(deps.writer, [deployment_manifest(name, namespace, spec, pool, new, owner)],
-                                  deps.metrics)
+            manifest = deployment_manifest(name, namespace, spec, pool, new, owner, deps.priority_classes)
+            await apply_manifests(deps.writer, [manifest], deps.metrics)
         except ApplyRefused as exc:
             logger.error(f"Failed to scale {pool} pool of LLMDeployment {namespace}/{name} to {new}: {exc}")
-            done.append(PoolChange(pool, old, new, applied=False))
+            done.append(PoolChange(pool, old, new, applied=False, error=str(exc)))
         else:
             done.append(PoolChange(pool, old, new, applied=True))
     return done
@@ -142,6 +155,9 @@ async def tick(
     logger: _Logger,
     deployments: Any,
     pods: Any,
+    costs: Any = None,
+    hpas: Any = None,
+    scaled_objects: Any = None,
 ) -> None:
     """Run one tick of the LLMDeployment ``body`` if its ``spec.scaling.tickSeconds`` is due.
 
@@ -153,7 +169,8 @@ async def tick(
         deps: the injected dependencies.
         mem: the object's memory; updated in place.
         body / namespace / name / patch / logger: Kopf's handler arguments.
-        deployments / pods: the Kopf indexes (:mod:`llmscale.controller.indexes`).
+        deployments / pods / costs / hpas / scaled_objects: the Kopf indexes
+            (:mod:`llmscale.controller.indexes`).
     """
     loop = asyncio.get_running_loop()
     started_loop_s = loop.time()
@@ -173,14 +190,23 @@ async def tick(
     current_b = deployment_replicas(deployments, key_b)
     if current_i is None:
         # No interactive Deployment in the index. Right after create/resume that is the watch
-        # catching up with our own apply (milliseconds); long after, someone deleted it: apply
-        # the children again. The tick decides once the Deployment is back in the index.
+        # catching up with our own apply (milliseconds); after CHILDREN_GRACE_S of ticks, someone
+        # deleted it or nobody applied it: apply the children again. The tick decides once the
+        # Deployment is back in the index.
+        now_loop = loop.time()
+        if mem.children_missing_since_loop_s is None:
+            mem.children_missing_since_loop_s = now_loop
         applied = mem.children_applied_loop_s
-        if applied is not None and loop.time() - applied > CHILDREN_GRACE_S:
-            logger.warning(f"Found Deployment {namespace}/{name} missing: applying the children again")
-            await ensure_children(deps, mem, body=body, namespace=namespace, name=name, patch=patch,
-                                  logger=logger, deployments=deployments)
+        if (now_loop - mem.children_missing_since_loop_s >= CHILDREN_GRACE_S
+                and (applied is None or now_loop - applied >= CHILDREN_GRACE_S)):
+            # Once per failure: while the apply keeps failing, ApplyFailed says it (once per answer).
+            log = logger.debug if mem.apply_error is not None else logger.warning
+            log(f"Found Deployment {namespace}/{name} missing: applying the children again")
+            with contextlib.suppress(kopf.TemporaryError, kopf.PermanentError):  # reported, retried next tick
+                await ensure_children(deps, mem, body=body, namespace=namespace, name=name, patch=patch,
+                                      logger=logger, deployments=deployments)
         return
+    mem.children_missing_since_loop_s = None
     state = pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b))
     wall_now = deps.clock()
     snapshot = await _read_signals(deps, spec, namespace, name, wall_now, logger)
@@ -199,8 +225,20 @@ async def tick(
     decision = deps.decide(spec, mem.history, state, memory, wall_now)
 
     # --- apply ------------------------------------------------------------------------------
-    changes = await _apply(deps, body, spec, namespace, name, _changes(spec, state, current_b is not None, decision),
-                           logger)
+    # Another autoscaler on a pool's Deployment: leave that pool's replicas to it.
+    others = {pool: other_autoscalers((hpas, scaled_objects), (namespace, deployment_name(name, pool)))
+              for pool in POOLS}
+    note_other_autoscalers(mem, body, logger, others)
+    wanted = [c for c in _changes(spec, state, current_b is not None, decision) if not others[c[0]]]
+    # The pods' deletion costs first, so that a scale-down removes the least-loaded pods.
+    if not others[INTERACTIVE]:
+        await write_deletion_costs(deps, namespace, pod_costs(costs, key_i), snapshot,
+                                   scaling_down=decision.interactive_replicas < state.interactive_replicas,
+                                   logger=logger)
+    changes = await _apply(deps, body, spec, namespace, name, wanted, logger)
+    errors = [c.error for c in changes if c.error is not None]
+    if errors or (changes and mem.apply_error is not None):
+        note_apply(mem, body, logger, "; ".join(errors) or None)
 
     # --- record -----------------------------------------------------------------------------
     applied_i, applied_b = state.interactive_replicas, state.batch_replicas
@@ -230,6 +268,8 @@ async def tick(
         decision=decision, snapshot=snapshot, state=state, applied_interactive=applied_i,
         applied_batch=applied_b, generation=body.get("metadata", {}).get("generation"),
         previous=previous, now=wall_now, memory=mem.policy_memory,
+        extra_conditions={CHILDREN_APPLIED: applied_condition(mem.apply_error),
+                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others)},
     )
     written_loop_s = loop.time()
     update = status_patch(previous, desired, now=written_loop_s, last_written_at=mem.last_status_write_loop_s,

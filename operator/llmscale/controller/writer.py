@@ -1,15 +1,18 @@
 """The writer of children: server-side apply (and delete) of Deployments, Services and
-PodDisruptionBudgets through the official Kubernetes client, with a refusal reported as
-:class:`ApplyRefused` that says whether retrying can help.
+PodDisruptionBudgets, and the deletion-cost annotation of pods, through the official Kubernetes
+client, with a refusal reported as :class:`ApplyRefused` that says whether retrying can help.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import kubernetes.client
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from llmscale.controller.metrics import OperatorMetrics
@@ -27,6 +30,10 @@ class ChildWriter(Protocol):
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Delete one object; return ``False`` when it did not exist."""
+        ...
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Set ``annotations`` on one pod (server-side apply of those keys only)."""
         ...
 
 
@@ -76,6 +83,22 @@ class KubernetesWriter:
         """
         await asyncio.to_thread(self._apply_sync, manifest)
 
+    def _annotate_pod_sync(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)}}
+        self._core.patch_namespaced_pod(name, namespace, body, field_manager=self.field_manager, force=True,
+                                        _content_type="application/apply-patch+yaml")
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Server-side apply ``annotations`` on one pod: this manager owns those keys and nothing
+        else of the pod (the ReplicaSet keeps its own fields).
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: the API server refused (404 once the pod
+                is gone).
+        """
+        await asyncio.to_thread(self._annotate_pod_sync, namespace, name, annotations)
+
     def _delete_sync(self, kind: str, namespace: str, name: str) -> bool:
         if kind != "Deployment":
             raise ValueError(f"llmscale does not delete objects of kind {kind}")
@@ -102,16 +125,28 @@ class ApplyRefused(Exception):
     Attributes:
         what: ``<kind> <namespace>/<name>`` of the refused object.
         status: the HTTP status (``None`` when the request never got an answer).
-        reason: the API server's reason phrase.
+        reason: the API server's reason phrase, followed by its message when it sent one (e.g.
+            ``Unprocessable Entity: Service "70b-chat" is invalid: metadata.name: Invalid value:
+            ...``), or the error that kept the request from an answer.
         permanent: ``True`` for a 4xx other than 409 (conflict) and 429 (throttled): the same
-            apply will be refused again, so only a change of the spec can help.
+            apply will be refused again until something else changes (the spec, a quota, a
+            policy), so it is retried less often.
     """
 
     def __init__(self, what: str, status: int | None, reason: str | None) -> None:
         self.what, self.status, self.reason = what, status, reason
         self.permanent = status is not None and 400 <= status < 500 and status not in (409, 429)
         verb = "refused" if self.permanent else "failed on"
-        super().__init__(f"API server {verb} {what}: {status} {reason}")
+        code = f"{status} " if status is not None else ""
+        super().__init__(f"API server {verb} {what}: {code}{reason}")
+
+
+def _answer(exc: ApiException) -> str:
+    """The reason phrase and, when the body is a ``Status``, its message."""
+    message = None
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        message = json.loads(exc.body or "").get("message")
+    return f"{exc.reason}: {message}" if message else str(exc.reason)
 
 
 async def apply_manifests(
@@ -122,12 +157,17 @@ async def apply_manifests(
     Every refusal counts in ``llmscale_apply_errors_total{kind}``.
 
     Raises:
-        ApplyRefused: the API server refused one manifest (those before it were applied).
+        ApplyRefused: the API server refused one manifest, or the request got no answer (a
+            connection error, a timeout); those before it were applied.
     """
     for manifest in manifests:
+        meta = manifest["metadata"]
+        what = f"{manifest['kind']} {meta['namespace']}/{meta['name']}"
         try:
             await writer.apply(manifest)
         except ApiException as exc:
             metrics.apply_errors.labels(manifest["kind"]).inc()
-            meta = manifest["metadata"]
-            raise ApplyRefused(f"{manifest['kind']} {meta['namespace']}/{meta['name']}", exc.status, exc.reason) from exc
+            raise ApplyRefused(what, exc.status, _answer(exc)) from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            metrics.apply_errors.labels(manifest["kind"]).inc()
+            raise ApplyRefused(what, None, f"no answer: {exc!r}") from exc

@@ -8,8 +8,14 @@ cold start), but nothing runs in those pods. This process runs what the pods wou
   127.0.0.1 (the cold start has already been waited out by KWOK, so it passes
   ``--cold-start-seconds 0``), and annotates the pod with ``llmscale.dev/local-address`` so that
   Prometheus' Kubernetes service discovery can relabel ``__address__`` to it;
-* when a pod is deleted (or stops being Ready), it sends the engine SIGTERM — the engine stops
-  taking new requests and finishes in-flight ones — and SIGKILL after the pod's grace period;
+* when a pod is deleted it does what a kubelet does: the pod leaves the router at once (as it
+  leaves its Service's endpoints), the container's preStop ``exec`` hook runs (the pod template's
+  drain hook, pointed at the engine's local address), then the engine gets SIGTERM — the mock
+  engine refuses new requests and finishes those in flight — and SIGKILL once the pod's
+  ``terminationGracePeriodSeconds`` have passed since the deletion; when the engine has exited it
+  deletes the pod with a grace period of 0, as the kubelet does, so the pod stays ``Terminating``
+  exactly as long as its engine runs (KWOK removes it at its ``deletionTimestamp`` should this
+  runner be gone: kwok-stages.yaml);
 * it serves a small router on ``--router-port``: ``/ns/<namespace>/svc/<service>/<path>`` is
   proxied to the least-loaded Ready engine among the pods the Service selects (as kube-proxy
   would, but least-outstanding rather than random), and ``/ns/<namespace>/pool/<deployment>/<pool>/
@@ -75,6 +81,34 @@ def engine_command(pod: Any, port: int, time_scale: float, python: str) -> list[
     return None
 
 
+def prestop_command(pod: Any, address: str, python: str) -> list[str] | None:
+    """Return the local command line of the engine container's preStop ``exec`` hook, or ``None``.
+
+    The hook runs in the pod's network namespace, where the engine listens on its container port;
+    here the engine listens on ``address`` (``127.0.0.1:PORT``), so every ``127.0.0.1:<container
+    port>`` and ``localhost:<container port>`` in the command is pointed at it, and ``python3`` is
+    this interpreter (the hook of llmscale's pod template is a ``python3 -c`` program).
+    """
+    for container in pod.spec.containers:
+        argv = list(container.command or []) + list(container.args or [])
+        if not (len(argv) >= 2 and Path(argv[0]).name == "llmscale" and argv[1] == "engine"):
+            continue
+        hook = container.lifecycle.pre_stop if container.lifecycle is not None else None
+        command = list(hook._exec.command or []) if hook is not None and hook._exec is not None else []
+        if not command:
+            return None
+        ports = [p.container_port for p in container.ports or []]
+        local = []
+        for arg in command:
+            for port in ports:
+                arg = arg.replace(f"127.0.0.1:{port}", address).replace(f"localhost:{port}", address)
+            local.append(arg)
+        if Path(local[0]).name in ("python", "python3"):
+            local[0] = python
+        return local
+    return None
+
+
 def _drop_flags(argv: list[str], flags: set[str]) -> list[str]:
     out: list[str] = []
     skip = False
@@ -129,9 +163,12 @@ class Engine:
     process: asyncio.subprocess.Process
     log_path: Path
     grace_s: float
+    prestop: list[str] | None = None
     outstanding: int = 0
     listening: bool = False
     stopping_since: float | None = None
+    pod_terminating: bool = False
+    terminator: asyncio.Task[None] | None = None
 
     @property
     def address(self) -> str:
@@ -177,6 +214,7 @@ class PodRunner:
             if ready and engine is None:
                 await self.start(pod)
             elif engine is not None and pod.metadata.deletion_timestamp is not None:
+                engine.pod_terminating = True
                 self.stop(engine, reason="Pod is terminating")
         for uid, engine in list(self.engines.items()):
             if uid not in seen:
@@ -204,7 +242,8 @@ class PodRunner:
         proc = await asyncio.create_subprocess_exec(*argv, stdout=logf, stderr=asyncio.subprocess.STDOUT)
         logf.close()
         grace = float(pod.spec.termination_grace_period_seconds or 30)
-        engine = Engine(ns, name, pod.metadata.uid, dict(pod.metadata.labels or {}), port, proc, log_path, grace)
+        engine = Engine(ns, name, pod.metadata.uid, dict(pod.metadata.labels or {}), port, proc, log_path, grace,
+                        prestop=prestop_command(pod, f"127.0.0.1:{port}", sys.executable))
         self.engines[pod.metadata.uid] = engine
         # "<pid> <start time> <argv0>", the format of llmscale.localcluster.cluster: a sweep after a crash
         # of this runner (addons.sweep_engines) never signals a PID the kernel has reused.
@@ -217,11 +256,28 @@ class PodRunner:
             await asyncio.to_thread(self.core.patch_namespaced_pod, name, ns, patch)
 
     def stop(self, engine: Engine, reason: str) -> None:
+        """Start the pod's termination (module docstring): no more routing, preStop, SIGTERM."""
         if engine.stopping_since is not None or engine.process.returncode is not None:
             return
         engine.stopping_since = time.monotonic()
         log.info("Stopping engine of pod %s/%s (pid %d): %s", engine.namespace, engine.pod,
                  engine.process.pid, reason)
+        engine.terminator = asyncio.create_task(self._terminate(engine))
+
+    async def _terminate(self, engine: Engine) -> None:
+        """Run the preStop hook (within the grace period), then send SIGTERM."""
+        if engine.prestop:
+            started = time.monotonic()
+            with engine.log_path.open("ab") as out:
+                hook = await asyncio.create_subprocess_exec(*engine.prestop, stdout=out, stderr=asyncio.subprocess.STDOUT)
+            try:
+                await asyncio.wait_for(hook.wait(), timeout=engine.grace_s)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    hook.kill()
+                await hook.wait()
+            log.info("PreStop hook of pod %s/%s exited with %s after %.1f s", engine.namespace, engine.pod,
+                     hook.returncode, time.monotonic() - started)
         with contextlib.suppress(ProcessLookupError):
             engine.process.send_signal(signal.SIGTERM)
 
@@ -231,6 +287,13 @@ class PodRunner:
             with contextlib.suppress(FileNotFoundError):
                 (self.state_dir / "engines" / f"{engine.namespace}_{engine.pod}.pid").unlink()
             log.info("Engine of pod %s/%s exited with %s", engine.namespace, engine.pod, engine.process.returncode)
+            if engine.terminator is not None:
+                engine.terminator.cancel()
+            if engine.pod_terminating:
+                # The kubelet's last word: the containers are gone, so the pod object goes too.
+                with contextlib.suppress(client.ApiException):
+                    await asyncio.to_thread(self.core.delete_namespaced_pod, engine.pod, engine.namespace,
+                                            grace_period_seconds=0)
             return
         if engine.stopping_since is not None and time.monotonic() - engine.stopping_since > engine.grace_s:
             with contextlib.suppress(ProcessLookupError):
@@ -398,4 +461,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["PodRunner", "engine_command", "is_ready", "main", "sanitize_label_name", "sd_target_groups"]
+__all__ = ["PodRunner", "engine_command", "is_ready", "main", "prestop_command", "sanitize_label_name",
+           "sd_target_groups"]
