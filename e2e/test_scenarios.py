@@ -19,6 +19,7 @@ import contextlib
 import functools
 import itertools
 import json
+import os
 import re
 import subprocess
 import threading
@@ -489,6 +490,13 @@ def test_10_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(clust
 # ----------------------------------------------------------------------------------------- 11
 
 
+#: With an external cluster: the secured Prometheus's URL, its CA file, user and password.
+SECURED_ENV = (
+    "LLMSCALE_E2E_SECURED_PROMETHEUS_URL", "LLMSCALE_E2E_SECURED_PROMETHEUS_CA_FILE",
+    "LLMSCALE_E2E_SECURED_PROMETHEUS_USERNAME", "LLMSCALE_E2E_SECURED_PROMETHEUS_PASSWORD",
+)
+
+
 def _pki(d: Path) -> tuple[Path, Path, Path]:
     """A CA and a server certificate for 127.0.0.1 signed by it (openssl, P-256): ``(ca, cert, key)``."""
     d.mkdir(parents=True, exist_ok=True)
@@ -509,19 +517,26 @@ def test_11_authenticated_prometheus_over_tls_with_basic_auth(
     """A second Prometheus scraping the same engines demands TLS and basic auth
     (``--web.config.file``). The operator, given its CA, user and password file through its
     settings, reads it and scales; with a wrong password it holds and says why."""
-    if cluster.local_state is None:
-        pytest.fail("the authenticated-Prometheus scenario starts its own Prometheus: local cluster only")
-    ca, cert, key = _pki(tmp_path / "pki")
-    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
-    web_config = tmp_path / "web.yml"
-    web_config.write_text(yaml.safe_dump({
-        "tls_server_config": {"cert_file": str(cert), "key_file": str(key)},
-        "basic_auth_users": {"llmscale": hashed},
-    }))
+    user, secret = "llmscale", "s3cret"
+    if cluster.local_state is not None:
+        ca, cert, key = _pki(tmp_path / "pki")
+        hashed = bcrypt.hashpw(secret.encode(), bcrypt.gensalt(rounds=4)).decode()
+        web_config = tmp_path / "web.yml"
+        web_config.write_text(yaml.safe_dump({
+            "tls_server_config": {"cert_file": str(cert), "key_file": str(key)},
+            "basic_auth_users": {user: hashed},
+        }))
+        url = addons.start_secured_prometheus(cluster.local_state, web_config, ca, user, secret)
+    else:
+        external = {v: os.environ.get(v) for v in SECURED_ENV}
+        if not all(external.values()):
+            pytest.fail(f"with an external cluster this scenario needs {', '.join(SECURED_ENV)}: a Prometheus "
+                        "scraping the engines over TLS with basic auth (see docs/e2e.md)")
+        url, ca = str(external[SECURED_ENV[0]]), Path(str(external[SECURED_ENV[1]]))
+        user, secret = str(external[SECURED_ENV[2]]), str(external[SECURED_ENV[3]])
     password = tmp_path / "password"
     password.write_text("wrong\n")
-    url = addons.start_secured_prometheus(cluster.local_state, web_config, ca, "llmscale", "s3cret")
-    auth = ("--prometheus-url", url, "--prometheus-ca-file", str(ca), "--prometheus-username", "llmscale")
+    auth = ("--prometheus-url", url, "--prometheus-ca-file", str(ca), "--prometheus-username", user)
     try:
         # Plain HTTP or no credentials get nowhere: it really demands both.
         with pytest.raises(urllib.error.URLError):
@@ -535,7 +550,7 @@ def test_11_authenticated_prometheus_over_tls_with_basic_auth(
         assert cluster.deployment_replicas(namespace, "chat") == 2, "held, not guessed"
 
         # The right password, through the file the settings name (re-read when it changes).
-        password.write_text("s3cret\n")
+        password.write_text(secret + "\n")
         wait_for("ready replicas and MetricsAvailable=True over TLS with basic auth", lambda: (
             cluster.status(namespace, "chat").get("replicas", {}).get("ready") == 2
             and (cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "True"
@@ -551,4 +566,5 @@ def test_11_authenticated_prometheus_over_tls_with_basic_auth(
         load.result(timeout=120)
     finally:
         cluster.restore_operator()
-        addons.stop_secured_prometheus(cluster.local_state)
+        if cluster.local_state is not None:
+            addons.stop_secured_prometheus(cluster.local_state)

@@ -661,8 +661,8 @@ class Condition(_Status):
     """A standard Kubernetes condition (``metav1.Condition``)."""
 
     type: str
-    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``,
-    ``BatchBacklog``, ``DeadlineAtRisk`` or ``PolicyStateReadable``."""
+    """``Ready``, ``MetricsAvailable``, ``RateWindowFits``, ``EnginesStalled``, ``AbleToScale``,
+    ``ScalingLimited``, ``BatchWindowOpen``, ``BatchBacklog``, ``DeadlineAtRisk`` or ``PolicyStateReadable``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str
