@@ -376,6 +376,7 @@ def test_7_prometheus_outage_holds_replicas_and_recovers(cluster: Cluster, names
         pytest.param({"batch": {"windows": [{"start": "01:00", "end": "05:00", "timezone": "Mars/Olympus_Mons"}]}},
                      "spec.batch.windows[0].timezone", id="bad-timezone"),
         pytest.param({"engine": {"type": "tgi"}}, "spec.engine.type", id="unknown-engine"),
+        pytest.param({"replicas": {"min": 0}}, "spec.replicas.min", id="min-zero-without-a-wake-query"),
     ],
 )
 def test_8_invalid_specs_are_rejected_by_the_api_server(cluster: Cluster, namespace: str,

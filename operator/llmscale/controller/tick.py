@@ -233,8 +233,9 @@ async def tick(
                                       logger=logger, deployments=deployments)
         return
     mem.children_missing_since_loop_s = None
-    state = pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b))
     snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s)
+    # After the read, which may have waited: the pools as they are when the policy decides.
+    state = pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b))
     wall_now = deps.clock()
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
