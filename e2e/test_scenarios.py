@@ -8,8 +8,9 @@ the mock Llama-3.1-8B on an L40S at real-time speed with 4 running requests per 
 second and 4 requests/s build a queue on one or two replicas.
 
 The numbered scenarios 1-9 are those of issue 4; 2, 3 and 4 are one load cycle on one
-LLMDeployment (ordered tests of one class). 10 and 11 are issue 10's: scale from zero on the
-router's queue, and an operator reading a Prometheus that demands TLS and basic auth.
+LLMDeployment (ordered tests of one class). 10 is in test_drain.py. 11 and 12 are issue 10's:
+scale from zero on the router's queue, and an operator reading a Prometheus that demands TLS and
+basic auth.
 """
 
 from __future__ import annotations
@@ -417,7 +418,7 @@ def test_9_delete_garbage_collects_the_children(cluster: Cluster, namespace: str
     wait_for("Deployments, ReplicaSets, Service, PDB and pods garbage-collected", gone, 60)
 
 
-# ----------------------------------------------------------------------------------------- 10
+# ----------------------------------------------------------------------------------------- 11
 
 #: The router's demand for Service <name>: requests it holds for want of a ready engine, plus those
 #: it received in the last 10 s (10 scrapes); ``or vector(0)`` before the router knows the Service.
@@ -442,7 +443,7 @@ def completion(cluster: Cluster, namespace: str, timeout_s: float = 90.0) -> tup
         return exc.code, time.monotonic() - started
 
 
-def test_10_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(cluster: Cluster, namespace: str) -> None:
+def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(cluster: Cluster, namespace: str) -> None:
     """``replicas.min: 0`` with a wake query on the router's metrics: after a little load the pool
     goes to zero once the scale-down window has passed; a request held by the router wakes it; the
     request is served once the new replica is Ready."""
@@ -488,7 +489,7 @@ def test_10_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(clust
                for m in scaled), scaled
 
 
-# ----------------------------------------------------------------------------------------- 11
+# ----------------------------------------------------------------------------------------- 12
 
 
 #: With an external cluster: the secured Prometheus's URL, its CA file, user and password.
@@ -512,7 +513,7 @@ def _pki(d: Path) -> tuple[Path, Path, Path]:
     return d / "ca.crt", d / "server.crt", d / "server.key"
 
 
-def test_11_authenticated_prometheus_over_tls_with_basic_auth(
+def test_12_authenticated_prometheus_over_tls_with_basic_auth(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:
     """A second Prometheus scraping the same engines demands TLS and basic auth
