@@ -23,9 +23,10 @@ from llmscale.api import (
     ScalingSpec,
     ScalingTargets,
     TroughWindow,
+    WakeSpec,
 )
 from llmscale.policy import PolicyMemory, PoolState
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.signals.snapshot import RateWindow, SignalSnapshot
 
 __all__ = [
     "DST_FREE_ZONES",
@@ -115,6 +116,9 @@ def specs(draw: st.DrawFn, with_batch: bool | None = None) -> LLMDeploymentSpec:
         tolerance=draw(st.floats(0, 0.3)),
         tick_seconds=draw(st.sampled_from([5.0, 15.0, 30.0])),
         metrics_max_age_seconds=draw(st.floats(30, 180)),
+        # min 0 needs a wake query; with min above 0 one may be set all the same.
+        wake=WakeSpec(query="sum(gateway_pending)", threshold=draw(st.sampled_from([0.0, 1.0])))
+        if lo == 0 or draw(st.booleans()) else None,
     )
     headroom = HeadroomSpec(
         replicas=draw(st.integers(0, 3)),
@@ -140,6 +144,18 @@ def maybe_value(max_value: float) -> st.SearchStrategy[float | None]:
     )
 
 
+#: Rate windows a snapshot may carry: none (not from Prometheus), fitting, too short, below the
+#: advised four intervals, and with the interval unknown.
+WINDOWS: tuple[RateWindow | None, ...] = (
+    None,
+    RateWindow(60.0, "60s", 15.0, "targets", auto=True),
+    RateWindow(240.0, "240s", 60.0, "targets", auto=True),
+    RateWindow(60.0, "1m", 60.0, "set", too_short=True, problem="rate window 1m is shorter than two scrape intervals"),
+    RateWindow(60.0, "1m", 20.0, "targets", problem="rate window 1m spans fewer than 4 scrape intervals"),
+    RateWindow(60.0, "60s", None, "unknown", auto=True),
+)
+
+
 @st.composite
 def snapshots(draw: st.DrawFn, now: float, max_age_s: float = 300.0, known: bool = False) -> SignalSnapshot:
     """A :class:`SignalSnapshot` observed 0–``max_age_s`` s before ``now``.
@@ -160,6 +176,9 @@ def snapshots(draw: st.DrawFn, now: float, max_age_s: float = 300.0, known: bool
         ttft_p95_s=draw(value(20.0)),
         itl_p95_s=draw(value(1.0)),
         replicas_reporting=draw(st.integers(0, 24)),
+        wake_demand=draw(value(10.0)),
+        stalled_pods=draw(st.sampled_from([(), ("chat-hung",)])),
+        window=draw(st.sampled_from(WINDOWS)),
     )
 
 
@@ -226,12 +245,13 @@ def planner_specs(draw: st.DrawFn) -> LLMDeploymentSpec:
         release_on_idle_capacity=draw(st.booleans()),
     )
     lo = draw(st.integers(0, 4))
+    wake = WakeSpec(query="sum(gateway_pending)") if lo == 0 else None
     return LLMDeploymentSpec(
         model=ModelSpec(name="chat", preset="llama-3.1-8b"),
         replicas=ReplicasSpec(min=lo, max=draw(st.integers(max(lo, 1), 16))),
         headroom=HeadroomSpec(replicas=draw(st.integers(0, 3))),
         resources=ResourcesSpec(gpus_per_replica=draw(st.sampled_from([1, 2, 4]))),
-        scaling=ScalingSpec(tolerance=draw(st.floats(0, 0.3))),
+        scaling=ScalingSpec(tolerance=draw(st.floats(0, 0.3)), wake=wake),
         batch=batch,
     )
 

@@ -58,6 +58,7 @@ __all__ = [
     "SignalStatus",
     "SloSpec",
     "TroughWindow",
+    "WakeSpec",
     "iana_timezones",
     "name_problem",
 ]
@@ -325,6 +326,22 @@ class ScaleDownBehavior(ScalingBehavior):
     """Largest decrease in replicas allowed within ``periodSeconds``."""
 
 
+class WakeSpec(_Model):
+    """A demand signal that exists while the pool has no replica, so that a pool scaled to zero
+    wakes up: a gateway's or router's count of requests waiting for the pool, or their rate
+    (docs/policy.md, "Scale to zero and back")."""
+
+    query: str = Field(min_length=1, max_length=4096)
+    """PromQL instant query whose value (summed over its series) is the demand in front of the pool,
+    e.g. ``sum(gateway_pending_requests{namespace="$namespace", service="$name"})``; ``$namespace`` and
+    ``$name`` are replaced by the LLMDeployment's own. No series reads as unknown (the pool then stays
+    where it is): end the query with ``or vector(0)`` if no series means no demand."""
+    threshold: float = Field(default=0.0, ge=0, le=1_000_000)
+    """At zero replicas the pool wakes (to one replica of demand plus the warm headroom) when the
+    query's value is above this; at or below it, with the engines idle, the pool may scale to zero
+    once the scale-down stabilisation window has passed."""
+
+
 class ScalingSpec(_Model):
     """Targets, behaviour and cadence of the scaling policy."""
 
@@ -340,6 +357,9 @@ class ScalingSpec(_Model):
     """How often the operator reads signals and decides, in seconds."""
     metrics_max_age_seconds: float = Field(default=90.0, ge=1, le=86_400)
     """Signals older than this are stale: the policy holds replicas rather than read them as zero."""
+    wake: WakeSpec | None = None
+    """The demand signal that wakes a pool at zero replicas; required with ``spec.replicas.min: 0``
+    (with no replica, no engine reports, and nothing else could wake it)."""
 
 
 class HeadroomSpec(_Model):
@@ -478,9 +498,30 @@ class CostSpec(_Model):
 # --------------------------------------------------------------------------------------------
 
 
+#: Why ``spec.replicas.min: 0`` needs ``spec.scaling.wake`` (the CEL rule and the model say the same).
+_MIN_ZERO_NEEDS_WAKE = (
+    "spec.replicas.min 0 needs spec.scaling.wake.query: with no replica no engine reports, so only a "
+    "demand signal in front of the pool (a gateway's queue or request rate) can wake it; set one or "
+    "raise spec.replicas.min"
+)
+
+
 class LLMDeploymentSpec(_Model):
     """Desired state of an LLMDeployment: a pool of LLM inference replicas that llmscale scales on
     queue depth, KV-cache utilisation and preemptions, with warm headroom and batch troughs."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.replicas) || self.replicas.min > 0 || "
+                    "(has(self.scaling) && has(self.scaling.wake))",
+                    "fieldPath": ".replicas.min",
+                    "message": _MIN_ZERO_NEEDS_WAKE,
+                }
+            ]
+        }
+    )
 
     model: ModelSpec
     """The served model."""
@@ -500,6 +541,12 @@ class LLMDeploymentSpec(_Model):
     """Optional batch pool and the backlog of batch Jobs it serves (docs/batch.md)."""
     cost: CostSpec = Field(default_factory=CostSpec)
     """Prices."""
+
+    @model_validator(mode="after")
+    def _zero_needs_wake(self) -> LLMDeploymentSpec:
+        if self.replicas.min == 0 and self.scaling.wake is None:
+            raise ValueError(_MIN_ZERO_NEEDS_WAKE)
+        return self
 
 
 # --------------------------------------------------------------------------------------------
@@ -614,8 +661,8 @@ class Condition(_Status):
     """A standard Kubernetes condition (``metav1.Condition``)."""
 
     type: str
-    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``,
-    ``BatchBacklog``, ``DeadlineAtRisk`` or ``PolicyStateReadable``."""
+    """``Ready``, ``MetricsAvailable``, ``RateWindowFits``, ``EnginesStalled``, ``AbleToScale``,
+    ``ScalingLimited``, ``BatchWindowOpen``, ``BatchBacklog``, ``DeadlineAtRisk`` or ``PolicyStateReadable``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str

@@ -215,6 +215,7 @@ def test_cel_rules_are_carried_through(schema: dict[str, Any]) -> None:
     }
     assert rules == {
         "": [api.NAME_RULE["rule"]],
+        "spec": ["!has(self.replicas) || self.replicas.min > 0 || (has(self.scaling) && has(self.scaling.wake))"],
         "spec.model": ["has(self.preset) != has(self.architecture)"],
         "spec.replicas": ["self.min <= self.max"],
         "spec.batch": ["self.minReplicas <= (has(self.maxReplicas) ? self.maxReplicas : self.replicas)"],
@@ -222,6 +223,8 @@ def test_cel_rules_are_carried_through(schema: dict[str, Any]) -> None:
     }
     messages = _at(schema, "spec.replicas")["x-kubernetes-validations"][0]["message"]
     assert "min must be less than or equal to" in messages
+    # min 0 without a wake query is refused naming the field, not the whole spec.
+    assert _at(schema, "spec")["x-kubernetes-validations"][0]["fieldPath"] == ".replicas.min"
 
 
 def test_cel_rule_cost_is_bounded(schema: dict[str, Any]) -> None:

@@ -97,6 +97,14 @@ MODEL = {"name": "chat", "preset": "llama-3.1-8b"}
             },
             id="batch-bounds-max-over-replicas",
         ),
+        pytest.param(
+            {
+                "model": MODEL,
+                "replicas": {"min": 0, "max": 4},
+                "scaling": {"wake": {"query": 'sum(gateway_pending{namespace="$namespace"}) or vector(0)'}},
+            },
+            id="scale-to-zero-with-a-wake-query",
+        ),
     ],
 )
 def test_api_server_fills_the_same_defaults_as_the_models(
@@ -199,6 +207,24 @@ def test_api_server_fills_the_same_defaults_as_the_models(
             "spec.scaling.targets.kvCacheUtilization",
             "should be less than or equal to 1",
             id="kv-over-1",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"min": 0, "max": 4}},
+            "spec.replicas.min",
+            "spec.replicas.min 0 needs spec.scaling.wake.query",
+            id="min-zero-without-a-wake-query",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"min": 0}, "scaling": {"tickSeconds": 5}},
+            "spec.replicas.min",
+            "spec.replicas.min 0 needs spec.scaling.wake.query",
+            id="min-zero-with-other-scaling-but-no-wake",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"min": 0}, "scaling": {"wake": {"query": ""}}},
+            "spec.scaling.wake.query",
+            "should be at least 1 chars long",
+            id="empty-wake-query",
         ),
     ],
 )

@@ -108,6 +108,10 @@ def test_whole_object_parses_from_yaml_shape() -> None:
             id="batch-completion-window-under-a-minute",
         ),
         pytest.param(spec(replicasMax=3), "replicasMax", id="unknown-field"),
+        pytest.param(spec(replicas={"min": 0}), "spec.replicas.min 0 needs spec.scaling.wake.query",
+                     id="min-zero-without-a-wake-query"),
+        pytest.param(spec(replicas={"min": 0}, scaling={"wake": {"query": "x", "threshold": -1}}), "threshold",
+                     id="negative-wake-threshold"),
     ],
 )
 def test_invalid_specs_are_rejected(manifest: dict[str, Any], message: str) -> None:

@@ -332,3 +332,31 @@ def test_notes_render(helm: Path, tmp_path: Path) -> None:
         out = parse_docs(run(args).stdout)[0]["data"]["notes"]
         assert f"watches LLMDeployments in {scope}" in out
         assert "kubectl -n llmscale-system rollout status deployment/llmscale" in out
+
+
+def _docs_values(heading: str) -> str:
+    """The ``values-*.yaml`` example under ``heading`` in docs/deploy.md (its first YAML block)."""
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    section = text.split(f"### {heading}\n", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def test_prometheus_credentials_from_a_mounted_secret(helm: Path, tmp_path: Path) -> None:
+    """docs/deploy.md's example: the CA and the password come from a Secret mounted read-only, and
+    the files the operator is told about are inside that mount; the operator builds an
+    authenticated reader from the rendered environment."""
+    values = tmp_path / "values-prometheus-auth.yaml"
+    values.write_text(_docs_values("Prometheus behind TLS and authentication"))
+    args: list[str | Path] = [helm, "template", "llmscale", CHART, "--namespace", "llmscale-system", "-f", values]
+    docs = parse_docs(run(args).stdout)
+    (deployment,) = by_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "prometheus-client")
+    assert volume["secret"]["secretName"] == "prometheus-client"
+    mount = next(m for m in operator_container(docs)["volumeMounts"] if m["name"] == "prometheus-client")
+    assert mount["readOnly"] is True
+    reader = load_settings(None, _env(docs)).reader_settings()
+    for path in (reader.auth.ca_file, reader.auth.password_file):
+        assert path is not None and path.is_relative_to(mount["mountPath"]), (path, mount)
+    assert reader.auth.username == "llmscale" and reader.auth.password is None, "no secret as a plain value"
+    assert "LLMSCALE_PROMETHEUS_PASSWORD" not in {e["name"] for e in operator_container(docs)["env"]}

@@ -100,7 +100,8 @@ def test_an_object_without_uid_cannot_own_children() -> None:
         pytest.param({}, 2, id="defaults: one of demand plus one warm"),
         pytest.param({"headroom": {"replicas": 3}}, 4, id="more headroom"),
         pytest.param({"replicas": {"min": 5, "max": 8}}, 5, id="min above demand plus headroom"),
-        pytest.param({"replicas": {"min": 0, "max": 1}, "headroom": {"replicas": 2}}, 1, id="capped at max"),
+        pytest.param({"replicas": {"min": 0, "max": 1}, "headroom": {"replicas": 2},
+                      "scaling": {"wake": {"query": "sum(gateway_pending)"}}}, 1, id="capped at max"),
     ],
 )
 def test_initial_replicas(overrides: dict[str, Any], expected: int) -> None:
@@ -350,7 +351,8 @@ def test_build_status_in_wire_format() -> None:
                                       "reasons": ["queue depth 14 > 3 per replica"]}
     assert status["policyState"] == {"recommendations": [[T0, 4]], "scaleEvents": [[T0, 2]]}
     assert [c["type"] for c in status["conditions"]] == [
-        "Ready", "MetricsAvailable", "AbleToScale", "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable",
+        "Ready", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale", "ScalingLimited",
+        "BatchWindowOpen", "PolicyStateReadable",
     ]
     ready = status["conditions"][0]
     assert ready == {"type": "Ready", "status": "True", "reason": "Serving", "message": "2 of 4 replicas ready; 0 starting",

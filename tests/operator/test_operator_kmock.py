@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +26,7 @@ from llmscale.commands.run import serve
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.settings import OperatorSettings
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
-from llmscale.signals.profiles import MetricProfile, get_profile
-from llmscale.signals.queries import PoolTarget
+from llmscale.signals.queries import PoolRequest, PoolTarget
 from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
 NAMESPACE = "serving"
@@ -100,28 +99,34 @@ class ApplyingEmulator(kmock.KubernetesEmulator):
 
 @dataclass
 class CannedSignals:
-    """A signal source that answers whatever the test sets, and records what it was asked."""
+    """A signal source that answers whatever the test sets, and records what it was asked (one
+    entry per pool per fleet read)."""
 
     queue_depth: float | None = 0.0
     kv_cache_utilization: float | None = 0.1
     preemption_rate: float | None = 0.0
     fail: bool = False
     pods: tuple[PodSignals, ...] = ()
-    asked: list[tuple[str, PoolTarget]] = field(default_factory=list)
+    asked: list[tuple[str, PoolTarget, frozenset[str] | None]] = field(default_factory=list)
 
-    async def read(self, profile: MetricProfile, target: PoolTarget, now: float) -> SignalSnapshot:
-        self.asked.append((profile.name, target))
-        if self.fail:
-            raise ConnectionRefusedError("canned Prometheus is down")
+    def snapshot(self, now: float) -> SignalSnapshot:
         return SignalSnapshot(
             observed_at=now,
             queue_depth=self.queue_depth,
             running_requests=4.0,
             kv_cache_utilization=self.kv_cache_utilization,
             preemption_rate=self.preemption_rate,
+            ttft_p95_s=0.3,
+            itl_p95_s=0.03,
             replicas_reporting=2,
             pods=self.pods,
         )
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
+        self.asked.extend((r.profile.name, r.target, r.pods) for r in pools)
+        if self.fail:
+            raise ConnectionRefusedError("canned Prometheus is down")
+        return {r.target: self.snapshot(now) for r in pools}
 
 
 @dataclass
@@ -257,6 +262,11 @@ async def start_operator(
         assert not op.thread.is_alive(), "the operator did not stop in 15 s"
 
 
+def ticks(op: RunningOperator) -> float:
+    """Ticks the operator ran (decided), from its own tick-duration histogram."""
+    return op.metrics.registry.get_sample_value("llmscale_tick_duration_seconds_count") or 0.0
+
+
 async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str = "condition") -> Any:
     """Poll ``check`` until it returns a truthy value or ``timeout`` seconds pass."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -350,7 +360,7 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     # default scale-up limit of 4 replicas a minute, 2 -> 6.
     expected = decide(
         LLMDeploymentSpec.model_validate(llmdeployment()["spec"]),
-        (await CannedSignals(queue_depth=30.0).read(get_profile("vllm"), PoolTarget(NAMESPACE, NAME, "interactive"), NOON),),
+        (CannedSignals(queue_depth=30.0).snapshot(NOON),),
         PoolState(interactive_replicas=2, interactive_ready=2), PolicyMemory(), NOON,
     ).interactive_replicas
     assert expected > 2
@@ -380,8 +390,8 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["lastDecision"]["reasons"]
     assert status["policyState"]["scaleEvents"]
     assert [c["type"] for c in status["conditions"]] == [
-        "Ready", "MetricsAvailable", "AbleToScale", "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable",
-        "ChildrenApplied", "SoleAutoscaler",
+        "Ready", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale", "ScalingLimited",
+        "BatchWindowOpen", "PolicyStateReadable", "ChildrenApplied", "SoleAutoscaler",
     ]
     assert condition(status, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
     assert condition(status, "BatchWindowOpen")["status"] == "False"  # type: ignore[index]
@@ -393,7 +403,8 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     text = generate_latest(op.metrics.registry).decode()
     assert f'llmscale_desired_replicas{{name="chat",namespace="serving",pool="interactive"}} {new}.0' in text
     assert 'llmscale_decisions_total{direction="up"' in text
-    assert op.signals.asked[0] == ("vllm", PoolTarget(NAMESPACE, NAME, "interactive"))
+    # The fleet reader asked for the interactive pool with its pods from the API server.
+    assert op.signals.asked[0] == ("vllm", PoolTarget(NAMESPACE, NAME, "interactive"), frozenset({"chat-a", "chat-b"}))
 
 
 async def test_status_is_not_rewritten_when_nothing_changed(
@@ -408,8 +419,8 @@ async def test_status_is_not_rewritten_when_nothing_changed(
     op = await start_operator(CannedSignals(queue_depth=0.0, kv_cache_utilization=0.1))
 
     await eventually(lambda: status_patches(kube), what="the first status patch")
-    ticks = len(op.signals.asked)
-    await eventually(lambda: len(op.signals.asked) >= ticks + 3, what="three more ticks")
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
     assert len(status_patches(kube)) == 1
     assert not events_with(kube, "ScaledUp") and not events_with(kube, "ScaledDown")
     # Only the create handler applied the Deployment (kmock does not bump resourceVersion, so Kopf
@@ -580,8 +591,8 @@ async def test_a_refused_batch_apply_keeps_the_interactive_scale_and_its_memory(
     assert status["replicas"]["batch"] == 0  # what is applied, not what was decided
     assert status["lastDecision"]["batchReplicas"] == 3
 
-    ticks = len(op.signals.asked)
-    await eventually(lambda: len(op.signals.asked) >= ticks + 3, what="three more ticks")
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
     # The remembered +4 holds the pool at the rate limit; without it the next tick would apply 10.
     assert replicas_of(kube, NAME) == 6
     assert [e["message"] for e in events_with(kube, "ScaledUp")] == [scaled[0]["message"]]

@@ -254,7 +254,8 @@ def test_scenario(the_spec: LLMDeploymentSpec, ready: int, ticks: list[Tick]) ->
 def test_reason_names_the_signal_with_numbers() -> None:
     state_fleet = FakeFleet.ready(2, COLD)
     snap = SignalSnapshot(
-        NOON, queue_depth=14.0, kv_cache_utilization=0.3, preemption_rate=0.0, replicas_reporting=2
+        NOON, queue_depth=14.0, kv_cache_utilization=0.3, preemption_rate=0.0, replicas_reporting=2,
+        ttft_p95_s=0.4, itl_p95_s=0.03,
     )
     d = decide(spec(), [snap], state_fleet.state(NOON), PolicyMemory(), NOON)
     assert d.reasons[0] == "queue depth 14.0 over 2 ready replicas = 7.0 per replica > target 3.0: proposes 5"

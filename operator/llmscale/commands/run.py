@@ -17,7 +17,7 @@ import random
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 import kubernetes.client
@@ -26,6 +26,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from llmscale.controller.deps import Decider, Dependencies, SignalSource
+from llmscale.controller.fleet import FleetReader
 from llmscale.controller.handlers import build_registry, configure_kopf
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.peers import PeeringConflict, check_peering
@@ -36,6 +37,9 @@ from llmscale.controller.settings import (
     with_peering_priority,
 )
 from llmscale.controller.writer import KubernetesWriter
+
+if TYPE_CHECKING:
+    from llmscale.signals.prometheus import PrometheusSignalReader
 
 __all__ = ["QuietTimerFilter", "add_arguments", "health_app", "kube_configuration", "main", "prometheus_reader", "serve"]
 
@@ -108,9 +112,10 @@ async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[
         await runner.cleanup()
 
 
-def prometheus_reader(settings: OperatorSettings) -> SignalSource:
+def prometheus_reader(settings: OperatorSettings) -> PrometheusSignalReader:
     """Return the Prometheus reader the settings describe: URL, label names, rate window,
-    quantile, timeouts, retries, authentication and TLS (:meth:`OperatorSettings.reader_settings`)."""
+    quantile, timeouts, retries, threads, authentication and TLS
+    (:meth:`OperatorSettings.reader_settings`)."""
     from llmscale.signals.prometheus import PrometheusSignalReader
 
     return PrometheusSignalReader(settings.prometheus_url, settings=settings.reader_settings())
@@ -148,7 +153,9 @@ async def serve(
 
     Everything the handlers use can be injected (tests pass a mock API server's configuration,
     a canned signal source and a fake clock); what is not given is built from ``settings``:
-    the Prometheus reader of :mod:`llmscale.signals.prometheus` and :func:`llmscale.policy.decide`.
+    the Prometheus reader of :mod:`llmscale.signals.prometheus` (closed here when the operator
+    stops) and :func:`llmscale.policy.decide`. The fleet reader over the signal source reads every
+    pool once per ``settings.tick_base_seconds``, with ``settings.signal_timeout_seconds`` per read.
     """
     # Each process draws its own peering priority (unless one is configured): replicas of one
     # Deployment share their environment, and peers of equal priority all pause (settings.py).
@@ -164,10 +171,15 @@ async def serve(
     except PeeringConflict:
         api_client.close()  # type: ignore[no-untyped-call]
         raise
+    own_reader: PrometheusSignalReader | None = None
+    if signals is None:
+        signals = own_reader = prometheus_reader(settings)
     deps = Dependencies(
         settings=settings,
         writer=KubernetesWriter(api_client, settings.field_manager),
-        signals=signals if signals is not None else prometheus_reader(settings),
+        signals=signals,
+        fleet=FleetReader(signals, period_s=settings.tick_base_seconds, timeout_s=settings.signal_timeout_seconds,
+                          clock=clock),
         decide=decide if decide is not None else _default_decider(),
         metrics=metrics,
         kube_config=kube_config,
@@ -190,6 +202,9 @@ async def serve(
                 ready_flag=ready,
             )
     finally:
+        await deps.fleet.stop()  # Kopf's cleanup did, unless it never started
+        if own_reader is not None:
+            own_reader.close()
         api_client.close()  # type: ignore[no-untyped-call]
 
 

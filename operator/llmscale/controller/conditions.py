@@ -1,10 +1,12 @@
 """``status.conditions``: the ``Ready`` condition of the interactive pool, and merging a tick's
 conditions into the object's with ``lastTransitionTime`` kept while a status holds. Pure.
 
-The other conditions (``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``,
-``BatchWindowOpen``, ``PolicyStateReadable``) are the policy's (:class:`~llmscale.policy.types.Decision`); docs/policy.md lists their reasons.
-``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`) and ``SoleAutoscaler``
-(:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md lists theirs.
+The other conditions are the policy's: ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``,
+``BatchWindowOpen``, ``PolicyStateReadable`` from the :class:`~llmscale.policy.types.Decision`,
+``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`);
+docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
+and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md
+lists theirs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ __all__ = ["CONDITION_TYPES", "merge_conditions", "ready_condition"]
 CONDITION_TYPES: tuple[str, ...] = (
     "Ready",
     "MetricsAvailable",
+    "RateWindowFits",
+    "EnginesStalled",
     "AbleToScale",
     "ScalingLimited",
     "BatchWindowOpen",

@@ -1,49 +1,29 @@
-"""What the handlers are given rather than build: the writer, the signal source, the policy, the
-metrics, the settings and the wall clock, injected through Kopf's operator-wide ``memo`` (key
-``deps``). ``llmscale run`` builds the real ones; tests pass a writer pointed at a mock API
-server, a canned signal source and a fake clock, and nothing is monkey-patched.
+"""What the handlers are given rather than build: the writer, the signal source and its fleet
+reader, the policy, the metrics, the settings and the wall clock, injected through Kopf's
+operator-wide ``memo`` (key ``deps``). ``llmscale run`` builds the real ones; tests pass a writer
+pointed at a mock API server, a canned signal source (or the real reader on a canned Prometheus)
+and a fake clock, and nothing is monkey-patched.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import kopf
 import kubernetes.client
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.children import PriorityClasses
+from llmscale.controller.fleet import FleetReader, SignalSource
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.writer import ChildWriter
 from llmscale.policy.types import Decision, PolicyMemory, PoolState
-from llmscale.signals.profiles import MetricProfile
-from llmscale.signals.queries import PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = ["Decider", "Dependencies", "SignalSource", "dependencies"]
-
-
-class SignalSource(Protocol):
-    """Where the tick reads an LLMDeployment's signals: in production
-    :class:`llmscale.signals.prometheus.PrometheusSignalReader`, which has this method."""
-
-    async def read(self, profile: MetricProfile, target: PoolTarget, now: float) -> SignalSnapshot:
-        """Return the newest signals of one pool; unknown values are ``None``, never zero.
-
-        Args:
-            profile: the metric profile of ``spec.engine.profile()`` (``vllm``, ``vllm-legacy``,
-                ``sglang``).
-            target: namespace, LLMDeployment name and pool.
-            now: seconds since the epoch.
-
-        Raises:
-            Exception: any failure to read; the tick records it as an unknown snapshot (the
-                Prometheus reader itself returns such snapshots rather than raising).
-        """
-        ...
 
 
 #: The policy's entry point: ``decide(spec, history, state, memory, now) -> Decision`` with the
@@ -71,6 +51,7 @@ class Dependencies:
     settings: OperatorSettings
     writer: ChildWriter
     signals: SignalSource
+    fleet: FleetReader
     decide: Decider
     metrics: OperatorMetrics
     kube_config: kubernetes.client.Configuration

@@ -1,8 +1,10 @@
 """The Kubernetes Events the operator posts on an LLMDeployment: ``ScaledUp``/``ScaledDown`` for
 each applied scale, an ``InvalidSpec`` Warning per distinct validation message, a
-``PolicyStateUnreadable`` Warning when the saved policy memory could not be read, and
-``BatchPoolRemoved``, an ``ApplyFailed`` Warning per distinct refusal of a child's apply, and an
-``OtherAutoscaler`` Warning when an HPA or a KEDA ScaledObject targets a child Deployment. Posted through Kopf (``kopf.info``/``kopf.warn``), which attaches them to
+``PolicyStateUnreadable`` Warning when the saved policy memory could not be read, a
+``StalledPods`` Warning when a pod's engine starts to hang, ``BatchPoolRemoved``, an
+``ApplyFailed`` Warning per distinct refusal of a child's apply, and an ``OtherAutoscaler``
+Warning when an HPA or a KEDA ScaledObject targets a child Deployment. Posted through Kopf
+(``kopf.info``/``kopf.warn``), which attaches them to
 the object and posts them in the background.
 """
 
@@ -22,6 +24,7 @@ __all__ = [
     "post_other_autoscaler",
     "post_policy_state_unreadable",
     "post_scaled",
+    "post_stalled",
     "scaled_message",
 ]
 
@@ -56,6 +59,11 @@ def post_invalid(body: kopf.Body, message: str) -> None:
 def post_policy_state_unreadable(body: kopf.Body, message: str) -> None:
     """Post a ``PolicyStateUnreadable`` Warning Event: part of ``status.policyState`` was dropped."""
     kopf.warn(body, reason=Reason.PolicyStateUnreadable, message=clip(message))
+
+
+def post_stalled(body: kopf.Body, message: str) -> None:
+    """Post a ``StalledPods`` Warning Event: a pod's engine hangs (running requests, no token)."""
+    kopf.warn(body, reason=Reason.StalledPods, message=clip(message))
 
 
 def post_batch_removed(body: kopf.Body, batch_name: str) -> None:

@@ -9,7 +9,8 @@ Each handler only takes Kopf's keyword arguments, fetches the injected
 - create / update(spec) / resume: :func:`llmscale.controller.ensure.ensure_children`;
 - a timer every ``settings.tick_base_seconds``: :func:`llmscale.controller.tick.tick`, which runs
   when the object's own ``spec.scaling.tickSeconds`` is due;
-- delete: drop the object's metric series.
+- delete: drop the object's metric series and stop reading its pools;
+- startup / cleanup: start and stop the fleet signal reader (:mod:`llmscale.controller.fleet`).
 
 The registry is built by :func:`build_registry` (no import-time decorators), so tests and
 ``llmscale run`` each get a fresh one with their own settings. The operator never writes an
@@ -100,7 +101,17 @@ async def _tick(
 
 
 async def _forget(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
-    dependencies(memo).metrics.forget(namespace or "", name)
+    deps = dependencies(memo)
+    deps.metrics.forget(namespace or "", name)
+    deps.fleet.forget(namespace or "", name)
+
+
+async def _start_reading(*, memo: Any, **_: Any) -> None:
+    dependencies(memo).fleet.start()
+
+
+async def _stop_reading(*, memo: Any, **_: Any) -> None:
+    await dependencies(memo).fleet.stop()
 
 
 def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
@@ -115,6 +126,8 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     managed = {LABEL_MANAGED_BY: MANAGER}
     kopf.on.login(registry=registry)(_login)
+    kopf.on.startup(id="fleet-reader", registry=registry)(_start_reading)
+    kopf.on.cleanup(id="fleet-reader", registry=registry)(_stop_reading)
     kopf.index("apps", "v1", "deployments", id=DEPLOYMENTS_INDEX, labels=managed,
                registry=registry)(index_deployments)
     kopf.index("", "v1", "pods", id=PODS_INDEX, labels=managed, registry=registry)(index_pods)

@@ -9,7 +9,7 @@ are ``(namespace, LLMDeployment name, pool)``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import kopf
 
@@ -25,6 +25,7 @@ __all__ = [
     "POD_COSTS_INDEX",
     "SCALED_OBJECTS_INDEX",
     "DeploymentKey",
+    "IndexedPod",
     "PoolKey",
     "deployment_replicas",
     "index_deployments",
@@ -34,6 +35,7 @@ __all__ = [
     "index_scaled_objects",
     "other_autoscalers",
     "pod_costs",
+    "pod_names",
     "pod_phases",
 ]
 
@@ -48,6 +50,14 @@ SCALED_OBJECTS_INDEX = "llmscale_scaled_objects"
 PoolKey = tuple[str, str, Pool]
 #: ``(namespace, Deployment name)``.
 DeploymentKey = tuple[str, str]
+
+
+class IndexedPod(NamedTuple):
+    """What the pods index keeps of one live pod: its name (the signals reader reads the series of
+    these pods only) and its phase (the pool state)."""
+
+    name: str
+    phase: PodPhase
 
 
 def _pool_of(namespace: str | None, labels: Mapping[str, str]) -> PoolKey | None:
@@ -77,15 +87,15 @@ def index_deployments(
 
 
 def index_pods(
-    *, namespace: str | None, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status, **_: Any
-) -> dict[PoolKey, PodPhase]:
-    """Kopf index function: ``{(namespace, owner, pool): phase}`` of one pod (see
+    *, namespace: str | None, name: str, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status, **_: Any
+) -> dict[PoolKey, IndexedPod]:
+    """Kopf index function: ``{(namespace, owner, pool): (name, phase)}`` of one pod (see
     :func:`~llmscale.controller.pods.classify_pod`); nothing for a terminating or finished pod."""
     key = _pool_of(namespace, labels)
     if key is None:
         return {}
     phase = classify_pod(meta, status)
-    return {} if phase is None else {key: phase}
+    return {} if phase is None else {key: IndexedPod(name, phase)}
 
 
 def index_pod_costs(
@@ -114,7 +124,7 @@ def deployment_replicas(index: Any, key: PoolKey) -> int | None:
 def pod_phases(index: Any, key: PoolKey) -> list[PodPhase]:
     """Return the phase of every live pod of the pool from the pods index."""
     store = index.get(key) if index is not None else None
-    return list(store) if store else []
+    return [pod.phase for pod in store] if store else []
 
 
 def pod_costs(index: Any, key: PoolKey) -> dict[str, int | None]:
@@ -157,3 +167,10 @@ def other_autoscalers(indexes: tuple[Any, ...], key: DeploymentKey) -> tuple[str
         store = index.get(key) if index is not None else None
         found.update(store or ())
     return tuple(sorted(found))
+
+
+def pod_names(index: Any, key: PoolKey) -> frozenset[str]:
+    """Return the name of every live pod of the pool from the pods index (the live index: called
+    at read time, it sees the pods of that moment)."""
+    store = index.get(key) if index is not None else None
+    return frozenset(pod.name for pod in store) if store else frozenset()

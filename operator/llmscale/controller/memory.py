@@ -40,6 +40,7 @@ class ObjectMemory:
             one passes), for the ``ChildrenApplied`` condition and one Event per distinct answer.
         other_autoscalers: the HPAs and ScaledObjects last seen targeting a child Deployment
             (one Event per change).
+        stalled_reported: the pods last reported stalled (a Warning Event is posted once per stall).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -51,6 +52,7 @@ class ObjectMemory:
     children_missing_since_loop_s: float | None = None
     apply_error: str | None = None
     other_autoscalers: tuple[str, ...] = ()
+    stalled_reported: frozenset[str] = frozenset()
 
     def restored_policy_memory(self, status: Mapping[str, Any] | None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in

@@ -11,6 +11,7 @@ from typing import Any
 from llmscale.api import DecisionStatus, LLMDeploymentStatus, ReplicaStatus, SignalStatus
 from llmscale.controller.conditions import merge_conditions, ready_condition
 from llmscale.controller.timestamps import rfc3339
+from llmscale.policy.signal_health import engines_stalled_condition, rate_window_condition
 from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -84,6 +85,8 @@ def build_status(
         {
             "Ready": ready_condition(applied_interactive, state),
             "MetricsAvailable": decision.metrics_available,
+            "RateWindowFits": rate_window_condition(snapshot),
+            "EnginesStalled": engines_stalled_condition(snapshot),
             "AbleToScale": decision.able_to_scale,
             "ScalingLimited": decision.scaling_limited,
             "BatchWindowOpen": decision.batch_window_open,

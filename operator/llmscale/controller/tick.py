@@ -1,7 +1,9 @@
 """One scaling tick of one LLMDeployment: gather → decide → apply → record.
 
-1. **gather**: the pools' state from the Kopf indexes (no API read), one signal read (a failure
-   or timeout is an *unknown* snapshot, never zeros), the signal history
+1. **gather**: the pools' state from the Kopf indexes (no API read), the interactive pool's
+   newest snapshot from the fleet reader (:mod:`llmscale.controller.fleet`: every pool read
+   together once per base period; a failure or timeout is an *unknown* snapshot, never zeros),
+   the signal history
    (:func:`llmscale.policy.history.record_snapshot`) and the policy memory (this process's, else
    ``status.policyState``);
 2. **decide**: ``deps.decide(spec, history, state, memory, now)``, pure;
@@ -10,7 +12,8 @@
    never stops or undoes the other's; a pool that another autoscaler targets is left alone
    (:mod:`llmscale.controller.autoscalers`);
 4. **record**: the policy memory that matches what was applied (:func:`memory_after`), an Event and
-   a log line per applied scale (and per refusal), the metrics, and ``status`` when it changed.
+   a log line per applied scale (and per refusal), a Warning Event when a pod starts to hang, the
+   metrics, and ``status`` when it changed.
 
 A tick also puts back children that are missing — deleted by someone, or never applied because
 Kopf's bookkeeping annotations say the object was handled (an object restored from a backup with
@@ -19,7 +22,7 @@ its annotations): a Deployment missing for :data:`CHILDREN_GRACE_S` is applied a
 Two clocks, never mixed: the event loop's (monotonic seconds, ``asyncio`` ``loop.time()``) decides
 *when* — whether the tick is due, the grace before re-applying missing children, the status
 write throttle, the tick's duration; the wall clock (``deps.clock()``, seconds since the epoch)
-is *what time it is* for the policy, the signal read and the times written in status.
+is *what time it is* for the policy and the times written in status.
 """
 
 from __future__ import annotations
@@ -39,8 +42,14 @@ from llmscale.controller.children import deployment_manifest
 from llmscale.controller.costwriter import write_deletion_costs
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.ensure import ensure_children
-from llmscale.controller.events import post_policy_state_unreadable, post_scaled, scaled_message
-from llmscale.controller.indexes import deployment_replicas, other_autoscalers, pod_costs, pod_phases
+from llmscale.controller.events import post_policy_state_unreadable, post_scaled, post_stalled, scaled_message
+from llmscale.controller.indexes import (
+    deployment_replicas,
+    other_autoscalers,
+    pod_costs,
+    pod_names,
+    pod_phases,
+)
 from llmscale.controller.invalid import report_invalid
 from llmscale.controller.memory import ObjectMemory, memory_after
 from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deployment_name, owner_reference
@@ -90,23 +99,40 @@ def _direction(old: int, new: int) -> str:
 
 
 async def _read_signals(
-    deps: Dependencies, spec: LLMDeploymentSpec, namespace: str, name: str, wall_now: float, logger: _Logger
+    deps: Dependencies, spec: LLMDeploymentSpec, namespace: str, name: str, pods: Any, loop_now: float
 ) -> SignalSnapshot:
-    """Read the interactive pool's signals within ``settings.signal_timeout_seconds``; any failure
-    is a snapshot with ``error`` set and every signal unknown."""
+    """Register the interactive pool with the fleet reader (its profile, its wake query and its
+    pods from the live pod index) and return its newest snapshot; an incomplete one is counted."""
     target = PoolTarget(namespace, name, INTERACTIVE)
-    try:
-        snapshot = await asyncio.wait_for(
-            deps.signals.read(get_profile(spec.engine.profile()), target, wall_now),
-            timeout=deps.settings.signal_timeout_seconds,
-        )
-    except Exception as exc:  # any failure of the source is "unknown", never zero
-        logger.warning(f"Failed to read signals of LLMDeployment {namespace}/{name}: {exc!r}")
-        snapshot = SignalSnapshot(observed_at=wall_now, error=f"signal read failed: {exc!r}")
+    key = (namespace, name, INTERACTIVE)
+    deps.fleet.register(
+        target,
+        get_profile(spec.engine.profile()),
+        pods=lambda: pod_names(pods, key),
+        wake_query=spec.scaling.wake.query if spec.scaling.wake is not None else None,
+        # Two of the object's ticks: a deleted or no longer watched object stops being read soon.
+        keep_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
+        loop_now=loop_now,
+    )
+    snapshot = await deps.fleet.snapshot(target)
     if snapshot.error is not None:
-        # The Prometheus reader logs its own failures; count every incomplete read here.
+        # The fleet reader and the Prometheus reader log their failures; count every incomplete read.
         deps.metrics.signal_errors.labels(namespace, name).inc()
     return snapshot
+
+
+def _report_stalls(mem: ObjectMemory, body: kopf.Body, namespace: str, name: str, snapshot: SignalSnapshot,
+                   logger: _Logger) -> None:
+    """Post a Warning Event and log a warning for each pod that started to hang since the last tick."""
+    stalled = frozenset(snapshot.stalled_pods)
+    for pod in sorted(stalled - mem.stalled_reported):
+        window = snapshot.window.promql if snapshot.window is not None else "rate"
+        message = (f"Found pod {namespace}/{pod} of LLMDeployment {namespace}/{name} stalled: running requests "
+                   f"stayed above 0 through the {window} window while no token was generated; its signals "
+                   "are left out and no replica is removed while it hangs")
+        logger.warning(message)
+        post_stalled(body, message)
+    mem.stalled_reported = stalled
 
 
 def _changes(spec: LLMDeploymentSpec, state: PoolState, batch_exists: bool, decision: Decision) -> list[tuple[Pool, int, int]]:
@@ -207,9 +233,11 @@ async def tick(
                                       logger=logger, deployments=deployments)
         return
     mem.children_missing_since_loop_s = None
+    snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s)
+    # After the read, which may have waited: the pools as they are when the policy decides.
     state = pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b))
     wall_now = deps.clock()
-    snapshot = await _read_signals(deps, spec, namespace, name, wall_now, logger)
+    _report_stalls(mem, body, namespace, name, snapshot, logger)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None

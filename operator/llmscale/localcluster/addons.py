@@ -16,6 +16,11 @@ Where they listen is written to ``<state>/addons.json``::
 
 :func:`stop_prometheus` and :func:`start_prometheus` stop and restart Prometheus alone, on the same
 port and with the same data, for the "Prometheus went away" scenario of the e2e suite.
+:func:`start_secured_prometheus` starts a second one, scraping the same engines, that demands TLS
+and basic auth (``--web.config.file``), for the authenticated-Prometheus scenario.
+
+Prometheus also scrapes the router's own ``/metrics`` (requests held for a Service with no ready
+engine, requests received): the demand signals a scale-from-zero wake query reads.
 
 Runs with the project's virtualenv (the pod runner needs the Kubernetes client and aiohttp).
 Test infrastructure, not product code.
@@ -24,12 +29,14 @@ Test infrastructure, not product code.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -45,8 +52,12 @@ from llmscale.localcluster.prometheus_config import write_prometheus_config
 
 __all__ = [
     "SCRAPE_INTERVAL_S", "AddonsInfo", "down", "main", "read_info", "start_podrunner", "start_prometheus",
-    "state_dir", "status", "stop_podrunner", "stop_prometheus", "sweep_engines", "up",
+    "start_secured_prometheus", "state_dir", "status", "stop_podrunner", "stop_prometheus",
+    "stop_secured_prometheus", "sweep_engines", "up",
 ]
+
+#: Process name (pid file, log) of the Prometheus that demands TLS and basic auth.
+SECURED = "prometheus-auth"
 
 #: Seconds between scrapes. 1 s: the e2e scenarios tick every second and cold starts last
 #: seconds, so a 15 s production scrape would hide everything they check.
@@ -148,14 +159,7 @@ def start_prometheus(sd: Path | None = None, port: int | None = None,
         return url
     (sd / "logs").mkdir(parents=True, exist_ok=True)
     (sd / "pids").mkdir(parents=True, exist_ok=True)
-    http_sd = None
-    if not supports_kubernetes_sd(binary):
-        router = read_info(sd)
-        router_port = router.router_port if router else _pending_router_port(sd)
-        if router_port is None:
-            raise RuntimeError("this Prometheus lacks Kubernetes service discovery and no pod runner runs")
-        http_sd = f"http://127.0.0.1:{router_port}/sd"
-    config = write_prometheus_config(sd / "prometheus.yml", _kubeconfig(sd), scrape_interval_s, http_sd)
+    config = _config(sd, binary, sd / "prometheus.yml", scrape_interval_s)
     cluster.spawn(sd, "prometheus", [
         binary,
         f"--config.file={config}",
@@ -166,6 +170,65 @@ def start_prometheus(sd: Path | None = None, port: int | None = None,
     ])
     _wait(f"Prometheus {url}/-/ready", lambda: _http_ok(f"{url}/-/ready"), 60, sd, "prometheus")
     return url
+
+
+def _config(sd: Path, binary: str, path: Path, scrape_interval_s: float) -> Path:
+    """Write the scrape configuration (engines, and the router when one runs) to ``path``."""
+    router = read_info(sd)
+    router_port = router.router_port if router else _pending_router_port(sd)
+    http_sd = None
+    if not supports_kubernetes_sd(binary):
+        if router_port is None:
+            raise RuntimeError("this Prometheus lacks Kubernetes service discovery and no pod runner runs")
+        http_sd = f"http://127.0.0.1:{router_port}/sd"
+    router_address = f"127.0.0.1:{router_port}" if router_port is not None else None
+    return write_prometheus_config(path, _kubeconfig(sd), scrape_interval_s, http_sd, router_address)
+
+
+def start_secured_prometheus(sd: Path, web_config: Path, ca_file: Path, username: str, password: str,
+                             scrape_interval_s: float = SCRAPE_INTERVAL_S) -> str:
+    """Start a second Prometheus, scraping what the first does, that serves HTTPS and demands basic
+    auth (``--web.config.file=web_config``); return its ``https://`` URL once ``/-/ready`` answers
+    to ``username``/``password`` over a connection verified with ``ca_file``.
+
+    Raises:
+        RuntimeError: ``prometheus`` is not installed, or it exited or did not become ready in 60 s.
+    """
+    binary = shutil.which("prometheus")
+    if binary is None:
+        raise RuntimeError("prometheus is not on PATH: run e2e/cluster/build.sh (installs Debian's package)")
+    port = _free_port()
+    url = f"https://127.0.0.1:{port}"
+    (sd / "logs").mkdir(parents=True, exist_ok=True)
+    (sd / "pids").mkdir(parents=True, exist_ok=True)
+    config = _config(sd, binary, sd / f"{SECURED}.yml", scrape_interval_s)
+    cluster.spawn(sd, SECURED, [
+        binary,
+        f"--config.file={config}",
+        f"--web.config.file={web_config}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--storage.tsdb.path={sd / f'{SECURED}-data'}",
+        "--storage.tsdb.retention.time=1d",
+        "--log.level=warn",
+    ])
+    context = ssl.create_default_context(cafile=str(ca_file))
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+
+    def ready() -> bool:
+        request = urllib.request.Request(f"{url}/-/ready", headers={"Authorization": f"Basic {token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=2.0, context=context) as r:
+                return bool(r.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    _wait(f"Prometheus {url}/-/ready (TLS, basic auth)", ready, 60, sd, SECURED)
+    return url
+
+
+def stop_secured_prometheus(sd: Path | None = None, grace_s: float = 10.0) -> bool:
+    """Stop the secured Prometheus by PID; ``False`` if it was not running."""
+    return bool(cluster.stop(sd or state_dir(), SECURED, grace_s))
 
 
 def _pending_router_port(sd: Path) -> int | None:
@@ -245,7 +308,7 @@ def down(sd: Path | None = None, grace_s: float = 10.0) -> int:
     """Stop the pod runner (and engines) and Prometheus by PID; return how many were running."""
     sd = sd or state_dir()
     n = int(stop_podrunner(sd, grace_s)) + int(stop_prometheus(sd, grace_s))
-    return n
+    return n + int(stop_secured_prometheus(sd, grace_s))
 
 
 def status(sd: Path | None = None) -> dict[str, Any]:

@@ -19,7 +19,14 @@ cold start), but nothing runs in those pods. This process runs what the pods wou
 * it serves a small router on ``--router-port``: ``/ns/<namespace>/svc/<service>/<path>`` is
   proxied to the least-loaded Ready engine among the pods the Service selects (as kube-proxy
   would, but least-outstanding rather than random), and ``/ns/<namespace>/pool/<deployment>/<pool>/
-  <path>`` to a pool's pods directly (the batch pool has no Service);
+  <path>`` to a pool's pods directly (the batch pool has no Service). A Service request that finds
+  no ready engine is *held* for up to ``--hold-seconds`` until one answers, as Knative's activator
+  or KEDA's HTTP interceptor hold requests for a deployment scaled to zero;
+* it serves its own ``/metrics`` (prometheus-client): ``llmscale_router_pending_requests{namespace,
+  service}``, the requests held waiting for a ready engine, and ``llmscale_router_requests_total{
+  namespace, service}``, every request received, both present (at 0) for every Service from the
+  moment the router sees it. They are a gateway's demand signals that exist at zero replicas: an
+  LLMDeployment's ``spec.scaling.wake.query`` reads them to scale from zero;
 * it serves ``/sd``: Prometheus HTTP service discovery of the running engines, with the
   ``__meta_kubernetes_pod_*`` labels Kubernetes service discovery would give them (Debian's
   Prometheus is built without Kubernetes service discovery); ``/status`` lists engines and Services.
@@ -48,11 +55,38 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from kubernetes import client, config
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 log = logging.getLogger("podrunner")
 
 MANAGED = "app.kubernetes.io/managed-by=llmscale"
 ADDRESS_ANNOTATION = "llmscale.dev/local-address"
+#: Seconds a Service request waits for a ready engine before a 503: a wake from zero takes a tick,
+#: the cold start (seconds in the e2e sample) and the engine's start.
+HOLD_S = 60.0
+#: Seconds between two looks for a ready engine while a request is held.
+_HOLD_POLL_S = 0.2
+
+
+class RouterMetrics:
+    """The router's own metrics, on a registry of their own (docs/policy.md, "Scale to zero")."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.pending = Gauge(
+            "llmscale_router_pending_requests", "Requests held waiting for a ready engine of the Service",
+            ["namespace", "service"], registry=self.registry,
+        )
+        self.requests = Counter(
+            "llmscale_router_requests", "Requests received for the Service",
+            ["namespace", "service"], registry=self.registry,
+        )
+
+    def know(self, services: list[tuple[str, str]]) -> None:
+        """Create the series of every Service at 0, so a query of them reads 0, not nothing."""
+        for namespace, service in services:
+            self.pending.labels(namespace, service)
+            self.requests.labels(namespace, service)
 
 
 def free_port() -> int:
@@ -183,8 +217,10 @@ class PodRunner:
     state_dir: Path
     time_scale: float
     poll_s: float = 0.5
+    hold_s: float = HOLD_S
     engines: dict[str, Engine] = field(default_factory=dict)  # by pod uid
     services: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    metrics: RouterMetrics = field(default_factory=RouterMetrics)
 
     async def run(self) -> None:
         """Poll pods and Services forever, starting and stopping engines."""
@@ -203,6 +239,7 @@ class PodRunner:
             (str(s.metadata.namespace), str(s.metadata.name)): dict(s.spec.selector or {})
             for s in svcs if s.metadata is not None and s.spec is not None
         }
+        self.metrics.know(list(self.services))
         seen: set[str] = set()
         for pod in pods:
             if pod.metadata is None or pod.metadata.uid is None:
@@ -348,10 +385,22 @@ async def proxy(request: web.Request) -> web.StreamResponse:
         selector = runner.services.get((ns, target))
         if selector is None:
             return web.json_response({"error": f"no Service {ns}/{target}"}, status=404)
+        runner.metrics.requests.labels(ns, target).inc()
     else:  # pool/<deployment>/<pool>/...
         deployment, _, rest = target.partition(":")
         selector = {"llmscale.dev/deployment": deployment, "llmscale.dev/pool": rest or "interactive"}
     backends = [e for e in runner.backends(ns, selector)]
+    if not backends and kind == "svc" and runner.hold_s > 0:
+        # Hold it, counted as pending, until an engine answers (a scale from zero) or time is up.
+        pending = runner.metrics.pending.labels(ns, target)
+        pending.inc()
+        try:
+            deadline = time.monotonic() + runner.hold_s
+            while not backends and time.monotonic() < deadline:
+                await asyncio.sleep(_HOLD_POLL_S)
+                backends = runner.backends(ns, selector)
+        finally:
+            pending.dec()
     if not backends:
         return web.json_response({"error": f"no ready endpoints for {kind} {ns}/{target}"}, status=503)
     engine = min(backends, key=lambda e: e.outstanding)
@@ -420,14 +469,20 @@ async def status_handler(request: web.Request) -> web.Response:
     return web.json_response(request.app["runner"].status())
 
 
+async def metrics_handler(request: web.Request) -> web.Response:
+    body = generate_latest(request.app["runner"].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
 async def amain(args: argparse.Namespace) -> None:
     config.load_kube_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
-    runner = PodRunner(client.CoreV1Api(), Path(args.state_dir), args.time_scale)
+    runner = PodRunner(client.CoreV1Api(), Path(args.state_dir), args.time_scale, hold_s=args.hold_seconds)
     app = web.Application()
     app["runner"] = runner
     app["session"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
     app.router.add_get("/status", status_handler)
     app.router.add_get("/sd", sd_handler)
+    app.router.add_get("/metrics", metrics_handler)
     app.router.add_route("*", "/ns/{ns}/{kind:svc|pool}/{target}/{path:.*}", proxy)
     site_runner = web.AppRunner(app)
     await site_runner.setup()
@@ -451,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--router-port", type=int, default=int(os.environ.get("LLMSCALE_ROUTER_PORT", "18000")))
     parser.add_argument("--time-scale", type=float, default=float(os.environ.get("LLMSCALE_TIME_SCALE", "1")))
+    parser.add_argument("--hold-seconds", type=float, default=HOLD_S,
+                        help="seconds a Service request waits for a ready engine before a 503 (0: none)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(amain(args))
@@ -461,5 +518,7 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["PodRunner", "engine_command", "is_ready", "main", "prestop_command", "sanitize_label_name",
-           "sd_target_groups"]
+__all__ = [
+    "HOLD_S", "PodRunner", "RouterMetrics", "engine_command", "is_ready", "main", "prestop_command",
+    "sanitize_label_name", "sd_target_groups",
+]

@@ -22,14 +22,16 @@ __all__ = ["prometheus_config", "write_prometheus_config"]
 
 
 def prometheus_config(
-    kubeconfig: Path, scrape_interval_s: float = 2.0, http_sd_url: str | None = None
+    kubeconfig: Path, scrape_interval_s: float = 2.0, http_sd_url: str | None = None, router: str | None = None
 ) -> dict[str, Any]:
     """Return the Prometheus configuration as a dict (``scrape_interval_s`` in seconds).
 
     With ``http_sd_url`` the pods are discovered through HTTP service discovery (the pod runner's
     ``/sd``, which emits the same ``__meta_kubernetes_pod_*`` labels; refreshed every scrape
     interval), else through ``kubernetes_sd_configs`` with ``kubeconfig``. The relabelling is the
-    same either way.
+    same either way. With ``router`` (``host:port``) the router's own ``/metrics`` are scraped too
+    (job ``llmscale-router``, its ``namespace`` and ``service`` labels kept): the demand signals a
+    scale-from-zero wake query reads.
     """
     interval = f"{scrape_interval_s:g}s"
     discovery: dict[str, Any] = (
@@ -62,14 +64,18 @@ def prometheus_config(
                     {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
                     {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
                 ],
-            }
+            },
+            *([{"job_name": "llmscale-router", "honor_labels": True, "static_configs": [{"targets": [router]}]}]
+              if router else []),
         ],
     }
 
 
 def write_prometheus_config(
-    path: Path, kubeconfig: Path, scrape_interval_s: float = 2.0, http_sd_url: str | None = None
+    path: Path, kubeconfig: Path, scrape_interval_s: float = 2.0, http_sd_url: str | None = None,
+    router: str | None = None,
 ) -> Path:
     """Write the configuration to ``path`` (YAML) and return it (arguments as :func:`prometheus_config`)."""
-    path.write_text(yaml.safe_dump(prometheus_config(kubeconfig, scrape_interval_s, http_sd_url), sort_keys=False))
+    config = prometheus_config(kubeconfig, scrape_interval_s, http_sd_url, router)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path

@@ -10,9 +10,9 @@ sequence and keeps the steps that changed the value. ``decide`` runs, in order:
 1. :func:`no_scale_down_on_partial` on the recommendation (``MetricsPartial``);
 2. :data:`WINDOWS`, the stabilisation windows (``ScaleUpStabilized``, ``ScaleDownStabilized``),
    reported in ``AbleToScale`` by :func:`able_to_scale_condition`;
-3. :data:`LIMITS`, the rate limits, unschedulable pods and ``spec.replicas.min``/``max``
-   (``ScaleUpLimit``, ``ScaleDownLimit``, ``InsufficientCapacity``, ``TooFewReplicas``,
-   ``TooManyReplicas``), reported with step 1 in ``ScalingLimited`` by
+3. :data:`LIMITS`, the rate limits, stalled engines, unschedulable pods and
+   ``spec.replicas.min``/``max`` (``ScaleUpLimit``, ``ScaleDownLimit``, ``StalledPods``,
+   ``InsufficientCapacity``, ``TooFewReplicas``, ``TooManyReplicas``), reported with step 1 in ``ScalingLimited`` by
    :func:`scaling_limited_condition`.
 
 The HPA computes both windows in one function (``stabilizeRecommendationWithBehaviors``: the
@@ -42,6 +42,7 @@ __all__ = [
     "chain",
     "insufficient_capacity",
     "no_scale_down_on_partial",
+    "no_scale_down_while_stalled",
     "replica_bounds",
     "scale_down_limit",
     "scale_down_window",
@@ -62,6 +63,7 @@ class Normalization:
         unknown: names of the leading signals unknown this tick (e.g. ``("KV-cache utilisation",)``).
         memory: past recommendations and scale events.
         now: seconds since the Unix epoch.
+        stalled: pods whose engine hangs (``SignalSnapshot.stalled_pods``).
     """
 
     spec: LLMDeploymentSpec
@@ -70,6 +72,7 @@ class Normalization:
     unknown: tuple[str, ...]
     memory: PolicyMemory
     now: float
+    stalled: tuple[str, ...] = ()
 
 
 #: A clamp: ``(replicas, arg) -> Clamped``.
@@ -91,8 +94,11 @@ def no_scale_down_on_partial(recommendation: int, arg: Normalization) -> Clamped
 def scale_up_window(recommendation: int, arg: Normalization) -> Clamped:
     """Scale-up stabilisation: a rise goes only as far as the lowest recommendation of the last
     ``scaleUp.stabilizationWindowSeconds`` (this one included), never below the current size
-    (:attr:`Reason.ScaleUpStabilized`; the HPA's ``stabilizeRecommendationWithBehaviors``)."""
-    if recommendation <= arg.current:
+    (:attr:`Reason.ScaleUpStabilized`; the HPA's ``stabilizeRecommendationWithBehaviors``).
+
+    Not at zero replicas: the window keeps a blip from paying for a cold start, but with nothing
+    serving every request already waits for one (scale from zero, :mod:`llmscale.policy.zero`)."""
+    if recommendation <= arg.current or arg.current == 0:
         return Clamped(recommendation, Reason.ReadyForNewScale, "")
     window = arg.spec.scaling.scale_up.stabilization_window_seconds
     lowest = min([r for t, r in arg.memory.recommendations if t > arg.now - window] + [recommendation])
@@ -159,6 +165,20 @@ def scale_down_limit(desired: int, arg: Normalization) -> Clamped:
     )
 
 
+def no_scale_down_while_stalled(desired: int, arg: Normalization) -> Clamped:
+    """No removing while an engine hangs (:attr:`Reason.StalledPods`): the hung pod still looks Ready
+    to Kubernetes, which would as likely remove a healthy pod and keep the hung one; the stalled
+    pod's signals are left out, so the pool's headroom is thinner than it looks. Adding is allowed."""
+    if not arg.stalled or desired >= arg.current:
+        return Clamped(desired, Reason.DesiredWithinRange, "")
+    return Clamped(
+        arg.current,
+        Reason.StalledPods,
+        f"pod {', '.join(arg.stalled)} stalled: no scale-down while an engine hangs, holds {arg.current} "
+        f"(wanted {desired})",
+    )
+
+
 def insufficient_capacity(desired: int, arg: Normalization) -> Clamped:
     """No adding while interactive pods are unschedulable: a new pod would wait for GPUs too
     (:attr:`Reason.InsufficientCapacity`). Removing is still allowed."""
@@ -186,7 +206,13 @@ def replica_bounds(desired: int, arg: Normalization) -> Clamped:
 #: The stabilisation windows, in order; reported in ``AbleToScale``.
 WINDOWS: tuple[Clamp, ...] = (scale_up_window, scale_down_window)
 #: The limits after the windows, in order; reported in ``ScalingLimited``.
-LIMITS: tuple[Clamp, ...] = (scale_up_limit, scale_down_limit, insufficient_capacity, replica_bounds)
+LIMITS: tuple[Clamp, ...] = (
+    scale_up_limit,
+    scale_down_limit,
+    no_scale_down_while_stalled,
+    insufficient_capacity,
+    replica_bounds,
+)
 
 
 def chain(value: int, arg: Normalization, clamps: Sequence[Clamp]) -> tuple[int, list[Clamped]]:

@@ -25,22 +25,24 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
    (queue depth, preemptions) only push up: at or below the current demand they propose nothing
    (an empty queue says "not short", not "needs zero"). Above it their total is compared with
    replicas that include the starting ones, so each starting replica absorbs one replica's worth
-   (``target``) of the backlog, not all of it. The largest proposal is the demand.
+   (``target``) of the backlog, not all of it. The largest proposal is the demand. At zero replicas
+   the wake query (``spec.scaling.wake``) proposes too (:mod:`llmscale.policy.zero`).
 4. **Latency guard.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading signals ask for no
    more than the current demand and no replica is starting, demand is the current demand + 1 (the
    lagging signal says the leading targets are too loose for this traffic). One replica per cold
    start at most: while it starts the guard is quiet; and not again until the last scale-up is
-   older than :data:`LATENCY_WINDOW_S`, the window the p95 is computed over, since a younger
-   replica cannot show in it yet.
-5. **Recommendation** ``demand + H``. On partial data (some leading signal unknown) it is floored at
+   older than the window the p95 is computed over (the snapshot's rate window; :data:`LATENCY_WINDOW_S`
+   when it does not say), since a younger replica cannot show in it yet.
+5. **Recommendation** ``demand + H``; 0 when a ``min: 0`` pool is idle (:func:`release_when_idle`).
+   On partial data (some leading signal unknown) it is floored at
    the current size (``MetricsPartial``, the first clamp): scale up on what is known, never down.
 6. **Clamps** (:mod:`llmscale.policy.clamps`), chained the way the HPA's
    ``normalizeDesiredReplicasWithBehaviors`` chains its helpers, each a small function returning
    ``(replicas, reason, message)``: the stabilisation windows over ``memory.recommendations``
    (lowest in the scale-up window, highest in the scale-down window), reported in ``AbleToScale``;
    then the limits, reported in ``ScalingLimited``: rate limits over ``memory.scale_events``
-   (``maxReplicasPerPeriod`` within ``periodSeconds``), no adding while pods are unschedulable,
-   ``spec.replicas.min``/``max``. Scale-down is one rate-limited step at a time; Kubernetes drains
+   (``maxReplicasPerPeriod`` within ``periodSeconds``), no removing while an engine hangs, no adding
+   while pods are unschedulable, ``spec.replicas.min``/``max``. Scale-down is one rate-limited step at a time; Kubernetes drains
    the removed pod (in-flight requests finish within its termination grace period), the policy
    never kills work.
 7. **Batch pool**: ``spec.batch.replicas`` inside a trough window, 0 outside
@@ -73,8 +75,16 @@ from llmscale.policy.clamps import (
     replica_bounds,
     scaling_limited_condition,
 )
+from llmscale.policy.signal_health import (
+    LATENCY_WINDOW_S,
+    WAKE_SIGNAL,
+    latency_guard_off,
+    latency_window_s,
+    why_unknown,
+)
 from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.policy.windows import batch_window_open, describe_window, local_time
+from llmscale.policy.zero import release_when_idle, wake_proposal
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
@@ -84,11 +94,6 @@ __all__ = [
     "headroom_replicas",
     "kv_cache_target",
 ]
-
-#: Seconds of traffic the lagging p95 latencies summarise: the signals' histogram ``rate()`` window
-#: (``llmscale.signals.queries`` ``rate_window="1m"``; the simulator's p95 looks back 60 s too). A
-#: replica added less than this long ago cannot show in the p95 yet, so the latency guard waits.
-LATENCY_WINDOW_S = 60.0
 
 # ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
 _EPS = 1e-9
@@ -373,14 +378,20 @@ def _metrics_condition(
     if age > max_age:
         msg = f"newest signal snapshot is {age:.0f} s old (max {max_age:.0f} s): held {current} replicas"
         return ConditionResult("False", Reason.MetricsStale, msg), msg
-    err = f" ({snap.error})" if snap.error else ""
     if not known:
-        msg = f"all leading signals unknown{err}, snapshot {age:.0f} s old: held {current} replicas"
+        msg = f"all leading signals unknown ({why_unknown(snap, unknown)}), snapshot {age:.0f} s old: held {current} replicas"
         return ConditionResult("False", Reason.MetricsMissing, msg), msg
+    if known == [WAKE_SIGNAL]:
+        msg = (f"0 replicas, so no engine reports: scaling on the wake query (spec.scaling.wake) alone, "
+               f"which reads {snap.wake_demand:g}")
+        return ConditionResult("True", Reason.WakeQueryOnly, msg), None
+    guard_off = latency_guard_off(snap)
     if unknown:
-        msg = f"{', '.join(unknown)} unknown{err}: scaling up only, on {', '.join(known)}"
-        return ConditionResult("True", Reason.MetricsPartial, msg), None
+        msg = f"{why_unknown(snap, unknown)}: scaling up only, on {', '.join(known)}"
+        return ConditionResult("True", Reason.MetricsPartial, msg + (f"; {guard_off}" if guard_off else "")), None
     msg = f"queue depth, KV-cache utilisation and preemption rate known, newest sample {age:.0f} s old"
+    if guard_off:
+        return ConditionResult("True", Reason.LatencyUnknown, f"{msg}; {guard_off}"), None
     return ConditionResult("True", Reason.MetricsFresh, msg), None
 
 
@@ -397,8 +408,8 @@ def _latency_guard(
     or the leading signals already ask for more than the current demand ``reference``).
 
     The guard raises the demand to ``reference + 1`` when p95 TTFT or ITL breaches ``spec.slo``, no
-    replica is starting and the last scale-up is at least :data:`LATENCY_WINDOW_S` old; otherwise
-    it waits and says why.
+    replica is starting and the last scale-up is at least the p95's window old (the snapshot's rate
+    window, :data:`LATENCY_WINDOW_S` when it does not say); otherwise it waits and says why.
     """
     breaches = []
     if snap.ttft_p95_s is not None and snap.ttft_p95_s > spec.slo.ttft_p95_seconds:
@@ -409,10 +420,11 @@ def _latency_guard(
         return demand, None
     breached = " and ".join(breaches)
     last_up = max((t for t, d in memory.scale_events if d > 0), default=None)
-    if last_up is not None and now - last_up < LATENCY_WINDOW_S:
+    window_s = latency_window_s(snap)
+    if last_up is not None and now - last_up < window_s:
         return demand, (
             f"{breached}, but the last scale-up was {now - last_up:.0f} s ago, inside "
-            f"the {LATENCY_WINDOW_S:.0f} s window the p95 is computed over: latency guard waits"
+            f"the {window_s:.0f} s window the p95 is computed over: latency guard waits"
         )
     if starting > 0:
         return demand, f"{breached}, but {starting} replicas are starting: latency guard waits for them"
@@ -502,7 +514,8 @@ def decide(
     reasons: list[str] = []
 
     keep_recs = max(scaling.scale_up.stabilization_window_seconds, scaling.scale_down.stabilization_window_seconds)
-    keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds, LATENCY_WINDOW_S)
+    keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds,
+                      latency_window_s(history[-1] if history else None))
     memory_cond, unreadable, unreadable_since = _policy_state(memory, now, max(keep_recs, keep_events))
     if memory_cond.status == "False":
         reasons.append(f"policy memory incomplete: {memory_cond.message}")
@@ -518,6 +531,9 @@ def decide(
         else state.interactive_ready
     )
     proposals = _proposals(spec, fresh, ready, reference, state.interactive_starting)
+    wake = wake_proposal(spec, fresh, current)
+    if wake is not None:  # at zero replicas: the one demand signal there is
+        proposals.append(_Proposal(WAKE_SIGNAL, wake.replicas, wake.line, known=wake.known))
     known = [p for p in proposals if p.known]
     unknown_names = [p.signal for p in proposals if not p.known]
     metrics_cond, hold_line = _metrics_condition(
@@ -530,6 +546,7 @@ def decide(
         unknown=tuple(unknown_names),
         memory=memory,
         now=now,
+        stalled=fresh.stalled_pods if fresh is not None else (),
     )
 
     # The clamp steps that changed the value, in order: the stabilisation windows (AbleToScale) and
@@ -563,6 +580,9 @@ def decide(
         reasons.append(head_line)
         recommendation = demand + head
         reasons.append(f"recommends {recommendation} = demand {demand} + headroom {head}")
+        recommendation, idle_line = release_when_idle(spec, fresh, current, demand, recommendation)
+        if idle_line is not None:
+            reasons.append(idle_line)
 
         # The partial-signals floor changes the recommendation itself: the floored value is the
         # one the windows judge and the memory keeps.

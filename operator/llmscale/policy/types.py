@@ -86,6 +86,33 @@ class Reason(StrEnum):
     BatchSizeUnknown = "BatchSizeUnknown"
     """Unknown: no Job is late as far as can be told, but some outstanding Job declares no size, so
     its finish cannot be projected."""
+    # MetricsAvailable (llmscale.policy.signal_health, llmscale.policy.zero)
+    LatencyUnknown = "LatencyUnknown"
+    """True: every leading signal is known and fresh, but TTFT or ITL p95 is unknown for a reason
+    other than an idle window (no histogram, a failed query): the latency guard is off, and the
+    message names each missing signal and why."""
+    WakeQueryOnly = "WakeQueryOnly"
+    """True: the pool is at zero replicas, so no engine reports; it scales on the wake query of
+    ``spec.scaling.wake`` alone."""
+    # EnginesStalled (llmscale.policy.signal_health); StalledPods is also a ScalingLimited reason
+    StalledPods = "StalledPods"
+    """True on EnginesStalled: a pod's engine hangs (running requests above 0, no token generated
+    over the window); the message names each. On ScalingLimited: no replica is removed while one
+    hangs."""
+    NoStalledPods = "NoStalledPods"
+    """False: the stall check ran and no reporting pod hangs."""
+    StallCheckOff = "StallCheckOff"
+    """Unknown: the stall check could not run (scrape interval unknown, window too short, no read)."""
+    # RateWindowFits (llmscale.policy.signal_health)
+    WindowFits = "WindowFits"
+    """True: the rate window spans at least four scrape intervals."""
+    WindowTooShort = "WindowTooShort"
+    """False: the rate window spans fewer than two scrape intervals (or holds fewer than two samples
+    of any series): every rate and latency quantile is unknown."""
+    WindowBelowAdvice = "WindowBelowAdvice"
+    """False: the rate window spans two to four scrape intervals: one missed scrape empties it."""
+    ScrapeIntervalUnknown = "ScrapeIntervalUnknown"
+    """Unknown: the scrape interval could not be read, so the window is unchecked."""
 
 
 class Clamped(NamedTuple):
