@@ -699,3 +699,39 @@ def test_a_days_backlog_drains_overnight() -> None:
     assert peak == 4
     final = plan_batch(spec, list(jobs.values()), QUIET, pool, TOK_S, end)
     assert final.replicas == 0 and final.batch_backlog.reason is Reason.BacklogEmpty
+
+
+def test_a_draining_job_never_leaves_more_batch_replicas_when_interactive_pods_wait() -> None:
+    """Found by Hypothesis (test_interactive_unschedulable_shrinks_batch_before_anything_else):
+    3 batch replicas, bound 2, a running Job the idle-GPU rule pauses. Calm, the Job keeps 1
+    replica; with 1 interactive pod unschedulable the Job is paused and the draining hold kept
+    min(3, 2) = 2 — more than calm. Interactive first: the pool does not wait for the drain
+    (the engines' own preStop drain finishes the in-flight requests)."""
+    from llmscale.api import (
+        BatchSpec,
+        HeadroomSpec,
+        LLMDeploymentSpec,
+        ModelSpec,
+        ReplicasSpec,
+        ScalingSpec,
+        TroughWindow,
+    )
+
+    spec = LLMDeploymentSpec(
+        model=ModelSpec(name="chat", preset="llama-3.1-8b"),
+        replicas=ReplicasSpec(min=1, max=1),
+        scaling=ScalingSpec(tolerance=0.0),
+        headroom=HeadroomSpec(replicas=0),
+        batch=BatchSpec(windows=[TroughWindow(start="00:00", end="00:01", timezone="UTC", days=["Mon"])], replicas=2),
+    )
+    now = 1709251200.0  # Fri 2024-03-01 00:00 UTC: no window open
+    job = BatchJob(name="job-0", deployment="chat", state=JobState.Running, created_at=now, deadline=None,
+                   deadline_source="annotation", active_pods=0, requests=1, input_tokens=0, output_tokens=1)
+    calm_state = InteractiveState(desired_replicas=0, ready_replicas=0, starting_replicas=0, unschedulable=0,
+                                  signals_valid=False, latency_within_slo=True)
+    pool = BatchPoolState(replicas=3, ready=0, gpus_free=0)
+    calm = plan_batch(spec, [job], calm_state, pool, 100.0, now)
+    pressed = plan_batch(spec, [job], replace(calm_state, unschedulable=1), pool, 100.0, now)
+    assert calm.replicas == 1
+    assert (pressed.replicas, pressed.limited_by) == (0, BatchLimit.InteractiveFirst)
+    assert pressed.replicas <= calm.replicas

@@ -606,12 +606,26 @@ def plan_batch(
             )
         if desired > most:
             limit(BatchLimit.MaxReplicas, most, f"at most {most} (spec.batch.maxReplicas, or replicas)")
+    # Interactive first: while interactive pods wait for GPUs the pool does not hold replicas for
+    # draining Jobs (holding them could leave more batch replicas than running them would); the
+    # batch engines drain themselves on scale-down (their preStop hook waits until their running
+    # requests reach 0), so the paused Jobs' in-flight requests still finish.
+    yielded_to_drain = False
     if draining and desired < min(current, most):
-        limit(
-            BatchLimit.Draining,
-            min(current, most),
-            f"{_names(draining)} paused, finishing in-flight requests: the pool keeps its replicas",
-        )
+        if interactive.unschedulable > 0:
+            steps.append((
+                BatchLimit.InteractiveFirst,
+                desired,
+                f"{_names(draining)} paused; {interactive.unschedulable} interactive pods unschedulable: "
+                f"the pool does not wait for the drain, {desired} replicas",
+            ))
+            limited_by, yielded_to_drain = BatchLimit.InteractiveFirst, True
+        else:
+            limit(
+                BatchLimit.Draining,
+                min(current, most),
+                f"{_names(draining)} paused, finishing in-flight requests: the pool keeps its replicas",
+            )
     if running and all(m is RunMode.IdleCapacity for _, m in running) and idle.replicas is not None:
         bound = (
             max(0, current + idle.replicas) if idle.safe else max(0, min(current, current + idle.replicas))
@@ -622,7 +636,7 @@ def plan_batch(
         bound = current + pool.gpus_free // spec.resources.gpus_per_replica
         if desired > bound:
             limit(BatchLimit.GPUsFree, bound, f"{pool.gpus_free} GPUs free allow {bound} batch replicas")
-    yielded = False
+    yielded = yielded_to_drain
     if interactive.unschedulable > 0:
         bound = max(0, current - interactive.unschedulable)
         if desired > bound:
