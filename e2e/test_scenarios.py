@@ -282,8 +282,10 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
     wait_for("batch pool scaled to 1 inside the window",
              lambda: cluster.deployment_replicas(namespace, "chat-batch") == 1, wait_for_s + 15)
     assert datetime.now(UTC) >= opens - timedelta(seconds=1), "the batch pool started before its window"
-    cond = cluster.condition(namespace, "chat", "BatchWindowOpen") or {}
-    assert cond.get("status") == "True" and cond.get("reason") == Reason.InsideTroughWindow, cond
+    # The tick scales the Deployment before it patches the status: wait for the condition to follow.
+    wait_for("BatchWindowOpen=True inside the window", lambda: (
+        (c := cluster.condition(namespace, "chat", "BatchWindowOpen") or {}).get("status") == "True"
+        and c.get("reason") == Reason.InsideTroughWindow), 15)
     pods = wait_for("a Ready batch pod", lambda: [p for p in cluster.pods(namespace, "batch") if is_ready(p)],
                     COLD_START_S + 30)
     assert pods[0].metadata.labels["llmscale.dev/pool"] == "batch"
@@ -301,8 +303,8 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
              lambda: cluster.deployment_replicas(namespace, "chat-batch") == 0, wait_s + 15)
     assert datetime.now(UTC) >= closes - timedelta(seconds=1), "the batch pool stopped before its window closed"
     wait_for("batch pods gone", lambda: not cluster.pods(namespace, "batch"), 30)
-    cond = cluster.condition(namespace, "chat", "BatchWindowOpen") or {}
-    assert cond.get("status") == "False", cond
+    wait_for("BatchWindowOpen=False after the window", lambda: (
+        (cluster.condition(namespace, "chat", "BatchWindowOpen") or {}).get("status") == "False"), 15)
 
 
 # ------------------------------------------------------------------------------------------ 6
