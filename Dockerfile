@@ -9,13 +9,20 @@ FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# requirements/image.txt pins every runtime dependency, with hashes (`make requirements`): the
+# image gets exactly those files, whatever the index holds on the day it is built.
+COPY requirements/image.txt ./requirements/image.txt
+COPY pyproject.toml README.md LICENSE NOTICE ./
 COPY operator ./operator
 # Everything (wheels compiled to .pyc) lands in one venv that the final stage copies; pip itself
-# is removed from it, so the final stage carries no build or install tooling of ours.
+# is removed from it, so the final stage carries no build or install tooling of ours. The pinned
+# dependencies go in first (hash-checked); llmscale itself adds none (--no-deps), and `pip check`
+# fails the build if the pins no longer satisfy pyproject.toml.
 RUN python -m venv /opt/llmscale \
  && /opt/llmscale/bin/pip install --upgrade pip==25.3 \
- && /opt/llmscale/bin/pip install . \
+ && /opt/llmscale/bin/pip install --require-hashes --no-deps -r requirements/image.txt \
+ && /opt/llmscale/bin/pip install --no-deps . \
+ && /opt/llmscale/bin/pip check \
  && /opt/llmscale/bin/pip uninstall --yes pip
 
 FROM python:3.11-slim-bookworm

@@ -9,13 +9,14 @@ STAMP  := $(VENV)/.installed
 export LLMSCALE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/llmscale
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help install binaries lint unit e2e test demo crd clean
+.PHONY: help install binaries lint unit e2e test demo crd requirements clean
 
 help:
 	@echo "make demo   - build/start the local cluster, run the demo, stop everything"
 	@echo "make test   - lint, type-check, unit + integration + e2e tests"
 	@echo "make install - create .venv with llmscale and its test tools (.venv/bin/llmscale)"
-	@echo "make crd    - regenerate crds/ from the pydantic models"
+	@echo "make crd    - regenerate crds/ from the pydantic models (and the chart's and kustomize's copies)"
+	@echo "make requirements - re-pin the image's runtime dependencies (requirements/image.txt)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +47,24 @@ e2e: $(STAMP) binaries
 
 test: lint unit e2e
 
+# The CRD from the pydantic models, then its copies in the chart and the kustomize base. Written
+# through a temporary file, so that a failing `llmscale crd` leaves the checked-in file intact.
 crd: $(STAMP)
-	$(BIN)/llmscale crd > crds/llmdeployments.llmscale.dev.yaml
+	$(BIN)/llmscale crd > crds/llmdeployments.llmscale.dev.yaml.tmp
+	mv crds/llmdeployments.llmscale.dev.yaml.tmp crds/llmdeployments.llmscale.dev.yaml
+	bash tools/sync-chart-crds.sh
+
+# requirements/image.txt: the exact version and hashes of every runtime dependency, installed by
+# the Dockerfile with --require-hashes. Resolved by pip-tools in a venv of its own (nothing of .venv
+# leaks in), from the package index only. Run after changing [project].dependencies; existing pins
+# are kept where they still fit (PIP_COMPILE_ARGS=--upgrade moves every pin to the newest allowed).
+PIP_TOOLS := $(LLMSCALE_CACHE)/pip-tools
+requirements:
+	test -x $(PIP_TOOLS)/bin/pip-compile || { $(PYTHON) -m venv $(PIP_TOOLS) \
+	  && $(PIP_TOOLS)/bin/pip install --quiet pip==25.3 pip-tools==7.6.2; }
+	PIP_FIND_LINKS= CUSTOM_COMPILE_COMMAND="make requirements" $(PIP_TOOLS)/bin/pip-compile --quiet \
+	  --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
+	  $(PIP_COMPILE_ARGS) --output-file requirements/image.txt pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/llmscale demo

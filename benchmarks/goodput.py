@@ -1,7 +1,8 @@
 """The goodput benchmark: every scaling policy over one simulated day of real traffic.
 
 Runs ``llmscale simulate``'s engine for all policies on the Azure LLM inference trace 2023
-(CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024), time-rescaled to a diurnal day, with the
+(CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024; shipped in the package, :mod:`llmscale.data`),
+time-rescaled to a diurnal day, with the
 LLMDeployment in ``benchmarks/chat-llama-70b-h100.yaml``, and writes:
 
 - ``benchmarks/results/goodput.md``   — the Markdown table the README quotes, with the command;
@@ -33,6 +34,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from llmscale.api import LLMDeployment
 from llmscale.commands.simulate import parse_duration
+from llmscale.data import DEFAULT_TRACE, resolve_trace
 from llmscale.sim.baselines import POLICY_NAMES
 from llmscale.sim.plot import plot_day
 from llmscale.sim.runner import Scenario, compare
@@ -41,7 +43,6 @@ from llmscale.sim.trace import TRACE_CITATION, DiurnalEnvelope, load_azure_csv, 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SPEC = HERE / "chat-llama-70b-h100.yaml"
-TRACE = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
 
 
 def _merge(into: dict[str, object], patch: dict[str, object]) -> None:
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; return the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default=str(SPEC))
-    ap.add_argument("--trace", default=str(TRACE))
+    ap.add_argument("--trace", default=DEFAULT_TRACE,
+                    help="trace CSV (Azure format) or a bundled trace's name (default %(default)s)")
     ap.add_argument("--peak-rps", type=float, default=50.0)
     ap.add_argument("--duration", type=parse_duration, default=86_400.0)
     ap.add_argument("--warmup", type=parse_duration, default=600.0)
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     doc = yaml.safe_load(Path(args.spec).read_text(encoding="utf-8"))
     spec = LLMDeployment.model_validate(doc).spec
-    base = load_azure_csv(args.trace)
+    base = load_azure_csv(resolve_trace(args.trace))
     trace = synthesize(base, duration_s=args.duration, peak_rps=args.peak_rps, envelope=DiurnalEnvelope(),
                        seed=args.seed)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]

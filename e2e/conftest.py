@@ -2,7 +2,7 @@
 
 Two ways to get a cluster:
 
-* **Local** (the default, and CI): ``e2e/stack.py`` builds the pinned control plane once (cached
+* **Local** (the default, and CI): :mod:`llmscale.localcluster.stack` (``e2e/stack.py``) builds the pinned control plane once (cached
   outside the clone), starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK
   with fake GPU nodes, then Prometheus and the pod runner (engines for Ready pods, and the
   router). State in ``$LLMSCALE_CLUSTER_DIR`` (default ``<repo>/.cluster/e2e``). Everything is
@@ -13,8 +13,10 @@ Two ways to get a cluster:
   Prometheus-outage scenario needs ``LLMSCALE_E2E_PROMETHEUS_STOP`` / ``..._START`` shell commands.
 
 Either way the CRD is installed with server-side apply and the operator runs as a process
-(``llmscale run``, one-second base tick, log in the state dir), stopped by PID. Each test gets its
-own namespace. When the cluster cannot be had, the suite FAILS with the reason; it never skips.
+(``llmscale run``, one-second base tick, log in the state dir), stopped by PID. A scenario that needs
+the operator configured otherwise (the authenticated-Prometheus one) stops it and starts its own
+with :meth:`Cluster.run_operator`, and :meth:`Cluster.restore_operator` puts the session's back.
+Each test gets its own namespace. When the cluster cannot be had, the suite FAILS with the reason; it never skips.
 """
 
 from __future__ import annotations
@@ -40,14 +42,13 @@ import kubernetes
 import pytest
 import yaml
 
+from llmscale.localcluster import SAMPLE
+from llmscale.localcluster import stack as local_stack
+
 REPO = Path(__file__).resolve().parents[1]
-E2E = REPO / "e2e"
-sys.path.insert(0, str(E2E))
-
-import stack as local_stack  # noqa: E402
-
+# The scenarios import this module's helpers as `conftest` (e2e/ is not a package).
+sys.path.insert(0, str(REPO / "e2e"))
 CRD = REPO / "crds" / "llmdeployments.llmscale.dev.yaml"
-SAMPLES = E2E / "samples"
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
 T = TypeVar("T")
 
@@ -86,6 +87,7 @@ class Cluster:
     router_url: str
     operator_log: Path
     local_state: Path | None = None
+    operator: subprocess.Popen[bytes] | None = None
     api: kubernetes.client.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +162,24 @@ class Cluster:
         """The router's completions URL for a Service."""
         return f"{self.router_url}/ns/{namespace}/svc/{service}/v1/completions"
 
+    # ------------------------------------------------------------------ the operator process
+
+    def run_operator(self, *args: str, env: dict[str, str] | None = None) -> None:
+        """Stop the running operator and start ``llmscale run`` with the session's flags plus
+        ``args`` (later flags win) and ``env`` added to its environment; wait for ``/readyz``."""
+        self.stop_operator()
+        self.operator, _ = _start_operator(self.kubeconfig, self.prometheus_url, self.operator_log, args, env)
+
+    def restore_operator(self) -> None:
+        """Put the session's operator back (the one the fixture started)."""
+        self.run_operator()
+
+    def stop_operator(self) -> None:
+        """Stop the running operator by PID (SIGTERM, SIGKILL after 10 s)."""
+        if self.operator is not None:
+            _stop(self.operator)
+            self.operator = None
+
     def stop_prometheus(self) -> None:
         if self.local_state is not None:
             local_stack.addons.stop_prometheus(self.local_state)
@@ -190,15 +210,18 @@ def _reachable(kubeconfig: str) -> bool:
         return False
 
 
-def _start_operator(kubeconfig: Path, prometheus_url: str, log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+def _start_operator(
+    kubeconfig: Path, prometheus_url: str, log_path: Path, extra: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
     argv = [
         str(Path(sys.executable).with_name("llmscale")), "run", "--all-namespaces", "--standalone",
         "--prometheus-url", prometheus_url, "--tick-base-seconds", "1",
-        "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--kubeconfig", str(kubeconfig),
+        "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--kubeconfig", str(kubeconfig), *extra,
     ]
     # Status writes at most every second (default 60 s), so scenarios see the live signals.
-    env = {**os.environ, "LLMSCALE_STATUS_REFRESH_SECONDS": "1", "KUBECONFIG": str(kubeconfig)}
+    env = {**os.environ, "LLMSCALE_STATUS_REFRESH_SECONDS": "1", "KUBECONFIG": str(kubeconfig), **(extra_env or {})}
     with log_path.open("ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -259,16 +282,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         log_dir = local_state / "logs"
     log_path = log_dir / "operator.log"
     _OPERATOR_LOG[:] = [log_path]
-    operator: subprocess.Popen[bytes] | None = None
+    c: Cluster | None = None
     try:
         c = Cluster(kubeconfig, kubectl_bin, prom, router, log_path, local_state)
         c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
         c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/llmdeployments.llmscale.dev")
-        operator, _ = _start_operator(kubeconfig, prom, log_path)
+        c.run_operator()
         yield c
     finally:
-        if operator is not None:
-            _stop(operator)
+        if c is not None:
+            c.stop_operator()
         if local_state is not None and os.environ.get("LLMSCALE_E2E_KEEP") != "1":
             local_stack.down(local_state)
 
@@ -299,9 +322,9 @@ def _namespace(cluster: Cluster, test_name: str) -> Iterator[str]:
 
 
 def sample(name: str = "chat", **overrides: Any) -> dict[str, Any]:
-    """The sample LLMDeployment ``e2e/samples/chat-mock.yaml`` named ``name``, with ``overrides``
+    """The sample LLMDeployment (``llmscale/localcluster/chat-mock.yaml``) named ``name``, with ``overrides``
     deep-merged into its spec (``sample(replicas={"min": 3})``)."""
-    manifest = yaml.safe_load((SAMPLES / "chat-mock.yaml").read_text())
+    manifest = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"]["name"] = name
     _merge(manifest["spec"], overrides)
     return dict(manifest)

@@ -23,9 +23,10 @@ from llmscale.api import (
     ScalingSpec,
     ScalingTargets,
     TroughWindow,
+    WakeSpec,
 )
 from llmscale.policy import CapacityCorrection, PolicyMemory, PoolState
-from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
+from llmscale.signals.snapshot import RateWindow, SignalSnapshot, WorkloadMix
 
 __all__ = [
     "DST_FREE_ZONES",
@@ -116,6 +117,9 @@ def specs(draw: st.DrawFn, with_batch: bool | None = None) -> LLMDeploymentSpec:
         tolerance=draw(st.floats(0, 0.3)),
         tick_seconds=draw(st.sampled_from([5.0, 15.0, 30.0])),
         metrics_max_age_seconds=draw(st.floats(30, 180)),
+        # min 0 needs a wake query; with min above 0 one may be set all the same.
+        wake=WakeSpec(query="sum(gateway_pending)", threshold=draw(st.sampled_from([0.0, 1.0])))
+        if lo == 0 or draw(st.booleans()) else None,
     )
     headroom = HeadroomSpec(
         replicas=draw(st.integers(0, 3)),
@@ -164,6 +168,18 @@ def workload_mixes(draw: st.DrawFn, known: bool = False) -> WorkloadMix:
     )
 
 
+#: Rate windows a snapshot may carry: none (not from Prometheus), fitting, too short, below the
+#: advised four intervals, and with the interval unknown.
+WINDOWS: tuple[RateWindow | None, ...] = (
+    None,
+    RateWindow(60.0, "60s", 15.0, "targets", auto=True),
+    RateWindow(240.0, "240s", 60.0, "targets", auto=True),
+    RateWindow(60.0, "1m", 60.0, "set", too_short=True, problem="rate window 1m is shorter than two scrape intervals"),
+    RateWindow(60.0, "1m", 20.0, "targets", problem="rate window 1m spans fewer than 4 scrape intervals"),
+    RateWindow(60.0, "60s", None, "unknown", auto=True),
+)
+
+
 @st.composite
 def snapshots(draw: st.DrawFn, now: float, max_age_s: float = 300.0, known: bool = False) -> SignalSnapshot:
     """A :class:`SignalSnapshot` observed 0–``max_age_s`` s before ``now``.
@@ -185,6 +201,9 @@ def snapshots(draw: st.DrawFn, now: float, max_age_s: float = 300.0, known: bool
         itl_p95_s=draw(value(1.0)),
         replicas_reporting=draw(st.integers(0, 24)),
         workload=draw(st.one_of(st.just(WorkloadMix()), workload_mixes(known))),
+        wake_demand=draw(value(10.0)),
+        stalled_pods=draw(st.sampled_from([(), ("chat-hung",)])),
+        window=draw(st.sampled_from(WINDOWS)),
     )
 
 
@@ -238,3 +257,104 @@ def decide_inputs(draw: st.DrawFn) -> tuple[LLMDeploymentSpec, list[SignalSnapsh
     state = draw(pool_states())
     memory = draw(memories(now))
     return spec, history, state, memory, now
+
+
+# --------------------------------------------------------------------------------------------
+# The batch planner (llmscale.policy.batch)
+# --------------------------------------------------------------------------------------------
+
+from llmscale.api import ResourcesSpec  # noqa: E402
+from llmscale.policy.batch import BatchPoolState, InteractiveState  # noqa: E402
+from llmscale.policy.batch_jobs import BatchJob, JobState  # noqa: E402
+
+__all__ += ["batch_jobs", "batch_plan_inputs", "batch_pool_states", "interactive_states", "planner_specs"]
+
+
+@st.composite
+def planner_specs(draw: st.DrawFn) -> LLMDeploymentSpec:
+    """A spec with a batch pool: 1–3 windows, bounds 0–8 (``maxReplicas`` or the old ``replicas``),
+    ``minReplicas`` within them, idle release on or off, 1–4 GPUs per replica."""
+    most = draw(st.integers(0, 8))
+    use_max = draw(st.booleans())
+    batch = BatchSpec(
+        windows=draw(st.lists(trough_windows(), min_size=1, max_size=3)),
+        replicas=most if not use_max else draw(st.integers(0, 8)),
+        max_replicas=most if use_max else None,
+        min_replicas=draw(st.integers(0, most)),
+        release_on_idle_capacity=draw(st.booleans()),
+    )
+    lo = draw(st.integers(0, 4))
+    wake = WakeSpec(query="sum(gateway_pending)") if lo == 0 else None
+    return LLMDeploymentSpec(
+        model=ModelSpec(name="chat", preset="llama-3.1-8b"),
+        replicas=ReplicasSpec(min=lo, max=draw(st.integers(max(lo, 1), 16))),
+        headroom=HeadroomSpec(replicas=draw(st.integers(0, 3))),
+        resources=ResourcesSpec(gpus_per_replica=draw(st.sampled_from([1, 2, 4]))),
+        scaling=ScalingSpec(tolerance=draw(st.floats(0, 0.3)), wake=wake),
+        batch=batch,
+    )
+
+
+@st.composite
+def batch_jobs(draw: st.DrawFn, now: float, name: str) -> BatchJob:
+    """A :class:`BatchJob` created up to 2 days before ``now``, due from a day before ``now`` to
+    5 days after (or without a deadline), of known (up to 5 G tokens) or unknown size."""
+    state = draw(st.sampled_from(list(JobState)))
+    sized = draw(st.booleans())
+    requests = draw(st.integers(1, 100_000)) if sized else None
+    return BatchJob(
+        name=name,
+        deployment="chat",
+        state=state,
+        created_at=now - draw(st.floats(0, 2 * 86_400)),
+        deadline=draw(st.none() | st.floats(now - 86_400, now + 5 * 86_400)),
+        deadline_source="annotation",
+        active_pods=draw(st.integers(1, 3)) if state is JobState.Draining else draw(st.integers(0, 3)),
+        requests=requests,
+        input_tokens=draw(st.integers(0, 4_000_000_000)) if sized else None,
+        output_tokens=draw(st.integers(1, 1_000_000_000)) if sized else None,
+        requests_done=draw(st.floats(0, requests)) if requests else 0.0,
+    )
+
+
+@st.composite
+def interactive_states(draw: st.DrawFn) -> InteractiveState:
+    """An :class:`InteractiveState`: 0–16 desired, any ready/starting/unschedulable, latency known or not."""
+    desired = draw(st.integers(0, 16))
+    return InteractiveState(
+        desired_replicas=desired,
+        ready_replicas=draw(st.integers(0, desired + 1)),
+        starting_replicas=draw(st.integers(0, 2)),
+        unschedulable=draw(st.sampled_from([0, 0, 0, 1, 2, 5])),
+        signals_valid=draw(st.booleans()),
+        latency_within_slo=draw(st.sampled_from([True, True, False, None])),
+    )
+
+
+@st.composite
+def batch_pool_states(draw: st.DrawFn) -> BatchPoolState:
+    """A :class:`BatchPoolState`: 0–10 replicas, some Ready, GPUs free 0–16 or unknown."""
+    replicas = draw(st.integers(0, 10))
+    return BatchPoolState(
+        replicas=replicas,
+        ready=draw(st.integers(0, replicas)),
+        gpus_free=draw(st.none() | st.integers(0, 16)),
+    )
+
+
+@st.composite
+def batch_plan_inputs(
+    draw: st.DrawFn,
+) -> tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float, float]:
+    """The arguments of :func:`llmscale.policy.batch.plan_batch`: spec, 0–6 Jobs, interactive
+    state, batch pool, one replica's tokens/s (100–50,000) and the instant."""
+    now = draw(instants())
+    jobs = [draw(batch_jobs(now, f"job-{i}")) for i in range(draw(st.integers(0, 6)))]
+    return (
+        draw(planner_specs()),
+        jobs,
+        draw(interactive_states()),
+        draw(batch_pool_states()),
+        draw(st.floats(100, 50_000)),
+        now,
+    )

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from llmscale import __version__
-from llmscale.cli import VERBS, main
+from llmscale.cli import VERBS, command, main
 
 
 def test_no_verb_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
@@ -23,12 +23,13 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_design_verbs_are_all_present() -> None:
-    # DESIGN.md fixes the CLI verbs.
-    assert set(VERBS) == {"run", "crd", "plan", "simulate", "engine", "demo"}
+    # The verbs are a fixed contract (README, Commands).
+    assert set(VERBS) == {"run", "crd", "plan", "simulate", "engine", "demo", "batch"}
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
 def test_every_verb_module_has_the_command_interface(verb: str) -> None:
     module = importlib.import_module(VERBS[verb][0])
+    assert command(verb) is module
     assert callable(module.add_arguments)
     assert callable(module.main)

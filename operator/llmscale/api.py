@@ -29,10 +29,15 @@ __all__ = [
     "GROUP",
     "KIND",
     "MODEL_PRESET_NAMES",
+    "NAME_MAX_LENGTH",
+    "NAME_PATTERN",
+    "NAME_RULE",
     "PLURAL",
     "SHORT_NAME",
     "VERSION",
+    "BatchJobStatus",
     "BatchSpec",
+    "BatchStatus",
     "Condition",
     "CostSpec",
     "DecisionStatus",
@@ -54,7 +59,9 @@ __all__ = [
     "SignalStatus",
     "SloSpec",
     "TroughWindow",
+    "WakeSpec",
     "iana_timezones",
+    "name_problem",
 ]
 
 GROUP = "llmscale.dev"
@@ -82,6 +89,33 @@ DAYS_OF_WEEK: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"
 _HHMM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 # DNS-1123 label: what a Kubernetes object name of a Deployment/Service must be.
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+#: ``metadata.name`` of an LLMDeployment: a DNS-1035 label (the Service ``<name>`` needs one: lower
+#: case letters, digits and ``-``, starting with a letter, ending with a letter or digit) ...
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+#: ... of at most 57 characters, so that ``<name>-batch`` (the batch pool's Deployment and batch
+#: Service, DESIGN.md) is a DNS-1035 label of at most 63 too.
+NAME_MAX_LENGTH = 63 - len("-batch")
+#: The CEL rule the CRD puts on ``metadata.name`` (CEL rules at the schema's root may read
+#: ``self.metadata.name``: Kubernetes docs, "Validation rules"). A name the Kubernetes API accepts
+#: for an LLMDeployment (a DNS-1123 subdomain, up to 253 characters, ``70b-chat``) would otherwise
+#: fail only later, at the Service.
+NAME_RULE: dict[str, str] = {
+    "rule": f"self.metadata.name.matches('{NAME_PATTERN}') && size(self.metadata.name) <= {NAME_MAX_LENGTH}",
+    "message": f"metadata.name must be a DNS-1035 label of at most {NAME_MAX_LENGTH} characters (lower-case "
+    "letters, digits and '-', starting with a letter and ending with a letter or digit): it names the "
+    "Service <name> and the Deployment and Service <name>-batch",
+    "fieldPath": ".metadata.name",
+    "reason": "FieldValueInvalid",
+}
+
+
+def name_problem(name: str) -> str | None:
+    """Return why ``name`` cannot name an LLMDeployment (:data:`NAME_RULE`'s message), or ``None``."""
+    if len(name) <= NAME_MAX_LENGTH and re.match(NAME_PATTERN, name):
+        return None
+    return NAME_RULE["message"]
 
 
 @lru_cache(maxsize=1)
@@ -307,6 +341,22 @@ class ScaleDownBehavior(ScalingBehavior):
     """Largest decrease in replicas allowed within ``periodSeconds``."""
 
 
+class WakeSpec(_Model):
+    """A demand signal that exists while the pool has no replica, so that a pool scaled to zero
+    wakes up: a gateway's or router's count of requests waiting for the pool, or their rate
+    (docs/policy.md, "Scale to zero and back")."""
+
+    query: str = Field(min_length=1, max_length=4096)
+    """PromQL instant query whose value (summed over its series) is the demand in front of the pool,
+    e.g. ``sum(gateway_pending_requests{namespace="$namespace", service="$name"})``; ``$namespace`` and
+    ``$name`` are replaced by the LLMDeployment's own. No series reads as unknown (the pool then stays
+    where it is): end the query with ``or vector(0)`` if no series means no demand."""
+    threshold: float = Field(default=0.0, ge=0, le=1_000_000)
+    """At zero replicas the pool wakes (to one replica of demand plus the warm headroom) when the
+    query's value is above this; at or below it, with the engines idle, the pool may scale to zero
+    once the scale-down stabilisation window has passed."""
+
+
 class ScalingSpec(_Model):
     """Targets, behaviour and cadence of the scaling policy."""
 
@@ -322,6 +372,9 @@ class ScalingSpec(_Model):
     """How often the operator reads signals and decides, in seconds."""
     metrics_max_age_seconds: float = Field(default=90.0, ge=1, le=86_400)
     """Signals older than this are stale: the policy holds replicas rather than read them as zero."""
+    wake: WakeSpec | None = None
+    """The demand signal that wakes a pool at zero replicas; required with ``spec.replicas.min: 0``
+    (with no replica, no engine reports, and nothing else could wake it)."""
 
 
 class HeadroomSpec(_Model):
@@ -411,12 +464,55 @@ class ScheduledMinimum(TroughWindow):
 
 
 class BatchSpec(_Model):
-    """A batch pool (Deployment ``<name>-batch``) that runs only inside trough windows."""
+    """A batch pool (Deployment ``<name>-batch``, Service ``<name>-batch``) sized from the backlog of
+    batch Jobs labelled ``llmscale.dev/deployment: <name>``, which llmscale releases inside trough
+    windows, earlier onto idle GPUs, and before a window when a deadline needs it (docs/batch.md)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.minReplicas <= (has(self.maxReplicas) ? self.maxReplicas : self.replicas)",
+                    "message": "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas "
+                    "(spec.batch.replicas when maxReplicas is unset)",
+                }
+            ]
+        }
+    )
 
     windows: list[TroughWindow] = Field(min_length=1, max_length=32)
-    """Trough windows; outside every window the batch pool has 0 replicas."""
+    """Trough windows in which waiting Jobs are released; outside them only Jobs whose deadline
+    cannot wait, or that run on idle GPUs, keep batch replicas."""
     replicas: int = Field(default=1, ge=0, le=10_000)
-    """Batch replicas inside a window."""
+    """Most batch replicas when ``maxReplicas`` is unset. Kept for specs written before Jobs, when it
+    was the fixed size of the pool inside a window; the pool is now sized from the backlog (0 when
+    no Job is outstanding, even inside a window)."""
+    min_replicas: int = Field(default=0, ge=0, le=10_000)
+    """Fewest batch replicas while a Job is released (a released Job always gets at least one
+    unless the maximum is 0); 0 with no Job outstanding, whatever this says."""
+    max_replicas: int | None = Field(default=None, ge=0, le=10_000)
+    """Most batch replicas; unset: ``replicas``. The pool is the backlog's tokens ÷ one replica's
+    throughput ÷ the time left, within ``minReplicas``–``maxReplicas`` and the GPUs free."""
+    completion_window_seconds: int = Field(default=86_400, ge=60, le=31 * 86_400)
+    """Deadline of a Job without the ``llmscale.dev/deadline`` annotation, in seconds after its
+    creation: 86400 (24 h) is the only completion window the OpenAI Batch API offers."""
+    release_on_idle_capacity: bool = True
+    """Release Jobs before a window onto GPUs the interactive pool leaves idle: only while its
+    signals are fresh, its latency within ``spec.slo``, none of its pods unschedulable, and GPUs
+    stay free for a warm headroom more of interactive replicas. Batch gives them back first."""
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> BatchSpec:
+        if self.min_replicas > self.most_replicas():
+            raise ValueError(
+                "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas "
+                "(spec.batch.replicas when maxReplicas is unset)"
+            )
+        return self
+
+    def most_replicas(self) -> int:
+        """Return the upper bound of the batch pool: ``maxReplicas``, else ``replicas``."""
+        return self.replicas if self.max_replicas is None else self.max_replicas
 
 
 ReplicasSpec.model_rebuild()
@@ -434,9 +530,30 @@ class CostSpec(_Model):
 # --------------------------------------------------------------------------------------------
 
 
+#: Why ``spec.replicas.min: 0`` needs ``spec.scaling.wake`` (the CEL rule and the model say the same).
+_MIN_ZERO_NEEDS_WAKE = (
+    "spec.replicas.min 0 needs spec.scaling.wake.query: with no replica no engine reports, so only a "
+    "demand signal in front of the pool (a gateway's queue or request rate) can wake it; set one or "
+    "raise spec.replicas.min"
+)
+
+
 class LLMDeploymentSpec(_Model):
     """Desired state of an LLMDeployment: a pool of LLM inference replicas that llmscale scales on
     queue depth, KV-cache utilisation and preemptions, with warm headroom and batch troughs."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.replicas) || self.replicas.min > 0 || "
+                    "(has(self.scaling) && has(self.scaling.wake))",
+                    "fieldPath": ".replicas.min",
+                    "message": _MIN_ZERO_NEEDS_WAKE,
+                }
+            ]
+        }
+    )
 
     model: ModelSpec
     """The served model."""
@@ -453,9 +570,15 @@ class LLMDeploymentSpec(_Model):
     headroom: HeadroomSpec = Field(default_factory=HeadroomSpec)
     """Warm replicas kept above demand."""
     batch: BatchSpec | None = None
-    """Optional batch pool that runs in trough windows."""
+    """Optional batch pool and the backlog of batch Jobs it serves (docs/batch.md)."""
     cost: CostSpec = Field(default_factory=CostSpec)
     """Prices."""
+
+    @model_validator(mode="after")
+    def _zero_needs_wake(self) -> LLMDeploymentSpec:
+        if self.replicas.min == 0 and self.scaling.wake is None:
+            raise ValueError(_MIN_ZERO_NEEDS_WAKE)
+        return self
 
 
 # --------------------------------------------------------------------------------------------
@@ -529,11 +652,53 @@ class DecisionStatus(_Status):
     """One line per step of the decision: signal proposals, headroom, clamps, windows."""
 
 
+class BatchJobStatus(_Status):
+    """One outstanding batch Job as the batch planner sees it (``status.batch.jobs[]``)."""
+
+    name: str
+    """The Job's ``metadata.name`` (same namespace as the LLMDeployment)."""
+    state: Literal["Waiting", "Running", "Draining", "Done"]
+    """``Waiting`` (suspended), ``Running`` (released), ``Draining`` (suspended, pods still
+    finishing in-flight requests) or ``Done`` (Complete or Failed)."""
+    deadline: str | None = None
+    """RFC 3339 deadline: the ``llmscale.dev/deadline`` annotation, else creation +
+    ``spec.batch.completionWindowSeconds``."""
+    projected_finish: str | None = None
+    """RFC 3339 time the planner expects the Job's work to be done; absent when its size is
+    unknown or it cannot finish within the planner's horizon."""
+    at_risk: bool | None = None
+    """True when the projected finish is after the deadline (or the deadline has passed)."""
+    outstanding_tokens: int | None = None
+    """Prompt + output tokens not yet done; absent when the Job declares no size."""
+
+
+class BatchStatus(_Status):
+    """The batch backlog: Jobs labelled ``llmscale.dev/deployment: <name>``."""
+
+    jobs_waiting: int | None = None
+    """Jobs suspended, waiting for a window, idle GPUs or their deadline."""
+    jobs_running: int | None = None
+    """Jobs released (unsuspended) and not done."""
+    jobs_done: int | None = None
+    """Jobs Complete or Failed."""
+    tokens_outstanding: int | None = None
+    """Prompt + output tokens of the Jobs not done, over the Jobs that declare their size."""
+    jobs_unknown_size: int | None = None
+    """Jobs not done that declare no size (``llmscale.dev/batch-requests`` and token annotations)."""
+    next_window_open: str | None = None
+    """RFC 3339 time the next trough window opens (absent while one is open)."""
+    next_window_close: str | None = None
+    """RFC 3339 time the open (or next) trough window closes."""
+    jobs: list[BatchJobStatus] = Field(default_factory=list, max_length=50)
+    """Outstanding Jobs, earliest deadline first (at most 50)."""
+
+
 class Condition(_Status):
     """A standard Kubernetes condition (``metav1.Condition``)."""
 
     type: str
-    """``Ready``, ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``,
+    """``Ready``, ``MetricsAvailable``, ``RateWindowFits``, ``EnginesStalled``, ``AbleToScale``,
+    ``ScalingLimited``, ``BatchWindowOpen``, ``BatchBacklog``, ``DeadlineAtRisk``,
     ``PolicyStateReadable``, ``CapacityModel`` or ``Diagnosis``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
@@ -565,6 +730,9 @@ class LLMDeploymentStatus(_Status):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     """Standard conditions."""
+    batch: BatchStatus | None = None
+    """The batch backlog, the next trough window and each Job's projected finish (only with
+    ``spec.batch``)."""
     policy_state: dict[str, Any] | None = Field(default=None)
     """Policy memory that must survive an operator restart (recommendation history for the
     stabilisation windows, last scale times). Opaque to users; what the operator cannot read back

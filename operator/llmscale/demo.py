@@ -2,14 +2,15 @@
 
 What it does, unattended (see docs/demo.md):
 
-1. builds (first time only) and starts the local stack of ``e2e/stack.py``: the pinned Kubernetes
-   control plane, KWOK fake GPU nodes, Prometheus, and the pod runner that runs one mock engine per
-   Ready pod behind a router;
-2. installs the CRD (server-side apply), starts the operator (``llmscale run``) as a process, and
-   applies ``e2e/samples/chat-mock.yaml`` with a batch pool whose trough window is set on the wall
+1. builds (first time only) and starts the local stack of :mod:`llmscale.localcluster.stack`: the
+   pinned Kubernetes control plane, KWOK fake GPU nodes, Prometheus, and the pod runner that runs
+   one mock engine per Ready pod behind a router;
+2. installs the CRD generated from :mod:`llmscale.api` (server-side apply), starts the operator
+   (``llmscale run``) as a process, and applies the sample LLMDeployment
+   (``llmscale/localcluster/chat-mock.yaml``) with a batch pool whose trough window is set on the wall
    clock so that it opens during the compressed night;
-3. replays the Azure LLM inference trace 2023 (CC-BY 4.0; Patel et al., Splitwise, ISCA 2024),
-   time-rescaled onto a daily shape (:func:`llmscale.sim.trace.synthesize` with a
+3. replays the Azure LLM inference trace 2023 (CC-BY 4.0; Patel et al., Splitwise, ISCA 2024;
+   shipped in the package, :mod:`llmscale.data`), time-rescaled onto a daily shape (:func:`llmscale.sim.trace.synthesize` with a
    :class:`~llmscale.sim.trace.DiurnalEnvelope`), a day compressed into ``--minutes`` of wall time,
    through the router; batch work is sent to the batch pool while it serves;
 4. shows a live view (rich) of arrivals, queue, KV-cache use, TTFT p95 (from Prometheus, through
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import itertools
 import json
 import math
@@ -40,17 +40,28 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any
 
 import aiohttp
 import numpy as np
 import yaml
 
+from llmscale.crd import crd_yaml
+from llmscale.data import resolve_trace
 from llmscale.loadgen import ReplayReport, RequestResult, replay
-from llmscale.sim.trace import TRACE_CITATION, DiurnalEnvelope, Trace, load_azure_csv, synthesize
+from llmscale.localcluster import SAMPLE
+from llmscale.localcluster import stack as local_stack
+from llmscale.sim.trace import (
+    TRACE_CITATION,
+    DiurnalEnvelope,
+    Trace,
+    TraceFormatError,
+    load_azure_csv,
+    synthesize,
+)
 
-__all__ = ["DemoConfig", "DemoError", "Sample", "find_repo", "run_demo", "summarize"]
+__all__ = ["DemoConfig", "DemoError", "DemoInputError", "Sample", "demo_home", "find_repo", "run_demo", "summarize"]
 
 DAY_S = 86_400.0
 NAMESPACE = "llmscale-demo"
@@ -58,7 +69,11 @@ NAME = "chat"
 
 
 class DemoError(RuntimeError):
-    """The demo cannot run here (no repository checkout, no trace, a stack that did not start)."""
+    """The demo cannot run here (no repository checkout, a stack that did not start)."""
+
+
+class DemoInputError(DemoError):
+    """The demo's input cannot be used (an unreadable trace, or not in the Azure CSV format)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,8 @@ class DemoConfig:
             first and the night near the end, where the trough window is.
         batch_rps: batch requests per wall second sent to the batch pool while it serves.
         out_dir: where the plot and the summary go.
-        trace: the trace CSV (default: ``../shared/traces/azure-llm-2023-conv.csv`` from the repo).
+        trace: a trace CSV in the Azure format, or the name of a bundled trace in that format
+            (default: :data:`llmscale.data.DEFAULT_TRACE`, the packaged Azure LLM inference trace 2023).
         seed: seed of the time rescaling.
     """
 
@@ -83,7 +99,7 @@ class DemoConfig:
     start_hour: float = 6.0
     batch_rps: float = 0.5
     out_dir: Path = Path("out")
-    trace: Path | None = None
+    trace: str | Path | None = None
     seed: int = 0
 
 
@@ -127,24 +143,25 @@ def find_repo(start: Path | None = None) -> Path:
     folder holding ``e2e/stack.py`` and ``crds/``.
 
     Raises:
-        DemoError: none found; the demo needs a checkout of the repository (it runs its e2e/).
+        DemoError: none found (:func:`run_demo` then keeps its state and output in the working
+            directory).
     """
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "e2e" / "stack.py").is_file() and (folder / "crds").is_dir():
             return folder
-    raise DemoError(f"no llmscale checkout at or above {here}: run `make demo` (or `llmscale demo`) "
-                    "from a clone of the repository; the demo starts its local cluster from e2e/")
+    raise DemoError(f"no llmscale checkout at or above {here}")
 
 
-def _load_stack(repo: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llmscale_e2e_stack", repo / "e2e" / "stack.py")
-    if spec is None or spec.loader is None:
-        raise DemoError(f"cannot load {repo / 'e2e' / 'stack.py'}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+def demo_home(start: Path | None = None) -> Path:
+    """Return where the demo keeps its state (``.cluster/demo``) and output (``out/``): the
+    repository root above ``start`` (default: the current directory) in a checkout, else
+    ``start`` itself — the demo runs from an installed package too (its local cluster and its
+    trace ship with it)."""
+    try:
+        return find_repo(start)
+    except DemoError:
+        return (start or Path.cwd()).resolve()
 
 
 def demo_trace(base: Trace, cfg: DemoConfig, context_limit_tokens: int) -> tuple[Trace, float]:
@@ -319,8 +336,8 @@ def _kubectl(stack: Any, *args: str, input: str | None = None) -> str:
     return p.stdout
 
 
-def _manifest(repo: Path, opens: datetime, closes: datetime) -> dict[str, Any]:
-    manifest: dict[str, Any] = yaml.safe_load((repo / "e2e" / "samples" / "chat-mock.yaml").read_text())
+def _manifest(opens: datetime, closes: datetime) -> dict[str, Any]:
+    manifest: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"] = {"name": NAME, "namespace": NAMESPACE}
     spec = manifest["spec"]
     spec["headroom"]["growthFactor"] = 1.0  # adaptive headroom on: the day has real ramps
@@ -449,14 +466,18 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
     """Run the whole demo (see the module docstring) and return the summary.
 
     Raises:
-        DemoError: no checkout, no trace, or a part of the stack that did not start.
+        DemoInputError: the trace cannot be read (checked before anything starts).
+        DemoError: a part of the stack that did not start.
         subprocess.CalledProcessError: the cluster build or start failed.
     """
-    repo = repo or find_repo()
-    trace_path = cfg.trace or repo.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
-    if not trace_path.is_file():
-        raise DemoError(f"trace {trace_path} not found: pass --trace PATH (Azure LLM inference trace format)")
-    stack_mod = _load_stack(repo)
+    repo = repo or demo_home()
+    # The trace is read before anything starts: a bad --trace costs nothing.
+    try:
+        base = load_azure_csv(resolve_trace(cfg.trace))
+    except (OSError, TraceFormatError) as exc:
+        raise DemoInputError(f"could not read the trace: {exc} (--trace takes a CSV in the Azure LLM "
+                        "inference trace format, or a bundled trace's name)") from exc
+    stack_mod = local_stack
     state = Path(os.environ.get("LLMSCALE_CLUSTER_DIR") or repo / ".cluster" / "demo").resolve()
     state.mkdir(parents=True, exist_ok=True)
     out_dir = cfg.out_dir if cfg.out_dir.is_absolute() else repo / cfg.out_dir
@@ -468,16 +489,15 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
     print(f"llmscale demo: starting the local stack in {state} (first run builds it: tens of minutes)", flush=True)
     try:
         stack = stack_mod.up(state)
-        _kubectl(stack, "apply", "--server-side", "--force-conflicts", "-f", str(repo / "crds" / "llmdeployments.llmscale.dev.yaml"))
+        _kubectl(stack, "apply", "--server-side", "--force-conflicts", "-f", "-", input=crd_yaml())
         _kubectl(stack, "wait", "--for=condition=Established", "--timeout=60s", "crd/llmdeployments.llmscale.dev")
         _kubectl(stack, "apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace",
                                                                     "metadata": {"name": NAMESPACE}}))
         with _operator(stack.kubeconfig, stack.prometheus_url, state / "logs" / "demo-operator.log"):
-            base = load_azure_csv(trace_path)
             # First with a window twelve hours away (the batch pool exists, at 0); the real
             # window is set once the replicas are ready and the replay's start is known.
             far = datetime.now(UTC) + timedelta(hours=12)
-            manifest = _manifest(repo, far, far + timedelta(minutes=1))
+            manifest = _manifest(far, far + timedelta(minutes=1))
             spec = manifest["spec"]
             trace, speedup = demo_trace(base, cfg, int(spec["model"]["contextLimitTokens"]))
             print(f"llmscale demo: {len(trace)} requests, {trace.source}; {TRACE_CITATION}", flush=True)
@@ -489,7 +509,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
                     raise DemoError("no replica became ready in 90 s; see the operator log")
                 time.sleep(1)
             opens, closes = trough_window(time.time(), cfg)
-            manifest = _manifest(repo, opens, closes)
+            manifest = _manifest(opens, closes)
             _kubectl(stack, "apply", "--server-side", "--field-manager=llmscale-demo", "-f", "-",
                      input=yaml.safe_dump(manifest))
             print(f"llmscale demo: trough window {opens:%H:%M}–{closes:%H:%M} UTC (the compressed night)", flush=True)

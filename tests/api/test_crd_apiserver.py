@@ -83,6 +83,28 @@ MODEL = {"name": "chat", "preset": "llama-3.1-8b"}
             },
             id="partial-scaling-and-batch",
         ),
+        pytest.param(
+            {
+                "model": MODEL,
+                "batch": {
+                    "windows": [{"start": "22:00", "end": "06:00"}],
+                    "replicas": 2,
+                    "minReplicas": 3,
+                    "maxReplicas": 6,
+                    "completionWindowSeconds": 3600,
+                    "releaseOnIdleCapacity": False,
+                },
+            },
+            id="batch-bounds-max-over-replicas",
+        ),
+        pytest.param(
+            {
+                "model": MODEL,
+                "replicas": {"min": 0, "max": 4},
+                "scaling": {"wake": {"query": 'sum(gateway_pending{namespace="$namespace"}) or vector(0)'}},
+            },
+            id="scale-to-zero-with-a-wake-query",
+        ),
     ],
 )
 def test_api_server_fills_the_same_defaults_as_the_models(
@@ -95,19 +117,23 @@ def test_api_server_fills_the_same_defaults_as_the_models(
 
 
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    ("spec", "field", "message"),
     [
         pytest.param(
             {"model": MODEL, "replicas": {"min": 5, "max": 2}},
+            "spec.replicas",
             "spec.replicas.min must be less than or equal to spec.replicas.max",
             id="min-gt-max",
         ),
         pytest.param(
             {"model": MODEL, "replicas": {"min": 9}},
+            "spec.replicas",
             "spec.replicas.min must be less than or equal to spec.replicas.max",
             id="min-gt-default-max",
         ),
-        pytest.param({"model": {"name": "c"}}, "set exactly one of preset and architecture", id="neither"),
+        pytest.param(
+            {"model": {"name": "c"}}, "spec.model", "set exactly one of preset and architecture", id="neither"
+        ),
         pytest.param(
             {
                 "model": {
@@ -121,16 +147,19 @@ def test_api_server_fills_the_same_defaults_as_the_models(
                     },
                 }
             },
+            "spec.model",
             "set exactly one of preset and architecture",
             id="both",
         ),
         pytest.param(
             {"model": MODEL, "batch": {"windows": [{"start": "24:00", "end": "06:00"}]}},
             "spec.batch.windows[0].start",
+            "should match",
             id="bad-hhmm",
         ),
         pytest.param(
             {"model": MODEL, "batch": {"windows": [{"start": "06:00", "end": "06:00"}]}},
+            "spec.batch.windows[0]",
             "start and end of a trough window must differ",
             id="empty-window",
         ),
@@ -139,33 +168,89 @@ def test_api_server_fills_the_same_defaults_as_the_models(
                 "model": MODEL,
                 "batch": {"windows": [{"start": "22:00", "end": "06:00", "timezone": "Mars/Olympus"}]},
             },
-            'Unsupported value: \\"Mars/Olympus\\"',
+            "spec.batch.windows[0].timezone",
+            'Unsupported value: "Mars/Olympus"',
             id="unknown-timezone",
         ),
         pytest.param(
             {"model": MODEL, "replicas": {"max": 4, "schedule": [{"start": "07:00", "end": "10:00", "min": 6}]}},
+            "spec.replicas",
             "spec.replicas.schedule[].min must be less than or equal to spec.replicas.max",
             id="calendar-floor-above-max",
         ),
         pytest.param(
             {"model": MODEL, "replicas": {"schedule": [{"start": "07:00", "end": "07:00", "min": 2}]}},
+            "spec.replicas.schedule[0]",
             "start and end of a trough window must differ",
             id="empty-calendar-window",
         ),
-        pytest.param({"model": MODEL, "engine": {"type": "tgi"}}, "spec.engine.type", id="unknown-engine"),
-        pytest.param({"model": MODEL, "resources": {"gpusPerReplica": 0}}, "gpusPerReplica", id="zero-gpus"),
+        pytest.param(
+            {"model": MODEL, "batch": {"windows": [{"start": "22:00", "end": "06:00"}], "minReplicas": 2}},
+            "spec.batch",
+            "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas",
+            id="batch-min-gt-default-replicas",
+        ),
+        pytest.param(
+            {
+                "model": MODEL,
+                "batch": {
+                    "windows": [{"start": "22:00", "end": "06:00"}],
+                    "replicas": 8,
+                    "minReplicas": 3,
+                    "maxReplicas": 2,
+                },
+            },
+            "spec.batch",
+            "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas",
+            id="batch-min-gt-max-wins-over-replicas",
+        ),
+        pytest.param(
+            {"model": MODEL, "batch": {"windows": [{"start": "22:00", "end": "06:00"}], "completionWindowSeconds": 30}},
+            "spec.batch.completionWindowSeconds",
+            "should be greater than or equal to 60",
+            id="batch-completion-window-too-short",
+        ),
+        pytest.param({"model": MODEL, "engine": {"type": "tgi"}}, "spec.engine.type", 'Unsupported value: "tgi"',
+                     id="unknown-engine"),
+        pytest.param({"model": MODEL, "resources": {"gpusPerReplica": 0}}, "spec.resources.gpusPerReplica",
+                     "should be greater than or equal to 1", id="zero-gpus"),
         pytest.param(
             {"model": MODEL, "scaling": {"targets": {"kvCacheUtilization": 1.5}}},
-            "kvCacheUtilization",
+            "spec.scaling.targets.kvCacheUtilization",
+            "should be less than or equal to 1",
             id="kv-over-1",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"min": 0, "max": 4}},
+            "spec.replicas.min",
+            "spec.replicas.min 0 needs spec.scaling.wake.query",
+            id="min-zero-without-a-wake-query",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"min": 0}, "scaling": {"tickSeconds": 5}},
+            "spec.replicas.min",
+            "spec.replicas.min 0 needs spec.scaling.wake.query",
+            id="min-zero-with-other-scaling-but-no-wake",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"min": 0}, "scaling": {"wake": {"query": ""}}},
+            "spec.scaling.wake.query",
+            "should be at least 1 chars long",
+            id="empty-wake-query",
         ),
     ],
 )
-def test_api_server_rejects_invalid_specs(kube: client.ApiClient, spec: dict[str, Any], message: str) -> None:
+def test_api_server_rejects_invalid_specs(kube: client.ApiClient, spec: dict[str, Any], field: str,
+                                          message: str) -> None:
+    """The refusal names the field in the Status's structured ``details.causes[].field`` (what
+    kubectl prints before each message); the message is ours where the rule is ours (CEL)."""
     with pytest.raises(ApiException) as caught:
         _create(kube, "bad", spec)
     assert caught.value.status == 422
-    assert message in str(caught.value.body)
+    status = json.loads(caught.value.body)
+    assert status["reason"] == "Invalid"
+    causes = {(c.get("field"), c.get("message", "")) for c in status["details"]["causes"]}
+    assert any(f == field and message in m for f, m in causes), causes
 
 
 def test_status_is_written_through_the_status_subresource_only(kube: client.ApiClient) -> None:
@@ -186,3 +271,30 @@ def test_status_is_written_through_the_status_subresource_only(kube: client.ApiC
     assert got["status"]["replicas"] == {"desired": 5, "ready": 4}
     assert got["status"]["policyState"] == {"history": [[0, 3]], "free": {"form": 1}}  # kept, not pruned
     assert api.LLMDeploymentStatus.model_validate(got["status"]).replicas.desired == 5
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("70b-chat", id="starts with a digit: a DNS-1123 name, not a DNS-1035 Service name"),
+        pytest.param("a" * 58, id="58 characters: <name>-batch would pass 63"),
+        pytest.param("a" * 64, id="64 characters: past any Service name"),
+        pytest.param("chat-", id="ends with a dash"),
+    ],
+)
+def test_api_server_rejects_names_its_children_cannot_take(kube: client.ApiClient, name: str) -> None:
+    """Issue 11, case 10: ``metadata.name: 70b-chat`` was accepted, and the Service apply failed
+    later, outside the InvalidSpec path. The CRD's CEL rule on ``metadata.name`` refuses it at once
+    with the field in the Status's causes."""
+    with pytest.raises(ApiException) as caught:
+        _create(kube, name, {"model": MODEL})
+    assert caught.value.status == 422, caught.value.body
+    causes = {(c.get("field"), c.get("message", "")) for c in json.loads(caught.value.body)["details"]["causes"]}
+    assert any(f == "metadata.name" and "DNS-1035" in m for f, m in causes), causes
+
+
+def test_api_server_accepts_the_longest_valid_name(kube: client.ApiClient) -> None:
+    name = "a" + "-b" * 28  # 57 characters
+    assert len(name) == api.NAME_MAX_LENGTH
+    created = _create(kube, name, {"model": MODEL})
+    assert created["metadata"]["name"] == name

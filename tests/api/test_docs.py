@@ -110,3 +110,13 @@ def test_cli_updates_docs_in_place(tmp_path: Path) -> None:
     )
     assert cli_main(["crd", "--update-docs", str(doc)]) == 0
     assert _block(doc.read_text(encoding="utf-8"), "status-reference") == status_reference_markdown()
+
+
+def test_cli_updates_the_readme_and_leaves_the_benchmark_block_alone(tmp_path: Path) -> None:
+    """The README also holds benchmarks/goodput.py's generated table: not ours to fill."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "<!-- BEGIN GENERATED: benchmark" in readme
+    copy = tmp_path / "README.md"
+    copy.write_text(readme, encoding="utf-8")
+    assert cli_main(["crd", "--update-docs", str(copy)]) == 0
+    assert copy.read_text(encoding="utf-8") == readme  # the checked-in README is up to date

@@ -91,7 +91,27 @@ def test_whole_object_parses_from_yaml_shape() -> None:
         pytest.param(spec(**window(days=["Monday"])), "days", id="bad-day"),
         pytest.param(spec(**window(days=[])), "days", id="no-days"),
         pytest.param(spec(batch={"windows": []}), "windows", id="no-windows"),
+        pytest.param(
+            spec(batch={**window()["batch"], "minReplicas": 2}),
+            "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas",
+            id="batch-min-over-default-replicas",
+        ),
+        pytest.param(
+            spec(batch={**window()["batch"], "replicas": 9, "minReplicas": 3, "maxReplicas": 2}),
+            "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas",
+            id="batch-min-over-max",
+        ),
+        pytest.param(spec(batch={**window()["batch"], "maxReplicas": -1}), "maxReplicas", id="batch-max-negative"),
+        pytest.param(
+            spec(batch={**window()["batch"], "completionWindowSeconds": 59}),
+            "completionWindowSeconds",
+            id="batch-completion-window-under-a-minute",
+        ),
         pytest.param(spec(replicasMax=3), "replicasMax", id="unknown-field"),
+        pytest.param(spec(replicas={"min": 0}), "spec.replicas.min 0 needs spec.scaling.wake.query",
+                     id="min-zero-without-a-wake-query"),
+        pytest.param(spec(replicas={"min": 0}, scaling={"wake": {"query": "x", "threshold": -1}}), "threshold",
+                     id="negative-wake-threshold"),
     ],
 )
 def test_invalid_specs_are_rejected(manifest: dict[str, Any], message: str) -> None:
@@ -144,3 +164,39 @@ def test_to_wire_is_camel_case_and_round_trips() -> None:
     assert "ttftP95Seconds" in wire["slo"]
     assert "batch" not in wire  # unset optionals are left out, not written as null
     assert api.LLMDeploymentSpec.model_validate(wire) == parsed
+
+
+@pytest.mark.parametrize(
+    ("batch", "most", "least"),
+    [
+        pytest.param({}, 1, 0, id="defaults-as-before-jobs"),
+        pytest.param({"replicas": 3}, 3, 0, id="replicas-is-the-bound-as-before"),
+        pytest.param({"replicas": 0}, 0, 0, id="replicas-0-still-valid"),
+        pytest.param({"replicas": 1, "maxReplicas": 6, "minReplicas": 2}, 6, 2, id="max-wins-over-replicas"),
+        pytest.param({"maxReplicas": 0}, 0, 0, id="max-0-turns-the-pool-off"),
+    ],
+)
+def test_batch_pool_bounds(batch: dict[str, Any], most: int, least: int) -> None:
+    parsed = api.LLMDeploymentSpec.model_validate(spec(batch={**window()["batch"], **batch}))
+    assert parsed.batch is not None
+    assert (parsed.batch.most_replicas(), parsed.batch.min_replicas) == (most, least)
+    assert parsed.batch.completion_window_seconds == 86_400
+    assert api.LLMDeploymentSpec.model_validate(parsed.to_wire()) == parsed
+
+
+def test_batch_status_round_trips_in_camel_case() -> None:
+    status = api.LLMDeploymentStatus.model_validate(
+        {
+            "batch": {
+                "jobsWaiting": 2,
+                "tokensOutstanding": 1_500_000,
+                "nextWindowOpen": "2025-01-06T22:00:00Z",
+                "jobs": [{"name": "nightly", "state": "Waiting", "atRisk": False, "outstandingTokens": 10}],
+                "fromANewerVersion": 1,
+            }
+        }
+    )
+    assert status.batch is not None and status.batch.jobs[0].state == "Waiting"
+    wire = status.to_wire()["batch"]
+    assert wire["jobs"] == [{"name": "nightly", "state": "Waiting", "atRisk": False, "outstandingTokens": 10}]
+    assert "fromANewerVersion" not in wire

@@ -26,7 +26,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_PY = ROOT / "e2e" / "cluster" / "cluster.py"
-CRDS = [ROOT / "crds" / "llmdeployments.llmscale.dev.yaml", *sorted((ROOT / "charts" / "llmscale" / "crds").glob("*kopf*"))]
+CRDS = [ROOT / "crds" / "llmdeployments.llmscale.dev.yaml", *sorted((ROOT / "charts" / "llmscale" / "crds").glob("*kopf*")),
+        ROOT / "tests" / "cluster" / "keda-scaledobjects-crd.yaml"]
 AUDITED_NAMESPACES = ("llmscale-system", "llmscale-ns")
 
 T = TypeVar("T")

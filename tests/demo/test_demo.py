@@ -8,7 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmscale.demo import DemoConfig, DemoError, Sample, demo_trace, find_repo, summarize, trough_window
+from llmscale.demo import (
+    DemoConfig,
+    DemoError,
+    Sample,
+    demo_home,
+    demo_trace,
+    find_repo,
+    summarize,
+    trough_window,
+)
 from llmscale.loadgen import RequestResult
 from llmscale.sim.trace import DiurnalEnvelope, Trace
 
@@ -79,3 +88,10 @@ def test_the_repository_is_found_from_below_and_refused_outside(tmp_path: Path) 
     assert find_repo(REPO / "operator" / "llmscale") == REPO
     with pytest.raises(DemoError, match="no llmscale checkout"):
         find_repo(tmp_path)
+
+
+def test_the_demo_keeps_its_state_in_the_checkout_or_else_where_it_runs(tmp_path: Path) -> None:
+    """In a checkout the demo's .cluster/demo and out/ go to its root; outside one (an installed
+    package) to the working directory: the local cluster and the trace ship with the package."""
+    assert demo_home(REPO / "operator" / "llmscale") == REPO
+    assert demo_home(tmp_path) == tmp_path.resolve()

@@ -23,6 +23,7 @@ VARIANTS = {
     "leader-election-namespaced": [
         "watch.allNamespaces=false", "watch.namespaces={serving}", "leaderElection.enabled=true", "replicaCount=2",
     ],
+    "standalone": ["leaderElection.enabled=false"],
     "monitoring": ["serviceMonitor.enabled=true", "podMonitor.enabled=true", "prometheusRule.enabled=true"],
     "digest": ["image.digest=sha256:" + "a" * 64],
 }

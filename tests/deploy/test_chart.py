@@ -14,8 +14,9 @@ import jsonschema
 import pytest
 import yaml
 from tests.deploy.helpers import CHART, ROOT, VARIANTS, by_kind, parse_docs, run
+from tests.settings_samples import SAMPLES
 
-from llmscale.settings import ENV_VARS, load_settings
+from llmscale.controller.settings import ENV_VARS, OperatorSettings, load_settings, setting_names
 from llmscale.signals.queries import SelectorLabels
 
 
@@ -54,7 +55,7 @@ def test_helm_lint_strict_passes(helm: Path, sets: list[str]) -> None:
 @pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
 def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Path, sets: list[str]) -> None:
     docs = template(helm, *sets)
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"}
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering", "PriorityClass"}
     watched = {"serving", "batch"}
     for doc in docs:
         ns = doc["metadata"].get("namespace")
@@ -69,7 +70,8 @@ def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Pat
 
 def test_defaults_render_the_expected_objects(helm: Path) -> None:
     kinds = sorted(d["kind"] for d in template(helm))
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "Service", "ServiceAccount"]
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy",
+                     "PriorityClass", "PriorityClass", "Service", "ServiceAccount"]
 
 
 def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:
@@ -91,9 +93,64 @@ def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:
         assert container["args"] == ["run"]
 
 
-def test_standalone_by_default(helm: Path) -> None:
-    env = {e["name"]: e["value"] for e in operator_container(template(helm))["env"]}
-    assert load_settings(None, env).standalone
+def _env(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The operator container's literal environment (variables taken from Secrets left out)."""
+    return {e["name"]: e["value"] for e in operator_container(docs)["env"] if "value" in e}
+
+
+@pytest.mark.parametrize("names", [pytest.param(n, id=n.field) for n in setting_names()])
+def test_every_setting_is_reachable_by_its_helm_value(helm: Path, names: Any) -> None:
+    """Setting a setting's Helm value renders its LLMSCALE_* variable, and the operator reads the
+    value back (tests/settings_samples.py has one non-default value per setting). Secrets are
+    rendered as references to a Secret, never as values."""
+    sample = SAMPLES[names.field]
+    args: list[str | Path] = [helm, "template", "llmscale", CHART, "--namespace", "llmscale-system"]
+    for pair in sample.helm:
+        args += ["--set", pair]
+    if not sample.helm:
+        # --set-json: `--set x=2.5` would hand the chart the string "2.5" (Helm parses only ints).
+        value = sample.raw if isinstance(sample.value, str | Path) else sample.value
+        args += ["--set-json", f"{names.helm}={json.dumps(value)}"]
+    docs = parse_docs(run(args).stdout)
+    if names.helm.endswith("Secret"):
+        (entry,) = [e for e in operator_container(docs)["env"] if e["name"] == names.env]
+        assert "value" not in entry
+        secret = dict(pair.removeprefix(names.helm + ".").split("=") for pair in sample.helm if names.helm in pair)
+        assert entry["valueFrom"]["secretKeyRef"] == secret
+        return
+    env = _env(docs)
+    assert names.env in env
+    assert getattr(load_settings(None, env), names.field) == sample.value
+
+
+def test_chart_defaults_are_the_operators_defaults(helm: Path) -> None:
+    """values.yaml repeats every default of OperatorSettings, but for what the chart installs: it
+    watches all namespaces (the bare operator none until told), names the peering object it creates
+    (mandatory peering) and passes the PriorityClasses it creates."""
+    assert load_settings(None, _env(template(helm))) == OperatorSettings(
+        all_namespaces=True, peering_name="llmscale", interactive_priority_class="llmscale-interactive",
+        batch_priority_class="llmscale-batch")
+
+
+def test_peered_by_default_so_a_second_operator_pauses(helm: Path) -> None:
+    """Issue 11, case 15: with the chart's operator standalone, an `llmscale run` beside it wrote
+    replicas too. The chart's operator is in peering `llmscale` by default (the object is created
+    with it), which an `llmscale run` joins by default."""
+    docs = template(helm)
+    settings = load_settings(None, _env(docs))
+    assert not settings.standalone and settings.peering == "llmscale"
+    (peering,) = by_kind(docs, "ClusterKopfPeering")
+    assert peering["metadata"]["name"] == "llmscale"
+    assert load_settings(None, _env(template(helm, *VARIANTS["standalone"]))).standalone
+
+
+def test_priority_classes_put_interactive_above_batch(helm: Path) -> None:
+    classes = {d["metadata"]["name"]: d for d in by_kind(template(helm), "PriorityClass")}
+    interactive, batch = classes["llmscale-interactive"], classes["llmscale-batch"]
+    assert interactive["value"] > batch["value"] > 0
+    assert interactive["preemptionPolicy"] == "PreemptLowerPriority" and batch["preemptionPolicy"] == "Never"
+    assert not interactive["globalDefault"] and not batch["globalDefault"]
+    assert by_kind(template(helm, "priorityClasses.create=false"), "PriorityClass") == []
 
 
 def test_operator_pod_is_locked_down(helm: Path) -> None:
@@ -110,7 +167,9 @@ def test_operator_pod_is_locked_down(helm: Path) -> None:
     assert {"name": "tmp", "mountPath": "/tmp"} in operator_container(docs)["volumeMounts"]
     res = operator_container(docs)["resources"]
     assert res["requests"] and res["limits"]
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # peered: a surge replica pauses
+    (standalone,) = by_kind(template(helm, *VARIANTS["standalone"]), "Deployment")
+    assert standalone["spec"]["strategy"]["type"] == "Recreate"
 
 
 WORK_RULES = {
@@ -121,16 +180,23 @@ WORK_RULES = {
     ("apps", "deployments", "patch"), ("apps", "deployments", "delete"),
     ("", "services", "create"), ("", "services", "patch"),
     ("policy", "poddisruptionbudgets", "create"), ("policy", "poddisruptionbudgets", "patch"),
-    ("", "pods", "list"), ("", "pods", "watch"), ("", "events", "create"),
+    ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"), ("", "events", "create"),
+    ("autoscaling", "horizontalpodautoscalers", "list"), ("autoscaling", "horizontalpodautoscalers", "watch"),
+    ("keda.sh", "scaledobjects", "list"), ("keda.sh", "scaledobjects", "watch"),
 }
+#: The start-up check for a live operator in the peering of the other scope (llmscale.controller.peers).
+CHECK_NAMESPACED_PEERS = {("kopf.dev", "kopfpeerings", "list")}
+CHECK_CLUSTER_PEERS = {("kopf.dev", "clusterkopfpeerings", "get")}
 CRD_RULES = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")}
 
 
 def test_cluster_rbac_is_exactly_the_documented_rules(helm: Path) -> None:
-    (role,) = by_kind(template(helm), "ClusterRole")
-    assert rules(role) == WORK_RULES | CRD_RULES
-    (role,) = by_kind(template(helm, *VARIANTS["leader-election-cluster"]), "ClusterRole")
-    assert rules(role) - WORK_RULES - CRD_RULES == {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")}
+    peering = {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")}
+    for variant in ("defaults", "leader-election-cluster"):
+        (role,) = by_kind(template(helm, *VARIANTS[variant]), "ClusterRole")
+        assert rules(role) == WORK_RULES | CRD_RULES | peering | CHECK_NAMESPACED_PEERS, variant
+    (role,) = by_kind(template(helm, *VARIANTS["standalone"]), "ClusterRole")
+    assert rules(role) == WORK_RULES | CRD_RULES | CHECK_CLUSTER_PEERS | CHECK_NAMESPACED_PEERS
 
 
 def test_namespaced_rbac_is_roles_in_watched_namespaces_plus_read_only_discovery(helm: Path) -> None:
@@ -139,7 +205,7 @@ def test_namespaced_rbac_is_roles_in_watched_namespaces_plus_read_only_discovery
     assert role["metadata"]["namespace"] == "serving"
     assert rules(role) == WORK_RULES | {("kopf.dev", "kopfpeerings", v) for v in ("list", "watch", "patch")}
     (discovery,) = by_kind(docs, "ClusterRole")
-    assert rules(discovery) == CRD_RULES | {("", "namespaces", "list"), ("", "namespaces", "watch")}
+    assert rules(discovery) == CRD_RULES | {("", "namespaces", "list"), ("", "namespaces", "watch")} | CHECK_CLUSTER_PEERS
     (peering,) = by_kind(docs, "KopfPeering")
     assert peering["metadata"] == peering["metadata"] | {"name": "llmscale", "namespace": "serving"}
     sa = by_kind(docs, "ServiceAccount")[0]["metadata"]["name"]
@@ -194,7 +260,7 @@ def test_pod_monitor_relabelling_produces_the_labels_signals_selects_on(helm: Pa
 
 
 def test_prometheus_rule_uses_the_operators_metric_names(helm: Path) -> None:
-    from llmscale.handlers import OperatorMetrics
+    from llmscale.controller.metrics import OperatorMetrics
 
     # Series names as exposed: counters get _total, histograms _bucket/_sum/_count (Prometheus
     # text format; prometheus-client). Labelled metrics have no samples before first use.
@@ -214,7 +280,8 @@ def test_prometheus_rule_uses_the_operators_metric_names(helm: Path) -> None:
 @pytest.mark.parametrize(
     ("sets", "message"),
     [
-        pytest.param(["replicaCount=2"], "leaderElection", id="two-replicas-without-peering"),
+        pytest.param(["replicaCount=2", "leaderElection.enabled=false"], "leaderElection",
+                     id="two-replicas-without-peering"),
         pytest.param(["watch.allNamespaces=false"], "namespaces", id="namespaced-without-namespaces"),
         pytest.param(["watch.namespaces={a}"], "watch", id="both-scopes"),
         pytest.param(["operator.logLevel=LOUD"], "logLevel", id="bad-log-level"),
@@ -234,7 +301,9 @@ def test_values_schema_validates_values_yaml() -> None:
     jsonschema.Draft7Validator.check_schema(schema)
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     jsonschema.Draft7Validator(schema).validate(values)
-    values["replicaCount"] = 3  # without leader election
+    values["replicaCount"] = 3  # with leader election (the default): fine
+    assert not list(jsonschema.Draft7Validator(schema).iter_errors(values))
+    values["leaderElection"]["enabled"] = False  # three standalone replicas: refused
     assert list(jsonschema.Draft7Validator(schema).iter_errors(values))
 
 
@@ -263,3 +332,31 @@ def test_notes_render(helm: Path, tmp_path: Path) -> None:
         out = parse_docs(run(args).stdout)[0]["data"]["notes"]
         assert f"watches LLMDeployments in {scope}" in out
         assert "kubectl -n llmscale-system rollout status deployment/llmscale" in out
+
+
+def _docs_values(heading: str) -> str:
+    """The ``values-*.yaml`` example under ``heading`` in docs/deploy.md (its first YAML block)."""
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    section = text.split(f"### {heading}\n", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def test_prometheus_credentials_from_a_mounted_secret(helm: Path, tmp_path: Path) -> None:
+    """docs/deploy.md's example: the CA and the password come from a Secret mounted read-only, and
+    the files the operator is told about are inside that mount; the operator builds an
+    authenticated reader from the rendered environment."""
+    values = tmp_path / "values-prometheus-auth.yaml"
+    values.write_text(_docs_values("Prometheus behind TLS and authentication"))
+    args: list[str | Path] = [helm, "template", "llmscale", CHART, "--namespace", "llmscale-system", "-f", values]
+    docs = parse_docs(run(args).stdout)
+    (deployment,) = by_kind(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "prometheus-client")
+    assert volume["secret"]["secretName"] == "prometheus-client"
+    mount = next(m for m in operator_container(docs)["volumeMounts"] if m["name"] == "prometheus-client")
+    assert mount["readOnly"] is True
+    reader = load_settings(None, _env(docs)).reader_settings()
+    for path in (reader.auth.ca_file, reader.auth.password_file):
+        assert path is not None and path.is_relative_to(mount["mountPath"]), (path, mount)
+    assert reader.auth.username == "llmscale" and reader.auth.password is None, "no secret as a plain value"
+    assert "LLMSCALE_PROMETHEUS_PASSWORD" not in {e["name"] for e in operator_container(docs)["env"]}

@@ -2,7 +2,7 @@
 a fixed priority reaches the operator's settings, and a fixed priority with replicas > 1 is refused.
 
 Why: Kopf pauses every peer that sees a live peer of the same priority, so two replicas with equal
-priorities would both stop working (llmscale.settings.OperatorSettings.peering_priority).
+priorities would both stop working (llmscale.controller.settings.OperatorSettings.peering_priority).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 from tests.deploy.helpers import VARIANTS, by_kind
 from tests.deploy.test_chart import operator_container, template
 
-from llmscale.settings import load_settings
+from llmscale.controller.settings import load_settings
 
 
 def _env(docs: list[dict[str, object]]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in operator_container(docs)["env"]}
+    return {e["name"]: e["value"] for e in operator_container(docs)["env"] if "value" in e}
 
 
 def test_replicas_get_no_fixed_priority_so_each_draws_its_own(helm: Path) -> None:

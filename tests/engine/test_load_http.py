@@ -230,4 +230,3 @@ async def test_client_disconnect_aborts_the_request(start_engine: Any) -> None:
         assert engine.value("vllm:num_requests_running") == 0
         assert engine.value("vllm:kv_cache_usage_perc") == 0
         assert engine.value("vllm:generation_tokens_total") < 2000
-        assert "Aborted request cmpl-" in engine.log()

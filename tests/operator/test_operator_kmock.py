@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +23,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.commands.run import serve
-from llmscale.handlers import OperatorMetrics
+from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.settings import OperatorSettings
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
-from llmscale.settings import OperatorSettings
-from llmscale.signals.profiles import MetricProfile, get_profile
-from llmscale.signals.queries import PoolTarget
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.signals.queries import PoolRequest, PoolTarget
+from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
 NAMESPACE = "serving"
 NAME = "chat"
@@ -51,10 +50,34 @@ class ApplyingEmulator(kmock.KubernetesEmulator):
 
     kmock merges patches into stored objects but refuses to patch a missing one; everything else
     (discovery, list, watch, merge patches, status, deletion) is kmock's own.
+
+    :meth:`refuse` makes it answer the server-side applies of one object with an error status, as
+    an API server does for an invalid object (422) or while it fails (500), leaving the object as
+    it was (kmock itself would store a patch even when a reaction answers it).
     """
+
+    def refuse(self, resource: str, name: str, status: int | None) -> None:
+        """Answer server-side applies of ``resource`` ``name`` with ``status`` from now on
+        (``None``: accept them again)."""
+        refusals: dict[tuple[str, str], int] = self.__dict__.setdefault("refusals", {})
+        if status is None:
+            refusals.pop((resource, name), None)
+        else:
+            refusals[resource, name] = status
 
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
+        for (resource, name), status in self.__dict__.get("refusals", {}).items():
+            if (
+                request.method == kmock.method.PATCH and content_type.startswith("application/apply-patch")
+                and request.resource == kmock.resource(resource) and request.name == name
+            ):
+                return aiohttp.web.json_response(
+                    {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
+                     "reason": "Invalid" if status == 422 else "InternalError",
+                     "message": f"refused by the test: {resource} {name}"},
+                    status=status,
+                )
         if (
             request.method == kmock.method.PATCH
             and content_type.startswith("application/apply-patch")
@@ -76,26 +99,34 @@ class ApplyingEmulator(kmock.KubernetesEmulator):
 
 @dataclass
 class CannedSignals:
-    """A signal source that answers whatever the test sets, and records what it was asked."""
+    """A signal source that answers whatever the test sets, and records what it was asked (one
+    entry per pool per fleet read)."""
 
     queue_depth: float | None = 0.0
     kv_cache_utilization: float | None = 0.1
     preemption_rate: float | None = 0.0
     fail: bool = False
-    asked: list[tuple[str, PoolTarget]] = field(default_factory=list)
+    pods: tuple[PodSignals, ...] = ()
+    asked: list[tuple[str, PoolTarget, frozenset[str] | None]] = field(default_factory=list)
 
-    async def read(self, profile: MetricProfile, target: PoolTarget, now: float) -> SignalSnapshot:
-        self.asked.append((profile.name, target))
-        if self.fail:
-            raise ConnectionRefusedError("canned Prometheus is down")
+    def snapshot(self, now: float) -> SignalSnapshot:
         return SignalSnapshot(
             observed_at=now,
             queue_depth=self.queue_depth,
             running_requests=4.0,
             kv_cache_utilization=self.kv_cache_utilization,
             preemption_rate=self.preemption_rate,
+            ttft_p95_s=0.3,
+            itl_p95_s=0.03,
             replicas_reporting=2,
+            pods=self.pods,
         )
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
+        self.asked.extend((r.profile.name, r.target, r.pods) for r in pools)
+        if self.fail:
+            raise ConnectionRefusedError("canned Prometheus is down")
+        return {r.target: self.snapshot(now) for r in pools}
 
 
 @dataclass
@@ -159,7 +190,8 @@ async def kube() -> AsyncIterator[ApplyingEmulator]:
             kind="Deployment", namespaced=True, subresources={"status", "scale"},
             verbs={"get", "list", "watch", "patch", "create", "delete"},
         )
-        emulator.resources[PODS] = kmock.ResourceInfo(kind="Pod", namespaced=True, verbs={"get", "list", "watch"})
+        emulator.resources[PODS] = kmock.ResourceInfo(kind="Pod", namespaced=True,
+                                                      verbs={"get", "list", "watch", "patch"})
         emulator.resources[SERVICES] = kmock.ResourceInfo(kind="Service", namespaced=True, verbs={"patch"})
         emulator.resources[PDBS] = kmock.ResourceInfo(kind="PodDisruptionBudget", namespaced=True, verbs={"patch"})
         emulator.resources[EVENTS] = kmock.ResourceInfo(kind="Event", namespaced=True, verbs={"create"})
@@ -228,6 +260,11 @@ async def start_operator(
     for op in running:
         await asyncio.to_thread(op.thread.join, 15)
         assert not op.thread.is_alive(), "the operator did not stop in 15 s"
+
+
+def ticks(op: RunningOperator) -> float:
+    """Ticks the operator ran (decided), from its own tick-duration histogram."""
+    return op.metrics.registry.get_sample_value("llmscale_tick_duration_seconds_count") or 0.0
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 8.0, what: str = "condition") -> Any:
@@ -323,7 +360,7 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     # default scale-up limit of 4 replicas a minute, 2 -> 6.
     expected = decide(
         LLMDeploymentSpec.model_validate(llmdeployment()["spec"]),
-        (await CannedSignals(queue_depth=30.0).read(get_profile("vllm"), PoolTarget(NAMESPACE, NAME, "interactive"), NOON),),
+        (CannedSignals(queue_depth=30.0).snapshot(NOON),),
         PoolState(interactive_replicas=2, interactive_ready=2), PolicyMemory(), NOON,
     ).interactive_replicas
     assert expected > 2
@@ -353,7 +390,8 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["lastDecision"]["reasons"]
     assert status["policyState"]["scaleEvents"]
     assert [c["type"] for c in status["conditions"]] == [
-        "Ready", "MetricsAvailable", "AbleToScale", "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable",
+        "Ready", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale", "ScalingLimited",
+        "BatchWindowOpen", "PolicyStateReadable", "ChildrenApplied", "SoleAutoscaler",
     ]
     assert condition(status, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
     assert condition(status, "BatchWindowOpen")["status"] == "False"  # type: ignore[index]
@@ -365,7 +403,8 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     text = generate_latest(op.metrics.registry).decode()
     assert f'llmscale_desired_replicas{{name="chat",namespace="serving",pool="interactive"}} {new}.0' in text
     assert 'llmscale_decisions_total{direction="up"' in text
-    assert op.signals.asked[0] == ("vllm", PoolTarget(NAMESPACE, NAME, "interactive"))
+    # The fleet reader asked for the interactive pool with its pods from the API server.
+    assert op.signals.asked[0] == ("vllm", PoolTarget(NAMESPACE, NAME, "interactive"), frozenset({"chat-a", "chat-b"}))
 
 
 async def test_status_is_not_rewritten_when_nothing_changed(
@@ -380,8 +419,8 @@ async def test_status_is_not_rewritten_when_nothing_changed(
     op = await start_operator(CannedSignals(queue_depth=0.0, kv_cache_utilization=0.1))
 
     await eventually(lambda: status_patches(kube), what="the first status patch")
-    ticks = len(op.signals.asked)
-    await eventually(lambda: len(op.signals.asked) >= ticks + 3, what="three more ticks")
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
     assert len(status_patches(kube)) == 1
     assert not events_with(kube, "ScaledUp") and not events_with(kube, "ScaledDown")
     # Only the create handler applied the Deployment (kmock does not bump resourceVersion, so Kopf
@@ -406,7 +445,7 @@ async def test_unknown_signals_hold_replicas_and_say_so(
     # One of two replicas is ready: the pool serves.
     ready = condition(status, "Ready")
     assert ready is not None and ready["status"] == "True" and ready["reason"] == "Serving"
-    assert "1 of 2 replicas ready" in ready["message"]
+    assert {"desired": 2, "ready": 1}.items() <= status["replicas"].items()
     assert stored(kube, DEPLOYMENTS, NAME)["spec"]["replicas"] == 2  # type: ignore[index]
     assert "queueDepth" not in status["signals"]  # unknown, not zero
     assert 'llmscale_signal_read_errors_total{name="chat",namespace="serving"}' in (
@@ -491,3 +530,166 @@ async def test_unreadable_policy_state_is_a_warning_not_a_silent_reset(
     assert [NOON - 30, 2] in status["policyState"]["recommendations"]
     assert all(isinstance(r, int) for _, r in status["policyState"]["recommendations"])
     assert len(events_with(kube, Reason.PolicyStateUnreadable)) == 1
+
+
+#: 2024-06-03 23:00:00 UTC, a Monday: inside the 22:00-06:00 trough window used by tests.
+TROUGH = NOON + 11 * 3600
+
+
+def with_batch_pool(replicas: int = 3) -> dict[str, Any]:
+    """The test LLMDeployment with a batch pool of ``replicas`` in a 22:00-06:00 UTC trough."""
+    body = llmdeployment()
+    body["spec"]["batch"] = {"windows": [{"start": "22:00", "end": "06:00", "timezone": "UTC"}], "replicas": replicas}
+    return body
+
+
+def stored_status(emulator: ApplyingEmulator) -> dict[str, Any]:
+    return (stored(emulator, LLMDEPLOYMENTS, NAME) or {}).get("status", {})
+
+
+def replicas_of(emulator: ApplyingEmulator, name: str) -> int | None:
+    deployment = stored(emulator, DEPLOYMENTS, name)
+    return None if deployment is None else int(deployment["spec"]["replicas"])
+
+
+async def start_quiet_with_batch_pool(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> RunningOperator:
+    """Start the operator at noon on a quiet pool of 2 ready replicas with a (closed) batch pool,
+    and wait until both Deployments exist and the first status is written."""
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = with_batch_pool()
+    for name in ("chat-a", "chat-b"):
+        kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
+    op: RunningOperator = await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
+    await eventually(lambda: replicas_of(kube, f"{NAME}-batch") == 0, what="chat-batch at 0 replicas")
+    await eventually(lambda: stored_status(kube).get("replicas", {}).get("desired") == 2, what="a first status")
+    return op
+
+
+async def test_a_refused_batch_apply_keeps_the_interactive_scale_and_its_memory(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Interactive 2 -> 6 applies, batch 0 -> 3 is refused (500) in the same tick: the interactive
+    scale stands, with its Event, its status and its scale event in the policy memory — so the
+    next ticks still count it against the scale-up rate limit (4 replicas a minute) instead of
+    scaling on to 10."""
+    op = await start_quiet_with_batch_pool(kube, start_operator)
+    kube.refuse(DEPLOYMENTS, f"{NAME}-batch", 500)
+    # 30 waiting requests (10 replicas of demand at 3 per replica) in the trough, where the batch
+    # pool opens: both pools change in one tick.
+    op.signals.queue_depth = 30.0
+    op.clock.now = TROUGH
+
+    scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
+    assert scaled[0]["message"].startswith(f"Scaled LLMDeployment {NAMESPACE}/{NAME} from 2 to 6 replicas: ")
+    assert replicas_of(kube, NAME) == 6
+    status = await eventually(
+        lambda: stored_status(kube) if stored_status(kube).get("replicas", {}).get("desired") == 6 else None,
+        what="status.replicas.desired == 6",
+    )
+    assert status["policyState"]["scaleEvents"] == [[TROUGH, 4]]
+    assert status["replicas"]["batch"] == 0  # what is applied, not what was decided
+    assert status["lastDecision"]["batchReplicas"] == 3
+
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
+    # The remembered +4 holds the pool at the rate limit; without it the next tick would apply 10.
+    assert replicas_of(kube, NAME) == 6
+    assert [e["message"] for e in events_with(kube, "ScaledUp")] == [scaled[0]["message"]]
+    assert stored_status(kube)["policyState"]["scaleEvents"] == [[TROUGH, 4]]
+    assert condition(stored_status(kube), "ScalingLimited")["reason"] == Reason.ScaleUpLimit  # type: ignore[index]
+    # The batch pool was never changed, and every refusal was counted.
+    assert replicas_of(kube, f"{NAME}-batch") == 0
+    assert not [e for e in posted_events(kube) if e.get("message", "").startswith("Scaled batch pool")]
+    text = generate_latest(op.metrics.registry).decode()
+    assert 'llmscale_apply_errors_total{kind="Deployment"}' in text
+
+
+async def test_a_refused_interactive_apply_keeps_the_batch_scale_and_forgets_its_own(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """The other way round: interactive 2 -> 6 is refused (422), batch 0 -> 3 applies. The batch
+    pool scales with its Event and status; the policy memory keeps no scale event for a scale that
+    did not happen, so the rate limit is not consumed."""
+    op = await start_quiet_with_batch_pool(kube, start_operator)
+    kube.refuse(DEPLOYMENTS, NAME, 422)
+    op.signals.queue_depth = 30.0
+    op.clock.now = TROUGH
+
+    scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
+    assert scaled[0]["message"].startswith(
+        f"Scaled batch pool of LLMDeployment {NAMESPACE}/{NAME} from 0 to 3 replicas: "
+    )
+    assert replicas_of(kube, f"{NAME}-batch") == 3
+    status = await eventually(
+        lambda: stored_status(kube) if stored_status(kube).get("replicas", {}).get("batch") == 3 else None,
+        what="status.replicas.batch == 3",
+    )
+    assert status["replicas"]["desired"] == 2
+    assert status["policyState"]["scaleEvents"] == []
+    assert replicas_of(kube, NAME) == 2
+    assert not [e for e in events_with(kube, "ScaledUp") if not e["message"].startswith("Scaled batch pool")]
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 11: a refused apply of any child, and the pods' deletion costs
+# ------------------------------------------------------------------------------------------
+
+
+async def test_a_refused_service_gets_a_condition_an_event_and_a_retry(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Case 10's kind: the Service apply failed outside the InvalidSpec path and left no children,
+    no condition and no retry. Now: ChildrenApplied=False with the API server's answer, one
+    ApplyFailed Warning Event, and the children once the API server takes them."""
+    kube.refuse(SERVICES, NAME, 422)
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    await start_operator()
+
+    failed = await eventually(lambda: events_with(kube, "ApplyFailed"), what="an ApplyFailed Event")
+    assert f"Service {NAMESPACE}/{NAME}" in failed[0]["message"] and "422" in failed[0]["message"]
+    assert failed[0]["type"] == "Warning"
+    cond = await eventually(lambda: condition(stored_status(kube), "ChildrenApplied"), what="ChildrenApplied")
+    assert cond["status"] == "False" and cond["reason"] == "ApplyFailed", cond
+    assert "refused by the test" in cond["message"]
+    assert stored(kube, DEPLOYMENTS, NAME) is None  # applied in order: nothing after the Service
+
+    kube.refuse(SERVICES, NAME, None)  # e.g. the admission policy was fixed
+    await eventually(lambda: stored(kube, DEPLOYMENTS, NAME), timeout=25, what="the children after the retry")
+    await eventually(lambda: (condition(stored_status(kube), "ChildrenApplied") or {}).get("status") == "True",
+                     timeout=10, what="ChildrenApplied=True")
+    assert len(events_with(kube, "ApplyFailed")) == 1  # one Event per distinct answer
+
+
+async def test_a_scale_down_first_marks_the_idle_pod_cheapest(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Case 5's kind: the ReplicaSet must remove the least-loaded pod. Before the tick lowers the
+    replicas it annotates each Ready pod with its requests in flight (an unknown load is never
+    "idle"), so the idle pod goes first."""
+    spec = llmdeployment()["spec"] | {"replicas": {"min": 1, "max": 2}}
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment(spec)
+    for name in ("chat-busy", "chat-idle", "chat-silent"):
+        kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
+    kube.objects[DEPLOYMENTS, NAMESPACE, NAME] = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": {
+            "app.kubernetes.io/managed-by": "llmscale", "llmscale.dev/deployment": NAME,
+            "llmscale.dev/pool": "interactive"}},
+        "spec": {"replicas": 3},
+    }
+    signals = CannedSignals(pods=(PodSignals("chat-busy", queue_depth=2.0, running_requests=4.0),
+                                  PodSignals("chat-idle", queue_depth=0.0, running_requests=0.0)))
+    await start_operator(signals)
+
+    await eventually(lambda: replicas_of(kube, NAME) == 2, what="the scale-down 3 -> 2 (spec.replicas.max)")
+    costs = {r.name: r.data["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"]
+             for r in kube if r.method == kmock.method.PATCH and r.resource == kmock.resource(PODS)}
+    assert costs == {"chat-busy": "6", "chat-idle": "0", "chat-silent": "1000000"}, costs
+    # The annotations went first, then the Deployment's lower replicas.
+    requests = list(kube)
+    last_pod = max(i for i, r in enumerate(requests)
+                   if r.method == kmock.method.PATCH and r.resource == kmock.resource(PODS))
+    scale_down = next(i for i, r in enumerate(requests) if r in applies(kube, DEPLOYMENTS, NAME)
+                      and r.data["spec"]["replicas"] == 2)
+    assert last_pod < scale_down

@@ -1,7 +1,7 @@
 """Kopf peering priority: from the flag, the environment, or a random draw per process.
 
 Kopf pauses every peer that sees a live peer of the same priority, so replicas sharing one
-environment must not share a fixed priority (llmscale.settings.OperatorSettings.peering_priority).
+environment must not share a fixed priority (llmscale.controller.settings.OperatorSettings.peering_priority).
 Two real peered operators on the local API server: tests/cluster/test_rbac_gitops.py.
 """
 
@@ -13,8 +13,13 @@ import random
 import pytest
 
 from llmscale.commands.run import add_arguments
-from llmscale.handlers import configure_kopf
-from llmscale.settings import PEERING_PRIORITY_RANGE, OperatorSettings, load_settings, with_peering_priority
+from llmscale.controller.handlers import configure_kopf
+from llmscale.controller.settings import (
+    PEERING_PRIORITY_RANGE,
+    OperatorSettings,
+    load_settings,
+    with_peering_priority,
+)
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -44,7 +49,7 @@ def test_priority_is_read_from_flag_then_environment(argv: list[str], env: dict[
     ("argv", "env", "message"),
     [
         pytest.param([], {"LLMSCALE_PEERING_PRIORITY": "high"}, "LLMSCALE_PEERING_PRIORITY", id="not-an-int"),
-        pytest.param(["--peering-priority", "1"], {}, "needs peering_name", id="without-peering"),
+        pytest.param(["--standalone", "--peering-priority", "1"], {}, "needs peering", id="standalone"),
         pytest.param(["--peering", "p", "--peering-priority", str(2**31)], {}, "must be in", id="too-big"),
     ],
 )
@@ -64,8 +69,10 @@ def test_each_process_draws_its_own_priority_when_none_is_set() -> None:
 def test_a_configured_priority_and_standalone_are_left_alone() -> None:
     fixed = OperatorSettings(namespaces=("x",), peering_name="p", peering_priority=4)
     assert with_peering_priority(fixed, random.Random(0)) is fixed
-    standalone = OperatorSettings(namespaces=("x",))
+    standalone = OperatorSettings(namespaces=("x",), standalone=True)
     assert with_peering_priority(standalone, random.Random(0)).peering_priority is None
+    # The default (auto-detected) peering draws one too: it may meet another operator's process.
+    assert with_peering_priority(OperatorSettings(namespaces=("x",)), random.Random(0)).peering_priority
 
 
 def test_kopf_gets_the_priority() -> None:

@@ -28,7 +28,8 @@ class Tick:
     Attributes:
         t: seconds after the scenario's start.
         expect: interactive replicas the policy must decide.
-        queue/kv/preempt/ttft/itl: the snapshot's signals (``None`` or NaN for unknown).
+        queue/kv/preempt/ttft/itl/running: the snapshot's signals (``None`` or NaN for unknown).
+        wake: the wake query's value (``SignalSnapshot.wake_demand``; ``None``: unknown or unset).
         age: age of the snapshot at ``t``, seconds.
         unschedulable: of the not-ready pods, how many are Pending with no node.
         able: expected ``AbleToScale`` reason (``ReadyForNewScale`` when no stabilisation window
@@ -36,6 +37,7 @@ class Tick:
         limited: expected ``ScalingLimited`` reason (``DesiredWithinRange`` when no limit bit);
             ``None`` does not check.
         valid: expected ``Decision.valid``.
+        metrics: expected ``MetricsAvailable`` reason; ``None`` does not check.
         starting: expected starting pods in the state handed to the policy; ``None`` does not check.
         batch: expected batch replicas; ``None`` does not check.
     """
@@ -47,6 +49,8 @@ class Tick:
     preempt: float | None = 0.0
     ttft: float | None = None
     itl: float | None = None
+    running: float | None = None
+    wake: float | None = None
     age: float = 5.0
     unschedulable: int = 0
     able: Reason | None = None
@@ -54,6 +58,7 @@ class Tick:
     valid: bool = True
     starting: int | None = None
     batch: int | None = None
+    metrics: Reason | None = None
 
 
 @dataclass
@@ -118,6 +123,8 @@ def run_scenario(
                 preemption_rate=tick.preempt,
                 ttft_p95_s=tick.ttft,
                 itl_p95_s=tick.itl,
+                running_requests=tick.running,
+                wake_demand=tick.wake,
                 replicas_reporting=state.interactive_ready,
             )
         )
@@ -135,6 +142,9 @@ def run_scenario(
             assert state.interactive_starting == tick.starting, f"expected {tick.starting} starting {where}"
         if tick.batch is not None:
             assert decision.batch_replicas == tick.batch, f"expected batch {tick.batch} {where}"
+        if tick.metrics is not None:
+            got = decision.metrics_available
+            assert got.reason == tick.metrics, f"expected {tick.metrics}, got {got} {where}"
         fleet.apply(now, decision.interactive_replicas)
         mem = decision.memory
         decisions.append(decision)

@@ -23,6 +23,7 @@ from llmscale.api import (
     ScalingBehavior,
     ScalingSpec,
     ScalingTargets,
+    WakeSpec,
 )
 from llmscale.policy import Clamped, PolicyMemory, PoolState, Reason, decide
 from llmscale.policy.clamps import (
@@ -34,6 +35,7 @@ from llmscale.policy.clamps import (
     chain,
     insufficient_capacity,
     no_scale_down_on_partial,
+    no_scale_down_while_stalled,
     replica_bounds,
     scale_down_limit,
     scale_down_window,
@@ -57,7 +59,8 @@ def the_spec(
     down_per_period: int,
     down_period: int,
 ) -> LLMDeploymentSpec:
-    """A spec with exactly the clamp settings given (the clamps read nothing else)."""
+    """A spec with exactly the clamp settings given (the clamps read nothing else; min 0 needs a wake
+    query, which no clamp reads)."""
     return LLMDeploymentSpec(
         model=ModelSpec(name="chat", preset="llama-3.1-8b"),
         replicas=ReplicasSpec(min=lo, max=hi),
@@ -72,6 +75,7 @@ def the_spec(
                 max_replicas_per_period=down_per_period,
                 period_seconds=down_period,
             ),
+            wake=WakeSpec(query="sum(gateway_pending)") if lo == 0 else None,
         ),
     )
 
@@ -97,6 +101,7 @@ class Case:
     down_period: int
     since_ago: float  # seconds of history the memory has seen (memory.since = NOW - since_ago)
     floor: int  # the calendar floor in force
+    stalled: tuple[str, ...]
     expect: tuple[int, Reason]
 
 
@@ -117,6 +122,7 @@ def case(clamp: Clamp, value: int, current: int, expect: tuple[int, Reason], **k
         "down_period": 60,
         "since_ago": 3600.0,
         "floor": 0,
+        "stalled": (),
     }
     fields.update(kw)
     return Case(clamp=clamp, value=value, current=current, expect=expect, **fields)  # type: ignore[arg-type]
@@ -142,6 +148,12 @@ CASES = [
     # A fall is not the scale-up window's business.
     pytest.param(case(scale_up_window, 1, 4, (1, Reason.ReadyForNewScale), up_window=60,
                       recommendations=((30, 0),)), id="up-window-ignores-a-fall"),
+    # At zero nothing serves: a wake goes through at once, whatever the window remembers (idle 0s).
+    pytest.param(case(scale_up_window, 2, 0, (2, Reason.ReadyForNewScale), up_window=120,
+                      recommendations=((60, 0), (30, 0))), id="up-window-never-holds-a-pool-at-zero"),
+    # From one replica the window holds as usual.
+    pytest.param(case(scale_up_window, 2, 1, (1, Reason.ScaleUpStabilized), up_window=120,
+                      recommendations=((60, 0), (30, 1))), id="up-window-holds-from-one"),
     # --- Scale-down window: max of the recommendations in the window.
     pytest.param(case(scale_down_window, 2, 8, (6, Reason.ScaleDownStabilized), down_window=300,
                       recommendations=((200, 6), (100, 3))), id="down-window-holds-to-highest"),
@@ -170,6 +182,12 @@ CASES = [
                       scale_events=((30, -1),)), id="down-limit-spent"),
     pytest.param(case(scale_down_limit, 6, 7, (6, Reason.DesiredWithinRange), down_per_period=1,
                       down_period=60), id="down-limit-within"),
+    # --- StalledPods: no removing while an engine hangs; adding is fine.
+    pytest.param(case(no_scale_down_while_stalled, 3, 5, (5, Reason.StalledPods), stalled=("chat-hung",)),
+                 id="stalled-stops-removing"),
+    pytest.param(case(no_scale_down_while_stalled, 7, 5, (7, Reason.DesiredWithinRange), stalled=("chat-hung",)),
+                 id="stalled-allows-adding"),
+    pytest.param(case(no_scale_down_while_stalled, 3, 5, (3, Reason.DesiredWithinRange)), id="none-stalled-removes"),
     # --- InsufficientCapacity: no adding while a pod waits for a node; removing is fine.
     pytest.param(case(insufficient_capacity, 12, 9, (9, Reason.InsufficientCapacity), unschedulable=1),
                  id="unschedulable-stops-adding"),
@@ -214,6 +232,7 @@ def _arg(c: Case) -> Normalization:
     return Normalization(
         spec=spec, current=c.current, unschedulable=c.unschedulable, unknown=c.unknown, memory=memory, now=NOW,
         floor=c.floor, floor_window="07:00–10:00 UTC daily" if c.floor else "",
+        stalled=c.stalled,
     )
 
 
@@ -358,7 +377,9 @@ def _hpa_stabilize(current: int, recommendation: int, arg: Normalization) -> int
 @given(
     up=behaviors(120),
     down=behaviors(cls=ScaleDownBehavior),
-    current=st.integers(0, 30),
+    # From 1 up: at 0 our scale-up window lets a wake through (up-window-never-holds-a-pool-at-zero),
+    # where the HPA's would hold it (the HPA never scales from zero on its own).
+    current=st.integers(1, 30),
     value=st.integers(0, 30),
     unschedulable=st.integers(0, 2),
     data=st.data(),

@@ -10,6 +10,7 @@ from tests.strategies import decide_inputs
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
+from llmscale.policy.signal_health import engines_stalled_condition, rate_window_condition
 from llmscale.signals.snapshot import SignalSnapshot
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "policy.md"
@@ -18,7 +19,14 @@ ROW = re.compile(r"^\| (\w+) \| (True|False|Unknown) \| `(\w+)` \|", re.MULTILIN
 
 #: Which condition each reason belongs to (MetricsPartial is in two: the signal state and the floor).
 CONDITIONS = {
-    "MetricsAvailable": {Reason.MetricsFresh, Reason.MetricsPartial, Reason.MetricsStale, Reason.MetricsMissing},
+    "MetricsAvailable": {
+        Reason.MetricsFresh,
+        Reason.MetricsPartial,
+        Reason.MetricsStale,
+        Reason.MetricsMissing,
+        Reason.LatencyUnknown,
+        Reason.WakeQueryOnly,
+    },
     "AbleToScale": {Reason.ReadyForNewScale, Reason.ScaleUpStabilized, Reason.ScaleDownStabilized},
     "ScalingLimited": {
         Reason.DesiredWithinRange,
@@ -29,6 +37,15 @@ CONDITIONS = {
         Reason.TooManyReplicas,
         Reason.ScheduledMinimum,
         Reason.MetricsPartial,
+        Reason.StalledPods,
+    },
+    # llmscale.policy.signal_health, set by the operator from the snapshot
+    "EnginesStalled": {Reason.StalledPods, Reason.NoStalledPods, Reason.StallCheckOff},
+    "RateWindowFits": {
+        Reason.WindowFits,
+        Reason.WindowTooShort,
+        Reason.WindowBelowAdvice,
+        Reason.ScrapeIntervalUnknown,
     },
     "BatchWindowOpen": {
         Reason.InsideTroughWindow,
@@ -45,6 +62,20 @@ CONDITIONS = {
         Reason.Queueing,
         Reason.LatencyAboveSLO,
         Reason.DiagnosisUnknown,
+    },
+    # llmscale.policy.batch (tests/policy/test_batch_properties.py checks plan_batch keeps to these)
+    "BatchBacklog": {
+        Reason.BacklogEmpty,
+        Reason.BacklogWaiting,
+        Reason.BacklogRunning,
+        Reason.BatchYieldedToInteractive,
+        Reason.NoBatchPool,
+    },
+    "DeadlineAtRisk": {
+        Reason.DeadlinesOnTrack,
+        Reason.DeadlineProjectedLate,
+        Reason.DeadlinePassed,
+        Reason.BatchSizeUnknown,
     },
 }
 
@@ -78,6 +109,9 @@ def test_each_condition_uses_its_own_reasons(
         "CapacityModel": d.capacity_model,
         "Diagnosis": d.diagnosis,
     }
+    snap = args[1][-1] if args[1] else None
+    got["EnginesStalled"] = engines_stalled_condition(snap)
+    got["RateWindowFits"] = rate_window_condition(snap)
     for name, cond in got.items():
         assert isinstance(cond.reason, Reason) and cond.reason in CONDITIONS[name], (name, cond)
     # AbleToScale stays True (the HPA's convention); ScalingLimited is True exactly when a limit bit.

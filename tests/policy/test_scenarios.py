@@ -282,7 +282,8 @@ def test_lost_policy_state_is_missing_history() -> None:
 def test_reason_names_the_signal_with_numbers() -> None:
     state_fleet = FakeFleet.ready(2, COLD)
     snap = SignalSnapshot(
-        NOON, queue_depth=14.0, kv_cache_utilization=0.3, preemption_rate=0.0, replicas_reporting=2
+        NOON, queue_depth=14.0, kv_cache_utilization=0.3, preemption_rate=0.0, replicas_reporting=2,
+        ttft_p95_s=0.4, itl_p95_s=0.03,
     )
     d = decide(spec(), [snap], state_fleet.state(NOON), KNOWN, NOON)
     assert "queue depth 14.0 over 2 ready replicas = 7.0 per replica > target 3.0: proposes 5" in d.reasons

@@ -287,6 +287,14 @@ def test_failed_absence_query_reads_no_counter_as_zero() -> None:
 def test_quantile_of_an_idle_window_is_unknown_for_that_reason() -> None:
     s = snap(fleet({"a": busy()}, pools={**POOL_VALUES, "ttft_p95_s": None, "ttft_observations_rate": 0.0}))
     assert s.ttft_p95_s is None and "no request observed" in s.unknown["ttft_p95_s"]
+    # Nothing to measure is not a fault: the policy does not switch the latency guard off for it.
+    assert s.quiet == ("ttft_p95_s",)
+
+
+def test_missing_histogram_is_not_quiet() -> None:
+    absent = {"a": {"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds"}}
+    s = snap(fleet({"a": busy()}, absent, pools={**POOL_VALUES, "ttft_p95_s": None, "itl_p95_s": None}))
+    assert s.ttft_p95_s is None and s.itl_p95_s is None and s.quiet == ()
 
 
 @pytest.mark.parametrize(

@@ -520,3 +520,66 @@ def test_parse_group_rejects_non_vectors(result: Any, error: str) -> None:
         [*answer.failed.values(), *(line for lines in answer.problems.values() for line in lines)]
     )
     assert error in text
+
+
+# -- wake queries (scale from zero) -----------------------------------------------------------------
+
+
+def wake_series(key: str, value: str) -> dict[str, Any]:
+    return {"metric": {"llmscale_wake": key}, "value": [EVAL, value]}
+
+
+CHAT_WAKE = 'sum(gateway_pending{namespace="$namespace", service="$name"})'
+EMBED = PoolTarget("ml", "embed", "interactive")
+
+
+@pytest.mark.parametrize(
+    ("answer", "value", "why"),
+    [
+        pytest.param([wake_series("0", "4")], 4.0, None, id="value"),
+        pytest.param([], None, "returned no series (add `or vector(0)`", id="no-series-is-unknown"),
+        pytest.param([wake_series("0", "NaN")], None, "NaN or infinite", id="nan-is-unknown"),
+        pytest.param([wake_series("0", "-1")], None, "negative value -1.0", id="negative-is-rejected"),
+        pytest.param([wake_series("0", "1"), wake_series("0", "2")], None, "several series", id="duplicates"),
+    ],
+)
+async def test_wake_query_answers(
+    canned: CannedPrometheus, answer: list[Any], value: float | None, why: str | None
+) -> None:
+    give(canned, results())
+    canned.answer(canned.vector(answer), group="other")
+    snaps = await reader(canned.url).read_fleet([PoolRequest(TARGET, VLLM, frozenset({"a"}), CHAT_WAKE)], now=NOW)
+    snap = snaps[TARGET]
+    assert snap.wake_demand == value
+    if why is None:
+        assert "wake_demand" not in snap.unknown
+    else:
+        assert why in snap.unknown["wake_demand"], snap.unknown
+    assert snap.queue_depth == 14.0, "the engines' signals are read as ever"
+    assert canned.groups == ["pods", "rates", "absent", "pools", "other"]
+    assert 'service="chat"' in canned.queries[-1] and 'namespace="ml"' in canned.queries[-1]
+
+
+async def test_a_refused_joined_wake_query_is_sent_per_pool_so_one_bad_query_costs_only_its_pool(
+    canned: CannedPrometheus,
+) -> None:
+    bad = canned.raw('{"status":"error","errorType":"bad_data","error":"parse error"}', status=400)
+    # The joined query (400), then chat's alone (400: chat's query is the bad one), then embed's.
+    canned.answer(bad, bad, canned.vector([wake_series("1", "2")]), group="other")
+    snaps = await reader(canned.url).read_fleet(
+        [PoolRequest(TARGET, VLLM, None, "sum("), PoolRequest(EMBED, VLLM, None, CHAT_WAKE)], now=NOW
+    )
+    assert snaps[EMBED].wake_demand == 2.0
+    assert snaps[TARGET].wake_demand is None and "parse error" in snaps[TARGET].unknown["wake_demand"]
+    assert canned.groups.count("other") == 3
+
+
+async def test_no_wake_query_when_prometheus_is_down(refused_url: str) -> None:
+    snaps = await reader(refused_url).read_fleet([PoolRequest(TARGET, VLLM, None, CHAT_WAKE)], now=NOW)
+    assert snaps[TARGET].wake_demand is None
+    assert snaps[TARGET].unknown["wake_demand"].startswith("wake query not sent: Prometheus at")
+
+
+async def test_pools_without_a_wake_query_send_none(canned: CannedPrometheus) -> None:
+    await reader(canned.url).read_fleet([PoolRequest(TARGET, VLLM)], now=NOW)
+    assert "other" not in canned.groups

@@ -15,9 +15,12 @@ from llmscale.signals.queries import (
     GROUPS,
     PER_POD,
     SIGNAL_LABEL,
+    WAKE_LABEL,
     interval_probe_query,
     samples_query,
     selector,
+    wake_expression,
+    wake_query,
 )
 
 TARGET = PoolTarget(namespace="ml", deployment="chat", pool="interactive")
@@ -259,3 +262,22 @@ def test_public_api_is_complete() -> None:
     }
     public -= {"annotations", "TYPE_CHECKING", "Any"}
     assert public <= set(signals.__all__), public - set(signals.__all__)
+
+
+def test_wake_queries_join_into_one_valid_query_each_stamped_with_its_key() -> None:
+    exprs = {
+        "0": wake_expression('sum(gateway_pending{namespace="$namespace", service="$name"})', "ml", "chat"),
+        "1": wake_expression("sum(rate(gateway_requests_total[1m])) # a comment\nor vector(0)", "ml", "embed"),
+    }
+    assert exprs["0"] == 'sum(gateway_pending{namespace="ml", service="chat"})'
+    query = wake_query(exprs)
+    promql_parser.parse(query)  # the comment cannot swallow the closing parenthesis
+    assert query.count(f'"{WAKE_LABEL}"') == 2
+    assert f'"{WAKE_LABEL}", "0"' in query and f'"{WAKE_LABEL}", "1"' in query
+
+
+def test_wake_variables_are_whole_words_only() -> None:
+    # $namespaces and $named are not variables; PromQL itself never uses "$".
+    assert wake_expression("x{a=\"$namespace\", b=\"$named\", c=\"$namespaces\"}", "ml", "chat") == (
+        'x{a="ml", b="$named", c="$namespaces"}'
+    )

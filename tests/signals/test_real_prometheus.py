@@ -43,6 +43,7 @@ from tests.signals.prom import (
 )
 
 from llmscale.signals import (
+    PoolRequest,
     PoolTarget,
     PrometheusAuth,
     PrometheusSignalReader,
@@ -675,3 +676,42 @@ def test_mock_engine_gives_every_vllm_signal_and_the_workload_mix(tmp_path: Path
     )  # 300 vs 20 a request
     assert w.prefix_cache_hit_rate == 0.0, "the mock engine counts lookups and never hits"
     assert dict(snap.unknown) == {}
+
+
+# -- scale from zero: the wake queries of every pool in one query ----------------------------------
+
+
+def test_wake_queries_of_every_pool_in_one_query(tmp_path: Path) -> None:
+    """Two pools at zero replicas (no engine series at all) with wake queries on a router's metrics:
+    one instant query answers both, ``$namespace``/``$name`` filled in per pool; a query with no
+    series is unknown with the hint, one ending in ``or vector(0)`` reads 0."""
+    now = time.time()
+    ts = every(now - 300, now - 3, 15)
+    router = {"job": "router"}
+    series = [
+        gauge("router_pending_requests", {**router, "namespace": "ml", "service": "chat"}, ts, 3.0),
+        counter("router_requests_total", {**router, "namespace": "ml", "service": "chat"}, ts, 0.5),
+        gauge("router_pending_requests", {**router, "namespace": "ml", "service": "embed"}, ts, 0.0),
+    ]
+    query = ('sum(router_pending_requests{namespace="$namespace", service="$name"}) '
+             '+ sum(rate(router_requests_total{namespace="$namespace", service="$name"}[1m]))')
+    pools = [
+        PoolRequest(TARGET, VLLM, frozenset(), query),
+        PoolRequest(PoolTarget("ml", "embed", "interactive"), VLLM, frozenset(),
+                    'sum(router_pending_requests{namespace="$namespace", service="$name"})'),
+        PoolRequest(PoolTarget("ml", "rag", "interactive"), VLLM, frozenset(),
+                    'sum(router_pending_requests{namespace="$namespace", service="$name"})'),
+        PoolRequest(PoolTarget("ml", "code", "interactive"), VLLM, frozenset(),
+                    'sum(router_pending_requests{namespace="$namespace", service="$name"}) or vector(0)'),
+    ]
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url, settings=ReaderSettings(scrape_interval="15s"))
+        snaps = reader.read_fleet_sync(pools, time.time())
+        reader.close()
+    chat, embed, rag, code = (snaps[p.target] for p in pools)
+    assert chat.wake_demand == pytest.approx(3.5, rel=0.05), "3 waiting + 0.5 requests/s"
+    assert embed.wake_demand == 0.0 and "wake_demand" not in embed.unknown
+    assert rag.wake_demand is None and "add `or vector(0)`" in rag.unknown["wake_demand"]
+    assert code.wake_demand == 0.0
+    # No engine at all: the leading signals are unknown, the wake query is the pool's only signal.
+    assert chat.queue_depth is None and chat.replicas_reporting == 0

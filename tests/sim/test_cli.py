@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from llmscale.cli import main
+from llmscale.data import trace_path
 from llmscale.sim.baselines import POLICY_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "benchmarks" / "chat-llama-70b-h100.yaml"
-REAL = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
-pytestmark = pytest.mark.skipif(not REAL.exists(), reason="shared trace not present")
+REAL = trace_path("azure-llm-2023-conv")
 
 #: Keys the issue requires of every policy's JSON, plus the ones the README documents.
 REQUIRED = {
@@ -25,10 +25,12 @@ REQUIRED = {
 
 
 def test_json_output_has_every_documented_key_for_every_policy(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["simulate", "--spec", str(SPEC), "--trace", str(REAL), "--duration", "12m", "--warmup", "2m",
+    # No --trace: the packaged Azure trace is the default.
+    rc = main(["simulate", "--spec", str(SPEC), "--duration", "12m", "--warmup", "2m",
                "--capacity-rps", "5", "--output", "json", "--quiet"])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
+    assert doc["scenario"]["trace"].startswith("azure-llm-2023-conv.csv")
     assert [r["policy"] for r in doc["results"]] == list(POLICY_NAMES)
     for r in doc["results"]:
         assert set(r) >= REQUIRED, REQUIRED - set(r)
@@ -42,7 +44,7 @@ def test_json_output_has_every_documented_key_for_every_policy(capsys: pytest.Ca
 
 def test_table_output_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "day.png"
-    rc = main(["simulate", "--spec", str(SPEC), "--trace", str(REAL), "--shape", "diurnal", "--duration", "20m",
+    rc = main(["simulate", "--spec", str(SPEC), "--trace", "azure-llm-2023-conv", "--shape", "diurnal", "--duration", "20m",
                "--peak-rps", "8", "--policy", "oracle", "--capacity-rps", "5", "--plot", str(png), "--quiet"])
     assert rc == 0
     out = capsys.readouterr().out

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from llmscale.api import LLMDeployment
+from llmscale.data import trace_path
 from llmscale.sim.baselines import POLICY_NAMES
 from llmscale.sim.calibrate import calibrate
 from llmscale.sim.report import summarize
@@ -21,8 +22,7 @@ from llmscale.sim.runner import Scenario, run_policy
 from llmscale.sim.trace import load_azure_csv, synthesize
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = ROOT.parent / "shared" / "traces" / "azure-llm-2023-conv.csv"
-pytestmark = pytest.mark.skipif(not REAL.exists(), reason="shared trace not present")
+REAL = trace_path("azure-llm-2023-conv")
 
 START = 1_700_006_400.0  # 2023-11-15 00:00 UTC
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from llmscale.data import trace_path
 from llmscale.sim.trace import DiurnalEnvelope, TraceFormatError, load_azure_csv, synthesize
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "traces" / "azure-llm-2023-conv.csv"
+REAL = trace_path("azure-llm-2023-conv")
 
 
 def _csv(tmp_path: Path, text: str) -> Path:
@@ -70,7 +71,6 @@ def test_malformed_files_are_refused(tmp_path: Path, text: str) -> None:
         load_azure_csv(_csv(tmp_path, text))
 
 
-@pytest.mark.skipif(not REAL.exists(), reason="shared trace not present")
 def test_the_real_trace_loads_with_its_documented_figures() -> None:
     t = load_azure_csv(REAL)
     assert len(t) == 19_366

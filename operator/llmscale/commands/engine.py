@@ -89,7 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the engine until SIGINT/SIGTERM; returns the exit status (1 on a bad configuration)."""
+    """Run the engine until SIGINT/SIGTERM; return the exit status: 0 after a clean stop, 2 on a
+    configuration it refuses (unknown preset, a model that does not fit, inconsistent limits), 1
+    when it cannot listen on ``--host``/``--port``."""
     from llmscale.engine.main import EngineSettings, serve
 
     logging.basicConfig(
@@ -118,8 +120,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(settings))
     except (KeyError, ValueError) as exc:
-        logging.getLogger("llmscale.engine").error("Refused to start engine: %s", exc)
-        return 1
+        # str(KeyError) wraps its message in quotes; the message itself is what the user needs.
+        reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        logging.getLogger("llmscale.engine").error("Refused to start engine: %s", reason)
+        return 2
     except (OSError, OverflowError) as exc:
         # A taken or impossible --host/--port: one line, as vLLM's own bind failure, not a traceback.
         logging.getLogger("llmscale.engine").error(

@@ -1,8 +1,9 @@
 """``llmscale plan``: the capacity note of a model on a GPU, from the roofline model.
 
-``--output table`` (default) prints it for people with rich; ``--output json`` prints the
-:class:`~llmscale.planner.CapacityPlan` (keys documented in ``docs/plan.md``). Exit status 0 on
-success, 2 on a usage error (unknown preset, unreadable config) or when the model does not fit.
+``-o table`` (default) prints it for people with rich; ``-o json`` and ``-o yaml`` print the
+:class:`~llmscale.planner.CapacityPlan` (keys documented in the README and ``docs/plan.md``). Exit
+status 0 on success, 2 on a usage error (unknown preset, unreadable config, a value out of range)
+or when the model does not fit (the inputs cannot make a replica), 1 when stdout is closed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from llmscale import planner
+from llmscale.commands.output import add_output_argument, write_document
 from llmscale.model import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_COMPUTE_EFFICIENCY,
@@ -99,9 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="U",
         help="share of the hour spent at the goodput peak, for the cost (default %(default)s)",
     )
-    parser.add_argument(
-        "--output", choices=("table", "json"), default="table", help="output format (default table)"
-    )
+    add_output_argument(parser, ("table", "json", "yaml"), "table")
 
 
 def _error(message: str) -> int:
@@ -154,8 +154,8 @@ def main(args: argparse.Namespace) -> int:
         return _error(str(exc.args[0]) if exc.args else str(exc))
     except (LookupError, ValueError) as exc:
         return _error(str(exc))
-    if args.output == "json":
-        print(json.dumps(result.to_json(), indent=2))
+    if args.output in ("json", "yaml"):
+        write_document(result.to_json(), args.output)
     else:
         render_table(result, model, Console())
     return 0

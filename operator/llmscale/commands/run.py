@@ -1,7 +1,7 @@
 """``llmscale run``: the operator — Kopf handlers plus ``/metrics``, ``/healthz`` and ``/readyz``.
 
 Configuration comes from flags, then ``LLMSCALE_*`` environment variables, then the defaults of
-:class:`llmscale.settings.OperatorSettings` (see ``docs/operator.md``). Kubernetes credentials come
+:class:`llmscale.controller.settings.OperatorSettings` (see ``docs/operator.md``). Kubernetes credentials come
 from the in-cluster service account, else the kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``,
 ``--kubeconfig``/``--context`` to choose); Kopf and the server-side-apply writer share them.
 """
@@ -17,7 +17,7 @@ import random
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 import kubernetes.client
@@ -25,53 +25,31 @@ import kubernetes.config
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from llmscale.handlers import (
-    Decider,
-    Dependencies,
-    KubernetesWriter,
-    OperatorMetrics,
-    SignalSource,
-    build_registry,
-    configure_kopf,
+from llmscale.controller.deps import Decider, Dependencies, SignalSource
+from llmscale.controller.fleet import FleetReader
+from llmscale.controller.handlers import build_registry, configure_kopf
+from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.peers import PeeringConflict, check_peering
+from llmscale.controller.settings import (
+    OperatorSettings,
+    add_setting_flags,
+    load_settings,
+    with_peering_priority,
 )
-from llmscale.settings import OperatorSettings, load_settings, with_peering_priority
+from llmscale.controller.writer import KubernetesWriter
 
-__all__ = ["QuietTimerFilter", "add_arguments", "health_app", "kube_configuration", "main", "serve"]
+if TYPE_CHECKING:
+    from llmscale.signals.prometheus import PrometheusSignalReader
+
+__all__ = ["QuietTimerFilter", "add_arguments", "health_app", "kube_configuration", "main", "prometheus_reader", "serve"]
 
 _LOG = logging.getLogger("llmscale.run")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``llmscale run`` flags. Unset flags fall back to ``LLMSCALE_*`` and the defaults."""
-    parser.add_argument("--prometheus-url", dest="prometheus_url", default=None,
-                        help="Prometheus base URL (env LLMSCALE_PROMETHEUS_URL; "
-                             "default http://prometheus.monitoring.svc:9090)")
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", "-n", dest="namespaces", action="append", default=None, metavar="NS",
-                       help="namespace (or Kopf glob pattern) to watch; repeatable (env LLMSCALE_NAMESPACES)")
-    scope.add_argument("--all-namespaces", "-A", dest="all_namespaces", action="store_true", default=None,
-                       help="watch every namespace (env LLMSCALE_ALL_NAMESPACES=1)")
-    parser.add_argument("--tick-base-seconds", dest="tick_base_seconds", type=float, default=None,
-                        help="period of the base timer in seconds (default 5); objects tick on "
-                             "spec.scaling.tickSeconds")
-    parser.add_argument("--metrics-host", dest="metrics_host", default=None,
-                        help="bind address of /metrics, /healthz, /readyz (default 0.0.0.0)")
-    parser.add_argument("--metrics-port", dest="metrics_port", type=int, default=None,
-                        help="port of /metrics, /healthz, /readyz (default 8080; 0 picks a free one)")
-    parser.add_argument("--log-level", dest="log_level", default=None,
-                        help="DEBUG, INFO (default), WARNING or ERROR")
-    peering = parser.add_mutually_exclusive_group()
-    peering.add_argument("--standalone", action="store_true", default=None,
-                         help="run without leader election (default)")
-    peering.add_argument("--peering", dest="peering_name", default=None, metavar="NAME",
-                         help="leader election through Kopf peering object NAME (needs Kopf's peering CRDs)")
-    parser.add_argument("--peering-priority", dest="peering_priority", type=int, default=None, metavar="N",
-                        help="Kopf peering priority of this process (env LLMSCALE_PEERING_PRIORITY; default: "
-                             "random per process, so that replicas never tie and pause each other)")
-    parser.add_argument("--field-manager", dest="field_manager", default=None,
-                        help="server-side apply field manager (default llmscale)")
-    parser.add_argument("--no-cluster-scanning", dest="cluster_scanning", action="store_false", default=None,
-                        help="do not list/watch Namespaces and CRDs (namespace-only RBAC; exact namespace names)")
+    """Add the ``llmscale run`` flags: one per setting (:func:`~llmscale.controller.settings.add_setting_flags`;
+    unset flags fall back to ``LLMSCALE_*`` and the defaults), plus the Kubernetes credentials."""
+    add_setting_flags(parser)
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, $KUBECONFIG)")
     parser.add_argument("--context", default=None, help="kubeconfig context")
 
@@ -134,10 +112,13 @@ async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[
         await runner.cleanup()
 
 
-def _default_signals(settings: OperatorSettings) -> SignalSource:
+def prometheus_reader(settings: OperatorSettings) -> PrometheusSignalReader:
+    """Return the Prometheus reader the settings describe: URL, label names, rate window,
+    quantile, timeouts, retries, threads, authentication and TLS
+    (:meth:`OperatorSettings.reader_settings`)."""
     from llmscale.signals.prometheus import PrometheusSignalReader
 
-    return PrometheusSignalReader(settings.prometheus_url)
+    return PrometheusSignalReader(settings.prometheus_url, settings=settings.reader_settings())
 
 
 def _default_decider() -> Decider:
@@ -164,24 +145,41 @@ async def serve(
     ``KopfRunner`` does.
 
     With peering and no configured ``peering_priority``, a random priority is drawn here, once per
-    process (:func:`llmscale.settings.with_peering_priority`).
+    process (:func:`llmscale.controller.settings.with_peering_priority`).
+
+    Raises:
+        PeeringConflict: another operator is live in a peering this one would not take part in
+            (:mod:`llmscale.controller.peers`); nothing was started.
 
     Everything the handlers use can be injected (tests pass a mock API server's configuration,
     a canned signal source and a fake clock); what is not given is built from ``settings``:
-    the Prometheus reader of :mod:`llmscale.signals.prometheus` and :func:`llmscale.policy.decide`.
+    the Prometheus reader of :mod:`llmscale.signals.prometheus` (closed here when the operator
+    stops) and :func:`llmscale.policy.decide`. The fleet reader over the signal source reads every
+    pool once per ``settings.tick_base_seconds``, with ``settings.signal_timeout_seconds`` per read.
     """
     # Each process draws its own peering priority (unless one is configured): replicas of one
     # Deployment share their environment, and peers of equal priority all pause (settings.py).
     settings = with_peering_priority(settings, random.SystemRandom())
-    if settings.peering_name is not None:
-        _LOG.info(f"Chose priority {settings.peering_priority} in Kopf peering {settings.peering_name}")
+    if settings.peering is not None:
+        _LOG.info(f"Chose priority {settings.peering_priority} in Kopf peering {settings.peering}")
     metrics = metrics if metrics is not None else OperatorMetrics()
     ready = ready if ready is not None else threading.Event()
     api_client = kubernetes.client.ApiClient(kube_config)
+    try:
+        # Refuse to be a second writer beside an operator that Kopf's peering would not pause.
+        await asyncio.to_thread(check_peering, api_client, settings)
+    except PeeringConflict:
+        api_client.close()  # type: ignore[no-untyped-call]
+        raise
+    own_reader: PrometheusSignalReader | None = None
+    if signals is None:
+        signals = own_reader = prometheus_reader(settings)
     deps = Dependencies(
         settings=settings,
         writer=KubernetesWriter(api_client, settings.field_manager),
-        signals=signals if signals is not None else _default_signals(settings),
+        signals=signals,
+        fleet=FleetReader(signals, period_s=settings.tick_base_seconds, timeout_s=settings.signal_timeout_seconds,
+                          clock=clock),
         decide=decide if decide is not None else _default_decider(),
         metrics=metrics,
         kube_config=kube_config,
@@ -198,11 +196,15 @@ async def serve(
                 clusterwide=settings.all_namespaces,
                 namespaces=settings.namespaces,
                 standalone=settings.standalone,
+                # Only a named peering is passed: Kopf makes any peering name given here mandatory.
                 peering_name=settings.peering_name,
                 stop_flag=stop_flag,
                 ready_flag=ready,
             )
     finally:
+        await deps.fleet.stop()  # Kopf's cleanup did, unless it never started
+        if own_reader is not None:
+            own_reader.close()
         api_client.close()  # type: ignore[no-untyped-call]
 
 
@@ -230,5 +232,9 @@ def main(args: argparse.Namespace) -> int:
     except kubernetes.config.ConfigException as exc:
         print(f"llmscale run: no Kubernetes credentials: {exc}")
         return 2
-    asyncio.run(serve(settings, kube_config=config))
+    try:
+        asyncio.run(serve(settings, kube_config=config))
+    except PeeringConflict as exc:
+        print(f"llmscale run: {exc}")
+        return 2
     return 0

@@ -1,14 +1,14 @@
 """``llmscale simulate``: replay a trace through a simulated fleet under each scaling policy.
 
 Reads an LLMDeployment manifest (the file a user applies) and a trace CSV in the Azure LLM
-inference trace format, optionally shapes a day from it, calibrates one replica's capacity at the
+inference trace format (by default the Azure LLM inference trace 2023 that ships with the package,
+:mod:`llmscale.data`), optionally shapes a day from it, calibrates one replica's capacity at the
 spec's SLO, runs the chosen policies and prints a table or JSON (keys in ``docs/simulate.md``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -40,10 +40,16 @@ def parse_duration(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the verb's arguments."""
+    from llmscale.commands.output import add_output_argument
+    from llmscale.data import DEFAULT_TRACE
     from llmscale.sim.baselines import POLICY_NAMES
 
     parser.add_argument("--spec", required=True, help="LLMDeployment manifest (YAML), the file you apply")
-    parser.add_argument("--trace", required=True, help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens[,Class])")
+    parser.add_argument(
+        "--trace", default=None, metavar="PATH|NAME",
+        help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens[,Class]) or a bundled trace's name; "
+        f"default {DEFAULT_TRACE}: the Azure LLM inference trace 2023 (CC-BY 4.0), shipped with llmscale",
+    )
     parser.add_argument(
         "--shape",
         choices=("none", "diurnal"),
@@ -67,8 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start excluded from every figure (default 10m, at most a quarter of the run)")
     parser.add_argument("--capacity-rps", type=float, default=None,
                         help="requests/s one replica carries within the SLO; skips the calibration search")
-    parser.add_argument("--output", choices=("table", "json"), default="table")
-    parser.add_argument("--plot", default=None, help="write a PNG: load, replicas and p95 TTFT per policy")
+    add_output_argument(parser, ("table", "json", "yaml"), "table")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="write a PNG: load, replicas and p95 TTFT per policy (its folder must exist)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
 
@@ -79,13 +86,15 @@ def _fmt(v: Any, spec: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the verb; return the exit status (0 ok, 2 bad input)."""
+    """Run the verb; return the exit status: 0 ok, 2 bad input (checked before simulating),
+    1 when the plot cannot be written (the figures are printed first, so they are not lost)."""
     from pydantic import ValidationError
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     from llmscale.api import LLMDeployment
+    from llmscale.commands.output import write_document
+    from llmscale.data import resolve_trace
     from llmscale.sim.baselines import POLICY_NAMES
     from llmscale.sim.plot import plot_day
     from llmscale.sim.runner import Scenario, compare
@@ -98,6 +107,9 @@ def main(args: argparse.Namespace) -> int:
     )
 
     err = Console(stderr=True)
+    if args.plot and not Path(args.plot).resolve().parent.is_dir():
+        err.print(f"[red]Cannot write the plot:[/red] no folder {escape(str(Path(args.plot).parent))}")
+        return 2
     try:
         with Path(args.spec).open(encoding="utf-8") as stream:  # the YAML error then names the file
             doc = yaml.safe_load(stream)
@@ -114,7 +126,7 @@ def main(args: argparse.Namespace) -> int:
         err.print(f"[red]The LLMDeployment's model cannot run:[/red] {escape(str(exc))}")
         return 2
     try:
-        base = load_azure_csv(args.trace)
+        base = load_azure_csv(resolve_trace(args.trace))
     except (OSError, TraceFormatError) as exc:
         err.print(f"[red]Could not read the trace:[/red] {escape(str(exc))}")
         return 2
@@ -174,19 +186,32 @@ def main(args: argparse.Namespace) -> int:
         "capacity_running_per_replica": cap.running,
         "cold_start_s": spec.headroom.cold_start_seconds,
     }
+    if args.output in ("json", "yaml"):
+        write_document({"scenario": scenario, "results": summaries}, args.output)
+    else:
+        _print_table(name, trace, warmup, spec, cap, summaries, TRACE_CITATION)
     if args.plot:
-        plot_day(
-            {s["policy"]: series for s, series in results},  # type: ignore[misc]
-            args.plot,
-            ttft_slo_s=spec.slo.ttft_p95_seconds,
-            title=f"{name}: {trace.source}",
-            footnote=f"Trace: {TRACE_CITATION}",
-            warmup_s=warmup,
-        )
-    if args.output == "json":
-        json.dump({"scenario": scenario, "results": summaries}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
+        try:
+            plot_day(
+                {s["policy"]: series for s, series in results},  # type: ignore[misc]
+                args.plot,
+                ttft_slo_s=spec.slo.ttft_p95_seconds,
+                title=f"{name}: {trace.source}",
+                footnote=f"Trace: {TRACE_CITATION}",
+                warmup_s=warmup,
+            )
+        except OSError as exc:
+            err.print(f"[red]Could not write the plot {escape(str(args.plot))}:[/red] {escape(str(exc))}")
+            return 1
+        err.print(f"Plot written to {escape(str(args.plot))}")
+    return 0
+
+
+def _print_table(name: str, trace: Any, warmup: float, spec: Any, cap: Any,
+                 summaries: list[dict[str, Any]], citation: str) -> None:
+    """Print the scenario line, one row per policy and the trace's attribution, for people."""
+    from rich.console import Console
+    from rich.table import Table
     # A pipe or file gets the whole table, not one squeezed to 80 columns.
     out = Console() if sys.stdout.isatty() else Console(width=200)
     out.print(
@@ -214,7 +239,4 @@ def main(args: argparse.Namespace) -> int:
             str(s["preemptions"]),
         )
     out.print(table)
-    out.print(f"Trace: {TRACE_CITATION}")
-    if args.plot:
-        out.print(f"Plot written to {args.plot}")
-    return 0
+    out.print(f"Trace: {citation}")

@@ -3,6 +3,14 @@
 As vLLM does, the HTTP server binds only after the weights are "loaded": for
 ``cold_start_s / time_scale`` wall seconds the port refuses connections, so readiness probes,
 Prometheus and load generators see a starting replica exactly as they would see a real one.
+
+On SIGTERM (or SIGINT) the engine drains like a graceful server: it refuses new requests with 503,
+fails ``/health`` so that readiness drops, lets every request in flight run to its end, then
+exits. A second signal exits at once; so does the kubelet's SIGKILL at the end of the pod's grace
+period. (vLLM v0.11, the pinned image, aborts in-flight requests on SIGTERM; its
+``--shutdown-timeout`` came later, vLLM PR #36666. The pod template's preStop hook waits for the
+running requests to reach 0 before SIGTERM is sent, for every engine: see
+:mod:`llmscale.controller.podtemplate`.)
 """
 
 from __future__ import annotations
@@ -19,7 +27,14 @@ from aiohttp import web
 from llmscale.engine.metrics import EngineMetrics, MetricNames
 from llmscale.engine.runtime import EngineCore
 from llmscale.engine.scheduler import BLOCK_SIZE_TOKENS, Scheduler, SchedulerConfig
-from llmscale.engine.server import VLLM_COMPAT_VERSION, EngineInfo, build_app, start_engine_task, stop_task
+from llmscale.engine.server import (
+    VLLM_COMPAT_VERSION,
+    EngineInfo,
+    Traffic,
+    build_app,
+    start_engine_task,
+    stop_task,
+)
 from llmscale.model import GPU, GPU_PRESETS, MODEL_PRESETS, ReplicaModel
 
 __all__ = ["MAX_POSITION_EMBEDDINGS", "EngineSettings", "build_core", "serve", "vllm_batch_defaults"]
@@ -162,16 +177,26 @@ def build_core(settings: EngineSettings) -> tuple[EngineCore, EngineInfo, Replic
 
 
 async def serve(settings: EngineSettings, stop: asyncio.Event | None = None) -> None:
-    """Run the mock engine until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None).
+    """Run the mock engine until ``stop`` is set, or until it has drained after SIGTERM/SIGINT.
+
+    ``stop`` set by the caller stops at once, whatever is in flight. The first SIGTERM or SIGINT
+    starts a drain (module docstring); a second one stops at once.
 
     Raises:
         KeyError / ValueError: as :func:`build_core`; OSError: the port is taken.
     """
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
+    drain = asyncio.Event()
+
+    def on_signal() -> None:
+        if drain.is_set():
+            stop.set()
+        drain.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
 
     core, info, rm = build_core(settings)
     cfg = core.scheduler.config
@@ -204,16 +229,21 @@ async def serve(settings: EngineSettings, stop: asyncio.Event | None = None) -> 
     )
     wall_cold = settings.cold_start_s / settings.time_scale
     if wall_cold > 0:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), wall_cold)  # not listening: connections are refused
-        if stop.is_set():
+        # Not listening yet: connections are refused. A signal now has nothing to drain.
+        await _first(stop, drain, timeout=wall_cold)
+        if stop.is_set() or drain.is_set():
             return
         log.info("Loaded model %s in %.1f s (engine time)", settings.model, settings.cold_start_s)
 
     # The core's clock starts when serving starts: engine time 0 is the first moment requests can come.
     core.restart_clock()
     task = await start_engine_task(core)
-    runner = web.AppRunner(build_app(core, info), handler_cancellation=True, access_log=None)
+    traffic = Traffic()
+    # The drain below waits for every request before the cleanup, so the cleanup's own wait for
+    # handlers (aiohttp's shutdown_timeout, 60 s by default) only matters for a forced stop, which
+    # must not wait: 1 s.
+    runner = web.AppRunner(build_app(core, info, traffic), handler_cancellation=True, access_log=None,
+                           shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     try:
@@ -223,8 +253,32 @@ async def serve(settings: EngineSettings, stop: asyncio.Event | None = None) -> 
                 "Started vLLM-compatible server for %s on http://%s:%s", info.served_model_name, *sock[:2]
             )
         log.info("Completed application startup: serving %s", info.served_model_name)
-        await stop.wait()
+        await _first(stop, drain)
+        if drain.is_set() and not stop.is_set():
+            traffic.drain()
+            log.info("Draining mock engine for %s: refused new requests, %d in flight",
+                     info.served_model_name, traffic.in_flight)
+            idle = asyncio.ensure_future(traffic.wait_idle())
+            halt = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([idle, halt], return_when=asyncio.FIRST_COMPLETED)
+            for pending in (idle, halt):
+                pending.cancel()
+            if stop.is_set():
+                log.warning("Stopped draining mock engine for %s with %d requests in flight",
+                            info.served_model_name, traffic.in_flight)
+            else:
+                log.info("Drained mock engine for %s: no request in flight", info.served_model_name)
         log.info("Stopped mock engine for %s", info.served_model_name)
     finally:
         await runner.cleanup()
         await stop_task(task)
+
+
+async def _first(*events: asyncio.Event, timeout: float | None = None) -> None:
+    """Return when any of ``events`` is set, or after ``timeout`` seconds."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()

@@ -7,6 +7,11 @@ Routes (as vLLM's ``vllm/entrypoints/openai/api_server.py``):
   true, then ``data: [DONE]``) or one JSON body.
 * ``GET /v1/models``, ``GET /health`` (200, empty body), ``GET /version``, ``GET /metrics``.
 
+Draining (:class:`Traffic`): once :meth:`Traffic.drain` is called (``llmscale engine`` does it on
+SIGTERM), new generation requests get 503 and ``/health`` answers 503 so that readiness drops,
+while the requests already in flight run to their end (``[DONE]`` included); ``/metrics`` keeps
+answering, so Prometheus and a preStop hook can watch the running requests fall to 0.
+
 Errors use vLLM's body, ``{"error": {"message", "type", "param", "code"}}`` (``ErrorResponse`` in
 ``vllm/entrypoints/openai/engine/protocol.py``), so the ``openai`` client raises
 ``BadRequestError`` (400) and ``NotFoundError`` (404) as it does against vLLM.
@@ -36,7 +41,7 @@ from llmscale.engine.runtime import EngineCore, RequestHandle
 from llmscale.engine.scheduler import FinishedRequest, TokenEvent
 from llmscale.engine.tokenizer import chat_prompt_tokens, filler_text, prompt_tokens
 
-__all__ = ["DEFAULT_OUTPUT_TOKENS", "VLLM_COMPAT_VERSION", "EngineInfo", "build_app"]
+__all__ = ["DEFAULT_OUTPUT_TOKENS", "VLLM_COMPAT_VERSION", "EngineInfo", "Traffic", "build_app"]
 
 log = logging.getLogger("llmscale.engine")
 
@@ -70,6 +75,43 @@ class EngineInfo:
 INFO_KEY = web.AppKey("info", EngineInfo)
 
 
+class Traffic:
+    """The generation requests the server is answering, and whether it is draining.
+
+    A request counts from the moment it is accepted until its response is fully written (the
+    last SSE chunk and ``[DONE]`` of a stream), so :meth:`wait_idle` returning means no client
+    is left waiting for a byte. Must be created inside the running event loop.
+    """
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def drain(self) -> None:
+        """Refuse new generation requests (503) and fail ``/health`` from now on."""
+        self.draining = True
+
+    def started(self) -> None:
+        """Count one accepted request."""
+        self.in_flight += 1
+        self._idle.clear()
+
+    def finished(self) -> None:
+        """Count one request whose response is complete (or whose client went away)."""
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no generation request is in flight."""
+        await self._idle.wait()
+
+
+TRAFFIC_KEY = web.AppKey("traffic", Traffic)
+
+
 class _RequestError(Exception):
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
@@ -78,7 +120,12 @@ class _RequestError(Exception):
         self.param = param
 
 
-_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
 
 
 def _error_response(status: int, message: str, param: str | None = None) -> web.Response:
@@ -199,6 +246,17 @@ def _sse(obj: dict[str, Any]) -> bytes:
 
 
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+    traffic = request.app[TRAFFIC_KEY]
+    if traffic.draining:
+        return _error_response(503, "The server is shutting down and accepts no new requests")
+    traffic.started()
+    try:
+        return await _accepted(request, chat)
+    finally:
+        traffic.finished()
+
+
+async def _accepted(request: web.Request, chat: bool) -> web.StreamResponse:
     core = request.app[ENGINE_KEY]
     info = request.app[INFO_KEY]
     try:
@@ -392,9 +450,10 @@ async def models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [card]})
 
 
-async def health(_: web.Request) -> web.Response:
-    """``GET /health``: 200 with an empty body once serving (the server only listens then)."""
-    return web.Response(status=200)
+async def health(request: web.Request) -> web.Response:
+    """``GET /health``: 200 with an empty body once serving (the server only listens then); 503
+    while draining, so that the readiness probe takes the pod out of its Service."""
+    return web.Response(status=503 if request.app[TRAFFIC_KEY].draining else 200)
 
 
 async def version(_: web.Request) -> web.Response:
@@ -408,11 +467,13 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=core.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def build_app(core: EngineCore, info: EngineInfo) -> web.Application:
-    """Return the aiohttp application serving ``core``; the caller runs ``core.run()`` alongside."""
+def build_app(core: EngineCore, info: EngineInfo, traffic: Traffic | None = None) -> web.Application:
+    """Return the aiohttp application serving ``core``; the caller runs ``core.run()`` alongside
+    and drains through ``traffic`` (a new one when ``None``; must be called in the event loop)."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[ENGINE_KEY] = core
     app[INFO_KEY] = info
+    app[TRAFFIC_KEY] = traffic if traffic is not None else Traffic()
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", models)

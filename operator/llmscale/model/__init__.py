@@ -6,6 +6,7 @@ planner (:mod:`llmscale.planner`), the mock engine and the simulator. Pure: numb
 out, numpy for curves.
 """
 
+from llmscale.model.batch import BatchThroughput, batch_throughput
 from llmscale.model.capacity import (
     DEFAULT_SHAPE,
     Burstiness,
@@ -48,6 +49,7 @@ __all__ = [
     "GPU",
     "GPU_PRESETS",
     "MODEL_PRESETS",
+    "BatchThroughput",
     "Burstiness",
     "EngineLimits",
     "FleetNeed",
@@ -57,6 +59,7 @@ __all__ = [
     "ReplicaModel",
     "ReplicaPoint",
     "WorkloadShape",
+    "batch_throughput",
     "capacity_per_replica",
     "dtype_bytes",
     "engine_limits",

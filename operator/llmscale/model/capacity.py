@@ -75,6 +75,8 @@ __all__ = [
     "MINUTE_ATTAINMENT",
     "POISSON",
     "QUADRATURE_POINTS",
+    "TRACE_MEAN_OUTPUT_TOKENS",
+    "TRACE_MEAN_PROMPT_TOKENS",
     "TTFT_BUCKETS_S",
     "Burstiness",
     "EngineLimits",
@@ -260,13 +262,20 @@ class WorkloadShape:
     source: str = "given"
 
 
+#: Mean prompt (``ContextTokens``) of the Azure LLM inference trace 2023, conversation, tokens
+#: (CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024).
+TRACE_MEAN_PROMPT_TOKENS = 1155
+
+#: Mean output (``GeneratedTokens``) of the same trace, tokens.
+TRACE_MEAN_OUTPUT_TOKENS = 211
+
 #: The shape assumed when the live mix is unknown: the Azure LLM inference trace 2023,
 #: conversation (CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024): prompt mean 1,155 and p95 4,083
 #: tokens, output mean 211 and p95 451 tokens, no prefix reuse. The derived KV-cache target used
 #: these means before the live mix was read.
 DEFAULT_SHAPE = WorkloadShape(
-    prompt=LengthDistribution.fit(1155.0, p95=4083.0),
-    output=LengthDistribution.fit(211.0, p95=451.0),
+    prompt=LengthDistribution.fit(float(TRACE_MEAN_PROMPT_TOKENS), p95=4083.0),
+    output=LengthDistribution.fit(float(TRACE_MEAN_OUTPUT_TOKENS), p95=451.0),
     prefix_cache_hit_rate=0.0,
     source="the Azure LLM inference trace 2023's lengths (no live mix)",
 )

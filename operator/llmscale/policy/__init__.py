@@ -6,6 +6,7 @@ See :func:`decide` for the algorithm, :mod:`llmscale.policy.clamps` for its clam
 """
 
 from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
+from llmscale.policy.history import append_snapshot, history_seconds, record_snapshot, trim_history
 from llmscale.policy.leadtime import LeadTime, lead_time
 from llmscale.policy.types import (
     CapacityCorrection,
@@ -38,13 +39,17 @@ __all__ = [
     "RateSeries",
     "Reason",
     "SeasonalHistory",
+    "append_snapshot",
     "batch_window_open",
     "decide",
     "describe_window",
     "headroom_replicas",
+    "history_seconds",
     "kv_cache_target",
     "lead_time",
     "local_time",
     "open_interval",
+    "record_snapshot",
     "scheduled_minimum",
+    "trim_history",
 ]

@@ -10,11 +10,11 @@ sequence and keeps the steps that changed the value. ``decide`` runs, in order:
 1. :func:`no_scale_down_on_partial` on the recommendation (``MetricsPartial``);
 2. :data:`WINDOWS`, the stabilisation windows (``ScaleUpStabilized``, ``ScaleDownStabilized``),
    reported in ``AbleToScale`` by :func:`able_to_scale_condition`;
-3. :data:`LIMITS`, the rate limits, unschedulable pods, the calendar floor and
-   ``spec.replicas.min``/``max`` (``ScaleUpLimit``, ``ScaleDownLimit``, ``InsufficientCapacity``,
-   ``ScheduledMinimum``, ``TooFewReplicas``, ``TooManyReplicas``), reported with step 1 in
-   ``ScalingLimited`` by :func:`scaling_limited_condition`. :data:`BOUNDS` (the last two) also apply
-   when the policy holds on unknown signals.
+3. :data:`LIMITS`, the rate limits, stalled engines, unschedulable pods, the calendar floor and
+   ``spec.replicas.min``/``max`` (``ScaleUpLimit``, ``ScaleDownLimit``, ``StalledPods``,
+   ``InsufficientCapacity``, ``ScheduledMinimum``, ``TooFewReplicas``, ``TooManyReplicas``),
+   reported with step 1 in ``ScalingLimited`` by :func:`scaling_limited_condition`. :data:`BOUNDS`
+   (the last two) also apply when the policy holds on unknown signals.
 
 The HPA computes both windows in one function (``stabilizeRecommendationWithBehaviors``: the
 current size raised to the scale-up window's lowest recommendation, then lowered to the scale-down
@@ -45,6 +45,7 @@ __all__ = [
     "chain",
     "insufficient_capacity",
     "no_scale_down_on_partial",
+    "no_scale_down_while_stalled",
     "replica_bounds",
     "scale_down_limit",
     "scale_down_window",
@@ -68,6 +69,7 @@ class Normalization:
         now: seconds since the Unix epoch.
         floor: the calendar floor in force (``spec.replicas.schedule``), replicas; 0 without one.
         floor_window: the window that sets it, in words.
+        stalled: pods whose engine hangs (``SignalSnapshot.stalled_pods``).
     """
 
     spec: LLMDeploymentSpec
@@ -78,6 +80,7 @@ class Normalization:
     now: float
     floor: int = 0
     floor_window: str = ""
+    stalled: tuple[str, ...] = ()
 
 
 #: A clamp: ``(replicas, arg) -> Clamped``.
@@ -99,8 +102,11 @@ def no_scale_down_on_partial(recommendation: int, arg: Normalization) -> Clamped
 def scale_up_window(recommendation: int, arg: Normalization) -> Clamped:
     """Scale-up stabilisation: a rise goes only as far as the lowest recommendation of the last
     ``scaleUp.stabilizationWindowSeconds`` (this one included), never below the current size
-    (:attr:`Reason.ScaleUpStabilized`; the HPA's ``stabilizeRecommendationWithBehaviors``)."""
-    if recommendation <= arg.current:
+    (:attr:`Reason.ScaleUpStabilized`; the HPA's ``stabilizeRecommendationWithBehaviors``).
+
+    Not at zero replicas: the window keeps a blip from paying for a cold start, but with nothing
+    serving every request already waits for one (scale from zero, :mod:`llmscale.policy.zero`)."""
+    if recommendation <= arg.current or arg.current == 0:
         return Clamped(recommendation, Reason.ReadyForNewScale, "")
     window = arg.spec.scaling.scale_up.stabilization_window_seconds
     lowest = min([r for t, r in arg.memory.recommendations if t > arg.now - window] + [recommendation])
@@ -182,6 +188,20 @@ def scale_down_limit(desired: int, arg: Normalization) -> Clamped:
     )
 
 
+def no_scale_down_while_stalled(desired: int, arg: Normalization) -> Clamped:
+    """No removing while an engine hangs (:attr:`Reason.StalledPods`): the hung pod still looks Ready
+    to Kubernetes, which would as likely remove a healthy pod and keep the hung one; the stalled
+    pod's signals are left out, so the pool's headroom is thinner than it looks. Adding is allowed."""
+    if not arg.stalled or desired >= arg.current:
+        return Clamped(desired, Reason.DesiredWithinRange, "")
+    return Clamped(
+        arg.current,
+        Reason.StalledPods,
+        f"pod {', '.join(arg.stalled)} stalled: no scale-down while an engine hangs, holds {arg.current} "
+        f"(wanted {desired})",
+    )
+
+
 def insufficient_capacity(desired: int, arg: Normalization) -> Clamped:
     """No adding while interactive pods are unschedulable: a new pod would wait for GPUs too
     (:attr:`Reason.InsufficientCapacity`). Removing is still allowed."""
@@ -222,7 +242,14 @@ def replica_bounds(desired: int, arg: Normalization) -> Clamped:
 #: The stabilisation windows, in order; reported in ``AbleToScale``.
 WINDOWS: tuple[Clamp, ...] = (scale_up_window, scale_down_window)
 #: The limits after the windows, in order; reported in ``ScalingLimited``.
-LIMITS: tuple[Clamp, ...] = (scale_up_limit, scale_down_limit, insufficient_capacity, calendar_floor, replica_bounds)
+LIMITS: tuple[Clamp, ...] = (
+    scale_up_limit,
+    scale_down_limit,
+    no_scale_down_while_stalled,
+    insufficient_capacity,
+    calendar_floor,
+    replica_bounds,
+)
 #: The bounds that apply even while the policy holds on unknown signals (the last of :data:`LIMITS`).
 BOUNDS: tuple[Clamp, ...] = (calendar_floor, replica_bounds)
 

@@ -26,7 +26,9 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
      up, and not again while replicas asked for are starting (they are the answer to that backlog);
    - **KV-cache utilisation** (a mean): ``ceil(ready × kv / target)``, the target from the spec or
      the model's KV use at the SLO's capacity for the live mix;
-   - **preemption rate** (a sum, only up): ``ceil(rate / preemptionsPerSecondPerReplica)``.
+   - **preemption rate** (a sum, only up): ``ceil(rate / preemptionsPerSecondPerReplica)``;
+   - **wake query** at zero replicas (``spec.scaling.wake``, :mod:`llmscale.policy.zero`): 1 when
+     it reads above its threshold.
 
    Within ``±tolerance`` of the current demand (current replicas less headroom) a signal *holds*
    the current demand: it neither drops out nor moves it. The largest proposal is the demand.
@@ -36,15 +38,20 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
    today's. Without an arrival rate, the old KV-trend headroom.
 5. **Latency guard and correction.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading
    signals ask for no more than the current demand, nothing starts and the last scale-up is older
-   than the p95's window: with the load signal known, a capacity correction is learnt
-   (:func:`llmscale.policy.load.learn`: the model over-estimated what these replicas carry) and the
+   than the p95's window (the snapshot's rate window; :data:`LATENCY_WINDOW_S` when it does not
+   say): with the load signal known, a capacity correction is learnt
+   (:func:`llmscale.policy.load.correct`: the model over-estimated what these replicas carry) and the
    load asks again; without it, demand + 1.
-6. **Recommendation** ``demand + H``; on partial data floored at the current size (``MetricsPartial``).
+6. **Recommendation** ``demand + H``; 0 when a ``min: 0`` pool is idle (:func:`release_when_idle`);
+   on partial data floored at the current size (``MetricsPartial``).
 7. **Clamps** (:mod:`llmscale.policy.clamps`), the HPA's chain: the stabilisation windows
-   (``AbleToScale``), then the limits (``ScalingLimited``): rate limits, no adding while pods are
-   unschedulable, the calendar floor (``spec.replicas.schedule``), ``spec.replicas.min``/``max``.
-8. **Batch pool**: ``spec.batch.replicas`` inside a trough window, 0 outside; while interactive
-   pods cannot be scheduled, batch gives its replicas up to them first.
+   (``AbleToScale``), then the limits (``ScalingLimited``): rate limits, no removing while an engine
+   hangs, no adding while pods are unschedulable, the calendar floor (``spec.replicas.schedule``),
+   ``spec.replicas.min``/``max``. Scale-down is one rate-limited step at a time; Kubernetes drains
+   the removed pod, the policy never kills work.
+8. **Batch pool** (:mod:`llmscale.policy.batch_pool`): ``spec.batch.replicas`` inside a trough
+   window, 0 outside; while interactive pods cannot be scheduled, batch gives its replicas up to
+   them first. (The batch *planner*, :mod:`llmscale.policy.batch`, sizes the pool from the Jobs.)
 9. **Diagnosis** (:mod:`llmscale.policy.diagnosis`): the signature of any trouble and its remedy.
 
 Pods in their cold start are capacity on the way, never asked for twice: proposals are *totals*
@@ -61,7 +68,7 @@ import numpy as np
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.model.capacity import DEFAULT_SHAPE, WorkloadShape
-from llmscale.policy.batch import batch_pool
+from llmscale.policy.batch_pool import batch_pool
 from llmscale.policy.clamps import (
     BOUNDS,
     LIMITS,
@@ -74,7 +81,7 @@ from llmscale.policy.clamps import (
 )
 from llmscale.policy.diagnosis import diagnose
 from llmscale.policy.leadtime import lead_time
-from llmscale.policy.load import LATENCY_WINDOW_S, Capacity, capacity_context, correct, factor_in_force
+from llmscale.policy.load import Capacity, capacity_context, correct, factor_in_force
 from llmscale.policy.mix import burstiness_of, live_shape, update_burstiness, update_mix
 from llmscale.policy.proposals import (
     FALLBACK_KV_CACHE_TARGET,
@@ -90,6 +97,13 @@ from llmscale.policy.proposals import (
     queue_proposal,
     read_load,
 )
+from llmscale.policy.signal_health import (
+    LATENCY_WINDOW_S,
+    WAKE_SIGNAL,
+    latency_guard_off,
+    latency_window_s,
+    why_unknown,
+)
 from llmscale.policy.types import (
     CapacityCorrection,
     Clamped,
@@ -100,6 +114,7 @@ from llmscale.policy.types import (
     Reason,
 )
 from llmscale.policy.windows import describe_window, scheduled_minimum
+from llmscale.policy.zero import release_when_idle, wake_proposal
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
@@ -197,14 +212,20 @@ def _metrics_condition(
     if not age <= max_age:
         msg = f"newest signal snapshot is {age:.0f} s old (max {max_age:.0f} s): held {current} replicas"
         return ConditionResult("False", Reason.MetricsStale, msg), msg
-    err = f" ({snap.error})" if snap.error else ""
     if not known:
-        msg = f"all leading signals unknown{err}, snapshot {age:.0f} s old: held {current} replicas"
+        msg = f"all leading signals unknown ({why_unknown(snap, unknown)}), snapshot {age:.0f} s old: held {current} replicas"
         return ConditionResult("False", Reason.MetricsMissing, msg), msg
+    if known == [WAKE_SIGNAL]:
+        msg = (f"0 replicas, so no engine reports: scaling on the wake query (spec.scaling.wake) alone, "
+               f"which reads {snap.wake_demand:g}")
+        return ConditionResult("True", Reason.WakeQueryOnly, msg), None
+    guard_off = latency_guard_off(snap)
     if unknown:
-        msg = f"{', '.join(unknown)} unknown{err}: scaling up only, on {', '.join(known)}"
-        return ConditionResult("True", Reason.MetricsPartial, msg), None
+        msg = f"{why_unknown(snap, unknown)}: scaling up only, on {', '.join(known)}"
+        return ConditionResult("True", Reason.MetricsPartial, msg + (f"; {guard_off}" if guard_off else "")), None
     msg = f"queue depth, KV-cache utilisation and preemption rate known, newest sample {age:.0f} s old"
+    if guard_off:
+        return ConditionResult("True", Reason.LatencyUnknown, f"{msg}; {guard_off}"), None
     return ConditionResult("True", Reason.MetricsFresh, msg), None
 
 
@@ -240,22 +261,24 @@ def _latency_guard(
 ) -> _Guard:
     """Step 5: the demand after the latency guard, its line and the correction to keep.
 
-    With the load signal known, every minute in which the pool was sized as the model says (the
+    With the load signal known, every p95 window in which the pool was sized as the model says (the
     leading signals ask for no more than the current demand, nothing is starting, no scale-up within
     the p95's window) is counted by the capacity correction (:func:`llmscale.policy.load.correct`);
     a breach lowers it and the load asks again at the corrected capacity (at least one more than the
     current demand). Without the load signal the guard adds one replica, as it always did. It waits
-    while a replica starts and until the last scale-up is older than :data:`LATENCY_WINDOW_S`.
+    while a replica starts and until the last scale-up is older than the p95's window (the
+    snapshot's rate window, :data:`LATENCY_WINDOW_S` when it does not say).
     """
     breaches = _breaches(spec, snap)
     breached = " and ".join(breaches)
     last_up = max((t for t, d in memory.scale_events if d > 0), default=None)
-    recent_up = last_up is not None and now - last_up < LATENCY_WINDOW_S
+    window_s = latency_window_s(snap)
+    recent_up = last_up is not None and now - last_up < window_s
     starting = state.interactive_starting
     rate = load.arrivals.rate_rps
     judged = known_value(snap.ttft_p95_s) is not None or known_value(snap.itl_p95_s) is not None
-    new_minute = memory.correction is None or snap.observed_at - memory.correction.updated_at >= LATENCY_WINDOW_S
-    # A minute in which the pool was sized as the model says: what its p95s say counts.
+    new_minute = memory.correction is None or snap.observed_at - memory.correction.updated_at >= window_s
+    # A window in which the pool was sized as the model says: what its p95s say counts.
     sized_by_model = cap is not None and rate is not None and ready > 0 and demand <= reference
     if sized_by_model and judged and new_minute and not recent_up and starting == 0:
         assert cap is not None and rate is not None
@@ -280,7 +303,7 @@ def _latency_guard(
         return _Guard(
             demand,
             f"{breached}, but the last scale-up was {now - last_up:.0f} s ago, inside the "
-            f"{LATENCY_WINDOW_S:.0f} s window the p95 is computed over: latency guard waits",
+            f"{window_s:.0f} s window the p95 is computed over: latency guard waits",
             memory.correction,
             False,
         )
@@ -294,7 +317,7 @@ def _latency_guard(
     if cap is not None and rate is not None:
         return _Guard(
             demand,
-            f"{breached}, already counted in this {LATENCY_WINDOW_S:.0f} s p95 window: latency guard waits",
+            f"{breached}, already counted in this {window_s:.0f} s p95 window: latency guard waits",
             memory.correction,
             False,
         )
@@ -389,7 +412,8 @@ def decide(
     reasons: list[str] = []
 
     keep_recs = max(scaling.scale_up.stabilization_window_seconds, scaling.scale_down.stabilization_window_seconds)
-    keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds, LATENCY_WINDOW_S)
+    keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds,
+                      latency_window_s(history[-1] if history else None))
     memory_cond, unreadable, unreadable_since = _policy_state(memory, now, max(keep_recs, keep_events))
     if memory_cond.status == "False":
         reasons.append(f"policy memory incomplete: {memory_cond.message}")
@@ -446,6 +470,9 @@ def decide(
         proposals.append(queue_proposal(spec, known_value(fresh.queue_depth), ready, reference, starting, load_known))
         proposals.append(kv_proposal(spec, known_value(fresh.kv_cache_utilization), ready, reference, load_known))
         proposals.append(preemption_proposal(spec, known_value(fresh.preemption_rate), ready, reference, starting))
+    wake = wake_proposal(spec, fresh, current)
+    if wake is not None:  # at zero replicas: the one demand signal there is
+        proposals.append(Proposal(WAKE_SIGNAL, wake.replicas, wake.line, known=wake.known))
     leading = [p for p in proposals if p.signal != "load"]
     known = [p for p in leading if p.known]
     unknown_names = [p.signal for p in leading if not p.known] if fresh is not None else []
@@ -463,6 +490,7 @@ def decide(
         now=now,
         floor=floor,
         floor_window=describe_window(floor_window) if floor_window is not None else "",
+        stalled=fresh.stalled_pods if fresh is not None else (),
     )
 
     recommendation: int | None = None
@@ -495,6 +523,9 @@ def decide(
         reasons.append(head_line)
         recommendation = demand + head
         reasons.append(f"recommends {recommendation} = demand {demand} + headroom {head}")
+        recommendation, idle_line = release_when_idle(spec, fresh, current, demand, recommendation)
+        if idle_line is not None:
+            reasons.append(idle_line)
 
         # The partial-signals floor changes the recommendation itself: the floored value is the
         # one the windows judge and the memory keeps.

@@ -42,6 +42,7 @@ from llmscale.model.capacity import (
     engine_limits,
     fleet_need,
 )
+from llmscale.policy.signal_health import LATENCY_WINDOW_S
 from llmscale.policy.types import CapacityCorrection
 
 __all__ = [
@@ -56,11 +57,6 @@ __all__ = [
     "factor_in_force",
 ]
 
-#: Seconds of traffic the lagging p95 latencies summarise: the signals' histogram ``rate()`` window
-#: (``llmscale.signals.queries`` ``rate_window="1m"``; the simulator's p95 looks back 60 s too). A
-#: replica added less than this long ago cannot show in the p95 yet, so the latency guard waits; the
-#: correction counts a minute once.
-LATENCY_WINDOW_S = 60.0
 
 #: Lowest capacity factor: 0.5. The roofline's efficiencies are planning values within about a
 #: factor of two of measured ones (``llmscale.model.roofline``); a pool that carries less than half

@@ -107,6 +107,54 @@ class Reason(StrEnum):
     PolicyStateUnreadable = "PolicyStateUnreadable"
     """False: part of ``status.policyState`` could not be read and was dropped (also the reason of
     the Warning Event the operator posts)."""
+    # BatchBacklog (llmscale.policy.batch; NoBatchPool above also serves it)
+    BacklogEmpty = "BacklogEmpty"
+    """False: no batch Job is outstanding; the batch pool has 0 replicas, even inside a window."""
+    BacklogWaiting = "BacklogWaiting"
+    """True: Jobs are outstanding and none runs: they wait for a window, idle GPUs or a Ready
+    batch replica."""
+    BacklogRunning = "BacklogRunning"
+    """True: released Jobs are running on the batch pool."""
+    BatchYieldedToInteractive = "BatchYieldedToInteractive"
+    """True: Jobs should run but the batch pool gave its GPUs back to interactive pods that could
+    not be scheduled (or to the interactive headroom); released Jobs are paused or slowed."""
+    # DeadlineAtRisk
+    DeadlinesOnTrack = "DeadlinesOnTrack"
+    """False: every outstanding Job is projected to finish by its deadline (or none is outstanding)."""
+    DeadlineProjectedLate = "DeadlineProjectedLate"
+    """True: a Job is projected to finish after its deadline even at the pool's bound."""
+    DeadlinePassed = "DeadlinePassed"
+    """True: a Job is not done and its deadline has passed."""
+    BatchSizeUnknown = "BatchSizeUnknown"
+    """Unknown: no Job is late as far as can be told, but some outstanding Job declares no size, so
+    its finish cannot be projected."""
+    # MetricsAvailable (llmscale.policy.signal_health, llmscale.policy.zero)
+    LatencyUnknown = "LatencyUnknown"
+    """True: every leading signal is known and fresh, but TTFT or ITL p95 is unknown for a reason
+    other than an idle window (no histogram, a failed query): the latency guard is off, and the
+    message names each missing signal and why."""
+    WakeQueryOnly = "WakeQueryOnly"
+    """True: the pool is at zero replicas, so no engine reports; it scales on the wake query of
+    ``spec.scaling.wake`` alone."""
+    # EnginesStalled (llmscale.policy.signal_health); StalledPods is also a ScalingLimited reason
+    StalledPods = "StalledPods"
+    """True on EnginesStalled: a pod's engine hangs (running requests above 0, no token generated
+    over the window); the message names each. On ScalingLimited: no replica is removed while one
+    hangs."""
+    NoStalledPods = "NoStalledPods"
+    """False: the stall check ran and no reporting pod hangs."""
+    StallCheckOff = "StallCheckOff"
+    """Unknown: the stall check could not run (scrape interval unknown, window too short, no read)."""
+    # RateWindowFits (llmscale.policy.signal_health)
+    WindowFits = "WindowFits"
+    """True: the rate window spans at least four scrape intervals."""
+    WindowTooShort = "WindowTooShort"
+    """False: the rate window spans fewer than two scrape intervals (or holds fewer than two samples
+    of any series): every rate and latency quantile is unknown."""
+    WindowBelowAdvice = "WindowBelowAdvice"
+    """False: the rate window spans two to four scrape intervals: one missed scrape empties it."""
+    ScrapeIntervalUnknown = "ScrapeIntervalUnknown"
+    """Unknown: the scrape interval could not be read, so the window is unchecked."""
 
 
 class Clamped(NamedTuple):

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from llmscale.signals.config import PrometheusAuth, ReaderSettings
 from llmscale.signals.profiles import PROFILES, MetricProfile, get_profile
-from llmscale.signals.queries import PoolTarget, SelectorLabels, fleet_queries, signal_queries
+from llmscale.signals.queries import PoolRequest, PoolTarget, SelectorLabels, fleet_queries, signal_queries
 from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
 
 if TYPE_CHECKING:
-    from llmscale.signals.prometheus import PoolRequest, PrometheusSignalReader
+    from llmscale.signals.prometheus import PrometheusSignalReader
 
 __all__ = [
     "PROFILES",
@@ -44,7 +44,7 @@ __all__ = [
     "signal_queries",
 ]
 
-_LAZY = {"PrometheusSignalReader", "PoolRequest"}
+_LAZY = {"PrometheusSignalReader"}
 
 
 def __getattr__(name: str) -> Any:

@@ -32,9 +32,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmscale.signals.queries import GROUPS, METRIC_LABEL, PER_POD, SIGNAL_LABEL, PoolTarget, SelectorLabels
+from llmscale.signals.queries import (
+    GROUPS,
+    METRIC_LABEL,
+    PER_POD,
+    SIGNAL_LABEL,
+    WAKE_LABEL,
+    PoolTarget,
+    SelectorLabels,
+)
 
-__all__ = ["FleetAnswer", "parse_group"]
+__all__ = ["FleetAnswer", "parse_group", "parse_wake"]
 
 #: A problem that could not be tied to a pool.
 UNATTRIBUTED = PoolTarget("", "", "")
@@ -146,3 +154,36 @@ def parse_group(answer: FleetAnswer, group: str, result: Any, labels: SelectorLa
 
 def _where(signal: str, pod: str, per_pod: bool) -> str:
     return f"{signal} of pod {pod!r}" if per_pod else signal
+
+
+def parse_wake(result: Any) -> tuple[dict[str, float | None], dict[str, str], str | None]:
+    """Split the answer to :func:`~llmscale.signals.queries.wake_query` per key.
+
+    Args:
+        result: the instant vector as decoded JSON.
+
+    Returns:
+        ``(values, problems, failed)``: the value per key that had a series (``None`` where the
+        value was not a finite, non-negative number or the key had several series), a problem
+        line per such key, and why the whole answer was unusable (``None`` when it was a vector).
+        A key without a series is absent from ``values``.
+    """
+    if not isinstance(result, list):
+        return {}, {}, f"Prometheus answered {type(result).__name__}, not a vector"
+    values: dict[str, float | None] = {}
+    problems: dict[str, str] = {}
+    for item in result:
+        if not isinstance(item, Mapping) or not isinstance(item.get("metric"), Mapping):
+            continue
+        key = item["metric"].get(WAKE_LABEL)
+        if not isinstance(key, str):
+            continue
+        _, value, problem = _value(item.get("value"))
+        if problem is None and value is not None and value < 0:
+            problem, value = f"negative value {value}", None
+        if key in values:
+            problem, value = "several series where one was expected; rejected", None
+        values[key] = value
+        if problem:
+            problems[key] = problem
+    return values, problems, None

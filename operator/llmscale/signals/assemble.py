@@ -21,7 +21,9 @@ Rules, in order (each has a test in ``tests/signals``):
    (KV cache averaged) and unknown if any contributing pod's value is unknown (a missing pod would
    understate the queue); rates are summed over the pods whose rate is known and unknown only if
    none is. Latency and token-count quantiles are Prometheus's, per pool.
-6. **Every unknown is named** in ``SignalSnapshot.unknown``.
+6. **Every unknown is named** in ``SignalSnapshot.unknown``; a quantile unknown only because the
+   window saw no request is also listed in ``SignalSnapshot.quiet`` (an idle pool has no TTFT,
+   and that is not a missing signal).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class _Pool:
     window: RateWindow
     pool: PoolTarget
     unknown: dict[str, str]
+    quiet: set[str]
 
 
 def _names(pods: Iterable[str]) -> str:
@@ -97,7 +100,7 @@ def assemble(
     Returns:
         The snapshot; rules in this module's docstring.
     """
-    st = _Pool(profile, answer, window, pool, {})
+    st = _Pool(profile, answer, window, pool, {}, set())
     rows = answer.pods.get(pool, {})
     lacking = answer.absent.get(pool, {})
     problems = [*answer.problems.get(UNATTRIBUTED, []), *answer.problems.get(pool, [])]
@@ -188,6 +191,7 @@ def assemble(
         absent_counters=tuple(sorted(absent)),
         unknown=st.unknown,
         window=window,
+        quiet=tuple(sorted(st.quiet)),
     )
 
 
@@ -307,6 +311,7 @@ def _pool_value(
         )
     else:
         st.unknown[field_name] = empty
+        st.quiet.add(field_name)  # nothing to measure, not a fault
     return None
 
 

@@ -26,12 +26,12 @@ until they leave the window, and a replica younger than the window reads a low r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -41,17 +41,21 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
-from llmscale.signals.answer import FleetAnswer, parse_group
+from llmscale.signals.answer import FleetAnswer, parse_group, parse_wake
 from llmscale.signals.assemble import assemble
 from llmscale.signals.auth import CredentialsUnreadable, build_http
 from llmscale.signals.config import ReaderSettings
 from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import (
+    GROUPS,
+    PoolRequest,
     PoolTarget,
     fleet_queries,
     interval_probe_query,
     parse_duration,
     samples_query,
+    wake_expression,
+    wake_query,
 )
 from llmscale.signals.snapshot import RateWindow, SignalSnapshot
 from llmscale.signals.window import check_samples, choose_window, interval_from_samples, interval_from_targets
@@ -63,23 +67,6 @@ _LOG = logging.getLogger(__name__)
 #: Seconds before a failed reading of the scrape interval is tried again.
 _INTERVAL_RETRY_S = 60.0
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
-
-
-@dataclass(frozen=True, slots=True)
-class PoolRequest:
-    """One pool to read.
-
-    Attributes:
-        target: the pool.
-        profile: its engine's metric names (``spec.engine.profile()``).
-        pods: names of the pool's pods in the API server (the operator's pod index), or ``None``
-            to take every pod Prometheus has series for. With pods, series of any other pod are
-            ignored and replicas are counted from these pods.
-    """
-
-    target: PoolTarget
-    profile: MetricProfile
-    pods: frozenset[str] | None = None
 
 
 class _Failed(Exception):
@@ -239,8 +226,9 @@ class PrometheusSignalReader:
     def read_fleet_sync(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
         """Read every pool of ``pools``; blocks for up to a few timeouts.
 
-        Sends the four fleet queries once per engine profile in ``pools`` and splits the answers
-        per pool and pod. Never raises for Prometheus or network failures: they are returned as
+        Sends the four fleet queries once per engine profile in ``pools``, plus one query for
+        every wake query of ``pools`` together (:func:`~llmscale.signals.queries.wake_query`), and
+        splits the answers per pool and pod. Never raises for Prometheus or network failures: they are returned as
         ``error`` and ``unknown`` on the snapshots.
 
         Args:
@@ -302,6 +290,7 @@ class PrometheusSignalReader:
         window = self.window(profiles, now) if profiles else None
         out: dict[PoolTarget, SignalSnapshot] = {}
         labels = self.settings.labels
+        fatal: str | None = None
         for requests_ in by_profile.values():
             assert window is not None
             profile = requests_[0].profile
@@ -314,6 +303,8 @@ class PrometheusSignalReader:
                     _LOG.warning("Rejected some signals of LLMDeployment %s: %s", r.target, snap.error)
             if answer.failed:
                 why = "; ".join(dict.fromkeys(answer.failed.values()))
+                if len(answer.failed) == len(GROUPS) and len(set(answer.failed.values())) == 1:
+                    fatal = why  # every query failed alike: the wake query would too
                 _LOG.warning(
                     "Failed to read signals of %d pool(s) with profile %s from Prometheus at %s: %s",
                     len(requests_),
@@ -321,7 +312,62 @@ class PrometheusSignalReader:
                     self.url,
                     why,
                 )
+        waking = [r for r in pools if r.wake_query is not None]
+        if waking:
+            for target, (value, unread) in self._wake(waking, fatal).items():
+                snap = out[target]
+                unknown = dict(snap.unknown)
+                if unread is not None:
+                    unknown["wake_demand"] = unread
+                out[target] = dataclasses.replace(snap, wake_demand=value, unknown=unknown)
         return out
+
+    def _wake(
+        self, pools: Sequence[PoolRequest], fatal: str | None
+    ) -> dict[PoolTarget, tuple[float | None, str | None]]:
+        """Read the wake query of every pool in ``pools`` with one query; ``(value, why unknown)``.
+
+        When Prometheus refuses the joined query as a bad query (HTTP 400/422, e.g. one user's
+        query does not parse), each is sent on its own, so one bad query costs only its own pool.
+        """
+        exprs = {
+            str(i): wake_expression(r.wake_query or "", r.target.namespace, r.target.deployment)
+            for i, r in enumerate(pools)
+        }
+        if fatal is not None:
+            return {r.target: (None, f"wake query not sent: {fatal}") for r in pools}
+        results: dict[str, tuple[float | None, str | None]] = {}
+        try:
+            results = self._ask_wake(exprs)
+        except _Failed as exc:
+            if exc.fatal or len(exprs) == 1:
+                return {r.target: (None, f"wake query failed: {exc.why}") for r in pools}
+            for key, expr in exprs.items():
+                try:
+                    results.update(self._ask_wake({key: expr}))
+                except _Failed as one:
+                    results[key] = (None, f"wake query failed: {one.why}")
+        out = {}
+        for i, r in enumerate(pools):
+            out[r.target] = results.get(
+                str(i),
+                (None, "wake query returned no series (add `or vector(0)` if no series means no demand)"),
+            )
+            if out[r.target][1] is not None:
+                _LOG.warning("Failed to read the wake query of LLMDeployment %s: %s", r.target, out[r.target][1])
+        return out
+
+    def _ask_wake(self, exprs: Mapping[str, str]) -> dict[str, tuple[float | None, str | None]]:
+        """Send one joined wake query; raise :class:`_Failed` when it gets no usable answer."""
+        query = wake_query(exprs)
+        result = self._call(lambda: self._client.custom_query(query))
+        values, problems, failed = parse_wake(result)
+        if failed is not None:
+            raise _Failed(failed, fatal=False)
+        return {
+            key: (value, None if value is not None else problems.get(key, "its value is NaN or infinite"))
+            for key, value in values.items()
+        }
 
     def _ask(self, profile: MetricProfile, window: RateWindow, scope: PoolTarget | None) -> FleetAnswer:
         """Send the profile's queries; stop at the first failure that would repeat for the rest."""

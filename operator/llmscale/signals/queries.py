@@ -39,6 +39,12 @@ alike, which leaves quantiles and means unchanged.
 target exposes with native buckets *only* as a native series (no ``_bucket``), so reading the
 classic form alone would silently find nothing. Source: Prometheus docs, "Native histograms" and
 "Functions — histogram_quantile(), histogram_sum(), histogram_count()".
+
+**Wake queries.** An LLMDeployment that may scale to zero gives a PromQL query of its own
+(``spec.scaling.wake.query``): a demand signal that exists while no engine runs (a gateway's queue
+or request rate). :func:`wake_query` answers every such query of a read in *one* instant query:
+each is summed to a single series and stamped with :data:`WAKE_LABEL`, and the parts are joined
+with ``or`` — so a fleet of scale-to-zero deployments still costs one round trip.
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ __all__ = [
     "GROUPS",
     "METRIC_LABEL",
     "SIGNAL_LABEL",
+    "WAKE_LABEL",
+    "PoolRequest",
     "PoolTarget",
     "SelectorLabels",
     "fleet_queries",
@@ -65,6 +73,8 @@ __all__ = [
     "samples_query",
     "selector",
     "signal_queries",
+    "wake_expression",
+    "wake_query",
 ]
 
 #: The label that tells the signals of one answer apart.
@@ -116,6 +126,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
 PER_POD = frozenset(POD_GROUP + RATE_GROUP + ABSENT_GROUP)
 #: The label naming the missing metric on an ``absent`` series.
 METRIC_LABEL = "llmscale_metric"
+#: The label telling apart the wake queries of one read (:func:`wake_query`).
+WAKE_LABEL = "llmscale_wake"
+# $namespace and $name in a wake query: the LLMDeployment's own (PromQL has no "$").
+_WAKE_VARIABLE = re.compile(r"\$(namespace|name)\b")
 
 # A PromQL duration: one or more <number><unit> parts, e.g. 1m, 90s, 1m30s, 500ms.
 _DURATION_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
@@ -156,7 +170,7 @@ def format_duration(seconds: float) -> str:
 class SelectorLabels(BaseModel):
     """Names of the Prometheus labels that identify an LLMDeployment's pool and pod.
 
-    llmscale puts ``llmscale.dev/deployment`` and ``llmscale.dev/pool`` on every pod (DESIGN.md).
+    llmscale puts ``llmscale.dev/deployment`` and ``llmscale.dev/pool`` on every pod (docs/operator.md).
     With Kubernetes service discovery, the usual relabelling
     (``action: labelmap, regex: __meta_kubernetes_pod_label_(.+)``) turns them into
     ``llmscale_dev_deployment`` and ``llmscale_dev_pool`` (Prometheus replaces each character
@@ -216,6 +230,26 @@ class PoolTarget:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.deployment} pool {self.pool}"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRequest:
+    """One pool to read.
+
+    Attributes:
+        target: the pool.
+        profile: its engine's metric names (``spec.engine.profile()``).
+        pods: names of the pool's pods in the API server (the operator's pod index), or ``None``
+            to take every pod Prometheus has series for. With pods, series of any other pod are
+            ignored and replicas are counted from these pods.
+        wake_query: the LLMDeployment's ``spec.scaling.wake.query`` (``$namespace`` and ``$name``
+            not yet replaced), or ``None``; its value becomes ``SignalSnapshot.wake_demand``.
+    """
+
+    target: PoolTarget
+    profile: MetricProfile
+    pods: frozenset[str] | None = None
+    wake_query: str | None = None
 
 
 def _quote(value: str) -> str:
@@ -410,3 +444,35 @@ def samples_query(metric: str, series_labels: Mapping[str, str], probe: str = "1
     parse_duration(probe)
     matchers = ", ".join(f"{k}={_quote(v)}" for k, v in sorted(series_labels.items()) if k != "__name__")
     return f"{metric}{{{matchers}}}[{probe}]"
+
+
+def wake_expression(query: str, namespace: str, name: str) -> str:
+    """Return one LLMDeployment's wake query with ``$namespace`` and ``$name`` replaced by its own.
+
+    So one manifest serves every namespace it is applied to, e.g.
+    ``sum(gateway_pending_requests{namespace="$namespace", service="$name"})``. Both are DNS
+    labels (letters, digits, ``-``), safe inside a PromQL string literal.
+    """
+    values = {"namespace": namespace, "name": name}
+    return _WAKE_VARIABLE.sub(lambda m: values[m.group(1)], query)
+
+
+def wake_query(queries: Mapping[str, str]) -> str:
+    """Return the one instant query that answers every wake query of a read.
+
+    Args:
+        queries: ``{key: expression}``: a key per pool (a short label value, e.g. its index in the
+            read) and its wake query after :func:`wake_expression`. Each expression must give an
+            instant vector; it is summed, so any number of series counts as one value.
+
+    Returns:
+        ``label_replace(sum(<expression>), "llmscale_wake", "<key>", "", "")`` per query, joined
+        with ``or``: the answer holds one series per query that had any series, labelled with its
+        key. The expression goes on lines of its own, so a ``#`` comment in it cannot swallow the
+        closing parenthesis.
+    """
+    parts = [
+        f'label_replace(sum(\n{expression}\n), "{WAKE_LABEL}", {_quote(key)}, "", "")'
+        for key, expression in queries.items()
+    ]
+    return "\n  or ".join(parts)

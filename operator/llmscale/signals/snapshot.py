@@ -124,8 +124,8 @@ class RateWindow:
         too_short: the window holds fewer than two samples of a series, so ``rate()`` and the
             latency quantiles cannot be computed: every rate-based signal is unknown.
         problem: why the window is too short, or shorter than the four scrape intervals
-            Prometheus advises (rates noisy); ``None`` when it is fine. Phase B shows it as a
-            condition.
+            Prometheus advises (rates noisy); ``None`` when it is fine. The operator shows it in
+            the ``RateWindowFits`` condition.
     """
 
     window_s: float
@@ -171,6 +171,13 @@ class SignalSnapshot:
             ``ttft_p95_s``, ``prompt_tokens_p95`` ...). Read-only.
         window: the rate window of the read and whether it is long enough; ``None`` when the
             snapshot was not built from Prometheus.
+        quiet: fields that are unknown only because the window saw nothing to measure (a latency
+            or token-count quantile over a window without requests), sorted. Not a fault: an idle
+            pool has no TTFT. ``unknown`` still names them.
+        wake_demand: the value of the LLMDeployment's wake query (``spec.scaling.wake.query``), the
+            demand in front of the pool that exists at zero replicas (e.g. requests a gateway
+            holds), in the query's own unit; ``None`` when no wake query is set or it could not be
+            read (``unknown["wake_demand"]`` says why).
     """
 
     observed_at: float
@@ -190,6 +197,8 @@ class SignalSnapshot:
     absent_counters: tuple[str, ...] = ()
     unknown: Mapping[str, str] = field(default_factory=dict)
     window: RateWindow | None = None
+    quiet: tuple[str, ...] = ()
+    wake_demand: float | None = None
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.
@@ -202,6 +211,7 @@ class SignalSnapshot:
                 "preemption_rate",
                 "ttft_p95_s",
                 "itl_p95_s",
+                "wake_demand",
             ),
         )
         object.__setattr__(self, "unknown", MappingProxyType(dict(self.unknown)))

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.api import LLMDeploymentSpec
+from llmscale.policy.history import history_seconds, record_snapshot
 from llmscale.policy.types import PolicyMemory
 from llmscale.signals.snapshot import SignalSnapshot
 from llmscale.sim.fleet import Observation, ScaleDecision
@@ -375,8 +376,9 @@ class LlmscalePolicy:
     """llmscale's own policy, called exactly as the operator calls it.
 
     Every ``spec.scaling.tick_seconds`` the newest scrape becomes a
-    :class:`~llmscale.signals.SignalSnapshot` appended to the history (one per tick, as the
-    operator keeps it, as far back as one cold start plus a margin), :func:`llmscale.policy.decide`
+    :class:`~llmscale.signals.SignalSnapshot` recorded in the history by
+    :func:`llmscale.policy.history.record_snapshot` (the operator's own rule, kept for
+    :func:`~llmscale.policy.history.history_seconds`: one cold start), :func:`llmscale.policy.decide`
     runs with the pool state, and ``Decision.memory`` is carried to the next tick.
 
     Args:
@@ -388,8 +390,8 @@ class LlmscalePolicy:
     def __init__(self, spec: LLMDeploymentSpec) -> None:
         self.spec = spec
         self.tick_s = float(spec.scaling.tick_seconds)
-        keep = math.ceil(spec.headroom.cold_start_seconds / self.tick_s) + 8
-        self.history: deque[SignalSnapshot] = deque(maxlen=keep)
+        self.keep_s = history_seconds(spec)
+        self.history: tuple[SignalSnapshot, ...] = ()
         self.memory = PolicyMemory()
         self.last_reasons: tuple[str, ...] = ()
 
@@ -397,8 +399,8 @@ class LlmscalePolicy:
         """Run :func:`llmscale.policy.decide` on the history and carry its memory."""
         from llmscale.policy import decide
 
-        self.history.append(obs.snapshot)
-        d = decide(self.spec, tuple(self.history), obs.state, self.memory, obs.now)
+        self.history = record_snapshot(self.history, obs.snapshot, obs.now, self.keep_s)
+        d = decide(self.spec, self.history, obs.state, self.memory, obs.now)
         self.memory = d.memory
         self.last_reasons = d.reasons
         batch = d.batch_replicas if self.spec.batch is not None else 0

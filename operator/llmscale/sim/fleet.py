@@ -461,16 +461,19 @@ def simulate(
         last_scrape_t = t
         last_pods = pods
         if pods:
+            ttft, itl = ttft_log.p95_since(t - 60.0), itl_log.p95_since(t - 60.0)
             last_snapshot = SignalSnapshot(
                 observed_at=t,
                 queue_depth=float(sum(p.waiting for p in pods)),
                 running_requests=float(sum(p.running for p in pods)),
                 kv_cache_utilization=sum(p.kv_cache_utilization for p in pods) / len(pods),
                 preemption_rate=rate,
-                ttft_p95_s=ttft_log.p95_since(t - 60.0),
-                itl_p95_s=itl_log.p95_since(t - 60.0),
+                ttft_p95_s=ttft,
+                itl_p95_s=itl,
                 replicas_reporting=len(pods),
                 workload=_scrape_counters(counters, [r for r in by_engine if r.record.pool == INTERACTIVE], t),
+                # No request in the last minute: no p95 to measure, as the reader says of a quiet window.
+                quiet=tuple(f for f, v in (("itl_p95_s", itl), ("ttft_p95_s", ttft)) if v is None),
             )
         else:
             last_snapshot = SignalSnapshot(observed_at=t, replicas_reporting=0, error="no ready replica")

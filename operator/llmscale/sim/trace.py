@@ -1,10 +1,11 @@
 """Request traces: load the Azure LLM inference trace format and synthesise a day from it.
 
-Format (DESIGN.md): a CSV with the columns ``TIMESTAMP,ContextTokens,GeneratedTokens`` — the
+Format: a CSV with the columns ``TIMESTAMP,ContextTokens,GeneratedTokens`` — the
 timestamps as ``YYYY-MM-DD HH:MM:SS.fffffff`` (seven fractional digits, read as UTC) — and an
-optional ``Class`` column (``interactive`` or ``batch``). The real trace in
-``shared/traces/azure-llm-2023-conv.csv`` is the Azure LLM inference trace 2023 (CC-BY 4.0; Patel
-et al., "Splitwise: Efficient generative LLM inference using phase splitting", ISCA 2024).
+optional ``Class`` column (``interactive`` or ``batch``). The package ships a real one:
+``llmscale.data.trace_path("azure-llm-2023-conv")`` is the Azure LLM inference trace 2023 (CC-BY
+4.0; Patel et al., "Splitwise: Efficient generative LLM inference using phase splitting", ISCA
+2024); :mod:`llmscale.data` lists the bundled traces with their citations.
 
 A day is synthesised by **time rescaling** (Brown et al., "The time-rescaling theorem and its
 application to neural spike train data analysis", Neural Computation 14(2), 2002): the trace,
@@ -35,6 +36,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from llmscale.data import BUNDLED_TRACES
+
 __all__ = [
     "TRACE_CITATION",
     "DiurnalEnvelope",
@@ -45,10 +48,9 @@ __all__ = [
     "synthesize",
 ]
 
-#: Attribution to print wherever the real trace or figures derived from it are shown.
-TRACE_CITATION = (
-    "Azure LLM inference trace 2023, CC-BY 4.0; Patel et al., Splitwise, ISCA 2024"
-)
+#: Attribution to print wherever the Azure trace or figures derived from it are shown (the
+#: bundled Azure trace's :attr:`~llmscale.data.BundledTrace.attribution`).
+TRACE_CITATION = BUNDLED_TRACES["azure-llm-2023-conv"].attribution
 
 
 class TraceFormatError(ValueError):

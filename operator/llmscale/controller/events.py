@@ -1,0 +1,82 @@
+"""The Kubernetes Events the operator posts on an LLMDeployment: ``ScaledUp``/``ScaledDown`` for
+each applied scale, an ``InvalidSpec`` Warning per distinct validation message, a
+``PolicyStateUnreadable`` Warning when the saved policy memory could not be read, a
+``StalledPods`` Warning when a pod's engine starts to hang, ``BatchPoolRemoved``, an
+``ApplyFailed`` Warning per distinct refusal of a child's apply, and an ``OtherAutoscaler``
+Warning when an HPA or a KEDA ScaledObject targets a child Deployment. Posted through Kopf
+(``kopf.info``/``kopf.warn``), which attaches them to
+the object and posts them in the background.
+"""
+
+from __future__ import annotations
+
+import kopf
+
+from llmscale.controller.names import INTERACTIVE, Pool
+from llmscale.policy.types import Reason
+
+__all__ = [
+    "EVENT_MESSAGE_MAX",
+    "clip",
+    "post_apply_failed",
+    "post_batch_removed",
+    "post_invalid",
+    "post_other_autoscaler",
+    "post_policy_state_unreadable",
+    "post_scaled",
+    "post_stalled",
+    "scaled_message",
+]
+
+#: The API server cuts ``Event.message`` past 1 KiB; messages are clipped before that, whole.
+EVENT_MESSAGE_MAX = 1000
+
+
+def clip(message: str) -> str:
+    """Return ``message`` cut to :data:`EVENT_MESSAGE_MAX` characters, with ``…`` when cut."""
+    return message if len(message) <= EVENT_MESSAGE_MAX else message[: EVENT_MESSAGE_MAX - 1] + "…"
+
+
+def scaled_message(namespace: str, name: str, pool: Pool, old: int, new: int, reasons: str) -> str:
+    """Return the message of a scale, e.g. ``Scaled LLMDeployment serving/chat from 2 to 6 replicas:
+    <reasons>`` (or ``Scaled batch pool of LLMDeployment ...``), clipped; the log line says the same."""
+    what = f"LLMDeployment {namespace}/{name}"
+    if pool != INTERACTIVE:
+        what = f"batch pool of {what}"
+    return clip(f"Scaled {what} from {old} to {new} replicas: {reasons}")
+
+
+def post_scaled(body: kopf.Body, old: int, new: int, message: str) -> None:
+    """Post a ``ScaledUp`` (``new > old``) or ``ScaledDown`` Event with :func:`scaled_message`'s text."""
+    kopf.info(body, reason="ScaledUp" if new > old else "ScaledDown", message=clip(message))
+
+
+def post_invalid(body: kopf.Body, message: str) -> None:
+    """Post an ``InvalidSpec`` Warning Event with the validation message."""
+    kopf.warn(body, reason="InvalidSpec", message=clip(message))
+
+
+def post_policy_state_unreadable(body: kopf.Body, message: str) -> None:
+    """Post a ``PolicyStateUnreadable`` Warning Event: part of ``status.policyState`` was dropped."""
+    kopf.warn(body, reason=Reason.PolicyStateUnreadable, message=clip(message))
+
+
+def post_stalled(body: kopf.Body, message: str) -> None:
+    """Post a ``StalledPods`` Warning Event: a pod's engine hangs (running requests, no token)."""
+    kopf.warn(body, reason=Reason.StalledPods, message=clip(message))
+
+
+def post_batch_removed(body: kopf.Body, batch_name: str) -> None:
+    """Post a ``BatchPoolRemoved`` Event: Deployment ``batch_name`` was deleted with ``spec.batch``."""
+    kopf.info(body, reason="BatchPoolRemoved", message=f"Deleted Deployment {batch_name}: spec.batch was removed")
+
+
+def post_apply_failed(body: kopf.Body, message: str) -> None:
+    """Post an ``ApplyFailed`` Warning Event: the API server refused a child's apply."""
+    kopf.warn(body, reason="ApplyFailed", message=clip(message))
+
+
+def post_other_autoscaler(body: kopf.Body, message: str) -> None:
+    """Post an ``OtherAutoscaler`` Warning Event: another autoscaler targets a child Deployment,
+    and the operator stopped writing its replicas."""
+    kopf.warn(body, reason="OtherAutoscaler", message=clip(message))

@@ -1,0 +1,238 @@
+"""The fleet signal reader: every known pool read together, once per base period, on the signal
+source's own threads; each object's tick takes the newest snapshot of its pool.
+
+Why one reader for the fleet rather than a read per tick: the signals of all pools come from a
+constant number of Prometheus queries per period (four per engine profile in use, plus one for all
+wake queries; ``llmscale.signals.prometheus``), whatever the number of LLMDeployments, and the
+reads run on the source's own executor (``ReaderSettings.max_workers`` threads), never in the
+event loop's default executor where the Kubernetes writes run, so applies can never starve them.
+
+How a pool joins: each tick registers its pool (:meth:`FleetReader.register`) with the engine
+profile, the wake query and a callable that gives the pool's pods from the operator's pod index at
+read time (the index is live: a pod created a second ago is in the next read). A registration
+lapses two of the object's ticks after its last renewal (the object was deleted, its namespace is
+no longer watched, or this replica lost the peering), and :meth:`forget` drops it on deletion.
+
+How a tick gets its snapshot (:meth:`FleetReader.snapshot`): the newest one of its pool, if the
+read that made it started at most two base periods ago (one period between reads, plus one
+read); otherwise — a new pool, or a reader lagging behind a slow Prometheus — it wakes the reader
+and waits for a read that starts after it asked, up to ``timeout_s``. If none finishes in time it
+gets the newest one there is (the policy judges its age from ``observed_at``) or, with none, an
+unknown snapshot that says why. A read that fails or times out gives every pool an unknown
+snapshot with the reason, never zeros. So a tick decides on metrics at most one read old.
+
+Two clocks, as in the tick: the event loop's for *when* (periods, ages of reads, timeouts), the
+wall clock (``clock``) for the ``now`` handed to the source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from llmscale.signals.profiles import MetricProfile
+from llmscale.signals.queries import PoolRequest, PoolTarget
+from llmscale.signals.snapshot import SignalSnapshot
+
+__all__ = ["FleetReader", "SignalSource"]
+
+_LOG = logging.getLogger(__name__)
+
+
+class SignalSource(Protocol):
+    """What the fleet reader reads from: in production
+    :class:`llmscale.signals.prometheus.PrometheusSignalReader`."""
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> Mapping[PoolTarget, SignalSnapshot]:
+        """Return one snapshot per pool of ``pools``; unknown values are ``None``, never zero.
+
+        Args:
+            pools: every pool to read, with its profile, live pods and wake query.
+            now: seconds since the epoch.
+
+        Raises:
+            Exception: any failure to read; every pool then gets an unknown snapshot with the
+                reason (the Prometheus reader itself returns such snapshots rather than raising).
+        """
+        ...
+
+
+@dataclass
+class _Registration:
+    profile: MetricProfile
+    wake_query: str | None
+    pods: Callable[[], Collection[str]]
+    expires_loop_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    snapshot: SignalSnapshot
+    started_loop_s: float
+
+
+class FleetReader:
+    """Reads every registered pool together once per ``period_s`` and keeps the newest snapshots.
+
+    Args:
+        source: where the signals come from (:class:`SignalSource`).
+        period_s: seconds between the starts of two reads (the operator's base tick).
+        timeout_s: longest wait for one read, and for a tick waiting for one, seconds.
+        clock: wall-clock seconds since the epoch (the ``now`` of each read).
+
+    Attributes:
+        reads: reads done since the start (a test's and a benchmark's counter).
+    """
+
+    def __init__(
+        self, source: SignalSource, *, period_s: float, timeout_s: float, clock: Callable[[], float]
+    ) -> None:
+        self._source = source
+        self._period_s = period_s
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._pools: dict[PoolTarget, _Registration] = {}
+        self._results: dict[PoolTarget, _Result] = {}
+        self._wake = asyncio.Event()
+        self._done = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self.reads = 0
+
+    # -- registrations ------------------------------------------------------------------------
+
+    def register(
+        self,
+        target: PoolTarget,
+        profile: MetricProfile,
+        *,
+        pods: Callable[[], Collection[str]],
+        wake_query: str | None,
+        keep_s: float,
+        loop_now: float,
+    ) -> None:
+        """Add or renew one pool; it is read from the next read on, until ``keep_s`` after ``loop_now``.
+
+        Args:
+            target: the pool.
+            profile: its engine's metric names.
+            pods: returns the names of the pool's pods in the API server when called (at read time).
+            wake_query: ``spec.scaling.wake.query``, or ``None``.
+            keep_s: loop seconds the registration lasts without renewal (two of the object's ticks).
+            loop_now: the event loop's time now.
+        """
+        self._pools[target] = _Registration(profile, wake_query, pods, loop_now + keep_s)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Stop reading every pool of the LLMDeployment ``namespace/name`` and drop its snapshots."""
+        for target in [t for t in self._pools if (t.namespace, t.deployment) == (namespace, name)]:
+            del self._pools[target]
+        for target in [t for t in self._results if (t.namespace, t.deployment) == (namespace, name)]:
+            del self._results[target]
+
+    @property
+    def pools(self) -> tuple[PoolTarget, ...]:
+        """The pools read now."""
+        return tuple(self._pools)
+
+    # -- snapshots for the ticks ---------------------------------------------------------------
+
+    async def snapshot(self, target: PoolTarget) -> SignalSnapshot:
+        """Return the newest snapshot of ``target`` (registered first), waiting for a read if the
+        newest is older than two periods or there is none; never raises (module docstring)."""
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        result = self._results.get(target)
+        if result is not None and asked - result.started_loop_s <= 2 * self._period_s:
+            return result.snapshot
+        self._wake.set()
+
+        def newer() -> bool:
+            got = self._results.get(target)
+            return got is not None and got.started_loop_s >= asked
+
+        async def wait() -> None:
+            async with self._done:
+                await self._done.wait_for(newer)
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wait(), self._timeout_s)
+        result = self._results.get(target)
+        if result is not None:
+            return result.snapshot
+        return SignalSnapshot(
+            observed_at=self._clock(),
+            error=f"no signal read of {target} finished within {self._timeout_s:g} s",
+        )
+
+    # -- the reader ------------------------------------------------------------------------------
+
+    async def read_once(self) -> None:
+        """Read every registered pool once (after dropping lapsed registrations) and publish the
+        snapshots; a failed or timed-out read publishes an unknown snapshot per pool."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for target in [t for t, r in self._pools.items() if r.expires_loop_s < started]:
+            del self._pools[target]
+            self._results.pop(target, None)
+        requests = []
+        for target, reg in self._pools.items():
+            try:
+                pods: frozenset[str] | None = frozenset(reg.pods())
+            except Exception as exc:  # an index the operator cannot read: trust the series
+                _LOG.warning(f"Failed to list the pods of {target} from the pod index: {exc!r}")
+                pods = None
+            requests.append(PoolRequest(target, reg.profile, pods, reg.wake_query))
+        if not requests:
+            return
+        now = self._clock()
+        error: str | None = None
+        snapshots: Mapping[PoolTarget, SignalSnapshot] = {}
+        try:
+            snapshots = await asyncio.wait_for(self._source.read_fleet(requests, now), self._timeout_s)
+        except TimeoutError:
+            error = f"signal read of {len(requests)} pools did not finish within {self._timeout_s:g} s"
+        except Exception as exc:  # any failure of the source is "unknown", never zero
+            error = f"signal read failed: {exc!r}"
+        if error is not None:
+            _LOG.warning(f"Failed to read the signals of {len(requests)} pools: {error}")
+        for r in requests:
+            snap = snapshots.get(r.target)
+            if snap is None:
+                snap = SignalSnapshot(observed_at=now, error=error or "the signal source returned no snapshot")
+            self._results[r.target] = _Result(snap, started)
+        self.reads += 1
+        async with self._done:
+            self._done.notify_all()
+
+    async def run(self) -> None:
+        """Read every ``period_s`` until cancelled; a tick that needs a newer read wakes it early."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self._wake.clear()
+            started = loop.time()
+            try:
+                await self.read_once()
+            except Exception:  # never let one bad read stop the reader
+                _LOG.exception("Failed a signal read round")
+            rest = max(0.0, self._period_s - (loop.time() - started))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), rest)
+
+    def start(self) -> None:
+        """Start :meth:`run` as a task of the running loop (no-op when running)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self.run(), name="llmscale-fleet-reader")
+            _LOG.info(f"Started the fleet signal reader: every {self._period_s:g} s")
+
+    async def stop(self) -> None:
+        """Cancel :meth:`run` and wait for it to end."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            _LOG.info("Stopped the fleet signal reader")

@@ -1,0 +1,89 @@
+"""What the operator remembers of each LLMDeployment between ticks (Kopf's per-object memo), and
+how the policy memory in it is restored after a restart and carried after a tick.
+
+Two clocks, never mixed: fields ending in ``_loop_s`` are event-loop seconds
+(``asyncio.get_running_loop().time()``, monotonic, for scheduling and throttling); the signal
+history and the policy memory hold wall-clock seconds since the epoch (the policy's ``now``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from llmscale.policy.types import Decision, PolicyMemory
+from llmscale.signals.snapshot import SignalSnapshot
+
+__all__ = ["MEMO_KEY", "ObjectMemory", "memory_after", "object_memory"]
+
+#: Key of :class:`ObjectMemory` in Kopf's per-object memo.
+MEMO_KEY = "llmscale"
+
+
+@dataclass
+class ObjectMemory:
+    """Per-LLMDeployment state kept in memory.
+
+    Attributes:
+        history: signal snapshots, oldest first (wall-clock ``observed_at``), kept by
+            :func:`llmscale.policy.history.record_snapshot`.
+        policy_memory: the policy's memory after the last tick (``None`` until the first tick,
+            which starts from ``status.policyState`` — what survived a restart).
+        next_tick_loop_s: loop time when the next tick is due.
+        last_status_write_loop_s: loop time of the last status write (``None``: not in this process).
+        last_invalid: the last InvalidSpec message reported (to post its Warning Event once).
+        children_applied_loop_s: loop time the children were last applied by create/update/resume.
+        children_missing_since_loop_s: loop time a tick first found the interactive Deployment
+            missing (``None`` while it exists).
+        apply_error: the API server's answer to the last failed apply of a child (``None`` once
+            one passes), for the ``ChildrenApplied`` condition and one Event per distinct answer.
+        other_autoscalers: the HPAs and ScaledObjects last seen targeting a child Deployment
+            (one Event per change).
+        stalled_reported: the pods last reported stalled (a Warning Event is posted once per stall).
+    """
+
+    history: tuple[SignalSnapshot, ...] = ()
+    policy_memory: PolicyMemory | None = None
+    next_tick_loop_s: float = 0.0
+    last_status_write_loop_s: float | None = None
+    last_invalid: str | None = None
+    children_applied_loop_s: float | None = None
+    children_missing_since_loop_s: float | None = None
+    apply_error: str | None = None
+    other_autoscalers: tuple[str, ...] = ()
+    stalled_reported: frozenset[str] = frozenset()
+
+    def restored_policy_memory(self, status: Mapping[str, Any] | None) -> PolicyMemory:
+        """Return the policy memory to decide with: this process's, else the one saved in
+        ``status.policyState`` (after a restart), else an empty one."""
+        if self.policy_memory is not None:
+            return self.policy_memory
+        return PolicyMemory.from_dict((status or {}).get("policyState"))
+
+
+def object_memory(memo: Any) -> ObjectMemory:
+    """Return the :class:`ObjectMemory` in Kopf's per-object ``memo``, creating it on first use."""
+    state = memo.get(MEMO_KEY)
+    if not isinstance(state, ObjectMemory):
+        state = ObjectMemory()
+        memo[MEMO_KEY] = state
+    return state
+
+
+def memory_after(previous: PolicyMemory, decision: Decision, interactive_applied: bool) -> PolicyMemory:
+    """Return the policy memory to keep after a tick.
+
+    The policy memory (recommendations and scale events) is the interactive pool's alone, and
+    ``decision.memory`` assumes the decided interactive size was applied. So it is kept when the
+    interactive pool's apply succeeded or was not needed, whatever happened to the batch pool; when
+    the interactive apply failed the scale did not happen, and ``previous`` is kept so that the
+    rate limits are not consumed by a change that never took place.
+
+    Args:
+        previous: the memory the decision was made with.
+        decision: the policy's decision.
+        interactive_applied: whether the interactive pool now has ``decision.interactive_replicas``
+            (its apply succeeded, or nothing had to change).
+    """
+    return decision.memory if interactive_applied else previous

@@ -1,0 +1,173 @@
+"""The writer of children: server-side apply (and delete) of Deployments, Services and
+PodDisruptionBudgets, and the deletion-cost annotation of pods, through the official Kubernetes
+client, with a refusal reported as :class:`ApplyRefused` that says whether retrying can help.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import kubernetes.client
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.names import MANAGER
+
+__all__ = ["ApplyRefused", "ChildWriter", "KubernetesWriter", "apply_manifests"]
+
+
+class ChildWriter(Protocol):
+    """Writes children of LLMDeployments to the API server."""
+
+    async def apply(self, manifest: Mapping[str, Any]) -> None:
+        """Server-side apply ``manifest`` (a Deployment, Service or PodDisruptionBudget)."""
+        ...
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Delete one object; return ``False`` when it did not exist."""
+        ...
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Set ``annotations`` on one pod (server-side apply of those keys only)."""
+        ...
+
+
+class KubernetesWriter:
+    """:class:`ChildWriter` over the official (synchronous) Kubernetes client, run in threads.
+
+    Every write is a server-side apply (``PATCH`` with ``application/apply-patch+yaml``) with the
+    field manager from settings and ``force=True``: llmscale owns the fields it sends and takes
+    them back from any other manager (e.g. a ``kubectl scale`` on the child Deployment), and
+    never touches fields it does not send. Source: Kubernetes docs, "Server-Side Apply".
+
+    Args:
+        api_client: a configured ``kubernetes.client.ApiClient``.
+        field_manager: the field manager name (``llmscale``).
+    """
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, field_manager: str = MANAGER) -> None:
+        self.api_client = api_client
+        self.field_manager = field_manager
+        self._apps = kubernetes.client.AppsV1Api(api_client)
+        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._policy = kubernetes.client.PolicyV1Api(api_client)
+
+    def _apply_sync(self, manifest: Mapping[str, Any]) -> None:
+        kind = manifest["kind"]
+        name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
+        options: dict[str, Any] = {
+            "field_manager": self.field_manager,
+            "force": True,
+            "_content_type": "application/apply-patch+yaml",
+        }
+        if kind == "Deployment":
+            self._apps.patch_namespaced_deployment(name, namespace, dict(manifest), **options)
+        elif kind == "Service":
+            self._core.patch_namespaced_service(name, namespace, dict(manifest), **options)
+        elif kind == "PodDisruptionBudget":
+            self._policy.patch_namespaced_pod_disruption_budget(name, namespace, dict(manifest), **options)
+        else:
+            raise ValueError(f"llmscale does not apply objects of kind {kind}")
+
+    async def apply(self, manifest: Mapping[str, Any]) -> None:
+        """Server-side apply one child.
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: the API server refused the apply.
+            ValueError: a kind llmscale does not create.
+        """
+        await asyncio.to_thread(self._apply_sync, manifest)
+
+    def _annotate_pod_sync(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)}}
+        self._core.patch_namespaced_pod(name, namespace, body, field_manager=self.field_manager, force=True,
+                                        _content_type="application/apply-patch+yaml")
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Server-side apply ``annotations`` on one pod: this manager owns those keys and nothing
+        else of the pod (the ReplicaSet keeps its own fields).
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: the API server refused (404 once the pod
+                is gone).
+        """
+        await asyncio.to_thread(self._annotate_pod_sync, namespace, name, annotations)
+
+    def _delete_sync(self, kind: str, namespace: str, name: str) -> bool:
+        if kind != "Deployment":
+            raise ValueError(f"llmscale does not delete objects of kind {kind}")
+        try:
+            self._apps.delete_namespaced_deployment(name, namespace, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Delete one child Deployment (background propagation: its pods go after it).
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: any refusal other than 404.
+        """
+        return await asyncio.to_thread(self._delete_sync, kind, namespace, name)
+
+
+class ApplyRefused(Exception):
+    """The API server refused a server-side apply.
+
+    Attributes:
+        what: ``<kind> <namespace>/<name>`` of the refused object.
+        status: the HTTP status (``None`` when the request never got an answer).
+        reason: the API server's reason phrase, followed by its message when it sent one (e.g.
+            ``Unprocessable Entity: Service "70b-chat" is invalid: metadata.name: Invalid value:
+            ...``), or the error that kept the request from an answer.
+        permanent: ``True`` for a 4xx other than 409 (conflict) and 429 (throttled): the same
+            apply will be refused again until something else changes (the spec, a quota, a
+            policy), so it is retried less often.
+    """
+
+    def __init__(self, what: str, status: int | None, reason: str | None) -> None:
+        self.what, self.status, self.reason = what, status, reason
+        self.permanent = status is not None and 400 <= status < 500 and status not in (409, 429)
+        verb = "refused" if self.permanent else "failed on"
+        code = f"{status} " if status is not None else ""
+        super().__init__(f"API server {verb} {what}: {code}{reason}")
+
+
+def _answer(exc: ApiException) -> str:
+    """The reason phrase and, when the body is a ``Status``, its message."""
+    message = None
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        message = json.loads(exc.body or "").get("message")
+    return f"{exc.reason}: {message}" if message else str(exc.reason)
+
+
+async def apply_manifests(
+    writer: ChildWriter, manifests: Sequence[Mapping[str, Any]], metrics: OperatorMetrics
+) -> None:
+    """Server-side apply ``manifests`` in order; stop at the first refusal.
+
+    Every refusal counts in ``llmscale_apply_errors_total{kind}``.
+
+    Raises:
+        ApplyRefused: the API server refused one manifest, or the request got no answer (a
+            connection error, a timeout); those before it were applied.
+    """
+    for manifest in manifests:
+        meta = manifest["metadata"]
+        what = f"{manifest['kind']} {meta['namespace']}/{meta['name']}"
+        try:
+            await writer.apply(manifest)
+        except ApiException as exc:
+            metrics.apply_errors.labels(manifest["kind"]).inc()
+            raise ApplyRefused(what, exc.status, _answer(exc)) from exc
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            metrics.apply_errors.labels(manifest["kind"]).inc()
+            raise ApplyRefused(what, None, f"no answer: {exc!r}") from exc

@@ -1,0 +1,300 @@
+"""The batch Job contract: what llmscale reads from a Kubernetes Job, parsed into a :class:`BatchJob`.
+
+Pure: takes the Job as the API server returns it (a dict, ``kubectl get job -o json`` shape) and
+never raises on a bad one; what it cannot read is described in :attr:`BatchJob.problems` and the
+value is treated as unknown. ``docs/batch.md`` is the user-facing statement of this contract.
+
+Read from the Job (and nothing else):
+
+- ``metadata.name``, ``metadata.creationTimestamp``; the label :data:`LABEL_DEPLOYMENT`.
+- The annotations :data:`ANNOTATION_DEADLINE` (RFC 3339) and the size annotations
+  :data:`ANNOTATION_REQUESTS`, :data:`ANNOTATION_INPUT_TOKENS`, :data:`ANNOTATION_OUTPUT_TOKENS`
+  (decimal integers; ``llmscale batch size`` prints them for an input file).
+- ``spec.suspend``, ``spec.completionMode``, ``spec.completions``.
+- ``status.active``, ``status.succeeded``, ``status.conditions`` (``Complete``, ``Failed``, and
+  the terminal-to-be ``SuccessCriteriaMet``/``FailureTarget`` of Kubernetes ≥ 1.31).
+
+Written to the Job by llmscale: ``spec.suspend`` only (by the operator, phase B of issue 13).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+__all__ = [
+    "ANNOTATION_DEADLINE",
+    "ANNOTATION_INPUT_TOKENS",
+    "ANNOTATION_OUTPUT_TOKENS",
+    "ANNOTATION_REQUESTS",
+    "LABEL_DEPLOYMENT",
+    "BatchJob",
+    "JobState",
+    "parse_job",
+    "parse_rfc3339",
+]
+
+#: Label naming the LLMDeployment (same namespace) whose batch pool serves the Job.
+LABEL_DEPLOYMENT = "llmscale.dev/deployment"
+#: RFC 3339 instant by which the Job's work must be done; unset: creation + completion window.
+ANNOTATION_DEADLINE = "llmscale.dev/deadline"
+#: Requests (lines) in the Job's whole input, over all its indexes.
+ANNOTATION_REQUESTS = "llmscale.dev/batch-requests"
+#: Prompt tokens of the whole input.
+ANNOTATION_INPUT_TOKENS = "llmscale.dev/batch-input-tokens"
+#: Output tokens the whole input may generate (the sum of its ``max_tokens``): an upper bound.
+ANNOTATION_OUTPUT_TOKENS = "llmscale.dev/batch-output-tokens"
+
+# Instants past this are refused: every later step formats times with datetime, which stops at
+# year 9999 (a deadline a few hours before it would overflow when a completion window is added).
+_YEAR_9000_S = 221_845_392_000.0
+
+# Job conditions after which no more work will be done (batch/v1 JobConditionType). The last two
+# come first on Kubernetes >= 1.31, while the pods still terminate.
+_FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
+
+
+class JobState(StrEnum):
+    """Where a batch Job stands (``status.batch.jobs[].state``)."""
+
+    Waiting = "Waiting"
+    """``spec.suspend: true`` and no pod left: waiting to be released."""
+    Running = "Running"
+    """Released (``spec.suspend: false``) and not finished."""
+    Draining = "Draining"
+    """Suspended, but its pods are still finishing in-flight requests (``status.active > 0``)."""
+    Done = "Done"
+    """``Complete`` or ``Failed``: no more work."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchJob:
+    """One batch Job as the planner sees it.
+
+    Attributes:
+        name: ``metadata.name``.
+        deployment: the :data:`LABEL_DEPLOYMENT` label (``None`` when absent).
+        state: :class:`JobState`.
+        created_at: ``metadata.creationTimestamp``, seconds since the Unix epoch (``None``: unknown).
+        deadline: seconds since the Unix epoch (``None``: no deadline).
+        deadline_source: ``annotation``, ``completionWindow`` or ``none``.
+        active_pods: ``status.active``.
+        requests: requests in the whole input (``None``: undeclared or unreadable).
+        input_tokens: prompt tokens of the whole input (``None``: unknown).
+        output_tokens: output tokens of the whole input, an upper bound (``None``: unknown).
+        requests_done: requests done, estimated from the progress the Job shows (0 when none).
+        progress_source: where ``requests_done`` came from: ``finished``, ``completions`` (an
+            Indexed Job's succeeded indexes), ``client`` (the batch client's own count, passed in),
+            or ``none``.
+        problems: one sentence per value that could not be read (the value is then unknown).
+    """
+
+    name: str
+    deployment: str | None
+    state: JobState
+    created_at: float | None
+    deadline: float | None
+    deadline_source: Literal["annotation", "completionWindow", "none"]
+    active_pods: int = 0
+    requests: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    requests_done: float = 0.0
+    progress_source: Literal["finished", "completions", "client", "none"] = "none"
+    problems: tuple[str, ...] = ()
+
+    @property
+    def size_known(self) -> bool:
+        """Whether the Job declares its size (requests, prompt and output tokens)."""
+        return self.requests is not None and self.input_tokens is not None and self.output_tokens is not None
+
+    @property
+    def done_fraction(self) -> float:
+        """Share of the requests done, 0–1 (1 when finished; 0 when the size is unknown)."""
+        if self.state is JobState.Done:
+            return 1.0
+        if not self.requests:
+            return 0.0
+        return min(1.0, max(0.0, self.requests_done / self.requests))
+
+    @property
+    def outstanding_tokens(self) -> float | None:
+        """Prompt + output tokens not done yet (``None``: size unknown), assuming the requests done
+        carried the input's mean tokens."""
+        if self.state is JobState.Done:
+            return 0.0
+        if not self.size_known:
+            return None
+        assert self.input_tokens is not None and self.output_tokens is not None
+        return (self.input_tokens + self.output_tokens) * (1.0 - self.done_fraction)
+
+    @property
+    def outstanding_requests(self) -> float | None:
+        """Requests not done yet (``None``: size unknown)."""
+        if self.state is JobState.Done:
+            return 0.0
+        if self.requests is None:
+            return None
+        return self.requests * (1.0 - self.done_fraction)
+
+
+def parse_rfc3339(text: str) -> float:
+    """Return an RFC 3339 date-time (``2025-01-06T06:00:00Z``, ``…+01:00``) as seconds since the
+    Unix epoch.
+
+    Raises:
+        ValueError: not a date-time, one without a UTC offset (RFC 3339 requires one), or one
+            before 1970 or after the year 9000.
+    """
+    value = datetime.fromisoformat(text.strip())
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (write Z or ±HH:MM)")
+    seconds = value.timestamp()
+    if not 0 <= seconds < _YEAR_9000_S:
+        raise ValueError(f"{text!r} is before 1970 or after 9000")
+    return seconds
+
+
+def _get(obj: Mapping[str, Any], *path: str) -> Any:
+    node: Any = obj
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _count(value: Any, where: str, problems: list[str], *, least: int = 0) -> int | None:
+    """A non-negative integer annotation (a string of digits), or None with a problem."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        number = int(text)
+    except ValueError:
+        problems.append(f"{where} is {text!r}, not an integer: size unknown")
+        return None
+    if number < least:
+        problems.append(f"{where} is {number}, less than {least}: size unknown")
+        return None
+    return number
+
+
+def _int_field(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0
+    return max(0, int(value))
+
+
+def _finished(job: Mapping[str, Any]) -> bool:
+    conditions = _get(job, "status", "conditions")
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(c, Mapping) and c.get("type") in _FINISHED and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+def parse_job(
+    job: Mapping[str, Any], *, completion_window_s: float, requests_done: float | None = None
+) -> BatchJob:
+    """Parse a Kubernetes Job (``batch/v1``, as the API server returns it) into a :class:`BatchJob`.
+
+    Never raises: an annotation that cannot be read is a sentence in ``problems`` and its value is
+    unknown (a deadline falls back to the completion window; a size becomes unknown, which the
+    planner treats as "needs the whole pool while it runs").
+
+    Args:
+        job: the Job object.
+        completion_window_s: ``spec.batch.completionWindowSeconds``: the deadline of a Job without
+            the :data:`ANNOTATION_DEADLINE` annotation is its creation plus this, seconds.
+        requests_done: requests the Job's batch client reports done (its
+            ``llmscale_batch_requests_done`` gauge, summed over the Job's pods), when the caller
+            reads it; the larger of this and the Job's own progress counts.
+
+    Returns:
+        The :class:`BatchJob`.
+    """
+    problems: list[str] = []
+    name = _get(job, "metadata", "name")
+    if not isinstance(name, str) or not name:
+        problems.append("metadata.name is missing")
+        name = "<unnamed>"
+    labels = _get(job, "metadata", "labels")
+    deployment = labels.get(LABEL_DEPLOYMENT) if isinstance(labels, Mapping) else None
+    annotations = _get(job, "metadata", "annotations")
+    if not isinstance(annotations, Mapping):
+        annotations = {}
+
+    created_at: float | None = None
+    created_text = _get(job, "metadata", "creationTimestamp")
+    if created_text is not None:
+        try:
+            created_at = parse_rfc3339(str(created_text))
+        except ValueError as exc:
+            problems.append(f"metadata.creationTimestamp is unreadable ({exc})")
+
+    deadline: float | None = None
+    source: Literal["annotation", "completionWindow", "none"] = "none"
+    deadline_text = annotations.get(ANNOTATION_DEADLINE)
+    if deadline_text is not None:
+        try:
+            deadline, source = parse_rfc3339(str(deadline_text)), "annotation"
+        except ValueError as exc:
+            problems.append(f"annotation {ANNOTATION_DEADLINE} is not an RFC 3339 time ({exc}): ignored")
+    if deadline is None and created_at is not None:
+        deadline, source = created_at + completion_window_s, "completionWindow"
+
+    requests = _count(
+        annotations.get(ANNOTATION_REQUESTS), f"annotation {ANNOTATION_REQUESTS}", problems, least=1
+    )
+    input_tokens = _count(
+        annotations.get(ANNOTATION_INPUT_TOKENS), f"annotation {ANNOTATION_INPUT_TOKENS}", problems
+    )
+    output_tokens = _count(
+        annotations.get(ANNOTATION_OUTPUT_TOKENS), f"annotation {ANNOTATION_OUTPUT_TOKENS}", problems, least=1
+    )
+
+    suspended = _get(job, "spec", "suspend") is True
+    active = _int_field(_get(job, "status", "active"))
+    if _finished(job):
+        state = JobState.Done
+    elif suspended:
+        state = JobState.Draining if active > 0 else JobState.Waiting
+    else:
+        state = JobState.Running
+
+    done = 0.0
+    progress: Literal["finished", "completions", "client", "none"] = "none"
+    if state is JobState.Done:
+        done, progress = float(requests or 0), "finished"
+    elif requests is not None:
+        completions = _get(job, "spec", "completions")
+        if _get(job, "spec", "completionMode") == "Indexed" and _int_field(completions) > 0:
+            # Each index runs its own shard (llmscale batch run --shards N): a succeeded index is
+            # its 1/N of the requests done.
+            succeeded = min(_int_field(_get(job, "status", "succeeded")), _int_field(completions))
+            done, progress = requests * succeeded / _int_field(completions), "completions"
+        if requests_done is not None and math.isfinite(requests_done) and requests_done > done:
+            done, progress = min(float(requests), requests_done), "client"
+
+    return BatchJob(
+        name=name,
+        deployment=deployment if isinstance(deployment, str) else None,
+        state=state,
+        created_at=created_at,
+        deadline=deadline,
+        deadline_source=source,
+        active_pods=active,
+        requests=requests,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        requests_done=done,
+        progress_source=progress,
+        problems=tuple(problems),
+    )

@@ -1,0 +1,444 @@
+"""The operator's pure builders: child manifests, pod templates, pool state, status, conditions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from llmscale.api import LLMDeploymentSpec
+from llmscale.controller.children import (
+    PriorityClasses,
+    child_manifests,
+    deployment_manifest,
+    initial_replicas,
+)
+from llmscale.controller.conditions import merge_conditions, ready_condition
+from llmscale.controller.pods import classify_pod, pool_state
+from llmscale.controller.podtemplate import (
+    UnsupportedSpecError,
+    engine_command,
+    pod_template,
+    termination_grace_seconds,
+)
+from llmscale.controller.status import build_status, invalid_status
+from llmscale.controller.statuspatch import merge_patch, status_patch
+from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState, Reason
+from llmscale.signals.snapshot import SignalSnapshot
+
+BODY = {"metadata": {"name": "chat", "namespace": "serving", "uid": "u-1", "generation": 3}}
+T0 = 1717416000.0  # 2024-06-03T12:00:00Z
+
+
+def spec(**overrides: Any) -> LLMDeploymentSpec:
+    data: dict[str, Any] = {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "preset": "llama-3.1-8b"}}
+    data.update(overrides)
+    return LLMDeploymentSpec.model_validate(data)
+
+
+def args_of(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+# ------------------------------------------------------------------------------------------
+# Children
+# ------------------------------------------------------------------------------------------
+
+
+def test_every_child_carries_the_five_labels_and_a_controller_owner_reference() -> None:
+    children = child_manifests(BODY, spec(batch={"windows": [{"start": "22:00", "end": "06:00"}]}), 3, 0)
+    assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
+        ("Service", "chat"), ("PodDisruptionBudget", "chat"), ("Deployment", "chat"), ("Deployment", "chat-batch"),
+    ]
+    for child in children:
+        pool = "batch" if child["metadata"]["name"] == "chat-batch" else "interactive"
+        assert child["metadata"]["namespace"] == "serving"
+        assert child["metadata"]["labels"] == {
+            "app.kubernetes.io/managed-by": "llmscale",
+            "app.kubernetes.io/name": "vllm",
+            "app.kubernetes.io/instance": "chat",
+            "llmscale.dev/deployment": "chat",
+            "llmscale.dev/pool": pool,
+        }
+        assert child["metadata"]["ownerReferences"] == [{
+            "apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "name": "chat", "uid": "u-1",
+            "controller": True, "blockOwnerDeletion": True,
+        }]
+
+
+def test_no_batch_deployment_without_spec_batch() -> None:
+    kinds = [c["metadata"]["name"] for c in child_manifests(BODY, spec(), 2, 0) if c["kind"] == "Deployment"]
+    assert kinds == ["chat"]
+
+
+def test_service_and_pdb_select_the_interactive_pool_only() -> None:
+    service, pdb, deployment = child_manifests(BODY, spec(engine={"port": 9000}), 2, 0)
+    selector = {"llmscale.dev/deployment": "chat", "llmscale.dev/pool": "interactive"}
+    assert service["spec"]["selector"] == selector
+    assert service["spec"]["ports"] == [{"name": "http", "port": 9000, "targetPort": "http", "protocol": "TCP"}]
+    assert pdb["spec"] == {"maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                           "selector": {"matchLabels": selector}}
+    # The Deployment's selector is immutable, so it leaves out the engine name.
+    assert deployment["spec"]["selector"] == {"matchLabels": selector}
+    assert deployment["spec"]["template"]["metadata"]["labels"]["llmscale.dev/pool"] == "interactive"
+
+
+def test_replicas_are_always_sent_so_server_side_apply_never_resets_them() -> None:
+    assert deployment_manifest("chat", "serving", spec(), "interactive", 0, {})["spec"]["replicas"] == 0
+    with pytest.raises(ValueError, match="replicas"):
+        deployment_manifest("chat", "serving", spec(), "interactive", -1, {})
+
+
+def test_an_object_without_uid_cannot_own_children() -> None:
+    with pytest.raises(ValueError, match="uid"):
+        child_manifests({"metadata": {"name": "chat", "namespace": "serving"}}, spec(), 2, 0)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param({}, 1, id="defaults: one of demand, no standing spare"),
+        pytest.param({"headroom": {"replicas": 3}}, 4, id="more headroom"),
+        pytest.param({"replicas": {"min": 5, "max": 8}}, 5, id="min above demand plus headroom"),
+        pytest.param({"replicas": {"min": 0, "max": 1}, "headroom": {"replicas": 2},
+                      "scaling": {"wake": {"query": "sum(gateway_pending)"}}}, 1, id="capped at max"),
+    ],
+)
+def test_initial_replicas(overrides: dict[str, Any], expected: int) -> None:
+    assert initial_replicas(spec(**overrides)) == expected
+
+
+# ------------------------------------------------------------------------------------------
+# Pod template
+# ------------------------------------------------------------------------------------------
+
+
+def test_gpu_request_is_the_resource_name_times_gpus_per_replica() -> None:
+    container = pod_template("chat", spec(resources={"gpusPerReplica": 4, "gpuResourceName": "amd.com/gpu"}),
+                             "interactive")["spec"]["containers"][0]
+    assert container["resources"] == {"requests": {"amd.com/gpu": "4"}, "limits": {"amd.com/gpu": "4"}}
+
+
+@pytest.mark.parametrize(
+    ("cold_start", "failures"),
+    [
+        pytest.param(180.0, 27, id="180 s cold start: 27 x 10 s = 270 s"),
+        pytest.param(600.0, 90, id="10 min cold start: 900 s"),
+        pytest.param(0.0, 6, id="no cold start: still one minute"),
+        pytest.param(7.0, 6, id="short cold start: the one-minute floor"),
+    ],
+)
+def test_startup_probe_covers_one_and_a_half_cold_starts(cold_start: float, failures: int) -> None:
+    template = pod_template("chat", spec(headroom={"coldStartSeconds": cold_start}), "interactive")
+    probe = template["spec"]["containers"][0]["startupProbe"]
+    assert probe["failureThreshold"] == failures
+    assert probe["failureThreshold"] * probe["periodSeconds"] >= 1.5 * cold_start
+    assert probe["httpGet"] == {"path": "/health", "port": "http"}
+
+
+def test_probes_annotations_and_grace_period() -> None:
+    template = pod_template("chat", spec(engine={"port": 8001}, headroom={"coldStartSeconds": 90}), "batch")
+    container = template["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert container["ports"] == [{"name": "http", "containerPort": 8001, "protocol": "TCP"}]
+    assert template["metadata"]["annotations"] == {
+        "llmscale.dev/cold-start-seconds": "90",
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8001",
+        "prometheus.io/path": "/metrics",
+    }
+    assert template["metadata"]["labels"]["llmscale.dev/pool"] == "batch"
+    # Default SLO and context: 15 s endpoint delay + ceil(2 s + 8192 x 0.1 s) + 10 s = 847 s.
+    assert template["spec"]["terminationGracePeriodSeconds"] == 847
+    command = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:2] == ["python3", "-c"]
+    assert command[3:] == ["http://127.0.0.1:8001/metrics", "vllm:num_requests_running,vllm:num_requests_waiting", "15"]
+    assert "priorityClassName" not in template["spec"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "grace"),
+    [
+        pytest.param({"slo": {"ttftP95Seconds": 0.5, "itlP95Seconds": 0.001}, "model": {
+            "name": "m", "preset": "llama-3.1-8b", "contextLimitTokens": 2048}}, 60, id="tight SLO: the 60 s floor"),
+        pytest.param({"slo": {"ttftP95Seconds": 10, "itlP95Seconds": 1.0}}, 3600, id="loose SLO: the one-hour cap"),
+        pytest.param({"model": {"name": "m", "preset": "llama-3.1-8b", "contextLimitTokens": 2048}}, 232,
+                     id="2048-token context: 15 + 207 + 10"),
+    ],
+)
+def test_grace_period_is_clamped(overrides: dict[str, Any], grace: int) -> None:
+    assert termination_grace_seconds(spec(**overrides)) == grace
+
+
+def test_sglang_drain_waits_on_sglang_metric_names() -> None:
+    s = spec(engine={"type": "sglang", "image": "lmsysorg/sglang:v0.5.0", "port": 30000})
+    command = pod_template("chat", s, "interactive")["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[3:] == ["http://127.0.0.1:30000/metrics", "sglang:num_running_reqs,sglang:num_queue_reqs", "15"]
+
+
+def test_pools_get_their_priority_classes() -> None:
+    classes = PriorityClasses("llmscale-interactive", "llmscale-batch")
+    s = spec(batch={"windows": [{"start": "22:00", "end": "06:00"}]})
+    deployments = [c for c in child_manifests(BODY, s, 2, 1, classes) if c["kind"] == "Deployment"]
+    assert [d["spec"]["template"]["spec"]["priorityClassName"] for d in deployments] == [
+        "llmscale-interactive", "llmscale-batch"]
+
+
+def test_pdb_lets_unhealthy_pods_be_evicted() -> None:
+    _, pdb, _ = child_manifests(BODY, spec(), 2, 0)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+@pytest.mark.parametrize(
+    ("cold_start", "deadline"),
+    [
+        pytest.param(900.0, 1860, id="900 s cold start: 2 x 900 + 60"),
+        pytest.param(180.0, 600, id="default cold start: Kubernetes' 600 s"),
+        pytest.param(7200.0, 14460, id="two-hour cold start"),
+    ],
+)
+def test_progress_deadline_follows_the_cold_start(cold_start: float, deadline: int) -> None:
+    (_, _, deployment) = child_manifests(BODY, spec(headroom={"coldStartSeconds": cold_start}), 2, 0)
+    assert deployment["spec"]["progressDeadlineSeconds"] == deadline
+
+
+def test_cold_start_annotation_keeps_fractions() -> None:
+    template = pod_template("chat", spec(headroom={"coldStartSeconds": 2.5}), "interactive")
+    assert template["metadata"]["annotations"]["llmscale.dev/cold-start-seconds"] == "2.5"
+
+
+def test_vllm_command() -> None:
+    command, argv = engine_command(spec(
+        model={"name": "meta-llama/Llama-3.1-70B-Instruct", "preset": "llama-3.1-70b", "kvCacheDtype": "fp8",
+               "contextLimitTokens": 32768},
+        resources={"gpusPerReplica": 4}, engine={"args": ["--max-num-seqs", "128"]},
+    ))
+    assert command == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert args_of(argv, "--model") == "meta-llama/Llama-3.1-70B-Instruct"
+    assert args_of(argv, "--served-model-name") == "meta-llama/Llama-3.1-70B-Instruct"
+    assert args_of(argv, "--max-model-len") == "32768"
+    assert args_of(argv, "--tensor-parallel-size") == "4"
+    assert args_of(argv, "--kv-cache-dtype") == "fp8"
+    assert args_of(argv, "--dtype") == "bfloat16"
+    assert args_of(argv, "--port") == "8000"
+    assert argv[-2:] == ["--max-num-seqs", "128"]  # the user's args come last (argparse: last wins)
+
+
+def test_vllm_fp8_weights_use_online_quantisation() -> None:
+    _, argv = engine_command(spec(model={"name": "m", "preset": "mistral-7b", "weightDtype": "fp8"}))
+    assert args_of(argv, "--quantization") == "fp8" and "--dtype" not in argv
+    assert args_of(argv, "--kv-cache-dtype") == "auto"
+
+
+def test_sglang_command() -> None:
+    command, argv = engine_command(spec(
+        model={"name": "Qwen/Qwen2.5-7B-Instruct", "preset": "qwen2.5-7b", "kvCacheDtype": "fp8"},
+        engine={"type": "sglang", "image": "lmsysorg/sglang:v0.5.0", "port": 30000},
+        resources={"gpusPerReplica": 2},
+    ))
+    assert command == ["python3", "-m", "sglang.launch_server"]
+    assert args_of(argv, "--model-path") == "Qwen/Qwen2.5-7B-Instruct"
+    assert args_of(argv, "--context-length") == "8192"
+    assert args_of(argv, "--tp-size") == "2"
+    assert args_of(argv, "--kv-cache-dtype") == "fp8_e4m3"
+    assert args_of(argv, "--host") == "0.0.0.0"
+    assert args_of(argv, "--port") == "30000"
+    assert "--enable-metrics" in argv
+
+
+def test_mock_command() -> None:
+    command, argv = engine_command(spec(
+        engine={"type": "mock", "image": "llmscale:dev", "metricsProfile": "vllm-legacy"},
+        resources={"gpuType": "h200"}, headroom={"coldStartSeconds": 45},
+    ))
+    assert command == ["llmscale"]
+    assert argv[0] == "engine"
+    assert args_of(argv, "--model") == "llama-3.1-8b"
+    assert args_of(argv, "--gpu") == "h200"
+    assert args_of(argv, "--cold-start-seconds") == "45"
+    assert args_of(argv, "--served-model-name") == "meta-llama/Llama-3.1-8B-Instruct"
+    assert args_of(argv, "--metrics-names") == "legacy"
+    assert args_of(argv, "--host") == "0.0.0.0"
+
+
+def test_mock_engine_needs_a_preset() -> None:
+    explicit = spec(
+        model={"name": "custom", "architecture": {"numHiddenLayers": 2, "numAttentionHeads": 4,
+                                                   "numKeyValueHeads": 4, "headDim": 64, "parameters": 10_000_000}},
+        engine={"type": "mock"},
+    )
+    with pytest.raises(UnsupportedSpecError, match="preset"):
+        engine_command(explicit)
+
+
+def test_the_mock_command_parses_with_llmscale_engine() -> None:
+    from llmscale.cli import build_parser
+
+    _, argv = engine_command(spec(engine={"type": "mock"}))
+    args = build_parser("engine").parse_args(argv)
+    assert args.model == "llama-3.1-8b" and args.host == "0.0.0.0" and args.cold_start_seconds == 180.0
+
+
+# ------------------------------------------------------------------------------------------
+# Pods and pool state
+# ------------------------------------------------------------------------------------------
+
+
+def conditions(**kw: str | tuple[str, str]) -> dict[str, Any]:
+    out = []
+    for type_, value in kw.items():
+        status, reason = value if isinstance(value, tuple) else (value, "")
+        out.append({"type": type_, "status": status, "reason": reason})
+    return {"phase": "Pending", "conditions": out}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "status", "phase"),
+    [
+        pytest.param({}, {"phase": "Running", **conditions(Ready="True")}, "ready", id="ready"),
+        pytest.param({}, conditions(PodScheduled="True", Ready="False"), "starting", id="in its cold start"),
+        pytest.param({}, {}, "starting", id="just created, no status yet"),
+        pytest.param({}, conditions(PodScheduled=("False", "Unschedulable")), "unschedulable", id="no free GPU"),
+        pytest.param({"deletionTimestamp": "2024-06-03T12:00:00Z"}, conditions(Ready="True"), None, id="terminating"),
+        pytest.param({}, {"phase": "Failed"}, None, id="failed"),
+        pytest.param({}, {"phase": "Succeeded"}, None, id="succeeded"),
+    ],
+)
+def test_classify_pod(metadata: dict[str, Any], status: dict[str, Any], phase: str | None) -> None:
+    assert classify_pod(metadata, status) == phase
+
+
+def test_pool_state_counts_each_pool() -> None:
+    state = pool_state(5, None, ["ready", "ready", "starting", "unschedulable"], ["ready"])
+    assert state == PoolState(
+        interactive_replicas=5, interactive_ready=2, interactive_starting=1, interactive_unschedulable=1,
+        batch_replicas=0, batch_ready=1,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Status and conditions
+# ------------------------------------------------------------------------------------------
+
+
+def decision(replicas: int = 4, reasons: tuple[str, ...] = ("queue depth 14 > 3 per replica",)) -> Decision:
+    ok = ConditionResult("True", Reason.MetricsFresh, "all leading signals known")
+    return Decision(
+        interactive_replicas=replicas, batch_replicas=0, demand_replicas=replicas - 1, headroom_replicas=1,
+        reasons=reasons, metrics_available=ok,
+        able_to_scale=ConditionResult("True", Reason.ReadyForNewScale, "no window"),
+        scaling_limited=ConditionResult("False", Reason.DesiredWithinRange, "no limit"),
+        batch_window_open=ConditionResult("False", Reason.OutsideTroughWindows, "no window open"),
+        policy_state_readable=ConditionResult("True", Reason.PolicyStateRead, "complete"),
+        memory=PolicyMemory(recommendations=((T0, replicas),), scale_events=((T0, 2),)),
+    )
+
+
+SNAPSHOT = SignalSnapshot(observed_at=T0 - 5, queue_depth=14.0, kv_cache_utilization=0.5, preemption_rate=None)
+
+
+def test_build_status_in_wire_format() -> None:
+    state = PoolState(interactive_replicas=2, interactive_ready=2, interactive_starting=0)
+    status = build_status(decision=decision(), snapshot=SNAPSHOT, state=state, applied_interactive=4,
+                          applied_batch=0, generation=3, previous=None, now=T0)
+    assert status["observedGeneration"] == 3
+    assert status["replicas"] == {"desired": 4, "ready": 2, "headroom": 1, "batch": 0, "batchReady": 0}
+    # Unknown signals are absent, not zero.
+    assert status["signals"] == {"observedAt": "2024-06-03T11:59:55Z", "queueDepth": 14.0, "kvCacheUtilization": 0.5}
+    assert status["lastDecision"] == {"at": "2024-06-03T12:00:00Z", "interactiveReplicas": 4, "batchReplicas": 0,
+                                      "reasons": ["queue depth 14 > 3 per replica"]}
+    assert status["policyState"] == {"recommendations": [[T0, 4]], "scaleEvents": [[T0, 2]]}
+    assert [c["type"] for c in status["conditions"]] == [
+        "Ready", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale", "ScalingLimited",
+        "BatchWindowOpen", "PolicyStateReadable",
+    ]
+    ready = status["conditions"][0]
+    assert ready == {"type": "Ready", "status": "True", "reason": "Serving", "message": "2 of 4 replicas ready; 0 starting",
+                     "lastTransitionTime": "2024-06-03T12:00:00Z", "observedGeneration": 3}
+
+
+@pytest.mark.parametrize(
+    ("desired", "state", "expected"),
+    [
+        pytest.param(2, PoolState(2, 2), ("True", "AllReplicasReady"), id="all ready"),
+        pytest.param(4, PoolState(4, 1, 3), ("True", "Serving"), id="some ready"),
+        pytest.param(2, PoolState(2, 0, 2), ("False", "NoReplicaReady"), id="cold start"),
+        pytest.param(2, PoolState(2, 0, 0, 2), ("False", "Unschedulable"), id="waiting for GPUs"),
+        pytest.param(0, PoolState(0, 0), ("False", "ScaledToZero"), id="scaled to zero"),
+    ],
+)
+def test_ready_condition(desired: int, state: PoolState, expected: tuple[str, str]) -> None:
+    result = ready_condition(desired, state)
+    assert (result.status, result.reason) == expected
+
+
+def test_last_transition_time_moves_only_when_the_status_flips() -> None:
+    first = merge_conditions(None, {"Ready": ConditionResult("False", "NoReplicaReady", "0 of 2")}, T0, 1)
+    same = merge_conditions(first, {"Ready": ConditionResult("False", "Unschedulable", "0 of 2")}, T0 + 60, 1)
+    flipped = merge_conditions(same, {"Ready": ConditionResult("True", "AllReplicasReady", "2 of 2")}, T0 + 120, 1)
+    assert same[0]["lastTransitionTime"] == "2024-06-03T12:00:00Z"
+    assert same[0]["reason"] == "Unschedulable"
+    assert flipped[0]["lastTransitionTime"] == "2024-06-03T12:02:00Z"
+
+
+def test_conditions_of_other_writers_are_kept() -> None:
+    theirs = {"type": "Progressing", "status": "True", "reason": "X", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    merged = merge_conditions([theirs], {"Ready": ConditionResult("True", "AllReplicasReady", "")}, T0, 1)
+    assert merged[-1] == theirs
+
+
+def test_invalid_status_touches_only_ready_and_generation() -> None:
+    previous = {"replicas": {"desired": 3}, "conditions": [
+        {"type": "MetricsAvailable", "status": "True", "reason": "SignalsFresh", "lastTransitionTime": "x"}]}
+    status = invalid_status("spec.replicas: min must be <= max", 4, previous, T0)
+    assert status["observedGeneration"] == 4
+    assert status["conditions"][0]["reason"] == "InvalidSpec"
+    assert status["conditions"][1]["type"] == "MetricsAvailable"
+    patch = status_patch(previous, status, now=0, last_written_at=None, refresh_seconds=60)
+    assert patch is not None and "replicas" not in patch  # what invalid_status does not set stays
+
+
+# ------------------------------------------------------------------------------------------
+# Write on change
+# ------------------------------------------------------------------------------------------
+
+
+def test_merge_patch_deletes_keys_with_none_and_replaces_lists() -> None:
+    old = {"signals": {"queueDepth": 3.0, "kvCacheUtilization": 0.5}, "conditions": [1, 2]}
+    new = {"signals": {"kvCacheUtilization": 0.5}, "conditions": [1, 3]}
+    assert merge_patch(old, new) == {"signals": {"queueDepth": None}, "conditions": [1, 3]}
+    assert merge_patch(new, new) == {}
+
+
+def make_status(now: float, queue: float, replicas: int = 4) -> dict[str, Any]:
+    snap = SignalSnapshot(observed_at=now, queue_depth=queue, kv_cache_utilization=0.5, preemption_rate=0.0)
+    return build_status(decision=decision(replicas), snapshot=snap, state=PoolState(replicas, replicas),
+                        applied_interactive=replicas, applied_batch=0, generation=1, previous=None, now=T0)
+
+
+def test_an_identical_status_is_not_written() -> None:
+    status = make_status(T0, 2.0)
+    assert status_patch(status, status, now=10, last_written_at=None, refresh_seconds=60) is None
+
+
+def test_a_signals_only_change_waits_for_the_refresh_interval() -> None:
+    old, new = make_status(T0, 2.0), make_status(T0 + 15, 3.0)
+    assert status_patch(old, new, now=30, last_written_at=0, refresh_seconds=60) is None
+    patch = status_patch(old, new, now=61, last_written_at=0, refresh_seconds=60)
+    assert patch == {"signals": {"observedAt": "2024-06-03T12:00:15Z", "queueDepth": 3.0}}
+    # After a restart the operator has not written yet: write at once.
+    assert status_patch(old, new, now=30, last_written_at=None, refresh_seconds=60) is not None
+
+
+def test_a_replicas_change_is_written_at_once() -> None:
+    old, new = make_status(T0, 2.0, replicas=4), make_status(T0, 2.0, replicas=5)
+    patch = status_patch(old, new, now=1, last_written_at=0, refresh_seconds=3600)
+    assert patch is not None and patch["replicas"]["desired"] == 5
+
+
+def test_status_keys_of_others_are_left_alone() -> None:
+    status = make_status(T0, 2.0)
+    previous = {**status, "kopf": {"progress": {}}}
+    assert status_patch(previous, status, now=1, last_written_at=None, refresh_seconds=0) is None

@@ -1,0 +1,131 @@
+"""The fleet reader (``llmscale.controller.fleet``) on its own, over a recording signal source:
+one read for every registered pool, pods from the index at read time, ticks served the newest
+snapshot or a fresh read, failures and timeouts as unknown snapshots, lapsed and forgotten pools
+no longer read. Periods are tens of milliseconds so the cases run in well under a second each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from llmscale.controller.fleet import FleetReader
+from llmscale.signals.profiles import get_profile
+from llmscale.signals.queries import PoolRequest, PoolTarget
+from llmscale.signals.snapshot import SignalSnapshot
+
+VLLM = get_profile("vllm")
+CHAT = PoolTarget("serving", "chat", "interactive")
+EMBED = PoolTarget("serving", "embed", "interactive")
+NOW = 1_717_416_000.0
+
+
+@dataclass
+class RecordingSource:
+    """Answers each pool with its queue depth = the number of its pods; records every read."""
+
+    reads: list[list[PoolRequest]] = field(default_factory=list)
+    fail: Exception | None = None
+    delay_s: float = 0.0
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> Mapping[PoolTarget, SignalSnapshot]:
+        self.reads.append(list(pools))
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail is not None:
+            raise self.fail
+        return {r.target: SignalSnapshot(now, queue_depth=float(len(r.pods or ()))) for r in pools}
+
+
+def fleet(source: RecordingSource, period_s: float = 0.05, timeout_s: float = 0.5) -> FleetReader:
+    return FleetReader(source, period_s=period_s, timeout_s=timeout_s, clock=lambda: NOW)
+
+
+def register(reader: FleetReader, target: PoolTarget, pods: set[str], keep_s: float = 60.0,
+             wake: str | None = None) -> None:
+    reader.register(target, VLLM, pods=lambda: frozenset(pods), wake_query=wake, keep_s=keep_s,
+                    loop_now=asyncio.get_running_loop().time())
+
+
+async def test_one_read_serves_every_pool_with_its_pods_at_read_time() -> None:
+    source = RecordingSource()
+    reader = fleet(source)
+    chat_pods = {"chat-a"}
+    register(reader, CHAT, chat_pods, wake="sum(q)")
+    register(reader, EMBED, {"embed-a", "embed-b"})
+    chat_pods.add("chat-b")  # a pod created after the registration is in the read
+    await reader.read_once()
+    assert len(source.reads) == 1
+    assert {(r.target, r.pods, r.wake_query) for r in source.reads[0]} == {
+        (CHAT, frozenset({"chat-a", "chat-b"}), "sum(q)"), (EMBED, frozenset({"embed-a", "embed-b"}), None),
+    }
+    assert (await reader.snapshot(CHAT)).queue_depth == 2.0
+    assert (await reader.snapshot(EMBED)).queue_depth == 2.0
+    assert len(source.reads) == 1, "a recent read serves the ticks without another"
+
+
+async def test_a_new_pool_waits_for_a_read_that_includes_it() -> None:
+    source = RecordingSource()
+    reader = fleet(source, period_s=10.0)  # the period alone would make it wait 10 s
+    reader.start()
+    try:
+        await asyncio.sleep(0.05)  # the first read, with no pool yet
+        register(reader, CHAT, {"chat-a"})
+        snap = await asyncio.wait_for(reader.snapshot(CHAT), 1.0)
+    finally:
+        await reader.stop()
+    assert snap.queue_depth == 1.0 and snap.error is None
+    assert [r.target for r in source.reads[-1]] == [CHAT]
+
+
+async def test_a_failed_read_is_an_unknown_snapshot_per_pool_and_the_reader_goes_on() -> None:
+    source = RecordingSource(fail=ConnectionRefusedError("Prometheus is down"))
+    reader = fleet(source)
+    register(reader, CHAT, {"chat-a"})
+    register(reader, EMBED, {"embed-a"})
+    await reader.read_once()
+    for target in (CHAT, EMBED):
+        snap = await reader.snapshot(target)
+        assert snap.queue_depth is None and snap.error is not None and "Prometheus is down" in snap.error
+        assert snap.observed_at == NOW
+    source.fail = None
+    await reader.read_once()
+    assert (await reader.snapshot(CHAT)).queue_depth == 1.0
+
+
+async def test_a_read_slower_than_the_timeout_is_unknown_not_a_hung_tick() -> None:
+    source = RecordingSource(delay_s=1.0)
+    reader = fleet(source, timeout_s=0.1)
+    register(reader, CHAT, {"chat-a"})
+    await reader.read_once()
+    snap = await reader.snapshot(CHAT)
+    assert snap.queue_depth is None and snap.error is not None and "did not finish within 0.1 s" in snap.error
+
+
+async def test_no_read_in_time_is_an_unknown_snapshot_that_says_so() -> None:
+    reader = fleet(RecordingSource(), timeout_s=0.05)  # never started: nothing reads
+    register(reader, CHAT, {"chat-a"})
+    snap = await reader.snapshot(CHAT)
+    assert snap.queue_depth is None and snap.error == f"no signal read of {CHAT} finished within 0.05 s"
+
+
+async def test_lapsed_and_forgotten_pools_are_no_longer_read() -> None:
+    source = RecordingSource()
+    reader = fleet(source)
+    register(reader, CHAT, {"chat-a"}, keep_s=0.0)  # lapses at once: its object stopped ticking
+    register(reader, EMBED, {"embed-a"})
+    await asyncio.sleep(0.01)
+    await reader.read_once()
+    assert [r.target for r in source.reads[-1]] == [EMBED] and reader.pools == (EMBED,)
+    reader.forget("serving", "embed")
+    await reader.read_once()
+    assert reader.pools == () and len(source.reads) == 1, "no pool, no query"
+
+
+async def test_stop_ends_the_reader() -> None:
+    reader = fleet(RecordingSource())
+    reader.start()
+    reader.start()  # idempotent
+    await reader.stop()
+    await reader.stop()

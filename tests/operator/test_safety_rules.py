@@ -1,0 +1,173 @@
+"""The pure rules behind issue 11's pod and cluster cases: deletion costs, other autoscalers, live
+Kopf peers, names, the ChildrenApplied condition. The same cases against a real API server are in
+tests/cluster/test_shared_cluster.py."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmscale.controller.applyfailure import applied_condition
+from llmscale.controller.autoscalers import sole_autoscaler_condition
+from llmscale.controller.deletioncost import UNKNOWN_COST, cost_updates, meaningful, pod_loads
+from llmscale.controller.indexes import index_hpas, index_pod_costs, index_scaled_objects, other_autoscalers
+from llmscale.controller.peers import live_peers
+from llmscale.controller.pods import classify_pod, pool_state
+from llmscale.controller.spec import InvalidSpec, read_spec
+from llmscale.signals.snapshot import PodSignals, SignalSnapshot
+
+T0 = 1717416000.0
+
+# ------------------------------------------------------------------------------------------ deletion cost
+
+
+def test_each_pod_costs_its_requests_in_flight_and_unknown_is_never_idle() -> None:
+    snapshot = SignalSnapshot(observed_at=T0, pods=(
+        PodSignals("a", queue_depth=2.0, running_requests=4.0),
+        PodSignals("b", queue_depth=0.0, running_requests=0.0),
+        PodSignals("c", running_requests=None),
+        PodSignals("d", queue_depth=0.0, running_requests=9.0, stalled=True),
+        PodSignals("e", queue_depth=None, running_requests=1.4),
+    ))
+    assert pod_loads(snapshot, ["a", "b", "c", "d", "e", "f"]) == {
+        "a": 6, "b": 0, "c": UNKNOWN_COST, "d": UNKNOWN_COST, "e": 1, "f": UNKNOWN_COST}
+
+
+def test_a_failed_read_writes_nothing() -> None:
+    assert pod_loads(SignalSnapshot(observed_at=T0, error="Prometheus down"), ["a"]) is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param(None, 3, True, id="never written"),
+        pytest.param(3, 3, False, id="unchanged"),
+        pytest.param(0, 1, True, id="leaves idle"),
+        pytest.param(1, 0, True, id="becomes idle"),
+        pytest.param(3, 4, False, id="a wobble"),
+        pytest.param(3, 6, True, id="doubled"),
+        pytest.param(8, 5, False, id="less than halved"),
+        pytest.param(8, 4, True, id="halved"),
+        pytest.param(7, UNKNOWN_COST, True, id="became unknown"),
+    ],
+)
+def test_only_meaningful_changes_are_written_between_scale_downs(old: int | None, new: int, expected: bool) -> None:
+    assert meaningful(old, new) is expected
+
+
+def test_a_scale_down_rewrites_every_changed_cost() -> None:
+    current = {"a": 3, "b": 0, "c": 5}
+    loads = {"a": 4, "b": 0, "c": 5}
+    assert cost_updates(current, loads, exact=False) == {}
+    assert cost_updates(current, loads, exact=True) == {"a": 4}
+
+
+@given(st.integers(1, 10_000), st.floats(0.51, 1.99))
+def test_a_load_that_moves_by_less_than_a_factor_of_two_writes_nothing(old: int, factor: float) -> None:
+    new = max(1, round(old * factor))
+    if max(old, new) < 2 * min(old, new):
+        assert cost_updates({"p": old}, {"p": new}, exact=False) == {}
+
+
+def test_the_pod_costs_index_holds_ready_pods_only() -> None:
+    labels = {"llmscale.dev/deployment": "chat", "llmscale.dev/pool": "interactive"}
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    key = ("serving", "chat", "interactive")
+    assert index_pod_costs(namespace="serving", name="p", labels=labels, meta={}, status=ready,
+                           annotations={"controller.kubernetes.io/pod-deletion-cost": "7"}) == {key: ("p", 7)}
+    assert index_pod_costs(namespace="serving", name="p", labels=labels, meta={}, status=ready,
+                           annotations={"controller.kubernetes.io/pod-deletion-cost": "x"}) == {key: ("p", None)}
+    assert index_pod_costs(namespace="serving", name="p", labels=labels, meta={}, status={}, annotations={}) == {}
+    assert index_pod_costs(namespace="serving", name="p", labels=labels, meta={"deletionTimestamp": "t"},
+                           status=ready, annotations={}) == {}
+
+
+# ------------------------------------------------------------------------------------------ autoscalers
+
+
+@pytest.mark.parametrize(
+    ("ref", "target"),
+    [
+        pytest.param({"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"}, "chat", id="a Deployment"),
+        pytest.param({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "chat"}, None, id="another kind"),
+        pytest.param({"apiVersion": "argoproj.io/v1alpha1", "kind": "Deployment", "name": "chat"}, None,
+                     id="another group's Deployment"),
+        pytest.param({}, None, id="no target"),
+    ],
+)
+def test_an_hpa_counts_when_it_targets_a_deployment(ref: dict[str, Any], target: str | None) -> None:
+    got = index_hpas(namespace="serving", name="h", spec={"scaleTargetRef": ref})
+    assert got == ({("serving", target): "HorizontalPodAutoscaler serving/h"} if target else {})
+
+
+def test_a_scaled_object_defaults_to_an_apps_v1_deployment() -> None:
+    got = index_scaled_objects(namespace="serving", name="so", spec={"scaleTargetRef": {"name": "chat"}})
+    assert got == {("serving", "chat"): "ScaledObject serving/so"}
+
+
+def test_other_autoscalers_from_both_indexes_are_named_in_the_condition() -> None:
+    hpas = {("serving", "chat"): {"HorizontalPodAutoscaler serving/h"}}
+    scaled = {("serving", "chat"): {"ScaledObject serving/so"}}
+    found = other_autoscalers((hpas, scaled), ("serving", "chat"))
+    assert found == ("HorizontalPodAutoscaler serving/h", "ScaledObject serving/so")
+    assert other_autoscalers((hpas, None), ("serving", "other")) == ()
+    cond = sole_autoscaler_condition("chat", {"interactive": found, "batch": ()})
+    assert (cond.status, cond.reason) == ("False", "OtherAutoscaler")
+    assert "targets Deployment chat" in cond.message and "ScaledObject serving/so" in cond.message
+    assert sole_autoscaler_condition("chat", {"interactive": (), "batch": ()}).status == "True"
+
+
+# ------------------------------------------------------------------------------------------ peers
+
+NOW = datetime.datetime(2026, 5, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(
+    ("status", "live"),
+    [
+        pytest.param({"a": {"priority": 1, "lifetime": 60, "lastseen": "2026-05-01T11:59:30+00:00"}}, ["a"],
+                     id="seen 30 s ago, lives 60 s"),
+        pytest.param({"a": {"priority": 1, "lifetime": 60, "lastseen": "2026-05-01T11:58:30Z"}}, [],
+                     id="expired"),
+        pytest.param({"a": None}, [], id="left cleanly (Kopf nulls its entry)"),
+        pytest.param({"a": {"lastseen": "yesterday"}}, [], id="unreadable time"),
+        pytest.param(None, [], id="no status"),
+    ],
+)
+def test_live_peers_follow_kopfs_lifetime_rule(status: dict[str, Any] | None, live: list[str]) -> None:
+    assert live_peers(status, NOW) == live
+
+
+# ------------------------------------------------------------------------------------------ names and applies
+
+
+@pytest.mark.parametrize("name", ["70b-chat", "a" * 64, "Chat", "chat-"])
+def test_a_name_the_service_cannot_take_is_an_invalid_spec(name: str) -> None:
+    """An object created before the CRD carried its rule on metadata.name still reaches the
+    operator: it is reported (InvalidSpec, naming metadata.name), not half-applied."""
+    body = {"metadata": {"name": name}, "spec": {"model": {"name": "m", "preset": "llama-3.1-8b"}}}
+    with pytest.raises(InvalidSpec, match=r"metadata\.name"):
+        read_spec(body)
+
+
+def test_a_pod_waiting_on_a_preemption_counts_as_unschedulable() -> None:
+    """Case 8: the policy shrinks batch first when interactive pods cannot be placed. A pod for
+    which the scheduler preempts a batch pod reports PodScheduled=False/Unschedulable (with a
+    nominated node) until the victim is gone: PoolState carries it, beside the batch replicas
+    (whose GPUs are batch_replicas x spec.resources.gpusPerReplica)."""
+    status = {"phase": "Pending", "nominatedNodeName": "gpu-node-0",
+              "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    phase = classify_pod({}, status)
+    assert phase == "unschedulable"
+    state = pool_state(2, 4, ["ready", "ready", phase], ["ready"] * 4)
+    assert state.interactive_unschedulable == 1 and state.batch_replicas == 4
+
+
+def test_children_applied_condition() -> None:
+    assert applied_condition(None).status == "True"
+    failed = applied_condition("API server refused Service s/x: 403 Forbidden: exceeded quota")
+    assert (failed.status, failed.reason) == ("False", "ApplyFailed") and "exceeded quota" in failed.message
