@@ -2,7 +2,8 @@
 conditions into the object's with ``lastTransitionTime`` kept while a status holds. Pure.
 
 The other conditions are the policy's: ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``,
-``BatchWindowOpen``, ``PolicyStateReadable`` from the :class:`~llmscale.policy.types.Decision`,
+``BatchWindowOpen``, ``PolicyStateReadable``, ``CapacityModel``, ``Diagnosis`` from the
+:class:`~llmscale.policy.types.Decision`,
 ``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
 and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md
@@ -30,6 +31,8 @@ CONDITION_TYPES: tuple[str, ...] = (
     "ScalingLimited",
     "BatchWindowOpen",
     "PolicyStateReadable",
+    "CapacityModel",
+    "Diagnosis",
     "ChildrenApplied",
     "SoleAutoscaler",
 )

@@ -69,6 +69,7 @@ def build_status(
             headroom=decision.headroom_replicas,
             batch=applied_batch,
             batch_ready=state.batch_ready,
+            lead_time_seconds=decision.lead_time_s,
         ),
         signals=_signals(snapshot),
         last_decision=DecisionStatus(
@@ -91,6 +92,8 @@ def build_status(
             "ScalingLimited": decision.scaling_limited,
             "BatchWindowOpen": decision.batch_window_open,
             "PolicyStateReadable": decision.policy_state_readable,
+            "CapacityModel": decision.capacity_model,
+            "Diagnosis": decision.diagnosis,
             **(extra_conditions or {}),
         },
         now,

@@ -46,6 +46,7 @@ from llmscale.controller.events import post_policy_state_unreadable, post_scaled
 from llmscale.controller.indexes import (
     deployment_replicas,
     other_autoscalers,
+    pod_cold_starts,
     pod_costs,
     pod_names,
     pod_phases,
@@ -235,7 +236,8 @@ async def tick(
     mem.children_missing_since_loop_s = None
     snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s)
     # After the read, which may have waited: the pools as they are when the policy decides.
-    state = pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b))
+    state = pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
+                       pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b))
     wall_now = deps.clock()
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
