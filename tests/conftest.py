@@ -31,6 +31,8 @@ import pytest
 import yaml
 from tests.cluster.helpers import AUDIT_POLICY, CLUSTER_PY, CRDS, LocalCluster, bin_dir
 
+from llmscale.localcluster import lws as local_lws
+
 
 def _down(state_dir: Path) -> None:
     subprocess.run([sys.executable, "-B", str(CLUSTER_PY), "down", "--grace", "5"], env={**os.environ,
@@ -82,3 +84,19 @@ def helm() -> Path:
     return bins / "helm"
 
 
+
+
+@pytest.fixture(scope="session")
+def lws(cluster: LocalCluster) -> LocalCluster:
+    """The session's cluster with the LeaderWorkerSet controller, its CRDs and webhooks
+    (:mod:`llmscale.localcluster.lws`: the upstream controller built from its pinned Go module by
+    ``operator/llmscale/localcluster/build-lws.sh``); stopped with the cluster."""
+    built = local_lws.bin_dir()
+    if not (built / "lws-controller").is_file():
+        pytest.skip("the LeaderWorkerSet controller is not built: run `make binaries` "
+                    "(operator/llmscale/localcluster/build-lws.sh, ~5 min once)")
+    try:
+        local_lws.up(cluster.state_dir, build_first=False)
+    except RuntimeError as exc:
+        pytest.fail(f"the LeaderWorkerSet controller did not start: {exc}", pytrace=False)
+    return cluster

@@ -3,7 +3,10 @@
 llmscale reads the workload's ``/scale`` (replicas and the pod selector it reports), lists the pods
 that selector matches, and writes nothing but ``spec.replicas`` of ``/scale`` — a server-side apply
 of an ``autoscaling/v1`` ``Scale`` with its own field manager, so the API server records llmscale
-as the manager of the workload's ``spec.replicas`` and of nothing else. It sets no owner
+as the manager of the workload's ``spec.replicas`` and of nothing else. A custom resource's
+``/scale`` refuses server-side apply (kube-apiserver answers 500, see :func:`_apply_unsupported`):
+there llmscale sends a JSON merge patch of ``spec.replicas`` with the same field manager, which
+the managed fields record the same way (operation ``Update`` instead of ``Apply``). It sets no owner
 reference, and deleting the LLMDeployment deletes nothing. This is how the HPA scales any
 resource with a ``/scale`` subresource (Deployment, StatefulSet, ReplicaSet, LeaderWorkerSet, an
 Argo Rollout...): the resource is found by discovery from ``apiVersion`` and ``kind``
@@ -122,6 +125,15 @@ class ScaleClient(Protocol):
         ...
 
 
+def _apply_unsupported(exc: ApiException | DynamicApiError) -> bool:
+    """Whether a refused server-side apply on ``/scale`` is the API server's known failure for
+    custom resources: kube-apiserver (measured on v1.36.3) answers 500 "request to convert CR to an
+    invalid group/version: autoscaling/v1" to an apply of a custom resource's ``/scale``, while a
+    merge patch or an update of the same ``Scale`` works (the HPA updates ``/scale``)."""
+    text = f"{getattr(exc, 'body', '')} {exc}"
+    return exc.status == 500 and "convert CR" in text
+
+
 def _answer(exc: Exception) -> str:
     if isinstance(exc, ApiException | DynamicApiError):
         return f"{exc.status} {exc.reason}"
@@ -144,6 +156,9 @@ class KubernetesScaleClient:
         self._core = kubernetes.client.CoreV1Api(api_client)
         self._dynamic: DynamicClient | None = None
         self._lock = threading.Lock()
+        # (apiVersion, kind) whose /scale refuses server-side apply (custom resources, see
+        # _apply_unsupported): written with a merge patch instead.
+        self._no_apply: set[tuple[str, str]] = set()
 
     def _client(self) -> DynamicClient:
         with self._lock:
@@ -191,9 +206,21 @@ class KubernetesScaleClient:
             "metadata": {"name": ref.name, "namespace": namespace},
             "spec": {"replicas": replicas},
         }
+        key = (ref.api_version, ref.kind)
         try:
-            self._client().server_side_apply(scale, body=body, name=ref.name, namespace=namespace,
-                                             field_manager=self.field_manager, force_conflicts=True)  # type: ignore[no-untyped-call]
+            if key not in self._no_apply:
+                try:
+                    self._client().server_side_apply(scale, body=body, name=ref.name, namespace=namespace,  # type: ignore[no-untyped-call]
+                                                     field_manager=self.field_manager, force_conflicts=True)
+                    return
+                except (ApiException, DynamicApiError) as exc:
+                    if not _apply_unsupported(exc):
+                        raise
+                    with self._lock:
+                        self._no_apply.add(key)
+            self._client().patch(scale, body={"spec": {"replicas": replicas}}, name=ref.name,  # type: ignore[no-untyped-call]
+                                 namespace=namespace, content_type="application/merge-patch+json",
+                                 field_manager=self.field_manager)
         except (ApiException, DynamicApiError) as exc:
             raise ScaleTargetError(
                 FAILED_UPDATE_SCALE,

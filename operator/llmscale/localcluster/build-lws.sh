@@ -2,20 +2,20 @@
 # Build (once per machine) the pinned LeaderWorkerSet controller for the local cluster, the way
 # build.sh builds the control plane and KWOK: from its Go module, sigs.k8s.io/lws@$LWS_VERSION,
 # through the Go module proxy. Next to the binary it copies, from the same module source, the
-# LeaderWorkerSet CRD (config/crd/bases) and the webhook configurations (config/webhook), which
+# CRDs (config/crd/bases) and the webhook configurations (config/webhook), which
 # llmscale.localcluster.lws installs into the local cluster.
 #
 # Everything lands in ${LLMSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/llmscale}/bin-lws-<ver>/,
 # outside the work tree, so fresh clones reuse it. When it is there the script exits at once.
 #
-# Usage: build-lws.sh [--print-bin-dir]      (e2e/cluster/build-lws.sh runs it)
+# Usage: build-lws.sh [--print-bin-dir]
 set -euo pipefail
 
 LWS_VERSION=v0.9.0   # sigs.k8s.io/lws: newest release; k8s.io/* v0.36.2, controller-runtime v0.24.1, Go >= 1.26
 
 CACHE_ROOT="${LLMSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/llmscale}"
 BIN_DIR="$CACHE_ROOT/bin-lws-${LWS_VERSION}"
-FILES=(lws-controller leaderworkersets.yaml webhooks.yaml webhook-mutating-patch.yaml webhook-validating-patch.yaml)
+FILES=(lws-controller crds.yaml webhooks.yaml webhook-mutating-patch.yaml webhook-validating-patch.yaml)
 
 for arg in "$@"; do
   case "$arg" in
@@ -78,7 +78,8 @@ while kill -0 "$pid" 2>/dev/null; do
 done
 wait "$pid"
 mkdir -p "$BIN_DIR"
-cp "$src/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml" "$BIN_DIR/leaderworkersets.yaml"
+# Every CRD the controller watches (LeaderWorkerSet and DisaggregatedSet), one file.
+for crd in "$src"/config/crd/bases/*.yaml; do echo "---"; cat "$crd"; done >"$BIN_DIR/crds.yaml"
 # The webhook configurations and the module's kustomize patches of them (JSON patches that add an
 # objectSelector to the pod webhooks); llmscale.localcluster.lws applies the patches and replaces
 # the service reference by a URL on 127.0.0.1 when it installs them.
