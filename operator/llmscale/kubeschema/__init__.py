@@ -203,7 +203,14 @@ def _structural(node: Mapping[str, Any], path: str, list_map_key: bool = False) 
 
 @lru_cache(maxsize=1)
 def _structural_root() -> dict[str, Any]:
-    return _structural(_document()["schemas"][ROOT], "template")
+    root = _structural(_document()["schemas"][ROOT], "template")
+    # A template is merged over a generated pod that has the engine container already: it may
+    # give only scheduling fields, so PodSpec's required "containers" is not required here.
+    pod_spec = root["properties"]["spec"]
+    pod_spec["required"] = [r for r in pod_spec.get("required", ()) if r != "containers"]
+    if not pod_spec["required"]:
+        del pod_spec["required"]
+    return root
 
 
 def pod_template_structural() -> dict[str, Any]:
@@ -212,7 +219,8 @@ def pod_template_structural() -> dict[str, Any]:
     ``{"type": "object", "properties": {"metadata": {labels, annotations}, "spec": <PodSpec>}}``:
     every ``$ref`` inlined, IntOrString and Quantity as ``x-kubernetes-int-or-string``, list types
     and map keys kept, descriptions and defaults left out (except the defaults of list-map keys),
-    and the strategic-merge extensions, which a CRD schema cannot carry, dropped.
+    and the strategic-merge extensions, which a CRD schema cannot carry, dropped. ``containers``
+    is not required: a template may set only what it adds to the generated pod.
 
     Raises:
         ValueError: a node of the Pod schema has no type (the schema is not what this code reads).
