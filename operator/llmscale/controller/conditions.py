@@ -20,7 +20,7 @@ from llmscale.api import Condition
 from llmscale.controller.timestamps import rfc3339
 from llmscale.policy.types import ConditionResult, PoolState
 
-__all__ = ["CONDITION_TYPES", "merge_conditions", "ready_condition"]
+__all__ = ["CONDITION_TYPES", "READY_REASONS", "merge_conditions", "ready_condition"]
 
 #: Conditions the operator maintains on ``status.conditions``, in display order.
 CONDITION_TYPES: tuple[str, ...] = (
@@ -35,6 +35,13 @@ CONDITION_TYPES: tuple[str, ...] = (
     "PolicyStateReadable",
     "ChildrenApplied",
     "SoleAutoscaler",
+)
+
+#: Every reason of the ``Ready`` condition: :func:`ready_condition`'s, ``InvalidSpec``
+#: (:mod:`llmscale.controller.invalid`) and ``FailedGetScale`` (:mod:`llmscale.controller.targeterror`).
+#: docs/troubleshooting.md has a row for each.
+READY_REASONS: tuple[str, ...] = (
+    "AllReplicasReady", "Serving", "NoReplicaReady", "Unschedulable", "ScaledToZero", "InvalidSpec", "FailedGetScale",
 )
 
 
