@@ -215,6 +215,25 @@ class TestKubectlDeployment:
             and "Deployment scale-deployment/absent" in c["message"] and c["status"] == "False"))
         wait_for("a FailedGetScale Warning Event", lambda: events(cluster, NS_DEPLOY, "FailedGetScale"))
 
+    def test_a_generated_workload_is_not_created_while_advisory(self, cluster: LocalCluster) -> None:
+        """Without scaleTargetRef, Advisory writes no child either; Active then creates them."""
+        since = cluster.audit_offset()
+        manifest = llmdeployment("own", NS_DEPLOY, DEPLOYMENT_REF, mode="Advisory", least=1)
+        del manifest["spec"]["scaleTargetRef"]
+        manifest["spec"]["engine"] = {"type": "mock", "image": "llmscale:dev"}
+        cluster.apply([manifest], "argocd-controller")
+        wait_for("status: ScalingActive=False/Advisory, nothing running", lambda: (
+            condition(st := status(cluster, NS_DEPLOY, "own"), "ScalingActive").get("reason") == "Advisory"
+            and st["replicas"]["current"] == 0))
+        time.sleep(2)
+        assert workload_writes(cluster, NS_DEPLOY, since) == []
+        manifest["spec"]["mode"] = "Active"
+        cluster.apply([manifest], "argocd-controller")
+        wait_for("Deployment own created once Active", lambda: "own" in {
+            d.metadata.name for d in kubernetes.client.AppsV1Api(cluster.api).list_namespaced_deployment(NS_DEPLOY).items})
+        created = {w.split(" ")[1] for w in workload_writes(cluster, NS_DEPLOY, since)}
+        assert {"services", "poddisruptionbudgets", "deployments"} <= created, created
+
 
 LWS_MANIFEST = {
     "apiVersion": "leaderworkerset.x-k8s.io/v1",
