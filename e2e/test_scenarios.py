@@ -588,6 +588,10 @@ def test_13_scale_target_scales_a_kubectl_deployment_on_its_pods_signals(cluster
                     "llmscale", "engine", "--model", "llama-3.1-8b", "--gpu", "l40s", "--gpus", "1",
                     "--served-model-name", MODEL, "--max-model-len", "2048", "--max-num-seqs", "4",
                     "--num-gpu-blocks-override", "152", "--host", "0.0.0.0", "--port", "8000")
+    # Scraped the common way on a cluster (kind's Prometheus keeps pods annotated so); the local
+    # cluster's pod runner discovers every engine it runs anyway.
+    cluster.kubectl("patch", "deployment", "vllm", "-n", namespace, "-p", json.dumps({"spec": {"template": {
+        "metadata": {"annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "8000"}}}}}))
     cluster.apply(namespace, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "vllm"},
                               "spec": {"selector": {"app": "vllm"},
                                        "ports": [{"name": "http", "port": 8000, "targetPort": 8000}]}})
