@@ -43,11 +43,11 @@ PLACEMENT = {"nodeSelector": {"llmscale.dev/test-node": "warm"},
 def operator(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     cluster.add_gpu_node(NODE, 8, {"llmscale.dev/test-node": "warm"}, [TAINT])
     cluster.create_namespace(NS)
-    docs = render_chart(helm, "llmscale-system")
-    cluster.apply([d for d in docs if d["kind"] == "PriorityClass"], field_manager="helm")
+    docs = render_chart(helm, "llmscale-system", "watch.allNamespaces=false", f"watch.namespaces={{{NS}}}")
+    # The chart's PriorityClasses, which the operator sets on the pods (a pod naming a class that
+    # does not exist is refused), and the peering object it joins.
+    cluster.apply([d for d in docs if d["kind"] in {"PriorityClass", "KopfPeering"}], field_manager="helm")
     env = container_env(docs)
-    env.pop("LLMSCALE_ALL_NAMESPACES", None)
-    env["LLMSCALE_NAMESPACES"] = NS
     op = start_operator(env, cluster.kubeconfig, tmp_path_factory.mktemp("warm") / "operator.log")
     try:
         yield op

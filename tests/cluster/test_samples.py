@@ -71,13 +71,11 @@ def test_every_sample_applies_and_reads_back_as_the_models_fill_it(cluster: Loca
 def operator(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     """``llmscale run`` (admin credentials, the chart's settings) watching the sample's namespace."""
     cluster.create_namespace(NS)
-    docs = render_chart(helm, "llmscale-system")
-    # The chart's PriorityClasses, which the operator sets on the pools' pods (a pod naming a class
-    # that does not exist is refused).
-    cluster.apply([d for d in docs if d["kind"] == "PriorityClass"], field_manager="helm")
+    docs = render_chart(helm, "llmscale-system", "watch.allNamespaces=false", f"watch.namespaces={{{NS}}}")
+    # The chart's PriorityClasses, which the operator sets on the pods (a pod naming a class that
+    # does not exist is refused), and the peering object it joins.
+    cluster.apply([d for d in docs if d["kind"] in {"PriorityClass", "KopfPeering"}], field_manager="helm")
     env = container_env(docs)
-    env.pop("LLMSCALE_ALL_NAMESPACES", None)
-    env["LLMSCALE_NAMESPACES"] = NS
     op = start_operator(env, cluster.kubeconfig, tmp_path_factory.mktemp("template") / "operator.log")
     try:
         yield op

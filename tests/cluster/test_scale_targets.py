@@ -42,7 +42,9 @@ GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
 RELEASE, RELEASE_NS = "llmscale-modes", "llmscale-modes"
 USER = f"system:serviceaccount:{RELEASE_NS}:{RELEASE}"
 NS_DEPLOY, NS_LWS = "scale-deployment", "scale-lws"
-RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+#: What of the chart's render the test applies: the RBAC and the Kopf peering objects the operator
+#: joins (the chart's operator is peered by default).
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "KopfPeering"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 #: What the operator may write in a watched namespace whatever the mode: the LLMDeployment (Kopf's
 #: annotations and finalizer, the status) and Events.
