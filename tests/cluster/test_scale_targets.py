@@ -47,8 +47,8 @@ NS_DEPLOY, NS_LWS = "scale-deployment", "scale-lws"
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "KopfPeering"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 #: What the operator may write in a watched namespace whatever the mode: the LLMDeployment (Kopf's
-#: annotations and finalizer, the status) and Events.
-ALWAYS_WRITTEN = {"llmdeployments", "events"}
+#: annotations and finalizer, the status), Events, and Kopf's peering object (its heartbeat).
+ALWAYS_WRITTEN = {"llmdeployments", "events", "kopfpeerings"}
 
 
 @pytest.fixture(scope="module")

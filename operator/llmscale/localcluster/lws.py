@@ -7,7 +7,7 @@ Runs the upstream controller (``sigs.k8s.io/lws``, built from its pinned Go modu
 ``build-lws.sh`` into the cache, as ``build.sh`` builds the control plane) on 127.0.0.1 against the
 cluster in ``${LLMSCALE_CLUSTER_DIR:-$PWD/.cluster}``:
 
-- its CRDs (LeaderWorkerSet, DisaggregatedSet) from the module source, server-side applied;
+- its CRDs (LeaderWorkerSet, DisaggregatedSet) from the module source, created;
 - its admission webhooks (the module's ``config/webhook`` configurations with their kustomize
   patches applied), pointed at ``https://127.0.0.1:<port>`` instead of an in-cluster Service and
   served with a certificate the cluster's own CA signs (``openssl``, as the control plane's);
@@ -121,6 +121,24 @@ def _kubectl(bins: Path, sd: Path, *args: str, input: str | None = None) -> None
         raise RuntimeError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
 
 
+def _install_crds(bins: Path, sd: Path) -> None:
+    """Create the CRDs (2.8 MB, Pod templates inside): a plain create, where a server-side apply of
+    that size can outlast the API server's request timeout on a loaded machine; on a cluster that
+    has them already (a second ``up``), replaced. Retried: a timed-out request may still land."""
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            _kubectl(bins, sd, "create", "-f", str(bins / "crds.yaml"))
+            return
+        except RuntimeError as exc:
+            if "AlreadyExists" in str(exc) or "already exists" in str(exc):
+                _kubectl(bins, sd, "replace", "-f", str(bins / "crds.yaml"))
+                return
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
 def up(sd: Path | None = None, *, build_first: bool = True) -> LwsInfo:
     """Install the CRDs and webhooks and start the controller (a no-op when it runs).
 
@@ -149,8 +167,7 @@ def up(sd: Path | None = None, *, build_first: bool = True) -> LwsInfo:
         "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
     }
     (home / "config.yaml").write_text(yaml.safe_dump(config))
-    _kubectl(bins, sd, "apply", "--server-side", "--force-conflicts", "--field-manager=llmscale-localcluster",
-             "-f", str(bins / "crds.yaml"))
+    _install_crds(bins, sd)
     deadline = time.monotonic() + 60
     while True:  # `kubectl wait` fails outright while the new CRD has no status yet
         try:
