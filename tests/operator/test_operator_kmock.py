@@ -390,8 +390,8 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["lastDecision"]["reasons"]
     assert status["policyState"]["scaleEvents"]
     assert [c["type"] for c in status["conditions"]] == [
-        "Ready", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale", "ScalingLimited",
-        "BatchWindowOpen", "PolicyStateReadable", "ChildrenApplied", "SoleAutoscaler",
+        "Ready", "ScalingActive", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale",
+        "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable", "ChildrenApplied", "SoleAutoscaler",
     ]
     assert condition(status, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
     assert condition(status, "BatchWindowOpen")["status"] == "False"  # type: ignore[index]
