@@ -31,10 +31,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The local cluster's binaries (kube-apiserver, etcd, KWOK, kubectl), Debian's prometheus, Helm
+# The local cluster's binaries (kube-apiserver, etcd, KWOK, kubectl, the LeaderWorkerSet controller), Debian's prometheus, Helm
 # (built from its Go module) and checkov (own venv): once per machine into $(LLMSCALE_CACHE).
 binaries:
 	bash e2e/cluster/build.sh
+	bash operator/llmscale/localcluster/build-lws.sh
 	bash tools/build-helm.sh
 	bash tools/install-checkov.sh
 

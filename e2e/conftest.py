@@ -8,8 +8,12 @@ Two ways to get a cluster:
   router). State in ``$LLMSCALE_CLUSTER_DIR`` (default ``<repo>/.cluster/e2e``). Everything is
   stopped by PID at the end of the session (``LLMSCALE_E2E_KEEP=1`` leaves it running to debug).
 * **External**: ``KUBECONFIG`` points at a reachable cluster (kind, for users with Docker). Then
-  ``LLMSCALE_E2E_PROMETHEUS_URL`` and ``LLMSCALE_E2E_ROUTER_URL`` must say where Prometheus and a
-  router with the same paths as the pod runner's are (``/ns/<ns>/svc/<svc>/...``), and the
+  ``LLMSCALE_E2E_PROMETHEUS_URL`` must say where Prometheus is, and load goes through the
+  Services like on any cluster: ``LLMSCALE_E2E_SERVICE_PROXY`` is a ``kubectl proxy`` URL, and
+  requests go to the API server's service proxy
+  (``<proxy>/api/v1/namespaces/<ns>/services/<svc>:http/proxy/...``; a pool without a Service,
+  the batch pool, through the pod proxy of one of its Ready pods). ``LLMSCALE_E2E_ROUTER_URL`` (a
+  router with the pod runner's paths, ``/ns/<ns>/svc/<svc>/...``) may replace it. The
   Prometheus-outage scenario needs ``LLMSCALE_E2E_PROMETHEUS_STOP`` / ``..._START`` shell commands.
 
 Either way the CRD is installed with server-side apply and the operator runs as a process
@@ -87,6 +91,7 @@ class Cluster:
     router_url: str
     operator_log: Path
     local_state: Path | None = None
+    service_proxy: str | None = None
     operator: subprocess.Popen[bytes] | None = None
     api: kubernetes.client.ApiClient = field(init=False)
 
@@ -159,7 +164,10 @@ class Cluster:
         return float(result[0]["value"][1]) if result else None
 
     def service_url(self, namespace: str, service: str) -> str:
-        """The router's completions URL for a Service."""
+        """The completions URL of a Service: the router's (local cluster), or the API server's
+        service proxy (``LLMSCALE_E2E_SERVICE_PROXY``: kind, traffic through the Service)."""
+        if self.service_proxy:
+            return f"{self.service_proxy}/api/v1/namespaces/{namespace}/services/{service}:http/proxy/v1/completions"
         return f"{self.router_url}/ns/{namespace}/svc/{service}/v1/completions"
 
     # ------------------------------------------------------------------ the operator process
@@ -179,6 +187,28 @@ class Cluster:
         if self.operator is not None:
             _stop(self.operator)
             self.operator = None
+
+    def _serving_pods(self, namespace: str, deployment: str, pool: str) -> list[Any]:
+        return [p for p in self.pods(namespace, pool) if p.metadata.labels.get("llmscale.dev/deployment") == deployment
+                and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
+
+    def pool_serving(self, namespace: str, deployment: str, pool: str) -> bool:
+        """Whether an engine of the pool answers: one the router routes to (local cluster), or a
+        Ready pod (external cluster, where Ready means its probe passed)."""
+        if self.service_proxy:
+            return bool(self._serving_pods(namespace, deployment, pool))
+        with urllib.request.urlopen(f"{self.router_url}/status", timeout=5) as r:
+            engines = json.loads(r.read())["engines"]
+        return any(e["listening"] and e["namespace"] == namespace and e["labels"].get("llmscale.dev/pool") == pool
+                   and e["labels"].get("llmscale.dev/deployment") == deployment for e in engines)
+
+    def pool_url(self, namespace: str, deployment: str, pool: str, port: int = 8000) -> str:
+        """The completions URL of a pool without a Service (the batch pool): the router's pool path,
+        or the API server's pod proxy to one of its Ready pods."""
+        if self.service_proxy:
+            pod = self._serving_pods(namespace, deployment, pool)[0].metadata.name
+            return f"{self.service_proxy}/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/v1/completions"
+        return f"{self.router_url}/ns/{namespace}/pool/{deployment}:{pool}/v1/completions"
 
     def stop_prometheus(self) -> None:
         if self.local_state is not None:
@@ -260,12 +290,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     kubeconfig_env = os.environ.get("KUBECONFIG", "")
     external = bool(kubeconfig_env) and _reachable(kubeconfig_env)
     local_state: Path | None = None
+    service_proxy: str | None = None
     if external:
         prom = os.environ.get("LLMSCALE_E2E_PROMETHEUS_URL")
-        router = os.environ.get("LLMSCALE_E2E_ROUTER_URL")
-        if not prom or not router:
+        router = os.environ.get("LLMSCALE_E2E_ROUTER_URL", "")
+        service_proxy = None if router else os.environ.get("LLMSCALE_E2E_SERVICE_PROXY")
+        if not prom or not (router or service_proxy):
             pytest.fail(f"KUBECONFIG={kubeconfig_env} is reachable, so the suite runs against it; set "
-                        "LLMSCALE_E2E_PROMETHEUS_URL and LLMSCALE_E2E_ROUTER_URL too (see docs/e2e.md)")
+                        "LLMSCALE_E2E_PROMETHEUS_URL and LLMSCALE_E2E_SERVICE_PROXY (a `kubectl proxy` URL) "
+                        "or LLMSCALE_E2E_ROUTER_URL too (see docs/e2e.md)")
         kubeconfig, kubectl_bin = Path(kubeconfig_env), "kubectl"
         log_dir = tmp_path_factory.mktemp("operator")
     else:
@@ -284,9 +317,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     _OPERATOR_LOG[:] = [log_path]
     c: Cluster | None = None
     try:
-        c = Cluster(kubeconfig, kubectl_bin, prom, router, log_path, local_state)
+        c = Cluster(kubeconfig, kubectl_bin, prom, router, log_path, local_state, service_proxy)
         c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-        c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/llmdeployments.llmscale.dev")
+        # `kubectl wait` fails outright (not waits) while the new CRD has no status yet: retry it.
+        kubectl = c.kubectl
+        wait_for("the CRD Established", lambda: kubectl(
+            "wait", "--for=condition=Established", "--timeout=30s", "crd/llmdeployments.llmscale.dev",
+            check=False).returncode == 0, 60)
         c.run_operator()
         yield c
     finally:

@@ -64,9 +64,13 @@ def poisson_trace(rate_rps: float, duration_s: float, prompt: int = 256, output:
 
 
 def start_load(cluster: Cluster, namespace: str, rate_rps: float, duration_s: float) -> Future[ReplayReport]:
-    """Replay a Poisson load through the router in a background thread; the future holds the report."""
+    """Replay a Poisson load through Service chat in a background thread; the future holds the report."""
+    return start_load_to(cluster, cluster.service_url(namespace, "chat"), rate_rps, duration_s)
+
+
+def start_load_to(cluster: Cluster, url: str, rate_rps: float, duration_s: float) -> Future[ReplayReport]:
+    """Replay a Poisson load to ``url`` in a background thread; the future holds the report."""
     pool = ThreadPoolExecutor(max_workers=1)
-    url = cluster.service_url(namespace, "chat")
     fut = pool.submit(asyncio.run, replay(poisson_trace(rate_rps, duration_s), url, MODEL,
                                           deadline_s=duration_s + 60, max_in_flight=64))
     pool.shutdown(wait=False)
@@ -116,7 +120,7 @@ def test_1_apply_creates_owned_labelled_children_and_printer_columns(cluster: Cl
     wait_for("status.replicas.ready == 2", lambda: cluster.status(namespace, "chat").get("replicas", {}).get("ready") == 2,
              COLD_START_S + 40)
     out = cluster.kubectl("get", "llmdep", "-n", namespace).stdout.splitlines()
-    assert out[0].split() == ["NAME", "DESIRED", "READY", "HEADROOM", "QUEUE", "KV", "AGE"], out
+    assert out[0].split() == ["NAME", "DESIRED", "READY", "HEADROOM", "QUEUE", "KV", "MODE", "AGE"], out
     row = out[1].split()
     assert row[:4] == ["chat", "2", "2", "1"], out
     out = cluster.kubectl("get", "llmdeployments.llmscale.dev", "chat", "-n", namespace, "-o", "name").stdout
@@ -291,10 +295,8 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
     assert pods[0].metadata.labels["llmscale.dev/pool"] == "batch"
     # Its engine serves: a completion through the router's pool path.
     # The pod runner routes to an engine once it answers /health, a moment after the pod is Ready.
-    wait_for("the batch engine behind the router", lambda: any(
-        e["listening"] and e["labels"].get("llmscale.dev/pool") == "batch" and e["namespace"] == namespace
-        for e in json.loads(urllib.request.urlopen(f"{cluster.router_url}/status", timeout=5).read())["engines"]), 20)
-    url = f"{cluster.router_url}/ns/{namespace}/pool/chat:batch/v1/completions"
+    wait_for("the batch engine serving", lambda: cluster.pool_serving(namespace, "chat", "batch"), 20)
+    url = cluster.pool_url(namespace, "chat", "batch")
     report = asyncio.run(replay(poisson_trace(2.0, 1.0, output=8), url, MODEL, deadline_s=30))
     assert report.sent >= 1 and report.errors == 0
 
@@ -572,3 +574,53 @@ def test_12_authenticated_prometheus_over_tls_with_basic_auth(
         cluster.restore_operator()
         if cluster.local_state is not None:
             addons.stop_secured_prometheus(cluster.local_state)
+
+
+# ----------------------------------------------------------------------------------------- 13
+
+
+def test_13_scale_target_scales_a_kubectl_deployment_on_its_pods_signals(cluster: Cluster, namespace: str) -> None:
+    """spec.scaleTargetRef: a mock-engine Deployment made with `kubectl create deployment` (its pods
+    carry none of llmscale's labels) and its own Service. llmscale finds the pods by the selector of
+    /scale, reads their signals from Prometheus by pod name, scales the Deployment through /scale
+    under load, owns nothing, and leaves it running when the LLMDeployment goes."""
+    cluster.kubectl("create", "deployment", "vllm", "-n", namespace, "--image=llmscale:dev", "--replicas=1", "--",
+                    "llmscale", "engine", "--model", "llama-3.1-8b", "--gpu", "l40s", "--gpus", "1",
+                    "--served-model-name", MODEL, "--max-model-len", "2048", "--max-num-seqs", "4",
+                    "--num-gpu-blocks-override", "152", "--host", "0.0.0.0", "--port", "8000")
+    # Scraped the common way on a cluster (kind's Prometheus keeps pods annotated so); the local
+    # cluster's pod runner discovers every engine it runs anyway.
+    cluster.kubectl("patch", "deployment", "vllm", "-n", namespace, "-p", json.dumps({"spec": {"template": {
+        "metadata": {"annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": "8000"}}}}}))
+    cluster.apply(namespace, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "vllm"},
+                              "spec": {"selector": {"app": "vllm"},
+                                       "ports": [{"name": "http", "port": 8000, "targetPort": 8000}]}})
+    manifest = sample("chat", replicas={"min": 1, "max": 4}, engine={"type": "vllm"},
+                      scaleTargetRef={"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"},
+                      headroom={"replicas": 0, "coldStartSeconds": COLD_START_S, "growthFactor": 0},
+                      slo={"ttftP95Seconds": 30})
+    cluster.apply(namespace, manifest)
+    wait_for("fresh signals of the Deployment's pod", lambda: (
+        (cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "True"
+        and cluster.status(namespace, "chat").get("signals", {}).get("queueDepth") is not None), 60)
+    assert cluster.deployment_replicas(namespace, "vllm") == 1
+
+    load = start_load_to(cluster, cluster.service_url(namespace, "vllm"), rate_rps=4.0, duration_s=40.0)
+    wait_for("the Deployment scaled up on its queue", lambda: (cluster.deployment_replicas(namespace, "vllm") or 0) > 1,
+             60)
+    report = load.result(timeout=120)
+    assert report.sent > 0 and report.errors < report.sent, report
+    events = [e.message for e in cluster.events(namespace, "ScaledUp")]
+    assert any("queue depth" in m for m in events), events
+    dep = cluster.apps.read_namespaced_deployment("vllm", namespace)
+    assert dep.metadata.owner_references is None
+    owners = {(m.manager, m.subresource) for m in dep.metadata.managed_fields if "f:replicas" in json.dumps(m.fields_v1)}
+    assert ("llmscale", "scale") in owners, owners
+    assert not cluster.core.list_namespaced_service(namespace, label_selector="app.kubernetes.io/managed-by=llmscale").items
+
+    replicas = cluster.deployment_replicas(namespace, "vllm")
+    cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "chat")
+    wait_for("the LLMDeployment gone", lambda: not cluster.custom.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL)["items"], 30)
+    time.sleep(3)
+    assert cluster.deployment_replicas(namespace, "vllm") == replicas, "the Deployment was left as it was"

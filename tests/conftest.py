@@ -29,7 +29,9 @@ from pathlib import Path
 import kubernetes.config
 import pytest
 import yaml
-from tests.cluster.helpers import AUDIT_POLICY, CLUSTER_PY, CRDS, LocalCluster, bin_dir
+from tests.cluster.helpers import AUDIT_POLICY, CLUSTER_PY, CRDS, LocalCluster, bin_dir, wait_for
+
+from llmscale.localcluster import lws as local_lws
 
 
 def _down(state_dir: Path) -> None:
@@ -66,8 +68,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         c = LocalCluster(state, kubeconfig, bins / "kubectl", audit_log, info.get("server") or api.configuration.host,
                          api.configuration.ssl_ca_cert, api)
         c.kubectl("apply", "--server-side", *[f"-f={p}" for p in CRDS])
-        c.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                  *[f"crd/{d['metadata']['name']}" for p in CRDS for d in yaml.safe_load_all(p.read_text()) if d])
+        # `kubectl wait` fails outright (not waits) while a new CRD has no status yet: retry it.
+        names = [f"crd/{d['metadata']['name']}" for p in CRDS for d in yaml.safe_load_all(p.read_text()) if d]
+        wait_for("the CRDs Established", lambda: c.kubectl(
+            "wait", "--for=condition=Established", "--timeout=30s", *names, check=False).returncode == 0, 60)
         yield c
     finally:
         _down(state)
@@ -82,3 +86,19 @@ def helm() -> Path:
     return bins / "helm"
 
 
+
+
+@pytest.fixture(scope="session")
+def lws(cluster: LocalCluster) -> LocalCluster:
+    """The session's cluster with the LeaderWorkerSet controller, its CRDs and webhooks
+    (:mod:`llmscale.localcluster.lws`: the upstream controller built from its pinned Go module by
+    ``operator/llmscale/localcluster/build-lws.sh``); stopped with the cluster."""
+    built = local_lws.bin_dir()
+    if not (built / "lws-controller").is_file():
+        pytest.skip("the LeaderWorkerSet controller is not built: run `make binaries` "
+                    "(operator/llmscale/localcluster/build-lws.sh, ~5 min once)")
+    try:
+        local_lws.up(cluster.state_dir, build_first=False)
+    except RuntimeError as exc:
+        pytest.fail(f"the LeaderWorkerSet controller did not start: {exc}", pytrace=False)
+    return cluster

@@ -5,7 +5,8 @@
 #   3. give the worker nodes fake nvidia.com/gpu capacity (a node status patch, as fake-GPU setups do),
 #   4. install the pinned Prometheus of e2e/kind/prometheus.yaml (pod discovery + labelmap),
 #   5. install charts/llmscale with the local image,
-#   6. run the same pytest e2e suite as the local cluster, pointed at kind.
+#   6. run the same pytest e2e suite as the local cluster, pointed at kind; its load reaches the
+#      engines through their Services (the API server's service proxy, via `kubectl proxy`).
 # It stops at the first missing tool with a message saying what to install.
 #
 # Usage: e2e/kind/run.sh [--keep] [--skip-build] [--no-tests] [-- PYTEST_ARGS...]
@@ -135,10 +136,17 @@ prom_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
   done
 ) &
 pf_pid=$!
+# Load through the Services, as on any cluster: `kubectl proxy` serves the API server's service
+# proxy (/api/v1/namespaces/<ns>/services/<svc>:http/proxy/...), which forwards each request to one
+# of the Service's ready endpoints over the cluster network.
+proxy_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+kubectl proxy --address 127.0.0.1 --port "$proxy_port" >/dev/null 2>&1 &
+proxy_pid=$!
 # shellcheck disable=SC2329  # called by the EXIT trap
 restore() {
   pkill -P "$pf_pid" 2>/dev/null || true   # the port-forward child of the loop
   kill "$pf_pid" 2>/dev/null || true
+  kill "$proxy_pid" 2>/dev/null || true
   kubectl -n llmscale-system scale deployment/llmscale --replicas=1 >/dev/null 2>&1 || true
 }
 trap restore EXIT
@@ -147,8 +155,12 @@ for _ in $(seq 1 60); do
   curl -fsS "http://127.0.0.1:$prom_port/-/ready" >/dev/null 2>&1 && break
   sleep 1
 done
+for _ in $(seq 1 30); do
+  curl -fsS "http://127.0.0.1:$proxy_port/version" >/dev/null 2>&1 && break
+  sleep 1
+done
 
-log "running the e2e suite against kind (Prometheus on 127.0.0.1:$prom_port)"
+log "running the e2e suite against kind (Prometheus on 127.0.0.1:$prom_port, kubectl proxy on 127.0.0.1:$proxy_port)"
 rc=0
 (
   cd "$root"
@@ -156,6 +168,7 @@ rc=0
   LLMSCALE_E2E_PROMETHEUS_URL="http://127.0.0.1:$prom_port" \
   LLMSCALE_E2E_PROMETHEUS_STOP="kubectl -n monitoring scale deployment/prometheus --replicas=0 && kubectl -n monitoring wait --for=delete pod -l app.kubernetes.io/name=prometheus --timeout=60s" \
   LLMSCALE_E2E_PROMETHEUS_START="kubectl -n monitoring scale deployment/prometheus --replicas=1 && kubectl -n monitoring rollout status deployment/prometheus --timeout=120s" \
+  LLMSCALE_E2E_SERVICE_PROXY="http://127.0.0.1:$proxy_port" \
   LLMSCALE_E2E_ROUTER_URL="${LLMSCALE_E2E_ROUTER_URL:-}" \
     "$python" -m pytest e2e -q ${pytest_args[@]+"${pytest_args[@]}"}
 ) || rc=$?

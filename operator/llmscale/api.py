@@ -29,6 +29,7 @@ __all__ = [
     "GROUP",
     "KIND",
     "MODEL_PRESET_NAMES",
+    "MODES",
     "NAME_MAX_LENGTH",
     "NAME_PATTERN",
     "NAME_RULE",
@@ -52,6 +53,7 @@ __all__ = [
     "ReplicasSpec",
     "ResourcesSpec",
     "ScaleDownBehavior",
+    "ScaleTargetRef",
     "ScalingBehavior",
     "ScalingSpec",
     "ScalingTargets",
@@ -86,9 +88,18 @@ GPU_PRESET_NAMES: tuple[str, ...] = ("a100-80gb", "h100-sxm", "h200", "l40s", "b
 
 DAYS_OF_WEEK: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
+#: ``spec.mode`` values: ``Active`` writes the replicas it decides; ``Advisory`` computes and reports
+#: them (status, Events, metrics) and writes nothing to the workload; ``Paused`` holds and reports.
+MODES: tuple[str, ...] = ("Active", "Advisory", "Paused")
+
 _HHMM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 # DNS-1123 label: what a Kubernetes object name of a Deployment/Service must be.
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# DNS-1123 subdomain: the name of most Kubernetes objects (a Deployment, a LeaderWorkerSet).
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# apiVersion: "v1" (the core group) or "<group>/<version>" (apps/v1, leaderworkerset.x-k8s.io/v1).
+_API_VERSION = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$"
+_KIND = r"^[A-Z][A-Za-z0-9]*$"
 
 
 #: ``metadata.name`` of an LLMDeployment: a DNS-1035 label (the Service ``<name>`` needs one: lower
@@ -398,6 +409,36 @@ class HeadroomSpec(_Model):
     over one lead time (least-squares slope of the per-minute finished-request rate over the last
     lead time; without a request rate, of the KV-cache need). 1 covers a steady ramp; 0 (default)
     turns it off: the seasonal forecast covers a daily ramp."""
+    warm_nodes: bool = False
+    """Keep GPU nodes for the warm headroom too: low-priority placeholder pods shaped like one replica
+    (its GPU and CPU/memory requests, node selector, tolerations, affinity and topology spread) hold
+    room for as many more replicas as the headroom the policy computes; a real replica preempts one
+    the instant it needs the node, and the placeholder goes Pending, which is what makes a cluster
+    autoscaler add the next node ahead of need. Off by default: placeholders keep GPUs reserved
+    (docs/operator.md, "Node headroom"). Only for pods llmscale creates (not with scaleTargetRef)."""
+
+
+# --------------------------------------------------------------------------------------------
+# spec.scaleTargetRef
+# --------------------------------------------------------------------------------------------
+
+
+class ScaleTargetRef(_Model):
+    """An existing workload llmscale scales through its ``/scale`` subresource instead of creating
+    one: a Deployment, a StatefulSet, a LeaderWorkerSet, or any resource with that subresource, in
+    the LLMDeployment's namespace. llmscale then writes only its replica count (server-side apply
+    on ``/scale``), reads its pods by the selector ``/scale`` reports, owns nothing and deletes
+    nothing."""
+
+    api_version: str = Field(pattern=_API_VERSION, min_length=2, max_length=253)
+    """API group and version of the workload, e.g. ``apps/v1`` or ``leaderworkerset.x-k8s.io/v1``."""
+    kind: str = Field(pattern=_KIND, min_length=1, max_length=63)
+    """Kind of the workload, e.g. ``Deployment``, ``StatefulSet``, ``LeaderWorkerSet``."""
+    name: str = Field(pattern=_DNS_SUBDOMAIN, min_length=1, max_length=253)
+    """Name of the workload (same namespace as the LLMDeployment)."""
+
+    def __str__(self) -> str:
+        return f"{self.api_version} {self.kind} {self.name}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -500,6 +541,9 @@ class BatchSpec(_Model):
     """Release Jobs before a window onto GPUs the interactive pool leaves idle: only while its
     signals are fresh, its latency within ``spec.slo``, none of its pods unschedulable, and GPUs
     stay free for a warm headroom more of interactive replicas. Batch gives them back first."""
+    scale_target_ref: ScaleTargetRef | None = None
+    """The existing workload of the batch pool, scaled through ``/scale`` (required with
+    ``spec.scaleTargetRef``, which makes llmscale create no workload; not allowed without it)."""
 
     @model_validator(mode="after")
     def _min_le_max(self) -> BatchSpec:
@@ -550,7 +594,22 @@ class LLMDeploymentSpec(_Model):
                     "(has(self.scaling) && has(self.scaling.wake))",
                     "fieldPath": ".replicas.min",
                     "message": _MIN_ZERO_NEEDS_WAKE,
-                }
+                },
+                {
+                    "rule": "!(has(self.scaleTargetRef) && has(self.template))",
+                    "message": "spec.template shapes the pods llmscale creates; with spec.scaleTargetRef "
+                    "it creates none (change the workload's own template instead)",
+                },
+                {
+                    "rule": "!has(self.batch) || has(self.scaleTargetRef) == has(self.batch.scaleTargetRef)",
+                    "message": "spec.batch.scaleTargetRef is required with spec.scaleTargetRef and not "
+                    "allowed without it",
+                },
+                {
+                    "rule": "!(has(self.scaleTargetRef) && self.headroom.warmNodes)",
+                    "message": "spec.headroom.warmNodes needs pods llmscale creates; it is not "
+                    "available with spec.scaleTargetRef",
+                },
             ]
         }
     )
@@ -573,6 +632,32 @@ class LLMDeploymentSpec(_Model):
     """Optional batch pool and the backlog of batch Jobs it serves (docs/batch.md)."""
     cost: CostSpec = Field(default_factory=CostSpec)
     """Prices."""
+    mode: Literal[MODES] = "Active"  # type: ignore[valid-type]
+    """``Active`` (default): write the replicas decided. ``Advisory``: decide and report everything
+    (status, Events, metrics) but write nothing to the workload, to run beside another autoscaler
+    (KEDA, an HPA) and compare. ``Paused``: hold the workload as it is and report."""
+    scale_target_ref: ScaleTargetRef | None = None
+    """Scale an existing workload through its ``/scale`` subresource instead of creating one."""
+    template: dict[str, Any] | None = None
+    """A pod template (``metadata.labels``, ``metadata.annotations`` and a Pod ``spec``) merged over
+    the pod llmscale generates, as a strategic merge patch: containers, env, volumes, volume
+    mounts, ports and image pull secrets by name (key), maps key by key, the rest replaced. The
+    engine container is the one named ``engine``; its command and arguments, image, probes, the
+    GPU request and llmscale's labels and annotations stay llmscale's, and a template that sets
+    them differently is refused, naming the field (docs/operator.md, "The pod template")."""
+
+    @model_validator(mode="after")
+    def _consistent_targets(self) -> LLMDeploymentSpec:
+        if self.scale_target_ref is not None and self.template is not None:
+            raise ValueError("spec.template shapes the pods llmscale creates; with spec.scaleTargetRef "
+                             "it creates none (change the workload's own template instead)")
+        if self.batch is not None and (self.scale_target_ref is None) != (self.batch.scale_target_ref is None):
+            raise ValueError("spec.batch.scaleTargetRef is required with spec.scaleTargetRef and not "
+                             "allowed without it")
+        if self.scale_target_ref is not None and self.headroom.warm_nodes:
+            raise ValueError("spec.headroom.warmNodes needs pods llmscale creates; it is not "
+                             "available with spec.scaleTargetRef")
+        return self
 
     @model_validator(mode="after")
     def _zero_needs_wake(self) -> LLMDeploymentSpec:
@@ -618,6 +703,13 @@ class ReplicaStatus(_Status):
     """The lead time the headroom and the forecast look ahead: the 90th percentile of the measured
     creation → Ready times of recent interactive pods, or ``spec.headroom.coldStartSeconds`` before
     any was measured, seconds."""
+    current: int | None = None
+    """Interactive replicas the workload has now (``spec.replicas``, or ``/scale``); differs from
+    ``desired`` in ``Advisory`` and ``Paused`` mode, where llmscale writes nothing."""
+    placeholders: int | None = None
+    """Placeholder pods asked for, to keep nodes for the headroom (``spec.headroom.warmNodes``)."""
+    placeholders_running: int | None = None
+    """Placeholder pods holding a node now; the others are Pending, waiting for a node."""
 
 
 class SignalStatus(_Status):
@@ -697,8 +789,8 @@ class Condition(_Status):
     """A standard Kubernetes condition (``metav1.Condition``)."""
 
     type: str
-    """``Ready``, ``MetricsAvailable``, ``RateWindowFits``, ``EnginesStalled``, ``AbleToScale``,
-    ``ScalingLimited``, ``BatchWindowOpen``, ``BatchBacklog``, ``DeadlineAtRisk``,
+    """``Ready``, ``ScalingActive``, ``MetricsAvailable``, ``RateWindowFits``, ``EnginesStalled``,
+    ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``BatchBacklog``, ``DeadlineAtRisk``,
     ``PolicyStateReadable``, ``CapacityModel`` or ``Diagnosis``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""

@@ -16,6 +16,9 @@ The pydantic models are the single source of truth; this module turns their JSON
   on ``spec.replicas`` would fail ``self.min <= self.max``. Because defaulting fills missing
   properties top-down (``defaulting/algorithm.go``), a minimal spec (``model.name`` and
   ``model.preset``) comes back from the API server with every field filled, as pydantic fills it.
+- ``spec.template`` is the Kubernetes Pod template schema itself (:mod:`llmscale.kubeschema`: the
+  pinned API server's own ``PodTemplateSpec``, structural, without descriptions), so the API server
+  validates a template as it would a Deployment's; the reference tables show it as one row.
 - Status carries no defaults (it is observed state, written only by the operator) and
   ``status.policyState`` alone keeps unknown fields (``x-kubernetes-preserve-unknown-fields``).
 - Descriptions come from class and attribute docstrings, with reStructuredText markup
@@ -34,10 +37,11 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, NoDefault
 from pydantic_core import core_schema
 
-from llmscale import api
+from llmscale import api, kubeschema
 
 __all__ = [
     "CRD_NAME",
+    "EMBEDDED_FIELDS",
     "GENERATED_HEADER",
     "PRINTER_COLUMNS",
     "StructuralSchemaError",
@@ -90,6 +94,12 @@ PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
         "jsonPath": ".status.signals.kvCacheUtilization",
         "description": "Mean KV-cache utilisation over ready replicas, 0-1.",
     },
+    {
+        "name": "Mode",
+        "type": "string",
+        "jsonPath": ".spec.mode",
+        "description": "Active writes the replicas decided; Advisory and Paused write nothing to the workload.",
+    },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 )
 
@@ -102,6 +112,13 @@ _ROOT_DESCRIPTION = (
 # Schema keywords whose values are maps of name -> schema, or a schema; the walkers below recurse
 # only through these, so a property that happens to be called "title" or "default" is never touched.
 _FORBIDDEN_KEYWORDS = ("$ref", "anyOf", "allOf", "oneOf", "not", "title", "$defs", "definitions", "const")
+
+
+#: Fields whose schema is an embedded Kubernetes schema (path -> what it is): the CRD carries it
+#: whole; the reference tables give it one row and stop.
+EMBEDDED_FIELDS: dict[str, str] = {
+    "spec.template": f"core/v1 PodTemplateSpec (Kubernetes {kubeschema.KUBERNETES_VERSION})",
+}
 
 
 class StructuralSchemaError(ValueError):
@@ -282,6 +299,10 @@ def openapi_schema() -> dict[str, Any]:
             field other than ``status.policyState`` would keep unknown fields.
     """
     spec = _model_schema(api.LLMDeploymentSpec, "spec")
+    template = spec["properties"]["template"]
+    spec["properties"]["template"] = _ordered({
+        "description": template["description"], **kubeschema.pod_template_structural()
+    })
     status = _without_defaults(_model_schema(api.LLMDeploymentStatus, "status"))
     _check_preserve_unknown_only_at(spec, "spec", allowed="status.policyState")
     _check_preserve_unknown_only_at(status, "status", allowed="status.policyState")
@@ -386,6 +407,8 @@ _MAX_ENUM_LISTED = 12
 
 
 def _type_text(node: dict[str, Any]) -> str:
+    if node.get("x-kubernetes-int-or-string"):
+        return "integer or string"
     kind = str(node["type"])
     if kind == "array":
         item = node["items"]
@@ -444,6 +467,9 @@ def _rows(node: dict[str, Any], path: str, required: bool) -> list[str]:
         f"| `{path}` | {_type_text(node)}{' (required)' if required else ''} | {_default_text(node)} "
         f"| {_cell('; '.join(_bounds_text(node)))} | {_cell(description)} |"
     ]
+    if path in EMBEDDED_FIELDS:
+        rows[0] = rows[0].replace(f"| {_type_text(node)} |", f"| object ({EMBEDDED_FIELDS[path]}) |", 1)
+        return rows
     child = node["items"] if node["type"] == "array" and node["items"]["type"] == "object" else node
     prefix = f"{path}[]" if child is not node else path
     needed = set(child.get("required", ()))

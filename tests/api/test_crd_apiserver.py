@@ -105,6 +105,21 @@ MODEL = {"name": "chat", "preset": "llama-3.1-8b"}
             },
             id="scale-to-zero-with-a-wake-query",
         ),
+        pytest.param(
+            {
+                "model": MODEL,
+                "mode": "Advisory",
+                "template": {
+                    "metadata": {"labels": {"team": "a"}},
+                    "spec": {
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                        # (no ports: the API server fills a port's protocol, TCP, a list-map key's default)
+                        "containers": [{"name": "engine", "resources": {"requests": {"cpu": "4", "memory": "32Gi"}}}],
+                    },
+                },
+            },
+            id="template-and-mode",
+        ),
     ],
 )
 def test_api_server_fills_the_same_defaults_as_the_models(
@@ -238,6 +253,36 @@ def test_api_server_fills_the_same_defaults_as_the_models(
             "should be at least 1 chars long",
             id="empty-wake-query",
         ),
+        # spec.template is validated as a Pod template (the schema embedded from the API server).
+        pytest.param(
+            {"model": MODEL, "template": {"spec": {"containers": [{"name": "engine", "imagePullPolicy": "Sometimes"}]}}},
+            "spec.template.spec.containers[0].imagePullPolicy", 'Unsupported value: "Sometimes"',
+            id="template-bad-enum",
+        ),
+        pytest.param(
+            {"model": MODEL, "template": {"spec": {"volumes": [{"name": "shm", "emptyDir": {"sizeLimit": []}}]}}},
+            "spec.template.spec.volumes[0].emptyDir.sizeLimit", "", id="template-bad-quantity",
+        ),
+        pytest.param(
+            {"model": MODEL, "template": {"spec": {"tolerations": []}},
+             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}},
+            "spec", "with spec.scaleTargetRef it creates none", id="template-with-scale-target",
+        ),
+        pytest.param(
+            {"model": MODEL, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"},
+             "batch": {"windows": [{"start": "22:00", "end": "06:00"}]}},
+            "spec", "spec.batch.scaleTargetRef is required with spec.scaleTargetRef", id="batch-without-target",
+        ),
+        pytest.param(
+            {"model": MODEL, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"},
+             "headroom": {"warmNodes": True}},
+            "spec", "spec.headroom.warmNodes needs pods llmscale creates", id="warm-nodes-with-scale-target",
+        ),
+        pytest.param(
+            {"model": MODEL, "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "deployment", "name": "vllm"}},
+            "spec.scaleTargetRef.kind", "should match", id="scale-target-kind-lowercase",
+        ),
+        pytest.param({"model": MODEL, "mode": "DryRun"}, "spec.mode", 'Unsupported value: "DryRun"', id="unknown-mode"),
     ],
 )
 def test_api_server_rejects_invalid_specs(kube: client.ApiClient, spec: dict[str, Any], field: str,

@@ -24,11 +24,13 @@ import kubernetes.config
 import pytest
 import yaml
 
+from llmscale.localcluster.cluster import nodes_manifest
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_PY = ROOT / "e2e" / "cluster" / "cluster.py"
 CRDS = [ROOT / "crds" / "llmdeployments.llmscale.dev.yaml", *sorted((ROOT / "charts" / "llmscale" / "crds").glob("*kopf*")),
         ROOT / "tests" / "cluster" / "keda-scaledobjects-crd.yaml"]
-AUDITED_NAMESPACES = ("llmscale-system", "llmscale-ns")
+AUDITED_NAMESPACES = ("llmscale-system", "llmscale-ns", "llmscale-modes")
 
 T = TypeVar("T")
 
@@ -102,6 +104,23 @@ class LocalCluster:
             args.append("--force-conflicts")
         self.kubectl(*args, input=yaml.safe_dump_all(objects))
 
+    def add_gpu_node(self, name: str, gpus: int, labels: dict[str, str], taints: list[dict[str, str]]) -> None:
+        """Add a KWOK node with ``gpus`` nvidia.com/gpu, ``labels`` and ``taints`` (a node of its
+        own for a test that counts GPUs: other tests' pods do not land on a tainted node) and wait
+        until it is Ready."""
+        (node,) = json.loads(nodes_manifest(1, gpus, "NVIDIA-H100-80GB-HBM3", name))["items"]
+        node["metadata"]["name"] = name
+        node["metadata"]["labels"].update({"kubernetes.io/hostname": name, **labels})
+        node["spec"] = {"taints": taints}
+        core = kubernetes.client.CoreV1Api(self.api)
+        core.create_node(node)
+
+        def ready() -> bool:
+            got = core.read_node(name)
+            return any(c.type == "Ready" and c.status == "True" for c in got.status.conditions or ())
+
+        wait_for(f"node {name} Ready", ready, 60)
+
     def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
         core = kubernetes.client.CoreV1Api(self.api)
         core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
@@ -127,11 +146,20 @@ class LocalCluster:
         path.chmod(0o600)
         return path
 
-    def audit_events(self, username: str) -> list[dict[str, Any]]:
+    def audit_offset(self) -> int:
+        """The audit log's size now: pass it to :meth:`audit_events` as ``since`` to read only the
+        requests made after this moment."""
+        return self.audit_log.stat().st_size if self.audit_log.exists() else 0
+
+    def audit_events(self, username: str, since: int = 0) -> list[dict[str, Any]]:
         """Requests of ``username`` from the API server's audit log (JSON lines), one event each:
-        the ``ResponseComplete`` stage, or ``ResponseStarted`` for a watch still open."""
+        the ``ResponseComplete`` stage, or ``ResponseStarted`` for a watch still open. ``since``: a
+        byte offset of the log (:meth:`audit_offset`); only the requests logged after it."""
         by_id: dict[str, dict[str, Any]] = {}
-        for line in self.audit_log.read_text().splitlines():
+        with self.audit_log.open("rb") as f:
+            f.seek(since)
+            text = f.read().decode()
+        for line in text.splitlines():
             event = json.loads(line)
             if event.get("user", {}).get("username") != username:
                 continue
@@ -140,9 +168,9 @@ class LocalCluster:
         return list(by_id.values())
 
 
-def render_chart(helm: Path, release_namespace: str, *sets: str) -> list[dict[str, Any]]:
-    """``helm template`` of charts/llmscale with ``--set`` pairs; the rendered objects."""
-    args = [str(helm), "template", "llmscale", str(ROOT / "charts" / "llmscale"), "--namespace", release_namespace]
+def render_chart(helm: Path, release_namespace: str, *sets: str, release: str = "llmscale") -> list[dict[str, Any]]:
+    """``helm template`` of charts/llmscale (release ``release``) with ``--set`` pairs; the rendered objects."""
+    args = [str(helm), "template", release, str(ROOT / "charts" / "llmscale"), "--namespace", release_namespace]
     for s in sets:
         args += ["--set", s]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)

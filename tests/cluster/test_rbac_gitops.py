@@ -71,6 +71,13 @@ NOT_A_REQUEST = {
         "the pod-deletion-cost annotation is written from per-pod load, which needs Prometheus; here "
         "every signal is unknown and nothing is written (used in the e2e scale-down scenario, "
         "e2e/test_scenarios.py::test_10, and against kmock in tests/operator)",
+    # spec.scaleTargetRef (rbac.scaleTargets): this story's LLMDeployment creates its own workload;
+    # tests/cluster/test_scale_targets.py shows the operator using them as the chart's
+    # ServiceAccount (deployments and leaderworkersets). StatefulSets are granted for the same use.
+    **{(group, f"{resource}/scale", verb): "used by spec.scaleTargetRef (tests/cluster/test_scale_targets.py)"
+       for group, resource in (("apps", "deployments"), ("apps", "statefulsets"),
+                               ("leaderworkerset.x-k8s.io", "leaderworkersets"))
+       for verb in ("get", "patch")},
 }
 
 Rule = tuple[str, str, str]

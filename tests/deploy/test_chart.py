@@ -71,7 +71,7 @@ def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Pat
 def test_defaults_render_the_expected_objects(helm: Path) -> None:
     kinds = sorted(d["kind"] for d in template(helm))
     assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy",
-                     "PriorityClass", "PriorityClass", "Service", "ServiceAccount"]
+                     "PriorityClass", "PriorityClass", "PriorityClass", "Service", "ServiceAccount"]
 
 
 def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:
@@ -183,6 +183,11 @@ WORK_RULES = {
     ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"), ("", "events", "create"),
     ("autoscaling", "horizontalpodautoscalers", "list"), ("autoscaling", "horizontalpodautoscalers", "watch"),
     ("keda.sh", "scaledobjects", "list"), ("keda.sh", "scaledobjects", "watch"),
+    # spec.scaleTargetRef: the workloads of rbac.scaleTargets (defaults), through /scale only
+    *{(group, f"{resource}/scale", verb)
+      for group, resource in (("apps", "deployments"), ("apps", "statefulsets"),
+                              ("leaderworkerset.x-k8s.io", "leaderworkersets"))
+      for verb in ("get", "patch")},
 }
 #: The start-up check for a live operator in the peering of the other scope (llmscale.controller.peers).
 CHECK_NAMESPACED_PEERS = {("kopf.dev", "kopfpeerings", "list")}
@@ -360,3 +365,20 @@ def test_prometheus_credentials_from_a_mounted_secret(helm: Path, tmp_path: Path
         assert path is not None and path.is_relative_to(mount["mountPath"]), (path, mount)
     assert reader.auth.username == "llmscale" and reader.auth.password is None, "no secret as a plain value"
     assert "LLMSCALE_PROMETHEUS_PASSWORD" not in {e["name"] for e in operator_container(docs)["env"]}
+
+
+def test_scale_targets_are_listed_resources_only(helm: Path) -> None:
+    """rbac.scaleTargets grants get and patch of <resource>/scale and nothing of the resource itself."""
+    (role,) = by_kind(template(helm, "rbac.scaleTargets[0].apiGroup=argoproj.io",
+                               "rbac.scaleTargets[0].resources[0]=rollouts"), "ClusterRole")
+    scale = {r for r in rules(role) if r[1].endswith("/scale")}
+    assert scale == {("argoproj.io", "rollouts/scale", "get"), ("argoproj.io", "rollouts/scale", "patch")}
+    assert not {r for r in rules(role) if r[0] == "argoproj.io"} - scale
+
+
+def test_placeholder_priority_class_is_below_everything_and_never_preempts(helm: Path) -> None:
+    classes = {d["metadata"]["name"]: d for d in by_kind(template(helm), "PriorityClass")}
+    pc = classes[OperatorSettings().placeholder_priority_class]
+    assert -10 <= pc["value"] < 0 < classes["llmscale-batch"]["value"], "below both pools and the default 0"
+    assert pc["preemptionPolicy"] == "Never" and pc["globalDefault"] is False
+    assert template(helm, "priorityClasses.placeholder.value=-11", ok=False).returncode != 0

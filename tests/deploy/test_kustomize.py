@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from tests.deploy.helpers import ROOT, by_kind, parse_docs, run
 
 from llmscale.api import LLMDeployment
+from llmscale.controller.spec import read_spec
 
 TARGETS = ["manifests/base", "manifests/overlays/dev", "manifests/overlays/production", "manifests/samples"]
 
@@ -54,6 +56,8 @@ def test_dev_runs_local_image_and_mock_engines(kubectl: Path) -> None:
         assert dep.spec.engine.image == "llmscale:dev"
         assert dep.spec.engine.args == []
         assert dep.spec.model.preset is not None, "the mock engine simulates presets only"
+        assert dep.spec.template is None, "the samples' GPU-node templates are dropped"
+    assert not by_kind(docs, "PersistentVolumeClaim")
     (deployment,) = by_kind(docs, "Deployment")
     env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["LLMSCALE_LOG_LEVEL"] == "DEBUG"
@@ -82,19 +86,47 @@ def test_monitoring_component_applies_to_an_overlay(kubectl: Path, tmp_path: Pat
 
 
 SAMPLES = sorted((ROOT / "manifests/samples").glob("*.yaml"))
+NOT_LLMDEPLOYMENTS = {"kustomization.yaml", "namespace.yaml", "model-cache.yaml"}
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in SAMPLES if p.name not in {"kustomization.yaml", "namespace.yaml"}])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name) for p in SAMPLES if p.name not in NOT_LLMDEPLOYMENTS])
 def test_sample_is_a_valid_llmdeployment(path: Path) -> None:
+    """Each sample passes the models and the operator's own reading (spec.template merged)."""
     (doc,) = parse_docs(path.read_text())
     dep = LLMDeployment.model_validate(doc)
-    assert dep.spec.model.preset is not None
+    assert (dep.spec.model.preset is None) != (dep.spec.model.architecture is None)
+    read_spec(doc)
 
 
-def test_samples_cover_chat_batch_trough_and_sglang() -> None:
+def test_every_sample_is_in_the_kustomization() -> None:
+    listed = set(yaml.safe_load((ROOT / "manifests/samples/kustomization.yaml").read_text())["resources"])
+    assert listed == {p.name for p in SAMPLES} - {"kustomization.yaml"}
+
+
+def test_samples_cover_what_real_users_run() -> None:
     deps = {p.stem: LLMDeployment.model_validate(parse_docs(p.read_text())[0])
-            for p in SAMPLES if p.name not in {"kustomization.yaml", "namespace.yaml"}}
+            for p in SAMPLES if p.name not in NOT_LLMDEPLOYMENTS}
     assert deps["chat"].spec.batch is None
     assert deps["batch-trough"].spec.batch is not None
     assert any(w.end_time() < w.start_time() for w in deps["batch-trough"].spec.batch.windows), "an overnight window"
     assert deps["sglang"].spec.engine.type == "sglang"
+    # vLLM with the gated model's token, the model cache and /dev/shm, placed on GPU nodes.
+    chat = deps["chat"].spec.template or {}
+    (engine,) = chat["spec"]["containers"]
+    assert {e["name"]: e.get("valueFrom") for e in engine["env"]}["HF_TOKEN"] == {
+        "secretKeyRef": {"name": "hf-token", "key": "token"}}
+    volumes = {v["name"]: v for v in chat["spec"]["volumes"]}
+    assert volumes["model-cache"]["persistentVolumeClaim"]["claimName"] == "model-cache"
+    assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
+    assert {m["mountPath"] for m in engine["volumeMounts"]} >= {"/dev/shm"}
+    assert chat["spec"]["tolerations"] and chat["spec"]["affinity"]
+    # Tensor parallel over 4 GPUs, with nodes kept for the headroom.
+    assert deps["llama-70b-tp4"].spec.resources.gpus_per_replica == 4
+    assert deps["llama-70b-tp4"].spec.headroom.warm_nodes
+    # Existing workloads: a Deployment (starting in Advisory mode) and a multi-node LeaderWorkerSet.
+    existing = deps["existing-deployment"].spec
+    assert existing.scale_target_ref is not None and existing.scale_target_ref.kind == "Deployment"
+    assert existing.mode == "Advisory"
+    lws = deps["lws-multinode"].spec
+    assert lws.scale_target_ref is not None and lws.scale_target_ref.kind == "LeaderWorkerSet"
+    assert lws.resources.gpus_per_replica == 16

@@ -380,7 +380,7 @@ def test_build_status_in_wire_format() -> None:
                           applied_batch=0, generation=3, previous=None, now=T0)
     assert status["observedGeneration"] == 3
     assert status["replicas"] == {"desired": 4, "ready": 2, "headroom": 1, "batch": 0, "batchReady": 0,
-                                  "leadTimeSeconds": 312.0}
+                                  "leadTimeSeconds": 312.0, "current": 4}
     # Unknown signals are absent, not zero.
     assert status["signals"] == {"observedAt": "2024-06-03T11:59:55Z", "queueDepth": 14.0, "kvCacheUtilization": 0.5}
     assert status["lastDecision"] == {"at": "2024-06-03T12:00:00Z", "interactiveReplicas": 4, "batchReplicas": 0,

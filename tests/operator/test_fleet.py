@@ -129,3 +129,18 @@ async def test_stop_ends_the_reader() -> None:
     reader.start()  # idempotent
     await reader.stop()
     await reader.stop()
+
+
+async def test_a_renewed_registration_carries_the_targets_newest_fields() -> None:
+    """A pool that turns into one selected by name (spec.scaleTargetRef added), or back, is read as
+    the newest registration says: the target is re-keyed, not only its registration updated."""
+    source = RecordingSource()
+    reader = fleet(source)
+    register(reader, CHAT, {"chat-a"})
+    register(reader, PoolTarget("serving", "chat", "interactive", pods=("vllm-a",)), {"vllm-a"})
+    await reader.read_once()
+    (request,) = source.reads[0]
+    assert request.target.pods == ("vllm-a",) and request.pods == frozenset({"vllm-a"})
+    register(reader, CHAT, {"chat-a"})
+    await reader.read_once()
+    assert source.reads[1][0].target.pods is None

@@ -390,8 +390,9 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["lastDecision"]["reasons"]
     assert status["policyState"]["scaleEvents"]
     assert [c["type"] for c in status["conditions"]] == [
-        "Ready", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale", "ScalingLimited",
-        "BatchWindowOpen", "PolicyStateReadable", "CapacityModel", "Diagnosis", "ChildrenApplied", "SoleAutoscaler",
+        "Ready", "ScalingActive", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale",
+        "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable", "CapacityModel", "Diagnosis", "ChildrenApplied",
+        "SoleAutoscaler",
     ]
     # The lead time the headroom looked ahead with: no pod measured yet, so coldStartSeconds.
     assert status["replicas"]["leadTimeSeconds"] > 0

@@ -388,6 +388,56 @@ def test_copies_of_one_gauge_inside_a_pod_count_once(tmp_path: Path) -> None:
     assert snap.replicas_reporting == 2 and [p.queue_depth for p in snap.pods] == [40.0, 20.0]
 
 
+def test_pods_of_a_workload_llmscale_did_not_create_are_read_by_name(tmp_path: Path) -> None:
+    """spec.scaleTargetRef: the workload's pods carry none of llmscale's labels (only the namespace
+    and pod name every scrape configuration gives); the pool is read by the names of the pods its
+    /scale selector picks, and the answer is stamped with the pool's labels."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = []
+    for pod, queue in (("vllm-7d9f-a", 4.0), ("vllm-7d9f-b", 2.0), ("other-0", 100.0)):
+        lab = {"namespace": "ml", "pod": pod, "app": "vllm"}
+        series += [gauge(VLLM.waiting, lab, ts, queue), gauge(VLLM.running, lab, ts, 3.0),
+                   gauge(VLLM.kv_cache_usage, lab, ts, 0.4), counter(VLLM.counters["preemption_rate"], lab, ts, 0.0)]
+    target = PoolTarget("ml", "chat", "interactive", pods=("vllm-7d9f-a", "vllm-7d9f-b"))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        by_labels = reader.read_sync(VLLM, PoolTarget("ml", "chat", "interactive"), time.time())
+        snap = reader.read_sync(VLLM, target, time.time())
+        reader.close()
+    assert by_labels.replicas_reporting == 0, "selected by llmscale's labels, the workload is invisible"
+    assert snap.error is None, snap.error
+    assert snap.replicas_reporting == 2, "the pod of another workload in the namespace is not read"
+    assert snap.queue_depth == 6.0 and snap.kv_cache_utilization == pytest.approx(0.4)
+    assert sorted(p.pod for p in snap.pods) == ["vllm-7d9f-a", "vllm-7d9f-b"]
+
+
+def test_fleet_read_takes_pools_selected_by_name_beside_the_labelled_ones(tmp_path: Path) -> None:
+    """The operator's read (the fleet reader): a spec.scaleTargetRef pool gets queries of its own,
+    by the names of its live pods (the request's, newer than those the target was registered
+    with), beside the pools selected by llmscale's labels, and neither reads the other's pods."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = vllm_pod("a", ts, 5.0, 8.0, 0.5, 100.0)  # a pod of TARGET, with llmscale's labels
+    for pod, queue in (("vllm-7d9f-a", 4.0), ("vllm-7d9f-b", 2.0), ("other-0", 100.0)):
+        lab = {"namespace": "ml", "pod": pod, "app": "vllm"}
+        series += [gauge(VLLM.waiting, lab, ts, queue), gauge(VLLM.running, lab, ts, 3.0),
+                   gauge(VLLM.kv_cache_usage, lab, ts, 0.4), counter(VLLM.counters["preemption_rate"], lab, ts, 0.0),
+                   counter("vllm:generation_tokens_total", lab, ts, 50.0)]
+    named = PoolTarget("ml", "vllm", "interactive", pods=("vllm-7d9f-a",))
+    pools = [PoolRequest(TARGET, VLLM, frozenset({"a"})),
+             PoolRequest(named, VLLM, frozenset({"vllm-7d9f-a", "vllm-7d9f-b"}))]
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snaps = reader.read_fleet_sync(pools, time.time())
+        reader.close()
+    labelled, by_name = snaps[TARGET], snaps[named]
+    assert labelled.error is None and by_name.error is None, (labelled.error, by_name.error)
+    assert (labelled.queue_depth, labelled.replicas_reporting) == (5.0, 1)
+    assert sorted(p.pod for p in by_name.pods) == ["vllm-7d9f-a", "vllm-7d9f-b"], "the live pods, not the stale"
+    assert by_name.queue_depth == 6.0, ("neither the labelled pod nor another workload's", by_name.unknown)
+
+
 def test_vllm_data_parallel_engines_are_summed_not_collapsed(tmp_path: Path) -> None:
     now = time.time()
     ts = every(now - 600, now - 3, 15)

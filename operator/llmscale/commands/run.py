@@ -30,6 +30,7 @@ from llmscale.controller.fleet import FleetReader
 from llmscale.controller.handlers import build_registry, configure_kopf
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.peers import PeeringConflict, check_peering
+from llmscale.controller.scaletarget import KubernetesScaleClient
 from llmscale.controller.settings import (
     OperatorSettings,
     add_setting_flags,
@@ -184,6 +185,7 @@ async def serve(
         metrics=metrics,
         kube_config=kube_config,
         clock=clock,
+        scales=KubernetesScaleClient(api_client, settings.field_manager),
     )
     try:
         async with _serving(health_app(metrics, ready), settings.metrics_host, settings.metrics_port) as runner:

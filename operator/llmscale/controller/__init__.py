@@ -17,8 +17,13 @@ Each module does one job (imports point down this list, never up):
 - :mod:`.status`, :mod:`.conditions`, :mod:`.statuspatch`, :mod:`.timestamps` — the status the
   operator owns, its conditions, the write-on-change merge patch, ``metav1.Time``;
 - :mod:`.children`, :mod:`.podtemplate`, :mod:`.pods`, :mod:`.names` — child manifests, the
-  engine pod template, pod classification and pool state, names and labels.
+  engine pod template, pod classification and pool state, names and labels;
+- :mod:`.merge`, :mod:`.mode` — ``spec.template`` merged over the generated pod, ``spec.mode``
+  and its condition;
+- :mod:`.scaletarget`, :mod:`.targeterror` — ``spec.scaleTargetRef``: an existing workload's
+  ``/scale`` and pods, and reporting one that cannot be read;
+- :mod:`.placeholders` — the node headroom's placeholder pods and their indexes.
 
-The last two groups are pure (no I/O, no clock). Nothing here is imported by the policy, the
+The status, children and merge/mode groups are pure (no I/O, no clock). Nothing here is imported by the policy, the
 model, the signals' pure modules or the simulator (import-linter, ``pyproject.toml``).
 """

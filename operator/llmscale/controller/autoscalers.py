@@ -25,20 +25,23 @@ __all__ = ["SOLE_AUTOSCALER", "note_other_autoscalers", "sole_autoscaler_conditi
 SOLE_AUTOSCALER = "SoleAutoscaler"
 
 
-def _describe(name: str, others: Mapping[Pool, tuple[str, ...]]) -> str:
-    parts = [f"{', '.join(found)} targets Deployment {deployment_name(name, pool)}"
+def _describe(name: str, others: Mapping[Pool, tuple[str, ...]],
+              workloads: Mapping[Pool, str | None] | None = None) -> str:
+    parts = [f"{', '.join(found)} targets Deployment {(workloads or {}).get(pool) or deployment_name(name, pool)}"
              for pool in POOLS if (found := others.get(pool))]
     return "; ".join(parts)
 
 
-def sole_autoscaler_condition(name: str, others: Mapping[Pool, tuple[str, ...]]) -> ConditionResult:
+def sole_autoscaler_condition(name: str, others: Mapping[Pool, tuple[str, ...]],
+                              workloads: Mapping[Pool, str | None] | None = None) -> ConditionResult:
     """Return the ``SoleAutoscaler`` condition: ``True`` when no other autoscaler targets the
-    Deployments of LLMDeployment ``name``; ``False``, reason ``OtherAutoscaler``, naming each one."""
+    Deployments of LLMDeployment ``name``; ``False``, reason ``OtherAutoscaler``, naming each one.
+    ``workloads``: each pool's Deployment name where it is not llmscale's own (``spec.scaleTargetRef``)."""
     if not any(others.values()):
         return ConditionResult("True", "NoOtherAutoscaler",
                                "No HorizontalPodAutoscaler or ScaledObject targets the Deployments")
     return ConditionResult("False", "OtherAutoscaler",
-                           f"{_describe(name, others)}: llmscale stopped writing its replicas")
+                           f"{_describe(name, others, workloads)}: llmscale stopped writing its replicas")
 
 
 def note_other_autoscalers(
@@ -46,9 +49,11 @@ def note_other_autoscalers(
     body: kopf.Body,
     logger: logging.Logger | logging.LoggerAdapter[Any],
     others: Mapping[Pool, tuple[str, ...]],
+    workloads: Mapping[Pool, str | None] | None = None,
 ) -> None:
     """Log and post an ``OtherAutoscaler`` Warning Event when the set of other autoscalers changes
-    to a non-empty one; log when it empties. Remembered in ``mem.other_autoscalers``."""
+    to a non-empty one; log when it empties. Remembered in ``mem.other_autoscalers``.
+    ``workloads``: as for :func:`sole_autoscaler_condition`."""
     meta = body.get("metadata", {})
     name = str(meta.get("name"))
     found = tuple(sorted(f"{pool}:{o}" for pool in POOLS for o in others.get(pool, ())))
@@ -56,7 +61,7 @@ def note_other_autoscalers(
         return
     what = f"LLMDeployment {meta.get('namespace')}/{name}"
     if found:
-        message = f"Stopped scaling {what}: {_describe(name, others)}"
+        message = f"Stopped scaling {what}: {_describe(name, others, workloads)}"
         logger.warning(message)
         post_other_autoscaler(body, message)
     else:

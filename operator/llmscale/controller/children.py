@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
+from llmscale.controller.merge import merge_template
 from llmscale.controller.names import (
     BATCH,
     INTERACTIVE,
@@ -88,10 +89,13 @@ def deployment_manifest(
     a template change keeps serving capacity at the price of one spare GPU per rollout step;
     ``progressDeadlineSeconds`` follows the cold start
     (:func:`~llmscale.controller.podtemplate.progress_deadline_seconds`), so a slow cold start is
-    not reported as a failed rollout. The pods get the pool's class of ``priority_classes``.
+    not reported as a failed rollout. The pods get the pool's class of ``priority_classes``. The
+    pod template is the generated one with ``spec.template`` merged over it
+    (:func:`~llmscale.controller.merge.merge_template`).
 
     Raises:
         UnsupportedSpecError: see :func:`engine_command`.
+        TemplateConflict: ``spec.template`` changes a part llmscale owns.
         ValueError: ``replicas`` is negative.
     """
     if replicas < 0:
@@ -106,7 +110,8 @@ def deployment_manifest(
             "selector": {"matchLabels": selector_labels(name, pool)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "progressDeadlineSeconds": progress_deadline_seconds(spec),
-            "template": pod_template(name, spec, pool, priority_classes.of(pool)),
+            "template": merge_template(pod_template(name, spec, pool, priority_classes.of(pool)), spec.template,
+                                       spec.resources.gpu_resource_name),
         },
     }
 

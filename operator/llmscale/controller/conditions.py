@@ -1,9 +1,11 @@
 """``status.conditions``: the ``Ready`` condition of the interactive pool, and merging a tick's
 conditions into the object's with ``lastTransitionTime`` kept while a status holds. Pure.
 
-The other conditions are the policy's: ``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``,
-``BatchWindowOpen``, ``PolicyStateReadable``, ``CapacityModel``, ``Diagnosis`` from the
-:class:`~llmscale.policy.types.Decision`,
+``ScalingActive`` (whether llmscale writes the replicas it decides: ``spec.mode``, and whether
+the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
+(:mod:`llmscale.controller.mode`). The other conditions are the policy's: ``MetricsAvailable``,
+``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable``,
+``CapacityModel``, ``Diagnosis`` from the :class:`~llmscale.policy.types.Decision`,
 ``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
 and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md
@@ -19,11 +21,12 @@ from llmscale.api import Condition
 from llmscale.controller.timestamps import rfc3339
 from llmscale.policy.types import ConditionResult, PoolState
 
-__all__ = ["CONDITION_TYPES", "merge_conditions", "ready_condition"]
+__all__ = ["CONDITION_TYPES", "READY_REASONS", "merge_conditions", "ready_condition"]
 
 #: Conditions the operator maintains on ``status.conditions``, in display order.
 CONDITION_TYPES: tuple[str, ...] = (
     "Ready",
+    "ScalingActive",
     "MetricsAvailable",
     "RateWindowFits",
     "EnginesStalled",
@@ -35,6 +38,13 @@ CONDITION_TYPES: tuple[str, ...] = (
     "Diagnosis",
     "ChildrenApplied",
     "SoleAutoscaler",
+)
+
+#: Every reason of the ``Ready`` condition: :func:`ready_condition`'s, ``InvalidSpec``
+#: (:mod:`llmscale.controller.invalid`) and ``FailedGetScale`` (:mod:`llmscale.controller.targeterror`).
+#: docs/troubleshooting.md has a row for each.
+READY_REASONS: tuple[str, ...] = (
+    "AllReplicasReady", "Serving", "NoReplicaReady", "Unschedulable", "ScaledToZero", "InvalidSpec", "FailedGetScale",
 )
 
 

@@ -18,6 +18,7 @@ from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.children import PriorityClasses
 from llmscale.controller.fleet import FleetReader, SignalSource
 from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.scaletarget import ScaleClient
 from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.writer import ChildWriter
 from llmscale.policy.types import Decision, PolicyMemory, PoolState
@@ -46,6 +47,8 @@ class Dependencies:
         clock: wall-clock seconds since the epoch, for the policy, the signal reads and the times
             written in status (the shell reads the clock; the policy never does). Tests pass a
             fake. Scheduling and throttling use the event loop's clock instead.
+        scales: reads and writes the ``/scale`` of workloads named by ``spec.scaleTargetRef``
+            (``None``: such LLMDeployments are reported as not scalable).
     """
 
     settings: OperatorSettings
@@ -56,6 +59,7 @@ class Dependencies:
     metrics: OperatorMetrics
     kube_config: kubernetes.client.Configuration
     clock: Callable[[], float]
+    scales: ScaleClient | None = None
 
     @property
     def priority_classes(self) -> PriorityClasses:

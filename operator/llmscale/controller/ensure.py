@@ -2,6 +2,10 @@
 spec update and on resume (and by the tick when the interactive Deployment went missing), with the
 replicas the operator already set; the batch Deployment deleted when ``spec.batch`` is removed.
 A refused apply is reported (:mod:`llmscale.controller.applyfailure`) and retried.
+
+Nothing is applied or deleted when llmscale must not write to the workload: ``spec.mode``
+``Advisory`` or ``Paused``, or a ``spec.scaleTargetRef`` (an existing workload, which llmscale
+only scales through ``/scale``, from the tick).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from llmscale.controller.events import post_batch_removed
 from llmscale.controller.indexes import deployment_replicas
 from llmscale.controller.invalid import report_invalid
 from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.mode import writes_workload
 from llmscale.controller.names import BATCH, INTERACTIVE, batch_deployment_name
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.writer import ApplyRefused, apply_manifests
@@ -45,7 +50,8 @@ async def ensure_children(
     logger: logging.Logger | logging.LoggerAdapter[Any],
     deployments: Any,
 ) -> None:
-    """Apply every child of the LLMDeployment ``body``.
+    """Apply every child of the LLMDeployment ``body`` (none in ``Advisory`` or ``Paused`` mode or
+    with ``spec.scaleTargetRef``: see the module docstring).
 
     The interactive Deployment keeps the replicas in the Deployments index (what the operator last
     set) or, new, starts at :func:`~llmscale.controller.children.initial_replicas`; the batch
@@ -68,6 +74,11 @@ async def ensure_children(
     except InvalidSpec as exc:
         report_invalid(deps, mem, body, patch, logger, str(exc))
         raise kopf.PermanentError(f"Invalid spec: {exc}") from None
+    if spec.scale_target_ref is not None or not writes_workload(spec):
+        mem.last_invalid = None
+        what = f"it scales {spec.scale_target_ref}" if spec.scale_target_ref is not None else f"spec.mode is {spec.mode}"
+        logger.info(f"Applied no children of LLMDeployment {namespace}/{name}: {what}")
+        return
     current = deployment_replicas(deployments, (namespace, name, INTERACTIVE))
     current_batch = deployment_replicas(deployments, (namespace, name, BATCH))
     interactive = current if current is not None else initial_replicas(spec)

@@ -4,8 +4,10 @@ each applied scale, an ``InvalidSpec`` Warning per distinct validation message, 
 ``StalledPods`` Warning when a pod's engine starts to hang, ``BatchPoolRemoved``, an
 ``ApplyFailed`` Warning per distinct refusal of a child's apply, and an ``OtherAutoscaler``
 Warning when an HPA or a KEDA ScaledObject targets a child Deployment. Posted through Kopf
-(``kopf.info``/``kopf.warn``), which attaches them to
-the object and posts them in the background.
+(``kopf.info``/``kopf.warn``), which attaches them to the object and posts them in the
+background. In ``Advisory`` mode: ``AdvisedScaleUp`` / ``AdvisedScaleDown`` once per new advice;
+with ``spec.scaleTargetRef``: a ``FailedGetScale`` Warning per distinct failure to read the
+workload.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from llmscale.policy.types import Reason
 
 __all__ = [
     "EVENT_MESSAGE_MAX",
+    "advised_message",
     "clip",
+    "post_advised",
     "post_apply_failed",
     "post_batch_removed",
     "post_invalid",
@@ -25,6 +29,7 @@ __all__ = [
     "post_policy_state_unreadable",
     "post_scaled",
     "post_stalled",
+    "post_target_error",
     "scaled_message",
 ]
 
@@ -80,3 +85,21 @@ def post_other_autoscaler(body: kopf.Body, message: str) -> None:
     """Post an ``OtherAutoscaler`` Warning Event: another autoscaler targets a child Deployment,
     and the operator stopped writing its replicas."""
     kopf.warn(body, reason="OtherAutoscaler", message=clip(message))
+
+
+def advised_message(namespace: str, name: str, current: int, advised: int, reasons: str) -> str:
+    """Return the message of an advice in ``Advisory`` mode, e.g. ``Advised scaling LLMDeployment
+    serving/chat from 2 to 6 replicas (Advisory: not applied): <reasons>``, clipped."""
+    return clip(f"Advised scaling LLMDeployment {namespace}/{name} from {current} to {advised} replicas "
+                f"(Advisory: not applied): {reasons}")
+
+
+def post_advised(body: kopf.Body, current: int, advised: int, message: str) -> None:
+    """Post an ``AdvisedScaleUp`` (``advised > current``) or ``AdvisedScaleDown`` Event."""
+    kopf.info(body, reason="AdvisedScaleUp" if advised > current else "AdvisedScaleDown", message=clip(message))
+
+
+def post_target_error(body: kopf.Body, reason: str, message: str) -> None:
+    """Post a Warning Event (reason ``FailedGetScale``): the workload of ``spec.scaleTargetRef``
+    could not be read."""
+    kopf.warn(body, reason=reason, message=clip(message))

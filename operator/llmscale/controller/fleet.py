@@ -124,6 +124,9 @@ class FleetReader:
             keep_s: loop seconds the registration lasts without renewal (two of the object's ticks).
             loop_now: the event loop's time now.
         """
+        # Re-keyed, not updated: the target's own fields beyond its identity (the pod names of a
+        # pool selected by name) are the newest.
+        self._pools.pop(target, None)
         self._pools[target] = _Registration(profile, wake_query, pods, loop_now + keep_s)
 
     def forget(self, namespace: str, name: str) -> None:

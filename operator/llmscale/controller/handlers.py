@@ -5,7 +5,8 @@ Each handler only takes Kopf's keyword arguments, fetches the injected
 :class:`~llmscale.controller.deps.Dependencies` (``memo.deps``) and the object's
 :class:`~llmscale.controller.memory.ObjectMemory`, and calls the room that does the work:
 
-- indexes of llmscale's Deployments and pods (:mod:`llmscale.controller.indexes`);
+- indexes of llmscale's Deployments and pods (:mod:`llmscale.controller.indexes`), and of the
+  placeholder Deployments and pods of the node headroom (:mod:`llmscale.controller.placeholders`);
 - create / update(spec) / resume: :func:`llmscale.controller.ensure.ensure_children`;
 - a timer every ``settings.tick_base_seconds``: :func:`llmscale.controller.tick.tick`, which runs
   when the object's own ``spec.scaling.tickSeconds`` is due;
@@ -43,6 +44,13 @@ from llmscale.controller.indexes import (
 )
 from llmscale.controller.memory import object_memory
 from llmscale.controller.names import LABEL_MANAGED_BY, MANAGER
+from llmscale.controller.placeholders import (
+    LABEL_PLACEHOLDER,
+    PLACEHOLDER_DEPLOYMENTS_INDEX,
+    PLACEHOLDER_PODS_INDEX,
+    index_placeholder_deployments,
+    index_placeholder_pods,
+)
 from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.tick import tick
 
@@ -91,13 +99,16 @@ async def _children(
 async def _tick(
     *, body: kopf.Body, namespace: str | None, name: str, patch: kopf.Patch, memo: Any, logger: _Logger,
     llmscale_deployments: Any = None, llmscale_pods: Any = None, llmscale_pod_costs: Any = None,
-    llmscale_hpas: Any = None, llmscale_scaled_objects: Any = None, **_: Any,
+    llmscale_hpas: Any = None, llmscale_scaled_objects: Any = None, llmscale_placeholder_deployments: Any = None,
+    llmscale_placeholder_pods: Any = None, **_: Any,
 ) -> None:
     """The base timer: one scaling tick of one LLMDeployment when its own tick is due."""
     assert namespace is not None, "LLMDeployment is a namespaced kind"
     await tick(dependencies(memo), object_memory(memo), body=body, namespace=namespace, name=name, patch=patch,
                logger=logger, deployments=llmscale_deployments, pods=llmscale_pods, costs=llmscale_pod_costs,
-               hpas=llmscale_hpas, scaled_objects=llmscale_scaled_objects)
+               hpas=llmscale_hpas, scaled_objects=llmscale_scaled_objects,
+               placeholder_deployments=llmscale_placeholder_deployments,
+               placeholder_pods=llmscale_placeholder_pods)
 
 
 async def _forget(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
@@ -122,7 +133,7 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     """
     # Kopf passes each index to the handlers as a keyword argument named after its id:
     # llmscale_deployments, llmscale_pods, llmscale_pod_costs, llmscale_hpas and
-    # llmscale_scaled_objects in _children and _tick.
+    # llmscale_scaled_objects in _children and _tick, and the placeholder indexes in _tick.
     registry = kopf.OperatorRegistry()
     managed = {LABEL_MANAGED_BY: MANAGER}
     kopf.on.login(registry=registry)(_login)
@@ -137,6 +148,11 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     kopf.index("autoscaling", "v2", "horizontalpodautoscalers", id=HPAS_INDEX, registry=registry)(index_hpas)
     kopf.index("keda.sh", "v1alpha1", "scaledobjects", id=SCALED_OBJECTS_INDEX,
                registry=registry)(index_scaled_objects)
+    placeholders = {**managed, LABEL_PLACEHOLDER: "true"}
+    kopf.index("apps", "v1", "deployments", id=PLACEHOLDER_DEPLOYMENTS_INDEX, labels=placeholders,
+               registry=registry)(index_placeholder_deployments)
+    kopf.index("", "v1", "pods", id=PLACEHOLDER_PODS_INDEX, labels=placeholders,
+               registry=registry)(index_placeholder_pods)
     for decorator in (kopf.on.create, kopf.on.resume):
         decorator(GROUP, VERSION, PLURAL, id="children", registry=registry)(_children)
     kopf.on.update(GROUP, VERSION, PLURAL, id="children", field="spec", registry=registry)(_children)

@@ -41,6 +41,10 @@ class ObjectMemory:
         other_autoscalers: the HPAs and ScaledObjects last seen targeting a child Deployment
             (one Event per change).
         stalled_reported: the pods last reported stalled (a Warning Event is posted once per stall).
+        last_advice: ``(interactive, batch)`` replicas last advised in ``Advisory`` mode (to post
+            its Event once per new advice).
+        last_target_error: the last message of a ``spec.scaleTargetRef`` that could not be read
+            (to post its Warning Event once).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -53,6 +57,8 @@ class ObjectMemory:
     apply_error: str | None = None
     other_autoscalers: tuple[str, ...] = ()
     stalled_reported: frozenset[str] = frozenset()
+    last_advice: tuple[int, int] | None = None
+    last_target_error: str | None = None
 
     def restored_policy_memory(self, status: Mapping[str, Any] | None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in

@@ -24,6 +24,12 @@ class OperatorMetrics:
     - ``llmscale_signal_read_errors_total{namespace, name}``: failed or timed-out signal reads.
     - ``llmscale_apply_errors_total{kind}``: refused server-side applies.
     - ``llmscale_tick_duration_seconds``: one tick, signal read to status, in seconds.
+    - ``llmscale_placeholder_replicas{namespace, name}``: placeholder pods kept for the node
+      headroom (``spec.headroom.warmNodes``).
+
+    In ``Advisory`` mode ``llmscale_desired_replicas`` is the advice (nothing is written), so it can
+    be compared with what the other autoscaler set (kube-state-metrics'
+    ``kube_deployment_spec_replicas``).
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -39,6 +45,10 @@ class OperatorMetrics:
         self.ready = Gauge(
             "llmscale_ready_replicas", "Ready replicas, per LLMDeployment pool",
             ["namespace", "name", "pool"], registry=self.registry,
+        )
+        self.placeholders = Gauge(
+            "llmscale_placeholder_replicas", "Placeholder pods kept for the node headroom, per LLMDeployment",
+            ["namespace", "name"], registry=self.registry,
         )
         self.signal_errors = Counter(
             "llmscale_signal_read_errors", "Signal reads that failed or timed out",
@@ -61,5 +71,6 @@ class OperatorMetrics:
             for gauge in (self.desired, self.ready):
                 with contextlib.suppress(KeyError):
                     gauge.remove(namespace, name, pool)
-        with contextlib.suppress(KeyError):
-            self.signal_errors.remove(namespace, name)
+        for metric in (self.signal_errors, self.placeholders):
+            with contextlib.suppress(KeyError):
+                metric.remove(namespace, name)

@@ -278,6 +278,23 @@ class OperatorSettings(BaseSettings):
         "pool's (see interactive_priority_class).",
         min_length=1, json_schema_extra=_names(helm="priorityClasses.batch.name", metavar="NAME"),
     )
+    placeholder_priority_class: str = Field(
+        "llmscale-placeholder",
+        title="PriorityClass of the placeholder pods that keep nodes for the headroom",
+        description="PriorityClass of the placeholder pods of spec.headroom.warmNodes. The chart "
+        "creates it (value -1, preemptionPolicy Never): below every pod at the default priority 0 and "
+        "both pools' classes, so "
+        "any real replica preempts a placeholder, and above the cluster autoscaler's expendable-pod "
+        "cutoff (-10), so a Pending placeholder still makes it add a node.",
+        min_length=1, max_length=253, json_schema_extra=_names(helm="priorityClasses.placeholder.name", metavar="NAME"),
+    )
+    placeholder_image: str = Field(
+        "registry.k8s.io/pause:3.10",
+        title="image of the placeholder pods",
+        description="Image of the placeholder pods: the Kubernetes pause container (a few hundred "
+        "KiB, does nothing). Mirror it and set this where the cluster cannot pull from registry.k8s.io.",
+        min_length=1, json_schema_extra=_names(metavar="IMAGE"),
+    )
 
     # --- leader election ----------------------------------------------------------------------------
     peering_name: str | None = Field(

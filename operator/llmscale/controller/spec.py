@@ -15,7 +15,9 @@ import pydantic
 
 from llmscale.api import LLMDeploymentSpec, name_problem
 from llmscale.controller.events import EVENT_MESSAGE_MAX
-from llmscale.controller.podtemplate import UnsupportedSpecError, engine_command
+from llmscale.controller.merge import TemplateConflict, merge_template
+from llmscale.controller.names import INTERACTIVE
+from llmscale.controller.podtemplate import UnsupportedSpecError, engine_command, pod_template
 
 __all__ = ["InvalidSpec", "read_spec"]
 
@@ -39,8 +41,10 @@ def read_spec(body: Mapping[str, Any]) -> LLMDeploymentSpec:
     Raises:
         InvalidSpec: the spec fails the pydantic model (every error, ``;``-separated, each led by
             its field path), names a combination the operator cannot turn into pods
-            (:class:`~llmscale.controller.podtemplate.UnsupportedSpecError`), or the object's name
-            cannot name its Service (an object created before the CRD's rule on ``metadata.name``).
+            (:class:`~llmscale.controller.podtemplate.UnsupportedSpecError`), has a ``spec.template``
+            that changes what llmscale owns (:class:`~llmscale.controller.merge.TemplateConflict`,
+            the message naming the field), or the object's name cannot name its Service (an object
+            created before the CRD's rule on ``metadata.name``).
     """
     problem = name_problem(str(body.get("metadata", {}).get("name") or ""))
     if problem is not None:
@@ -51,6 +55,9 @@ def read_spec(body: Mapping[str, Any]) -> LLMDeploymentSpec:
         raise InvalidSpec(_short(exc)) from None
     try:
         engine_command(spec)
-    except UnsupportedSpecError as exc:
+        if spec.template is not None:
+            name = str((body.get("metadata") or {}).get("name") or "llmdeployment")
+            merge_template(pod_template(name, spec, INTERACTIVE), spec.template, spec.resources.gpu_resource_name)
+    except (UnsupportedSpecError, TemplateConflict) as exc:
         raise InvalidSpec(str(exc)) from None
     return spec

@@ -44,6 +44,10 @@ def build_status(
     now: float,
     memory: PolicyMemory | None = None,
     extra_conditions: Mapping[str, ConditionResult] | None = None,
+    current_interactive: int | None = None,
+    scaling_active: ConditionResult | None = None,
+    placeholders: int | None = None,
+    placeholders_running: int | None = None,
 ) -> dict[str, Any]:
     """Return the operator-owned part of ``status`` after a tick, in wire format.
 
@@ -60,6 +64,12 @@ def build_status(
             ``None`` (the operator passes the memory that matches what it applied).
         extra_conditions: the shell's own conditions (``ChildrenApplied``, ``SoleAutoscaler``),
             by type.
+        current_interactive: the replicas the workload has now (``replicas.current``; the
+            ``Ready`` condition is judged against it); ``applied_interactive`` when ``None``.
+        scaling_active: the ``ScalingActive`` condition (:mod:`llmscale.controller.mode`); left out
+            when ``None``.
+        placeholders / placeholders_running: placeholder pods asked for and bound to a node
+            (``spec.headroom.warmNodes``); left out when ``None``.
     """
     status = LLMDeploymentStatus(
         observed_generation=generation,
@@ -70,6 +80,9 @@ def build_status(
             batch=applied_batch,
             batch_ready=state.batch_ready,
             lead_time_seconds=decision.lead_time_s,
+            current=current_interactive if current_interactive is not None else applied_interactive,
+            placeholders=placeholders,
+            placeholders_running=placeholders_running,
         ),
         signals=_signals(snapshot),
         last_decision=DecisionStatus(
@@ -84,7 +97,9 @@ def build_status(
     status["conditions"] = merge_conditions(
         (previous or {}).get("conditions"),
         {
-            "Ready": ready_condition(applied_interactive, state),
+            "Ready": ready_condition(current_interactive if current_interactive is not None else applied_interactive,
+                                    state),
+            **({"ScalingActive": scaling_active} if scaling_active is not None else {}),
             "MetricsAvailable": decision.metrics_available,
             "RateWindowFits": rate_window_condition(snapshot),
             "EnginesStalled": engines_stalled_condition(snapshot),

@@ -7,13 +7,19 @@
    (:func:`llmscale.policy.history.record_snapshot`) and the policy memory (this process's, else
    ``status.policyState``);
 2. **decide**: ``deps.decide(spec, history, state, memory, now)``, pure;
-3. **apply**: the pods' deletion costs (:mod:`llmscale.controller.deletioncost`), then each pool
-   whose replicas change gets its Deployment server-side applied, on its own: one pool's refusal
-   never stops or undoes the other's; a pool that another autoscaler targets is left alone
-   (:mod:`llmscale.controller.autoscalers`);
+3. **apply** (``spec.mode: Active`` only): the pods' deletion costs
+   (:mod:`llmscale.controller.deletioncost`), then each pool whose replicas change gets its
+   Deployment server-side applied — or, with ``spec.scaleTargetRef``, its workload's ``/scale`` —
+   on its own: one pool's refusal never stops or undoes the other's; a pool that another autoscaler
+   targets is left alone (:mod:`llmscale.controller.autoscalers`); then the placeholder pods of the
+   node headroom (``spec.headroom.warmNodes``) follow the decision's headroom;
 4. **record**: the policy memory that matches what was applied (:func:`memory_after`), an Event and
-   a log line per applied scale (and per refusal), a Warning Event when a pod starts to hang, the
-   metrics, and ``status`` when it changed.
+   a log line per applied scale (and per refusal; per new advice in ``Advisory`` mode), a Warning
+   Event when a pod starts to hang, the metrics, and ``status`` when it changed.
+
+With ``spec.scaleTargetRef`` the pools' state is read from the workloads' ``/scale`` and their
+pods (by the selector ``/scale`` reports) instead of the indexes, and the signals are read for
+those pods by name (:mod:`llmscale.controller.scaletarget`).
 
 A tick also puts back children that are missing — deleted by someone, or never applied because
 Kopf's bookkeeping annotations say the object was handled (an object restored from a backup with
@@ -42,7 +48,14 @@ from llmscale.controller.children import deployment_manifest
 from llmscale.controller.costwriter import write_deletion_costs
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.ensure import ensure_children
-from llmscale.controller.events import post_policy_state_unreadable, post_scaled, post_stalled, scaled_message
+from llmscale.controller.events import (
+    advised_message,
+    post_advised,
+    post_policy_state_unreadable,
+    post_scaled,
+    post_stalled,
+    scaled_message,
+)
 from llmscale.controller.indexes import (
     deployment_replicas,
     other_autoscalers,
@@ -53,19 +66,30 @@ from llmscale.controller.indexes import (
 )
 from llmscale.controller.invalid import report_invalid
 from llmscale.controller.memory import ObjectMemory, memory_after
+from llmscale.controller.merge import merge_template
+from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
 from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deployment_name, owner_reference
+from llmscale.controller.placeholders import placeholder_state, sync_placeholders
 from llmscale.controller.pods import pool_state
+from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.scaletarget import (
+    FAILED_GET_SCALE,
+    FAILED_UPDATE_SCALE,
+    ScaleTargetError,
+    read_target,
+)
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.status import build_status
 from llmscale.controller.statuspatch import status_patch
+from llmscale.controller.targeterror import report_target_error
 from llmscale.controller.writer import ApplyRefused, apply_manifests
 from llmscale.policy.history import history_seconds, record_snapshot
-from llmscale.policy.types import Decision, PoolState
+from llmscale.policy.types import ConditionResult, Decision, PoolState
 from llmscale.signals.profiles import get_profile
 from llmscale.signals.queries import PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["CHILDREN_GRACE_S", "PoolChange", "tick"]
+__all__ = ["CHILDREN_GRACE_S", "Observed", "PoolChange", "tick"]
 
 _Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -95,21 +119,39 @@ class PoolChange:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """The pools as a tick found them.
+
+    Attributes:
+        state: replicas and pod phases of both pools.
+        batch_exists: whether the batch workload exists.
+        signal_pods: the interactive pods to read signals of by name (a workload llmscale did not
+            create: its pods carry none of llmscale's labels); ``None`` to select by labels.
+    """
+
+    state: PoolState
+    batch_exists: bool
+    signal_pods: tuple[str, ...] | None = None
+
+
 def _direction(old: int, new: int) -> str:
     return "up" if new > old else "down" if new < old else "hold"
 
 
 async def _read_signals(
-    deps: Dependencies, spec: LLMDeploymentSpec, namespace: str, name: str, pods: Any, loop_now: float
+    deps: Dependencies, spec: LLMDeploymentSpec, namespace: str, name: str, pods: Any, loop_now: float,
+    signal_pods: tuple[str, ...] | None = None,
 ) -> SignalSnapshot:
     """Register the interactive pool with the fleet reader (its profile, its wake query and its
-    pods from the live pod index) and return its newest snapshot; an incomplete one is counted."""
-    target = PoolTarget(namespace, name, INTERACTIVE)
+    pods: from the live pod index, or ``signal_pods`` selected by name, see :class:`Observed`) and
+    return its newest snapshot; an incomplete one is counted."""
+    target = PoolTarget(namespace, name, INTERACTIVE, pods=signal_pods)
     key = (namespace, name, INTERACTIVE)
     deps.fleet.register(
         target,
         get_profile(spec.engine.profile()),
-        pods=lambda: pod_names(pods, key),
+        pods=(lambda: pod_names(pods, key)) if signal_pods is None else (lambda: signal_pods),
         wake_query=spec.scaling.wake.query if spec.scaling.wake is not None else None,
         # Two of the object's ticks: a deleted or no longer watched object stops being read soon.
         keep_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
@@ -152,23 +194,79 @@ def _changes(spec: LLMDeploymentSpec, state: PoolState, batch_exists: bool, deci
     return changes
 
 
+def _target_ref(spec: LLMDeploymentSpec, pool: Pool) -> Any:
+    """The ``scaleTargetRef`` of ``pool`` (``None``: a Deployment llmscale creates)."""
+    if pool == INTERACTIVE:
+        return spec.scale_target_ref
+    return spec.batch.scale_target_ref if spec.batch is not None else None
+
+
+def _workload(spec: LLMDeploymentSpec, name: str, pool: Pool) -> str | None:
+    """The name of the pool's Deployment that other autoscalers may target (the HPA and
+    ScaledObject indexes know Deployments only): llmscale's, or an ``apps`` Deployment of
+    ``scaleTargetRef``; ``None`` for a workload of another kind."""
+    ref = _target_ref(spec, pool)
+    if ref is None:
+        return deployment_name(name, pool)
+    return str(ref.name) if ref.kind == "Deployment" and ref.api_version.startswith("apps/") else None
+
+
 async def _apply(
     deps: Dependencies, body: kopf.Body, spec: LLMDeploymentSpec, namespace: str, name: str,
     changes: list[tuple[Pool, int, int]], logger: _Logger,
-) -> list[PoolChange]:
-    """Apply each pool's Deployment on its own; a refusal is logged and recorded, never raised."""
+) -> tuple[list[PoolChange], ScaleTargetError | None]:
+    """Apply each pool's Deployment (or write its workload's ``/scale``) on its own; a refusal is
+    logged and recorded, never raised. Returns the changes and the last ``/scale`` refusal."""
     owner = owner_reference(body)
     done: list[PoolChange] = []
+    refused: ScaleTargetError | None = None
     for pool, old, new in changes:
+        ref = _target_ref(spec, pool)
         try:
-            manifest = deployment_manifest(name, namespace, spec, pool, new, owner, deps.priority_classes)
-            await apply_manifests(deps.writer, [manifest], deps.metrics)
+            if ref is not None:
+                if deps.scales is None:
+                    raise ScaleTargetError(FAILED_UPDATE_SCALE, "this operator has no /scale client")
+                await deps.scales.write(namespace, ref, new)
+            else:
+                manifest = deployment_manifest(name, namespace, spec, pool, new, owner, deps.priority_classes)
+                await apply_manifests(deps.writer, [manifest], deps.metrics)
         except ApplyRefused as exc:
             logger.error(f"Failed to scale {pool} pool of LLMDeployment {namespace}/{name} to {new}: {exc}")
             done.append(PoolChange(pool, old, new, applied=False, error=str(exc)))
+        except ScaleTargetError as exc:
+            deps.metrics.apply_errors.labels("Scale").inc()
+            logger.error(f"Failed to scale {pool} pool of LLMDeployment {namespace}/{name} to {new}: {exc.message}")
+            done.append(PoolChange(pool, old, new, applied=False))
+            refused = exc
         else:
             done.append(PoolChange(pool, old, new, applied=True))
-    return done
+    return done, refused
+
+
+async def _observe_targets(deps: Dependencies, spec: LLMDeploymentSpec, namespace: str) -> Observed:
+    """The pools of a spec with ``scaleTargetRef``: each workload's ``/scale`` and its pods.
+
+    Raises:
+        ScaleTargetError: a workload or its pods could not be read.
+    """
+    assert spec.scale_target_ref is not None
+    if deps.scales is None:
+        raise ScaleTargetError(FAILED_GET_SCALE, "this operator has no /scale client")
+    reading, pods = await read_target(deps.scales, namespace, spec.scale_target_ref)
+    batch_replicas, batch_ready = 0, 0
+    batch_ref = spec.batch.scale_target_ref if spec.batch is not None else None
+    if batch_ref is not None:
+        batch_reading, batch_pods = await read_target(deps.scales, namespace, batch_ref)
+        batch_replicas, batch_ready = batch_reading.replicas, batch_pods.count("ready")
+    state = PoolState(
+        interactive_replicas=reading.replicas,
+        interactive_ready=pods.count("ready"),
+        interactive_starting=pods.count("starting"),
+        interactive_unschedulable=pods.count("unschedulable"),
+        batch_replicas=batch_replicas,
+        batch_ready=batch_ready,
+    )
+    return Observed(state, batch_exists=batch_ref is not None, signal_pods=pods.names)
 
 
 async def tick(
@@ -185,6 +283,8 @@ async def tick(
     costs: Any = None,
     hpas: Any = None,
     scaled_objects: Any = None,
+    placeholder_deployments: Any = None,
+    placeholder_pods: Any = None,
 ) -> None:
     """Run one tick of the LLMDeployment ``body`` if its ``spec.scaling.tickSeconds`` is due.
 
@@ -198,6 +298,8 @@ async def tick(
         body / namespace / name / patch / logger: Kopf's handler arguments.
         deployments / pods / costs / hpas / scaled_objects: the Kopf indexes
             (:mod:`llmscale.controller.indexes`).
+        placeholder_deployments / placeholder_pods: the placeholder indexes
+            (:mod:`llmscale.controller.placeholders`).
     """
     loop = asyncio.get_running_loop()
     started_loop_s = loop.time()
@@ -212,10 +314,17 @@ async def tick(
     mem.next_tick_loop_s = started_loop_s + spec.scaling.tick_seconds
 
     # --- gather -----------------------------------------------------------------------------
+    active = writes_workload(spec)
     key_i, key_b = (namespace, name, INTERACTIVE), (namespace, name, BATCH)
     current_i = deployment_replicas(deployments, key_i)
     current_b = deployment_replicas(deployments, key_b)
-    if current_i is None:
+    if spec.scale_target_ref is not None:
+        try:
+            observed = await _observe_targets(deps, spec, namespace)
+        except ScaleTargetError as exc:
+            report_target_error(deps, mem, body, patch, logger, exc.reason, exc.message)
+            return
+    elif current_i is None and active:
         # No interactive Deployment in the index. Right after create/resume that is the watch
         # catching up with our own apply (milliseconds); after CHILDREN_GRACE_S of ticks, someone
         # deleted it or nobody applied it: apply the children again. The tick decides once the
@@ -233,11 +342,19 @@ async def tick(
                 await ensure_children(deps, mem, body=body, namespace=namespace, name=name, patch=patch,
                                       logger=logger, deployments=deployments)
         return
+    else:
+        # (Advisory or Paused without a Deployment — never created: llmscale writes nothing in
+        # those modes — reads as 0 replicas, and is reported as such.)
+        observed = Observed(pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b)),
+                            batch_exists=current_b is not None)
     mem.children_missing_since_loop_s = None
-    snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s)
-    # After the read, which may have waited: the pools as they are when the policy decides.
-    state = pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
-                       pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b))
+    mem.last_target_error = None
+    snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s, observed.signal_pods)
+    # After the read, which may have waited: the pools as they are when the policy decides (the
+    # indexes are live; a scale target's were read from its /scale just before).
+    state = (observed.state if spec.scale_target_ref is not None
+             else pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
+                             pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b)))
     wall_now = deps.clock()
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
@@ -255,20 +372,38 @@ async def tick(
     decision = deps.decide(spec, mem.history, state, memory, wall_now)
 
     # --- apply ------------------------------------------------------------------------------
-    # Another autoscaler on a pool's Deployment: leave that pool's replicas to it.
-    others = {pool: other_autoscalers((hpas, scaled_objects), (namespace, deployment_name(name, pool)))
-              for pool in POOLS}
-    note_other_autoscalers(mem, body, logger, others)
-    wanted = [c for c in _changes(spec, state, current_b is not None, decision) if not others[c[0]]]
-    # The pods' deletion costs first, so that a scale-down removes the least-loaded pods.
-    if not others[INTERACTIVE]:
-        await write_deletion_costs(deps, namespace, pod_costs(costs, key_i), snapshot,
-                                   scaling_down=decision.interactive_replicas < state.interactive_replicas,
-                                   logger=logger)
-    changes = await _apply(deps, body, spec, namespace, name, wanted, logger)
+    # Another autoscaler on a pool's Deployment: leave that pool's replicas to it. (Advisory and
+    # Paused write nothing anyway: the condition says who scales, without a Warning Event.)
+    workloads = {pool: _workload(spec, name, pool) for pool in POOLS}
+    others = {pool: other_autoscalers((hpas, scaled_objects), (namespace, workload)) if workload else ()
+              for pool, workload in workloads.items()}
+    if active:
+        note_other_autoscalers(mem, body, logger, others, workloads)
+    wanted = [c for c in _changes(spec, state, observed.batch_exists, decision) if not others[c[0]]]
+    changes: list[PoolChange] = []
+    refused: ScaleTargetError | None = None
+    if active:
+        # The pods' deletion costs first, so that a scale-down removes the least-loaded pods (only
+        # of the pods llmscale creates: a scaleTargetRef workload's pods are not written).
+        if not others[INTERACTIVE] and spec.scale_target_ref is None:
+            await write_deletion_costs(deps, namespace, pod_costs(costs, key_i), snapshot,
+                                       scaling_down=decision.interactive_replicas < state.interactive_replicas,
+                                       logger=logger)
+        changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger)
     errors = [c.error for c in changes if c.error is not None]
     if errors or (changes and mem.apply_error is not None):
         note_apply(mem, body, logger, "; ".join(errors) or None)
+    placeholders: int | None = None
+    placeholders_running: int | None = None
+    if active and spec.scale_target_ref is None:
+        template = (merge_template(pod_template(name, spec, INTERACTIVE, deps.priority_classes.of(INTERACTIVE)),
+                                   spec.template, spec.resources.gpu_resource_name)
+                    if spec.headroom.warm_nodes else None)
+        held = placeholder_state(placeholder_deployments, placeholder_pods, (namespace, name))
+        placeholders = await sync_placeholders(
+            deps, body, spec, namespace=namespace, name=name, replica_template=template,
+            wanted=decision.headroom_replicas, state=held, logger=logger)
+        placeholders_running = held.running if placeholders is not None else None
 
     # --- record -----------------------------------------------------------------------------
     applied_i, applied_b = state.interactive_replicas, state.batch_replicas
@@ -279,27 +414,50 @@ async def tick(
             applied_i = change.new
         else:
             applied_b = change.new
-    mem.policy_memory = memory_after(memory, decision, interactive_applied=applied_i == decision.interactive_replicas)
+    if active:
+        mem.policy_memory = memory_after(memory, decision,
+                                         interactive_applied=applied_i == decision.interactive_replicas)
+    else:
+        mem.policy_memory = memory_without_scaling(decision, wall_now)
     reasons = "; ".join(decision.reasons) or "no reason given"
     for change in changes:
         if change.applied and change.old != change.new:
             message = scaled_message(namespace, name, change.pool, change.old, change.new, reasons)
             logger.info(message)
             post_scaled(body, change.old, change.new, message)
+    # What the status and the metrics call "desired": what llmscale set (Active), the advice
+    # (Advisory), or the held count (Paused).
+    desired_i = applied_i if spec.mode != ADVISORY else decision.interactive_replicas
+    desired_b = applied_b if spec.mode != ADVISORY else decision.batch_replicas
+    if spec.mode == ADVISORY:
+        advice = (decision.interactive_replicas, decision.batch_replicas)
+        if advice != mem.last_advice and advice != (state.interactive_replicas, state.batch_replicas):
+            message = advised_message(namespace, name, state.interactive_replicas, decision.interactive_replicas,
+                                      reasons)
+            logger.info(message)
+            post_advised(body, state.interactive_replicas, decision.interactive_replicas, message)
+        mem.last_advice = advice
 
-    deps.metrics.decisions.labels(_direction(state.interactive_replicas, applied_i), decision.clamped_by).inc()
-    deps.metrics.desired.labels(namespace, name, INTERACTIVE).set(applied_i)
+    deps.metrics.decisions.labels(_direction(state.interactive_replicas, desired_i), decision.clamped_by).inc()
+    deps.metrics.desired.labels(namespace, name, INTERACTIVE).set(desired_i)
     deps.metrics.ready.labels(namespace, name, INTERACTIVE).set(state.interactive_ready)
-    deps.metrics.desired.labels(namespace, name, BATCH).set(applied_b)
+    deps.metrics.desired.labels(namespace, name, BATCH).set(desired_b)
     deps.metrics.ready.labels(namespace, name, BATCH).set(state.batch_ready)
+    if placeholders is not None:
+        deps.metrics.placeholders.labels(namespace, name).set(placeholders)
 
+    scaling_active = mode_condition(spec, state.interactive_replicas, decision.interactive_replicas)
+    if refused is not None:
+        scaling_active = ConditionResult("False", refused.reason, refused.message)
     previous = dict(body.get("status") or {})
     desired = build_status(
-        decision=decision, snapshot=snapshot, state=state, applied_interactive=applied_i,
-        applied_batch=applied_b, generation=body.get("metadata", {}).get("generation"),
+        decision=decision, snapshot=snapshot, state=state, applied_interactive=desired_i,
+        applied_batch=desired_b, generation=body.get("metadata", {}).get("generation"),
         previous=previous, now=wall_now, memory=mem.policy_memory,
         extra_conditions={CHILDREN_APPLIED: applied_condition(mem.apply_error),
-                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others)},
+                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads)},
+        current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,
+        scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,
     )
     written_loop_s = loop.time()
     update = status_patch(previous, desired, now=written_loop_s, last_written_at=mem.last_status_write_loop_s,
@@ -309,4 +467,5 @@ async def tick(
         mem.last_status_write_loop_s = written_loop_s
     mem.last_invalid = None
     deps.metrics.tick_duration.observe(loop.time() - started_loop_s)
-    logger.debug(f"Ticked LLMDeployment {namespace}/{name}: {applied_i} interactive, {applied_b} batch; {reasons}")
+    logger.debug(f"Ticked LLMDeployment {namespace}/{name} ({spec.mode}): {desired_i} interactive, "
+                 f"{desired_b} batch; {reasons}")

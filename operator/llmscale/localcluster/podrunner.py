@@ -3,8 +3,9 @@
 KWOK gives the local cluster fake GPU nodes and pod lifecycles (scheduled, Running, Ready after the
 cold start), but nothing runs in those pods. This process runs what the pods would run:
 
-* for every Ready pod managed by llmscale whose container runs the mock engine
-  (``llmscale engine ...``), it starts that very command as a local process on a free port on
+* for every Ready pod whose container runs the mock engine (``llmscale engine ...``) — llmscale's
+  own, or the pods of a workload created by hand that llmscale scales through ``/scale`` — it
+  starts that very command as a local process on a free port on
   127.0.0.1 (the cold start has already been waited out by KWOK, so it passes
   ``--cold-start-seconds 0``), and annotates the pod with ``llmscale.dev/local-address`` so that
   Prometheus' Kubernetes service discovery can relabel ``__address__`` to it;
@@ -17,7 +18,7 @@ cold start), but nothing runs in those pods. This process runs what the pods wou
   exactly as long as its engine runs (KWOK removes it at its ``deletionTimestamp`` should this
   runner be gone: kwok-stages.yaml);
 * it serves a small router on ``--router-port``: ``/ns/<namespace>/svc/<service>/<path>`` is
-  proxied to the least-loaded Ready engine among the pods the Service selects (as kube-proxy
+  proxied to the least-loaded Ready engine among the pods the Service (any Service) selects (as kube-proxy
   would, but least-outstanding rather than random), and ``/ns/<namespace>/pool/<deployment>/<pool>/
   <path>`` to a pool's pods directly (the batch pool has no Service). A Service request that finds
   no ready engine is *held* for up to ``--hold-seconds`` until one answers, as Knative's activator
@@ -59,7 +60,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 log = logging.getLogger("podrunner")
 
-MANAGED = "app.kubernetes.io/managed-by=llmscale"
 ADDRESS_ANNOTATION = "llmscale.dev/local-address"
 #: Seconds a Service request waits for a ready engine before a 503: a wake from zero takes a tick,
 #: the cold start (seconds in the e2e sample) and the engine's start.
@@ -233,8 +233,10 @@ class PodRunner:
             await asyncio.sleep(self.poll_s)
 
     async def sync_once(self) -> None:
-        pods = (await asyncio.to_thread(self.core.list_pod_for_all_namespaces, label_selector=MANAGED)).items
-        svcs = (await asyncio.to_thread(self.core.list_service_for_all_namespaces, label_selector=MANAGED)).items
+        # Every pod and Service, not only llmscale's: a workload scaled through spec.scaleTargetRef
+        # carries none of llmscale's labels. engine_command() picks the mock engines out.
+        pods = (await asyncio.to_thread(self.core.list_pod_for_all_namespaces)).items
+        svcs = (await asyncio.to_thread(self.core.list_service_for_all_namespaces)).items
         self.services = {
             (str(s.metadata.namespace), str(s.metadata.name)): dict(s.spec.selector or {})
             for s in svcs if s.metadata is not None and s.spec is not None

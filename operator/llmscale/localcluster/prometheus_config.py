@@ -1,7 +1,8 @@
 """Prometheus configuration for the local cluster: Kubernetes service discovery of the engines.
 
 Prometheus discovers the engine pods through the real API server (``kubernetes_sd_configs``, role
-``pod``), keeps the pods llmscale manages, and maps their labels (``llmscale.dev/deployment`` ->
+``pod``), keeps the pods whose engine the pod runner runs (llmscale's, and those of a workload
+llmscale scales through ``/scale``), and maps their labels (``llmscale.dev/deployment`` ->
 ``llmscale_dev_deployment`` ...) exactly as a cluster's Prometheus with the usual ``labelmap``
 relabelling would. The one local twist: pods on KWOK's fake nodes have no reachable IP, so
 ``__address__`` is taken from the ``llmscale.dev/local-address`` annotation that the pod runner
@@ -46,11 +47,6 @@ def prometheus_config(
                 "job_name": "llmscale-engines",
                 **discovery,
                 "relabel_configs": [
-                    {
-                        "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_managed_by"],
-                        "regex": "llmscale",
-                        "action": "keep",
-                    },
                     {
                         "source_labels": ["__meta_kubernetes_pod_annotation_llmscale_dev_local_address"],
                         "regex": "(.+)",

@@ -94,6 +94,28 @@ def _describe(exc: requests.RequestException) -> str:
     return f"{type(cause).__name__}: {rest if sep else text}"
 
 
+def _scopes(
+    by_profile: Iterable[list[PoolRequest]], scope: PoolTarget | None
+) -> list[tuple[list[PoolRequest], PoolTarget | None]]:
+    """The pools of each profile grouped by the queries that read them: those selected by
+    llmscale's labels together (in ``scope``), and each pool selected by pod name
+    (``target.pods``: a ``spec.scaleTargetRef`` workload, whose pods carry none of llmscale's
+    labels) on its own, with its live pods (``request.pods``) as the names when known."""
+    out: list[tuple[list[PoolRequest], PoolTarget | None]] = []
+    for requests_ in by_profile:
+        if scope is not None:
+            out.append((requests_, scope))
+            continue
+        labelled = [r for r in requests_ if r.target.pods is None]
+        if labelled:
+            out.append((labelled, None))
+        for r in requests_:
+            if r.target.pods is not None:
+                names = r.pods if r.pods is not None else r.target.pods
+                out.append(([r], dataclasses.replace(r.target, pods=tuple(sorted(names)))))
+    return out
+
+
 class PrometheusSignalReader:
     """Reads :class:`SignalSnapshot` objects of LLMDeployment pools from one Prometheus.
 
@@ -259,8 +281,11 @@ class PrometheusSignalReader:
             profile: the engine's metric names.
             target: the pool.
             now: the caller's time, seconds since the epoch.
-            pods: the pool's pods in the API server, or ``None`` to trust the series.
+            pods: the pool's pods in the API server, or ``None`` to trust the series (or to take
+                ``target.pods``, the pods of a workload selected by name).
         """
+        if pods is None and target.pods is not None:
+            pods = target.pods
         request = PoolRequest(target, profile, frozenset(pods) if pods is not None else None)
         return self._read([request], now, scope=target)[target]
 
@@ -291,10 +316,10 @@ class PrometheusSignalReader:
         out: dict[PoolTarget, SignalSnapshot] = {}
         labels = self.settings.labels
         fatal: str | None = None
-        for requests_ in by_profile.values():
+        for requests_, asked in _scopes(by_profile.values(), scope):
             assert window is not None
             profile = requests_[0].profile
-            answer = self._ask(profile, window, scope)
+            answer = self._ask(profile, window, asked)
             checked = check_samples(window, _most_samples(answer, requests_))
             for r in requests_:
                 snap = assemble(r.target, profile, answer, checked, now, labels, r.pods)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -222,11 +222,17 @@ class PoolTarget:
         namespace: the LLMDeployment's namespace.
         deployment: the LLMDeployment's name.
         pool: ``interactive`` or ``batch``.
+        pods: for a workload llmscale did not create (``spec.scaleTargetRef``), whose pods carry
+            none of llmscale's labels: the names of its pods (found by the selector its ``/scale``
+            reports). The queries then select ``namespace`` and ``pod`` instead of the deployment
+            and pool labels, and stamp those labels on the answer. ``None``: select by llmscale's
+            labels. Not part of equality or hashing, so the target still keys the answers.
     """
 
     namespace: str
     deployment: str
     pool: str
+    pods: tuple[str, ...] | None = field(default=None, compare=False, hash=False)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.deployment} pool {self.pool}"
@@ -266,6 +272,10 @@ def selector(scope: PoolTarget | None, labels: SelectorLabels = DEFAULT_LABELS) 
     """
     if scope is None:
         return f'{labels.deployment}!="", {labels.pool}!=""'
+    if scope.pods is not None:
+        # Pod names are DNS subdomains: only dots need escaping in an RE2 alternation.
+        names = "|".join(sorted(name.replace(".", "\\.") for name in scope.pods))
+        return f"{labels.namespace}={_quote(scope.namespace)}, {labels.pod}=~{_quote(f'^(?:{names})$')}"
     return (
         f"{labels.namespace}={_quote(scope.namespace)}, "
         f"{labels.deployment}={_quote(scope.deployment)}, "
@@ -400,10 +410,19 @@ def fleet_queries(
     with its signal's name. Arguments and errors as in :func:`signal_queries`.
     """
     per_signal = signal_queries(profile, labels, window, quantile, scope, copy_labels)
+
+    def stamp(expr: str) -> str:
+        # Pods selected by name carry no deployment or pool label: stamp the pool's on the answer
+        # (after aggregation, so every grouping above is unchanged) so that it is read as the pool's.
+        if scope is None or scope.pods is None:
+            return expr
+        expr = f'label_replace({expr}, "{labels.deployment}", {_quote(scope.deployment)}, "", "")'
+        return f'label_replace({expr}, "{labels.pool}", {_quote(scope.pool)}, "", "")'
+
     out: dict[str, str] = {}
     for group, signals in GROUPS.items():
         parts = [
-            f'label_replace({per_signal[name]}, "{SIGNAL_LABEL}", "{name}", "", "")'
+            stamp(f'label_replace({per_signal[name]}, "{SIGNAL_LABEL}", "{name}", "", "")')
             for name in signals
             if name in per_signal
         ]

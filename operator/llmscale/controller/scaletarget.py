@@ -1,0 +1,268 @@
+"""Existing workloads scaled through their ``/scale`` subresource (``spec.scaleTargetRef``).
+
+llmscale reads the workload's ``/scale`` (replicas and the pod selector it reports), lists the pods
+that selector matches, and writes nothing but ``spec.replicas`` of ``/scale`` — a server-side apply
+of an ``autoscaling/v1`` ``Scale`` with its own field manager, so the API server records llmscale
+as the manager of the workload's ``spec.replicas`` and of nothing else. A custom resource's
+``/scale`` refuses server-side apply (kube-apiserver answers 500, see :func:`_apply_unsupported`):
+there llmscale sends a JSON merge patch of ``spec.replicas`` with the same field manager, which
+the managed fields record the same way (operation ``Update`` instead of ``Apply``). It sets no owner
+reference, and deleting the LLMDeployment deletes nothing. This is how the HPA scales any
+resource with a ``/scale`` subresource (Deployment, StatefulSet, ReplicaSet, LeaderWorkerSet, an
+Argo Rollout...): the resource is found by discovery from ``apiVersion`` and ``kind``
+(``kubernetes.dynamic``, the official client's discovery cache).
+
+The pods a LeaderWorkerSet's ``/scale`` selects are its group leaders (``status.hpaPodSelector``):
+one per replica, the pod that serves the engine's HTTP API and ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import kubernetes.client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+from llmscale.api import ScaleTargetRef
+from llmscale.controller.names import MANAGER
+from llmscale.controller.pods import PodPhase, classify_pod
+
+__all__ = [
+    "FAILED_GET_SCALE",
+    "FAILED_UPDATE_SCALE",
+    "KubernetesScaleClient",
+    "ScaleClient",
+    "ScaleReading",
+    "ScaleTargetError",
+    "TargetPods",
+    "pods_of",
+    "read_target",
+]
+
+#: ``ScalingActive`` reasons of a workload llmscale cannot read or write (the HPA's spelling,
+#: ``pkg/controller/podautoscaler/horizontal.go``).
+FAILED_GET_SCALE = "FailedGetScale"
+FAILED_UPDATE_SCALE = "FailedUpdateScale"
+
+
+class ScaleTargetError(Exception):
+    """The workload's ``/scale`` could not be read or written.
+
+    Attributes:
+        reason: :data:`FAILED_GET_SCALE` or :data:`FAILED_UPDATE_SCALE`.
+        message: what failed, naming the workload and the API server's answer.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason, self.message = reason, message
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleReading:
+    """What a workload's ``/scale`` says.
+
+    Attributes:
+        replicas: ``spec.replicas`` (the count whoever scales it set).
+        selector: ``status.selector``, a label selector string (``a=b,c in (d)``) of its pods;
+            ``None`` while the workload's controller has not reported one.
+    """
+
+    replicas: int
+    selector: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPods:
+    """The pods of a workload, found by its selector.
+
+    Attributes:
+        names: names of the live pods (not terminating, not finished).
+        phases: :func:`~llmscale.controller.pods.classify_pod` of each live pod.
+    """
+
+    names: tuple[str, ...]
+    phases: tuple[PodPhase, ...]
+
+    def count(self, phase: PodPhase) -> int:
+        """Return how many pods are in ``phase``."""
+        return Counter(self.phases)[phase]
+
+
+class ScaleClient(Protocol):
+    """Reads and writes workloads' ``/scale`` and lists their pods."""
+
+    async def read(self, namespace: str, ref: ScaleTargetRef) -> ScaleReading:
+        """Return the workload's ``/scale``.
+
+        Raises:
+            ScaleTargetError: (:data:`FAILED_GET_SCALE`) the kind is not served, has no ``/scale``,
+                the workload does not exist, or the API server refused.
+        """
+        ...
+
+    async def write(self, namespace: str, ref: ScaleTargetRef, replicas: int) -> None:
+        """Server-side apply ``spec.replicas`` of the workload's ``/scale``.
+
+        Raises:
+            ScaleTargetError: (:data:`FAILED_UPDATE_SCALE`) the API server refused.
+        """
+        ...
+
+    async def pods(self, namespace: str, selector: str) -> TargetPods:
+        """Return the live pods ``selector`` matches in ``namespace``.
+
+        Raises:
+            ScaleTargetError: (:data:`FAILED_GET_SCALE`) the list was refused.
+        """
+        ...
+
+
+def _apply_unsupported(exc: ApiException | DynamicApiError) -> bool:
+    """Whether a refused server-side apply on ``/scale`` is the API server's known failure for
+    custom resources: kube-apiserver (measured on v1.36.3) answers 500 "request to convert CR to an
+    invalid group/version: autoscaling/v1" to an apply of a custom resource's ``/scale``, while a
+    merge patch or an update of the same ``Scale`` works (the HPA updates ``/scale``)."""
+    text = f"{getattr(exc, 'body', '')} {exc}"
+    return exc.status == 500 and "convert CR" in text
+
+
+def _answer(exc: Exception) -> str:
+    if isinstance(exc, ApiException | DynamicApiError):
+        return f"{exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class KubernetesScaleClient:
+    """:class:`ScaleClient` over the official client: discovery and ``/scale`` through
+    ``kubernetes.dynamic.DynamicClient`` (created on first use, in a thread: it reads the API
+    server's discovery documents), pods through ``CoreV1Api``; every call in a thread.
+
+    Args:
+        api_client: a configured ``kubernetes.client.ApiClient``.
+        field_manager: the field manager of the ``/scale`` applies (``llmscale``).
+    """
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, field_manager: str = MANAGER) -> None:
+        self.api_client = api_client
+        self.field_manager = field_manager
+        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._dynamic: DynamicClient | None = None
+        self._lock = threading.Lock()
+        # (apiVersion, kind) whose /scale refuses server-side apply (custom resources, see
+        # _apply_unsupported): written with a merge patch instead.
+        self._no_apply: set[tuple[str, str]] = set()
+
+    def _client(self) -> DynamicClient:
+        with self._lock:
+            if self._dynamic is None:
+                self._dynamic = DynamicClient(self.api_client)  # type: ignore[no-untyped-call]
+            return self._dynamic
+
+    def _scale_resource(self, ref: ScaleTargetRef) -> Any:
+        try:
+            resource = self._client().resources.get(api_version=ref.api_version, kind=ref.kind)
+        except ResourceNotFoundError:
+            raise ScaleTargetError(
+                FAILED_GET_SCALE, f"the API server serves no {ref.kind} in {ref.api_version}") from None
+        except (ApiException, DynamicApiError) as exc:
+            raise ScaleTargetError(FAILED_GET_SCALE, f"discovery of {ref.api_version} failed: {_answer(exc)}") from None
+        scale = resource.subresources.get("scale")
+        if scale is None:
+            raise ScaleTargetError(FAILED_GET_SCALE, f"{ref.kind} ({ref.api_version}) has no /scale subresource")
+        return scale
+
+    def _read_sync(self, namespace: str, ref: ScaleTargetRef) -> ScaleReading:
+        scale = self._scale_resource(ref)
+        try:
+            got = self._client().get(scale, name=ref.name, namespace=namespace).to_dict()  # type: ignore[no-untyped-call]
+        except (ApiException, DynamicApiError) as exc:
+            raise ScaleTargetError(
+                FAILED_GET_SCALE, f"could not read /scale of {ref.kind} {namespace}/{ref.name}: {_answer(exc)}"
+            ) from None
+        replicas = (got.get("spec") or {}).get("replicas")
+        selector = (got.get("status") or {}).get("selector")
+        return ScaleReading(int(replicas or 0), str(selector) if selector else None)
+
+    async def read(self, namespace: str, ref: ScaleTargetRef) -> ScaleReading:
+        """See :meth:`ScaleClient.read`."""
+        return await asyncio.to_thread(self._read_sync, namespace, ref)
+
+    def _write_sync(self, namespace: str, ref: ScaleTargetRef, replicas: int) -> None:
+        try:
+            scale = self._scale_resource(ref)
+        except ScaleTargetError as exc:
+            raise ScaleTargetError(FAILED_UPDATE_SCALE, exc.message) from None
+        body = {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": ref.name, "namespace": namespace},
+            "spec": {"replicas": replicas},
+        }
+        key = (ref.api_version, ref.kind)
+        try:
+            if key not in self._no_apply:
+                try:
+                    self._client().server_side_apply(scale, body=body, name=ref.name, namespace=namespace,  # type: ignore[no-untyped-call]
+                                                     field_manager=self.field_manager, force_conflicts=True)
+                    return
+                except (ApiException, DynamicApiError) as exc:
+                    if not _apply_unsupported(exc):
+                        raise
+                    with self._lock:
+                        self._no_apply.add(key)
+            self._client().patch(scale, body={"spec": {"replicas": replicas}}, name=ref.name,  # type: ignore[no-untyped-call]
+                                 namespace=namespace, content_type="application/merge-patch+json",
+                                 field_manager=self.field_manager)
+        except (ApiException, DynamicApiError) as exc:
+            raise ScaleTargetError(
+                FAILED_UPDATE_SCALE,
+                f"could not scale {ref.kind} {namespace}/{ref.name} to {replicas}: {_answer(exc)}") from None
+
+    async def write(self, namespace: str, ref: ScaleTargetRef, replicas: int) -> None:
+        """See :meth:`ScaleClient.write`."""
+        await asyncio.to_thread(self._write_sync, namespace, ref, replicas)
+
+    def _pods_sync(self, namespace: str, selector: str) -> TargetPods:
+        try:
+            items = self._core.list_namespaced_pod(namespace, label_selector=selector).items
+        except ApiException as exc:
+            raise ScaleTargetError(
+                FAILED_GET_SCALE, f"could not list the pods of {namespace} selected by {selector!r}: {_answer(exc)}"
+            ) from None
+        return pods_of(self.api_client.sanitize_for_serialization(pod) for pod in items)  # type: ignore[no-untyped-call]
+
+    async def pods(self, namespace: str, selector: str) -> TargetPods:
+        """See :meth:`ScaleClient.pods`."""
+        return await asyncio.to_thread(self._pods_sync, namespace, selector)
+
+
+def pods_of(pods: Iterable[Mapping[str, Any]]) -> TargetPods:
+    """Return the live pods of ``pods`` (wire-format dicts) with their phases, sorted by name."""
+    live: list[tuple[str, PodPhase]] = []
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        phase = classify_pod(meta, status)
+        if phase is not None:
+            live.append((str(meta.get("name", "")), phase))
+    live.sort()
+    return TargetPods(tuple(n for n, _ in live), tuple(p for _, p in live))
+
+
+async def read_target(client: ScaleClient, namespace: str, ref: ScaleTargetRef) -> tuple[ScaleReading, TargetPods]:
+    """Return the workload's ``/scale`` and its pods (none while it reports no selector).
+
+    Raises:
+        ScaleTargetError: see :meth:`ScaleClient.read` and :meth:`ScaleClient.pods`.
+    """
+    reading = await client.read(namespace, ref)
+    if reading.selector is None:
+        return reading, TargetPods((), ())
+    return reading, await client.pods(namespace, reading.selector)

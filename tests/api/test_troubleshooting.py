@@ -1,0 +1,33 @@
+"""docs/troubleshooting.md has a row for every reason of every condition the operator writes: the
+policy's (the rows of docs/policy.md), ``Ready`` and ``ScalingActive`` (the shell's)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from llmscale.controller.conditions import CONDITION_TYPES, READY_REASONS
+from llmscale.controller.mode import SCALING_ACTIVE_REASONS
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+ROW = re.compile(r"^\| (\w+) \| (True|False|Unknown) \| `(\w+)` \|", re.MULTILINE)
+
+
+def rows(name: str) -> set[tuple[str, str]]:
+    return {(cond, reason) for cond, _, reason in ROW.findall((DOCS / name).read_text(encoding="utf-8"))}
+
+
+def test_every_policy_condition_and_reason_has_a_row() -> None:
+    policy = rows("policy.md")
+    assert policy, "docs/policy.md lost its conditions table"
+    assert policy <= rows("troubleshooting.md"), sorted(policy - rows("troubleshooting.md"))
+
+
+def test_every_shell_condition_and_reason_has_a_row() -> None:
+    shell = {("Ready", r) for r in READY_REASONS} | {("ScalingActive", r) for r in SCALING_ACTIVE_REASONS}
+    assert shell <= rows("troubleshooting.md"), sorted(shell - rows("troubleshooting.md"))
+
+
+def test_no_row_names_a_condition_the_operator_does_not_write() -> None:
+    written = set(CONDITION_TYPES) | {"BatchBacklog", "DeadlineAtRisk"}
+    assert {cond for cond, _ in rows("troubleshooting.md")} <= written
