@@ -54,6 +54,9 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
    them first. (The batch *planner*, :mod:`llmscale.policy.batch`, sizes the pool from the Jobs.)
 9. **Diagnosis** (:mod:`llmscale.policy.diagnosis`): the signature of any trouble and its remedy.
 
+``Decision.reasons`` lists the proposal that sets the demand first (a Scaled Event leads with it),
+then the other proposals and the workload line.
+
 Pods in their cold start are capacity on the way, never asked for twice: proposals are *totals*
 compared with ``state.interactive_replicas``, which already counts the starting pods.
 """
@@ -80,6 +83,7 @@ from llmscale.policy.clamps import (
     scaling_limited_condition,
 )
 from llmscale.policy.diagnosis import diagnose
+from llmscale.policy.history import history_seconds, trim_history
 from llmscale.policy.leadtime import lead_time
 from llmscale.policy.load import Capacity, capacity_context, correct, factor_in_force
 from llmscale.policy.mix import burstiness_of, live_shape, update_burstiness, update_mix
@@ -410,6 +414,9 @@ def decide(
     scaling = spec.scaling
     current = state.interactive_replicas
     reasons: list[str] = []
+    # What decide reads is the last history_seconds(spec) and the newest snapshot, whatever the
+    # caller keeps: the operator (which keeps more) and the simulator decide alike.
+    history = trim_history(history, now, history_seconds(spec))
 
     keep_recs = max(scaling.scale_up.stabilization_window_seconds, scaling.scale_down.stabilization_window_seconds)
     keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds,
@@ -460,8 +467,7 @@ def decide(
     reference = max(current - head, 0)
 
     model_cond = _model_condition(cap, shape, live, factor)
-    if fresh is not None:
-        reasons.append(f"workload: {model_cond.message}")
+    workload_line = f"workload: {model_cond.message}" if fresh is not None else None
     proposals: list[Proposal] = []
     load_known = load is not None and load.need is not None
     if fresh is not None:
@@ -501,17 +507,24 @@ def decide(
         # Unknown is not zero: hold, and do not record a recommendation (it would be a guess).
         # Only the bounds (spec.replicas.min/max, the calendar floor) still apply.
         reasons.append(hold_line)
+        if workload_line is not None:
+            reasons.append(workload_line)
         reasons.append(head_line)
         demand = max(current - head, 0)
         desired, limits = chain(current, arg, BOUNDS)
         steps = limits
     else:
         assert fresh is not None and load is not None  # hold_line is None only with a fresh snapshot
-        reasons.extend(p.line for p in proposals)
         proposing = [p for p in proposals if p.known and p.replicas is not None]
         best = max(proposing, key=lambda p: p.replicas or 0) if proposing else None
         demand = (best.replicas or 0) if best is not None else 0
         demand_from = best.signal if best is not None and demand > 0 else "no load"
+        # The proposal that sets the demand first (a Scaled Event's message leads with it, before
+        # the clip), then the others, then the workload they were judged on.
+        first = [best] if best is not None and demand > 0 else []
+        reasons.extend(p.line for p in first + [p for p in proposals if p is not best or not first])
+        if workload_line is not None:
+            reasons.append(workload_line)
 
         guard = _latency_guard(spec, fresh, demand, reference, state, ready, memory, cap, load, now)
         if guard.line is not None:
