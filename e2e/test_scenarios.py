@@ -181,10 +181,10 @@ class TestLoadCycle:
         reasons = " | ".join(status["lastDecision"]["reasons"])
         assert "queue depth" in reasons and "proposes" in reasons, reasons
         events = wait_for("a ScaledUp Event", lambda: cluster.events(ns, "ScaledUp"), 15)
-        # The Event leads with the proposal that set the demand: the queue itself, or (with an arrival
-        # rate) the load signal draining the queue's backlog.
+        # The Event leads with the proposal that set the demand, named with its numbers: the queue,
+        # the KV cache its requests fill, or the load signal (arrival rate and backlog drain).
         assert any(re.search(rf"Scaled LLMDeployment {ns}/chat from 2 to \d+ replicas: "
-                             r"(queue depth|load: [^;]*to drain the backlog)", e.message)
+                             r"(queue depth|KV-cache utilisation|load: )[^;]*proposes \d+", e.message)
                    for e in events), [e.message for e in events]
         assert events[0].involved_object.kind == "LLMDeployment" and events[0].involved_object.name == "chat"
 
