@@ -65,14 +65,18 @@ def test_histogram_quantile_rejects_a_wrong_shape() -> None:
 )
 def test_a_leap_is_the_sum_of_its_steps(t0: float, dt: float, steps: int, seqs: int) -> None:
     # A pure-decode leap of `steps` steps over `seqs` sequences gives steps × seqs gaps of dt, each
-    # stamped with its own step's end — bin for bin what recording every step would give.
+    # stamped with its own step's end — bin for bin what recording every step would give (a step
+    # ending within rounding of a bin boundary may fall on either side of it).
     start = 1_000.0
     leap = LatencyRecorder(start, start + 300.0)
     each = LatencyRecorder(start, start + 300.0)
     leap.add_itl_steps(start + t0, dt, steps, seqs)
     for k in range(1, steps + 1):
         each.add_itl(start + t0 + k * dt, dt, seqs)
-    np.testing.assert_array_equal(leap.counts("itl"), each.counts("itl"))
+    a, b = leap.counts("itl"), each.counts("itl")
+    assert a.sum() == b.sum()
+    assert np.abs(np.cumsum(a.sum(axis=1)) - np.cumsum(b.sum(axis=1))).max() <= seqs
+    assert np.array_equal(a.sum(axis=0), b.sum(axis=0))  # same buckets
 
 
 def test_observations_outside_the_run_are_dropped() -> None:

@@ -139,6 +139,11 @@ class FleetConfig:
         batch_max_replicas: upper bound of the batch pool.
         batch_schedule: desired batch replicas at a time when the autoscaler leaves it to the
             schedule (``None`` = no batch pool).
+        hold_initial_s: for this long from the start, seconds, the interactive pool is not scaled
+            below its initial size (scale-ups apply). The run starts with empty replicas, so the
+            first scrapes show a fleet that is still filling up; a controller acting on them would
+            shrink the warm pool and leave a backlog that outlasts the warm-up. Every policy gets
+            the same hold; it belongs inside the excluded warm-up.
     """
 
     cold_start_s: float = 180.0
@@ -151,6 +156,7 @@ class FleetConfig:
     drain_cap_s: float = 3600.0
     batch_max_replicas: int = 10_000
     batch_schedule: Callable[[float], int] | None = None
+    hold_initial_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -432,7 +438,9 @@ def simulate(
                 drop -= 1
 
     # Warm start: the initial interactive replicas are Ready at the start.
-    for _ in range(max(fleet.initial_replicas, fleet.min_replicas)):
+    initial_size = max(fleet.initial_replicas, fleet.min_replicas)
+    hold_until = start + fleet.hold_initial_s
+    for _ in range(initial_size):
         rep = new_replica(inter, start - fleet.cold_start_s, start)
         rep.record.created_s = start  # billed from the start of the run only
         rep.state = "ready"
@@ -488,6 +496,8 @@ def simulate(
         obs = Observation(t, last_snapshot, last_pods, state, inflight_integral, last_scrape_t)
         d = autoscaler.decide(obs)
         want = min(max(int(d.interactive), fleet.min_replicas), fleet.max_replicas)
+        if t < hold_until and want < initial_size:
+            want = initial_size
         if d.batch is not None:
             want_b = d.batch
         elif fleet.batch_schedule is not None:

@@ -156,7 +156,8 @@ class Scenario:
         return int(min(max(int(self.need().max()), r.min, 1), r.max))
 
     def fleet_config(self, initial: int) -> FleetConfig:
-        """The cluster behaviour for a run starting with ``initial`` Ready replicas."""
+        """The cluster behaviour for a run starting with ``initial`` Ready replicas (held at least
+        that large for the first half of the warm-up, see :class:`FleetConfig`)."""
         spec = self.spec
         schedule: Callable[[float], int] | None = None
         if spec.batch is not None:
@@ -172,6 +173,7 @@ class Scenario:
             max_replicas=spec.replicas.max,
             gpus_per_replica=spec.resources.gpus_per_replica,
             batch_schedule=schedule,
+            hold_initial_s=self.warmup_s / 2,
         )
 
 
