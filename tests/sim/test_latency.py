@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from llmscale.model.vllm_defaults import ITL_BUCKETS_S
@@ -58,15 +58,21 @@ def test_histogram_quantile_rejects_a_wrong_shape() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    t0=st.floats(0.0, 200.0),
+    t0=st.floats(-20.0, 300.0),
     dt=st.floats(0.004, 3.0),
     steps=st.integers(1, 400),
     seqs=st.integers(1, 64),
 )
+# The last step's stamp on the recorder's end, rounded differently by a division (found by Hypothesis).
+@example(t0=0.0, dt=2.9999999999999996, steps=100, seqs=1)
+# The same on the start and on a bin boundary.
+@example(t0=-3.0 * (1 - 2**-52), dt=3.0 * (1 - 2**-52), steps=10, seqs=2)
+@example(t0=0.0, dt=15.0 / 7, steps=14, seqs=1)
 def test_a_leap_is_the_sum_of_its_steps(t0: float, dt: float, steps: int, seqs: int) -> None:
     # A pure-decode leap of `steps` steps over `seqs` sequences gives steps × seqs gaps of dt, each
-    # stamped with its own step's end — bin for bin what recording every step would give (a step
-    # ending within rounding of a bin boundary may fall on either side of it).
+    # stamped with its own step's end — bin for bin what recording every step would give, also for a
+    # step ending on a bin boundary, on the run's start or on its end, and for a leap that starts
+    # before the run or runs past its end.
     start = 1_000.0
     leap = LatencyRecorder(start, start + 300.0)
     each = LatencyRecorder(start, start + 300.0)
@@ -74,9 +80,7 @@ def test_a_leap_is_the_sum_of_its_steps(t0: float, dt: float, steps: int, seqs: 
     for k in range(1, steps + 1):
         each.add_itl(start + t0 + k * dt, dt, seqs)
     a, b = leap.counts("itl"), each.counts("itl")
-    assert a.sum() == b.sum()
-    assert np.abs(np.cumsum(a.sum(axis=1)) - np.cumsum(b.sum(axis=1))).max() <= seqs
-    assert np.array_equal(a.sum(axis=0), b.sum(axis=0))  # same buckets
+    assert np.array_equal(a, b)
 
 
 def test_observations_outside_the_run_are_dropped() -> None:

@@ -156,29 +156,42 @@ class LatencyRecorder:
     def add_itl_steps(self, t0: float, dt: float, steps: int, seqs: int) -> None:
         """``steps`` back-to-back engine steps of ``dt`` seconds from ``t0``, each sampling one token
         for each of ``seqs`` sequences (a pure-decode leap): ``steps × seqs`` gaps of ``dt``, stamped
-        ``t0 + k·dt`` for ``k = 1..steps``."""
-        start = self.start_s
+        ``t0 + k·dt`` for ``k = 1..steps``. Bin for bin what :meth:`add_itl` would record for each
+        step: a stamp on a bin boundary or on the recorder's end falls on the side its own
+        arithmetic puts it."""
+        start, end = self.start_s, self.end_s
         j = bisect.bisect_left(self.itl_bounds, dt)
         w = self.itl_width
-        first = t0 + dt - start
-        last = t0 + steps * dt - start
-        k0 = int(first // BIN_S)
-        k1 = int(last // BIN_S)
+        last_t = t0 + steps * dt
+        k0 = int((t0 + dt - start) // BIN_S)
+        k1 = int((last_t - start) // BIN_S)
         bins = self.bins
-        if k0 == k1:
-            if 0 <= k0 < bins and last + start < self.end_s:
+        if k0 == k1 and last_t < end:
+            if 0 <= k0 < bins:
                 self.itl[k0 * w + j] += steps * seqs
             return
-        # N(x): steps whose end offset off + k·dt lies before x (k = 1..steps).
         off = t0 - start
-        span = self.end_s - start
+        span = end - start
 
-        def before(x: float) -> int:
-            return min(steps, max(0, math.ceil((x - off) / dt) - 1))
+        def before(b: int) -> int:
+            # Steps whose stamp lies in a bin below b and before the end: estimated by a division,
+            # then corrected by the stamps themselves (the division may round a boundary stamp the
+            # other way; the estimate is off by one at most, so the loops run once or not at all).
+            n = min(steps, max(0, math.ceil((min(b * BIN_S, span) - off) / dt) - 1))
 
-        prev = before(max(k0, 0) * BIN_S)
+            def inside(m: int) -> bool:
+                t = t0 + m * dt
+                return (t - start) // BIN_S < b and t < end
+
+            while n > 0 and not inside(n):
+                n -= 1
+            while n < steps and inside(n + 1):
+                n += 1
+            return n
+
+        prev = before(max(k0, 0))
         for k in range(max(k0, 0), min(k1, bins - 1) + 1):
-            upto = before(min((k + 1) * BIN_S, span))
+            upto = before(k + 1)
             if upto > prev:
                 self.itl[k * w + j] += (upto - prev) * seqs
                 prev = upto
