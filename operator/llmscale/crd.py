@@ -508,8 +508,8 @@ def status_reference_markdown() -> str:
 
 
 _BLOCKS = {"spec-reference": spec_reference_markdown, "status-reference": status_reference_markdown}
-#: Generated blocks another tool owns, left as they are: ``benchmark`` (``benchmarks/goodput.py``
-#: writes the README's performance table).
+#: Generated blocks another tool owns, left as they are: ``benchmark`` (``benchmarks/workloads.py``
+#: writes the README's performance tables).
 _OTHER_GENERATORS = frozenset({"benchmark"})
 _BLOCK_RE = re.compile(
     r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+)[^>]*-->\n)(?P<body>.*?)(<!-- END GENERATED: (?P=name) -->)",

@@ -93,7 +93,7 @@ def test_replace_generated_blocks_touches_only_the_blocks() -> None:
 
 def test_the_readme_updates_as_the_readme_says() -> None:
     # `llmscale crd --update-docs README.md` must work on the README itself, whose benchmark block
-    # belongs to benchmarks/goodput.py: that block is left alone, the reference tables are refreshed.
+    # belongs to benchmarks/workloads.py: that block is left alone, the reference tables are refreshed.
     text = DOC.read_text(encoding="utf-8")
     new = replace_generated_blocks(text)
     assert _block(new, "benchmark") == _block(text, "benchmark")
@@ -116,7 +116,7 @@ def test_cli_updates_docs_in_place(tmp_path: Path) -> None:
 
 
 def test_cli_updates_the_readme_and_leaves_the_benchmark_block_alone(tmp_path: Path) -> None:
-    """The README also holds benchmarks/goodput.py's generated table: not ours to fill."""
+    """The README also holds benchmarks/workloads.py's generated table: not ours to fill."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "<!-- BEGIN GENERATED: benchmark" in readme
     copy = tmp_path / "README.md"

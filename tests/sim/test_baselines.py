@@ -8,7 +8,13 @@ import pytest
 
 from llmscale.policy.types import PoolState
 from llmscale.signals.snapshot import SignalSnapshot
-from llmscale.sim.baselines import HorizontalPodAutoscaler, KnativePodAutoscaler, Oracle, per_minute_need
+from llmscale.sim.baselines import (
+    AibrixKvAutoscaler,
+    HorizontalPodAutoscaler,
+    KnativePodAutoscaler,
+    Oracle,
+    per_minute_need,
+)
 from llmscale.sim.fleet import Observation, PodSample
 
 
@@ -127,3 +133,63 @@ def test_oracle_starts_replicas_one_cold_start_ahead() -> None:
     assert o.desired_at(start + 600 - 180 - 15 - 1) == 1
     assert o.desired_at(start + 600 - 180 - 15) == 5  # ready by minute 10
     assert o.desired_at(start + 1190) == 5
+
+
+def test_keda_llmd_scales_on_running_plus_waiting_per_replica() -> None:
+    k = HorizontalPodAutoscaler("keda-llmd", "external", "running_plus_waiting", 20.0, 1, 50)
+    snap = SignalSnapshot(observed_at=-5, queue_depth=10.0, running_requests=70.0, replicas_reporting=2)
+    o = Observation(0.0, snap, (PodSample(5, 35, 0.1), PodSample(5, 35, 0.1)), PoolState(2, 2, 0), 0.0, -5)
+    # (70 + 10) / 20 = 4 replicas; starting pods are already counted in the answer, not added to it
+    assert k.decide(o).interactive == 4
+    starting = Observation(15.0, snap, o.pods, PoolState(4, 2, 2), 0.0, 10)
+    assert k.decide(starting).interactive == 4  # 80 / (20 × 4) = 1.0: hold, no second scale-up
+    unknown = SignalSnapshot(observed_at=25, queue_depth=None, running_requests=70.0)
+    assert k.decide(Observation(30.0, unknown, (), PoolState(4, 4, 0), 0.0, 25)).interactive == 4
+
+
+def _kv_obs(now: float, kv: list[float], replicas: int | None = None) -> Observation:
+    pods = tuple(PodSample(0, 10, v) for v in kv)
+    n = len(kv) if replicas is None else replicas
+    return Observation(now, SignalSnapshot(observed_at=now - 5), pods, PoolState(n, len(kv), n - len(kv)), 0.0,
+                       now - 5)
+
+
+def test_aibrix_kv_targets_the_summed_kv_fraction_per_pod() -> None:
+    a = AibrixKvAutoscaler(0.5, 1, 50)
+    # two pods at 0.9: the sum 1.8 over a 0.5 target asks for ceil(3.6) = 4 pods (≤ 2 × ready)
+    d = a.decide(_kv_obs(15.0, [0.9, 0.9]))
+    assert d.interactive == 4 and "kv stable 1.80" in d.reason
+
+
+def test_aibrix_kv_panics_on_a_jump_and_its_growth_is_capped_at_twice_the_ready_pods() -> None:
+    a = AibrixKvAutoscaler(0.1, 1, 50)
+    for k in range(5):
+        a.decide(_kv_obs(15.0 * k, [0.1, 0.1]))  # on target: 2 pods
+    d = a.decide(_kv_obs(75.0, [0.9, 0.9]))  # 1.8 / 0.1 = 18 wanted, capped at ceil(2 × 2) = 4
+    assert d.interactive == 4 and "panic" in d.reason
+
+
+def test_aibrix_kv_holds_the_largest_recommendation_for_its_300_s_cooldown() -> None:
+    a = AibrixKvAutoscaler(0.5, 1, 50)
+    assert a.decide(_kv_obs(0.0, [1.0, 1.0])).interactive == 4
+    sizes = [a.decide(_kv_obs(15.0 * k, [0.05] * 4)).interactive for k in range(1, 26)]
+    assert all(n == 4 for n in sizes[:19])  # within 300 s of the recommendation of 4
+    assert sizes[-1] < 4
+
+
+def test_the_oracle_sizes_each_minute_from_the_capacity_curve() -> None:
+    from llmscale.sim.calibrate import Capacity, fleet_capacity_rps
+
+    def cap(rate: float, n: int) -> Capacity:
+        return Capacity(rate, 1.0, 1.0, 0.0, 1.0, n)
+
+    # 1 replica cannot meet the SLO; 2 replicas carry 1 req/s each, 4 carry 2 req/s each
+    fleet = fleet_capacity_rps({2: cap(1.0, 2), 4: cap(2.0, 4)}, max_replicas=10)
+    assert fleet.tolist()[:6] == [0.0, 0.0, 2.0, 4.5, 8.0, 10.0]  # 3 interpolates 1.5 per replica
+    assert np.all(np.diff(fleet) >= 0)
+    start = 0.0
+    # minutes at 0.5, 3, 8 and 30 req/s
+    arrivals = np.concatenate([np.linspace(0, 59.9, 30), 60 + np.linspace(0, 59.9, 180),
+                               120 + np.linspace(0, 59.9, 480), 180 + np.linspace(0, 59.9, 1800)])
+    need = per_minute_need(arrivals, start, 240.0, 1.0, fleet)
+    assert need.tolist() == [2, 3, 4, 10]  # 30 req/s is beyond what 10 carry: the bound

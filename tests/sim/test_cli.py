@@ -64,3 +64,49 @@ def test_bad_input_exits_2_with_a_reason(extra: list[str], message: str, capsys:
     args = ["simulate", "--spec", str(SPEC), "--trace", str(REAL), "--quiet", *extra]
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- on small fixture traces
+
+
+def test_a_mooncake_trace_is_replayed_with_prefix_caching_and_credited_by_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.sim.fixture_traces import write_fixture_traces
+
+    _, moon = write_fixture_traces(tmp_path, "own.csv", "own.jsonl")
+    spec = ROOT / "benchmarks" / "long-context-llama-70b-h100x8.yaml"
+    rc = main(["simulate", "--spec", str(spec), "--trace", str(moon), "--duration", "15m", "--warmup", "3m",
+               "--capacity-rps", "1", "--policy", "oracle", "--output", "json", "--quiet"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    sc = doc["scenario"]
+    assert sc["prefix_caching"] is True and sc["max_num_batched_tokens"] == 2048  # from spec.engine.args
+    assert "not a known public trace" in sc["trace_citation"]  # no dataset credited for a file it does not know
+    (r,) = doc["results"]
+    assert r["prefix_cache_hit_fraction"] > 0.05 and r["requests"] > 0
+
+
+def test_the_step_budget_flag_overrides_the_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.sim.fixture_traces import write_fixture_traces
+
+    azure, _ = write_fixture_traces(tmp_path, "own.csv", "own.jsonl")
+    rc = main(["simulate", "--spec", str(SPEC), "--trace", str(azure), "--duration", "10m", "--warmup", "2m",
+               "--capacity-rps", "5", "--policy", "oracle", "--max-num-batched-tokens", "2048", "--output", "json",
+               "--quiet"])
+    assert rc == 0
+    sc = json.loads(capsys.readouterr().out)["scenario"]
+    assert (sc["max_num_seqs"], sc["max_num_batched_tokens"], sc["prefix_caching"]) == (1024, 2048, False)
+
+
+def test_bad_engine_args_in_the_spec_exit_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+    from tests.sim.fixture_traces import write_fixture_traces
+
+    azure, _ = write_fixture_traces(tmp_path, "own.csv", "own.jsonl")
+    doc = yaml.safe_load(SPEC.read_text())
+    doc["spec"]["engine"]["args"] = ["--max-num-batched-tokens", "lots"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    assert main(["simulate", "--spec", str(bad), "--trace", str(azure), "--quiet"]) == 2
+    assert "spec.engine.args" in capsys.readouterr().err

@@ -141,3 +141,13 @@ def test_the_policy_inputs_reach_the_autoscaler() -> None:
     assert late[-1].state.interactive_cold_starts_s == pytest.approx((120.0,), abs=15.0)
     assert auto.seen[0].state.interactive_cold_starts_s == ()
     assert late[-1].state.seasonal is None  # the run does not reach back a day
+def test_the_warm_pool_is_not_shrunk_while_it_is_still_filling_up() -> None:
+    # The run starts with empty replicas: a scale-down asked for in the first hold_initial_s is not
+    # applied (a scale-up is), and applies once the hold is over.
+    trace = _trace(10.0, 600.0)
+    auto = Script([(0, 1), (30, 6), (60, 1)])
+    res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=4, cold_start_s=20, hold_initial_s=120))
+    changes = [(round(t - T0), before, after) for t, before, after in res.interactive_changes]
+    assert changes[0] == (35, 4, 6)  # the scale-up went through during the hold
+    assert changes[1] == (65, 6, 4)  # the scale-down stopped at the initial size
+    assert changes[2] == (125, 4, 1)  # and completed once the hold was over

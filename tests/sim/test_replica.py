@@ -3,25 +3,42 @@ step-by-step scheduler (a real component: llmscale.engine.scheduler, after vLLM 
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import pytest
 
 from llmscale.engine.scheduler import EngineRequest, Scheduler, SchedulerConfig
 from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
+from llmscale.model.vllm_defaults import ITL_BUCKETS_S, TTFT_BUCKETS_S
+from llmscale.sim.latency import LatencyRecorder, histogram_quantile
 from llmscale.sim.replica import EngineConfig, ReplicaEngine, RequestTable, roofline_coefficients
 
 MODEL = ReplicaModel(arch=MODEL_PRESETS["llama-3.1-8b"], gpu=GPU_PRESETS["h100-sxm"])
 
 
 def _run_replica(
-    arrival: list[float], prompt: list[int], output: list[int], model: object = MODEL, **cfg: int
+    arrival: list[float],
+    prompt: list[int],
+    output: list[int],
+    model: object = MODEL,
+    latency: LatencyRecorder | None = None,
+    itl_slo_s: float = float("inf"),
+    table: RequestTable | None = None,
+    **cfg: int,
 ) -> tuple[RequestTable, ReplicaEngine]:
     """Drive one ReplicaEngine through its event protocol with a tiny loop (no fleet)."""
     import heapq
 
-    table = RequestTable(arrival, prompt, output)
+    table = table or RequestTable(arrival, prompt, output)
     done: list[int] = []
-    eng = ReplicaEngine(0, table, model, EngineConfig(**cfg), lambda e, r, t: done.append(r))  # type: ignore[arg-type]
+
+    def first(r: int, t: float) -> None:
+        if latency is not None:
+            latency.add_ttft(t, t - arrival[r])
+
+    eng = ReplicaEngine(0, table, model, EngineConfig(**cfg), lambda e, r, t: done.append(r), first,  # type: ignore[arg-type]
+                        latency=latency, itl_slo_s=itl_slo_s)
     wake: float | None = None
     i = 0
     version = 0
@@ -119,6 +136,84 @@ def test_latencies_agree_with_the_mock_engines_step_by_step_scheduler(rate: floa
     assert float(np.nanpercentile(tpot, 95)) == pytest.approx(float(np.nanpercentile(tpot_ref, 95)), rel=0.05)
     assert float(np.mean(ttft)) == pytest.approx(float(np.mean(ttft_ref)), rel=0.10)
     assert float(np.median(ttft)) == pytest.approx(float(np.median(ttft_ref)), rel=0.10)
+
+
+def _mock_engine_histograms(
+    arrival: list[float], prompt: list[int], output: list[int], target_s: float, **cfg: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The step-by-step scheduler's TTFT and ITL bucket counts (as ``EngineMetrics`` observes them)
+    and each request's gaps over ``target_s``."""
+    sched = Scheduler(SchedulerConfig.from_cost_model(MODEL, **cfg), MODEL)
+    for i, (a, pr, o) in enumerate(zip(arrival, prompt, output, strict=True)):
+        sched.add(EngineRequest(str(i), pr, o, a))
+    ttft = np.zeros(len(TTFT_BUCKETS_S) + 1)
+    itl = np.zeros(len(ITL_BUCKETS_S) + 1)
+    slow = np.zeros(len(arrival), dtype=np.int64)
+    now, left = 0.0, len(arrival)
+    while left:
+        res = sched.step(now)
+        if res is None:
+            nxt = sched.next_arrival_s()
+            assert nxt is not None
+            now = max(now, nxt)
+            continue
+        for tok in res.tokens:
+            if tok.ttft_s is not None:
+                ttft[bisect.bisect_left(TTFT_BUCKETS_S, tok.ttft_s)] += 1
+            if tok.itl_s is not None:
+                itl[bisect.bisect_left(ITL_BUCKETS_S, tok.itl_s)] += 1
+                slow[int(tok.request_id)] += tok.itl_s > target_s
+        left -= len(res.finished)
+        now = res.end_s
+    return ttft, itl, slow
+
+
+@pytest.mark.parametrize("rate", [pytest.param(6.0, id="busy"), pytest.param(11.0, id="near-saturation")])
+def test_per_token_itl_and_ttft_histograms_match_the_mock_engines_scheduler(rate: float) -> None:
+    # Each decode step gives every running sequence one gap of the step's length, and a step that
+    # carries a prefill chunk stretches them all: the simulator's leaps must add up to the same
+    # histogram the engine's per-token observations give, bucket for bucket (within 2 %: a leap runs
+    # at the step time of its middle KV size, which moves a few gaps across a bucket boundary).
+    arrival, prompt, output = _poisson(rate, 240.0, seed=5)
+    target = 0.05  # a bucket boundary of vLLM's ITL histogram
+    rec = LatencyRecorder(0.0, 100_000.0)
+    table, eng = _run_replica(arrival, prompt, output, latency=rec, itl_slo_s=target, max_num_batched_tokens=2048)
+    ttft_ref, itl_ref, slow_ref = _mock_engine_histograms(arrival, prompt, output, target, max_num_batched_tokens=2048)
+    assert eng.preemptions == 0
+    sim_ttft = rec.counts("ttft").sum(axis=0)
+    sim_itl = rec.counts("itl").sum(axis=0)
+    assert sim_itl.sum() == itl_ref.sum() == sum(o - 1 for o in output)
+    assert sim_ttft.sum() == ttft_ref.sum() == len(arrival)
+    np.testing.assert_allclose(sim_itl, itl_ref, rtol=0.02, atol=50)
+    np.testing.assert_allclose(sim_ttft, ttft_ref, rtol=0.1, atol=15)
+    for q in (0.5, 0.95, 0.99):
+        assert float(histogram_quantile(q, ITL_BUCKETS_S, sim_itl)) == pytest.approx(
+            float(histogram_quantile(q, ITL_BUCKETS_S, itl_ref)), rel=0.02
+        )
+        # TTFT: a few thousand samples, so a handful of requests moves an interpolated p99 by a few %
+        assert float(histogram_quantile(q, TTFT_BUCKETS_S, sim_ttft)) == pytest.approx(
+            float(histogram_quantile(q, TTFT_BUCKETS_S, ttft_ref)), rel=0.05
+        )
+    # per request: the gaps over the target, counted in O(1) per request, agree with the tokens'
+    sim_slow = np.array(table.slow_gaps)
+    assert slow_ref.sum() > 1000
+    assert sim_slow.sum() == pytest.approx(slow_ref.sum(), rel=0.01)
+    assert np.abs(sim_slow - slow_ref).sum() <= 0.02 * slow_ref.sum()  # mostly ±1 at a boundary
+
+
+def test_a_preempted_request_records_one_gap_across_its_recomputation() -> None:
+    # A cache of 48,000 tokens under 8 requests/s: requests are preempted and recomputed. Every
+    # output token after the first still gives exactly one gap, and the per-request count of gaps
+    # over the target equals the histogram's count above it (0.1 s is a bucket boundary).
+    arrival, prompt, output = _poisson(8.0, 240.0, seed=5)
+    rec = LatencyRecorder(0.0, 100_000.0)
+    table, eng = _run_replica(arrival, prompt, output, latency=rec, itl_slo_s=0.1,
+                              max_num_batched_tokens=2048, kv_capacity_tokens=48_000)
+    assert eng.preemptions > 0
+    itl = rec.counts("itl").sum(axis=0)
+    assert itl.sum() == sum(o - 1 for o in output)
+    over = int(itl[ITL_BUCKETS_S.index(0.1) + 1 :].sum())
+    assert sum(table.slow_gaps) == over > 0
 
 
 def test_preemption_happens_when_the_kv_cache_fills_and_every_request_still_finishes() -> None:

@@ -79,7 +79,7 @@ def test_a_burst_faster_than_the_cold_start_does_not_cascade() -> None:
     need = fleet_need(model, DEFAULT_SHAPE, engine_limits(SMALL), 0.1, 2.0, 53.1).replicas
     trace = poisson([(17.7, 600.0), (53.1, 1800.0)], seed=3)
     res = simulate(trace, LlmscalePolicy(SMALL), model, fleet=FleetConfig(cold_start_s=300.0, initial_replicas=2,
-                   max_replicas=64), context_limit_tokens=8192)
+                   max_replicas=64), context_limit_tokens=8192, itl_slo_s=SMALL.slo.itl_p95_seconds)
     peak = max(after for _, _, after in res.interactive_changes)
     assert peak <= 2 * need + 1, (need, res.interactive_changes)
     # After one cold start and the drain, the SLO holds again: the last 10 minutes meet it.

@@ -168,3 +168,127 @@ def test_a_shaped_day_does_not_repeat_the_base_hours_own_hump() -> None:
         per5 = np.bincount(((out.arrival_s - out.start_s) // 300).astype(int)) / 300
         spread = float(np.max(np.abs(per5 / 40 - 1)))
         assert (spread < bound) if detrend else (spread > bound), (detrend, spread)
+
+
+# --------------------------------------------------------------------------- the Mooncake format
+
+
+def _jsonl(tmp_path: Path, lines: list[str], name: str = "t.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+def test_mooncake_jsonl_loads_sizes_times_and_block_hashes(tmp_path: Path) -> None:
+    from llmscale.sim.trace import load_mooncake_jsonl
+
+    p = _jsonl(tmp_path, [
+        '{"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [0, 1]}',
+        '{"timestamp": 2500, "input_length": 600, "output_length": 3, "hash_ids": [0, 2]}',
+        "",
+        '{"timestamp": 1000, "input_length": 20, "output_length": 1, "hash_ids": [3]}',
+    ])
+    t = load_mooncake_jsonl(p)
+    assert t.arrival_s.tolist() == [0.0, 1.0, 2.5]  # milliseconds → seconds, sorted
+    assert t.prompt_tokens.tolist() == [1000, 20, 600]
+    assert t.output_tokens.tolist() == [10, 1, 3]
+    assert t.hash_offsets is not None and t.hash_ids is not None
+    rows = [t.hash_ids[t.hash_offsets[i] : t.hash_offsets[i + 1]].tolist() for i in range(3)]
+    assert rows == [[0, 1], [3], [0, 2]]  # the hashes followed their requests through the sort
+    assert t.block_tokens == 512 and not t.is_batch.any()
+    assert t.citation == ""  # not a known file name: no dataset is credited
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        pytest.param("not json", "not JSON", id="not-json"),
+        pytest.param("[1, 2]", "not a JSON object", id="not-an-object"),
+        pytest.param('{"timestamp": 0, "input_length": 5}', "output_length", id="missing-key"),
+        pytest.param('{"timestamp": -1, "input_length": 5, "output_length": 1}', "timestamp", id="negative-time"),
+        pytest.param('{"timestamp": 0, "input_length": 5.5, "output_length": 1}', "whole", id="fractional-tokens"),
+        pytest.param('{"timestamp": 0, "input_length": "5", "output_length": 1}', "input_length", id="string"),
+        pytest.param('{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1, "a"]}',
+                     "hash_ids", id="bad-hash"),
+    ],
+)
+def test_malformed_mooncake_lines_are_refused_with_the_line_number(tmp_path: Path, line: str, message: str) -> None:
+    from llmscale.sim.trace import load_mooncake_jsonl
+
+    good = '{"timestamp": 0, "input_length": 5, "output_length": 1}'
+    with pytest.raises(TraceFormatError, match=message) as info:
+        load_mooncake_jsonl(_jsonl(tmp_path, [good, line]))
+    assert ":2:" in str(info.value)
+
+
+def test_load_trace_picks_the_format_and_credits_only_known_traces(tmp_path: Path) -> None:
+    from llmscale.sim.trace import AZURE_2023_CITATION, MOONCAKE_CITATION, citation_for, load_trace
+
+    moon = _jsonl(tmp_path, ['{"timestamp": 0, "input_length": 5, "output_length": 1}'] * 2,
+                  name="mooncake-conversation-trace.jsonl")
+    assert load_trace(moon).citation == MOONCAKE_CITATION
+    sniffed = _jsonl(tmp_path, ['{"timestamp": 0, "input_length": 5, "output_length": 1}'], name="trace.txt")
+    assert load_trace(sniffed).prompt_tokens.tolist() == [5]
+    azure = tmp_path / "azure-llm-2023-conv.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 00:00:01,1,2\n", encoding="utf-8")
+    assert load_trace(azure).citation == AZURE_2023_CITATION
+    own = _csv(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 00:00:01,1,2\n")
+    assert load_trace(own).citation == "" == citation_for(own)
+
+
+def _hashed_base(n: int = 400, seed: int = 3) -> object:
+    from llmscale.sim.trace import Trace
+
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(0.5, n))
+    blocks = rng.integers(1, 5, n)
+    offsets = np.concatenate(([0], np.cumsum(blocks))).astype(np.int64)
+    ids = np.arange(int(offsets[-1]), dtype=np.int64) % 97  # repeats: shared prefixes
+    return Trace(t, blocks * 512, rng.integers(1, 50, n), np.zeros(n, bool), float(t[0]),
+                 float(t[-1] - t[0]), "hashed", offsets, ids)
+
+
+def test_synthesis_carries_block_hashes_and_gives_each_pass_its_own_ids() -> None:
+    base = _hashed_base()
+    out = synthesize(base, duration_s=base.duration_s * 3.5, seed=2)  # type: ignore[attr-defined]
+    assert out.hash_offsets is not None and out.hash_ids is not None
+    assert len(out.hash_offsets) == len(out) + 1 == len(out.prompt_tokens) + 1
+    # every request keeps as many blocks as its prompt has
+    blocks = np.diff(out.hash_offsets)
+    assert np.array_equal(blocks * 512, out.prompt_tokens)
+    # the first pass is the base's own ids; later passes are shifted, so they never meet the first's
+    n0 = len(base)  # type: ignore[arg-type]
+    first = set(out.hash_ids[: out.hash_offsets[n0]].tolist())
+    later = set(out.hash_ids[out.hash_offsets[n0] :].tolist())
+    assert first <= set(range(97)) and not first & later
+
+
+def test_weekly_envelope_is_quieter_on_weekends_and_a_week_starts_on_monday() -> None:
+    from llmscale.sim.trace import WeeklyEnvelope
+
+    env = WeeklyEnvelope(DiurnalEnvelope(peak_hour=15, trough_fraction=0.25), weekend_fraction=0.5)
+    at = lambda day, hour: float(env(np.array([day * 86_400.0 + hour * 3600.0]))[0])  # noqa: E731
+    assert at(0, 15) == pytest.approx(1.0) and at(4, 15) == pytest.approx(1.0)  # Monday, Friday
+    assert at(5, 15) == pytest.approx(0.5) and at(6, 3) == pytest.approx(0.5 * at(2, 3))  # weekend
+    week = synthesize(_base(), duration_s=7 * 86_400.0, peak_rps=2.0, envelope=env, seed=1)
+    assert datetime.fromtimestamp(week.start_s, UTC).weekday() == 0
+    assert datetime.fromtimestamp(week.start_s, UTC).hour == 0
+    per_day = np.bincount(((week.arrival_s - week.start_s) // 86_400).astype(int), minlength=7)
+    assert per_day[5] == pytest.approx(per_day[0] / 2, rel=0.05)
+    assert "weekends 0.5" in week.source
+
+
+def test_resampled_lengths_keep_the_timing_and_follow_the_stated_distribution() -> None:
+    from llmscale.sim.trace import LogNormalLengths, resample_lengths
+
+    base = _base(n=20_000)
+    prompt = LogNormalLengths(2500, 0.5, 512, 7168)
+    output = LogNormalLengths(30, 0.7, 4, 256)
+    a = resample_lengths(base, prompt, output, seed=4)  # type: ignore[arg-type]
+    b = resample_lengths(base, prompt, output, seed=4)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(a.arrival_s, base.arrival_s)  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(a.prompt_tokens, b.prompt_tokens)
+    assert float(np.median(a.prompt_tokens)) == pytest.approx(2500, rel=0.03)
+    assert float(np.median(a.output_tokens)) == pytest.approx(30, rel=0.05)
+    assert a.prompt_tokens.min() >= 512 and a.prompt_tokens.max() <= 7168
+    assert "log-normal(median 2500" in a.source and a.hash_ids is None

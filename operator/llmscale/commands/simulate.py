@@ -1,9 +1,10 @@
 """``llmscale simulate``: replay a trace through a simulated fleet under each scaling policy.
 
-Reads an LLMDeployment manifest (the file a user applies) and a trace CSV in the Azure LLM
-inference trace format (by default the Azure LLM inference trace 2023 that ships with the package,
-:mod:`llmscale.data`), optionally shapes a day from it, calibrates one replica's capacity at the
-spec's SLO, runs the chosen policies and prints a table or JSON (keys in ``docs/simulate.md``).
+Reads an LLMDeployment manifest (the file a user applies) and a trace — the Azure LLM inference
+trace CSV or the Mooncake JSONL, by default the Azure LLM inference trace 2023 that ships with the
+package (:mod:`llmscale.data`) — optionally shapes a day or a week from it, calibrates one
+replica's capacity at the spec's SLO, runs the chosen policies and prints a table, JSON or YAML
+(keys in the README).
 """
 
 from __future__ import annotations
@@ -47,23 +48,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, help="LLMDeployment manifest (YAML), the file you apply")
     parser.add_argument(
         "--trace", default=None, metavar="PATH|NAME",
-        help="trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens[,Class]) or a bundled trace's name; "
+        help="trace file — Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens[,Class]) or Mooncake JSONL "
+        "(timestamp, input_length, output_length, hash_ids) — or a bundled trace's name; "
         f"default {DEFAULT_TRACE}: the Azure LLM inference trace 2023 (CC-BY 4.0), shipped with llmscale",
     )
     parser.add_argument(
         "--shape",
-        choices=("none", "diurnal"),
+        choices=("none", "diurnal", "weekly"),
         default="none",
         help="none: replay the trace (looped to --duration, flat rate --peak-rps); "
-        "diurnal: a day shaped by a daily envelope (default: none)",
+        "diurnal: a day shaped by a daily envelope; weekly: days from Monday 00:00 UTC with quieter "
+        "weekends (default: none)",
     )
     parser.add_argument("--duration", type=parse_duration, default=None,
-                        help="simulated time, e.g. 24h (default: the trace's length; 24h for diurnal)")
+                        help="simulated time, e.g. 24h (default: the trace's length; 24h for diurnal, 7d for weekly)")
     parser.add_argument("--peak-rps", type=float, default=None,
                         help="requests/s at the peak (diurnal) or throughout (none); default: the trace's mean rate")
     parser.add_argument("--peak-hour", type=float, default=15.0, help="UTC hour of the diurnal peak (default 15)")
     parser.add_argument("--trough-fraction", type=float, default=0.25,
                         help="overnight rate as a fraction of the peak (default 0.25)")
+    parser.add_argument("--weekend-fraction", type=float, default=0.5,
+                        help="weekly: weekend rate as a fraction of the weekday rate (default 0.5)")
     parser.add_argument("--batch-fraction", type=float, default=0.0,
                         help="fraction of requests marked batch, for the batch pool (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthesis and the calibration (default 0)")
@@ -73,9 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start excluded from every figure (default 10m, at most a quarter of the run)")
     parser.add_argument("--capacity-rps", type=float, default=None,
                         help="requests/s one replica carries within the SLO; skips the calibration search")
+    parser.add_argument("--max-num-batched-tokens", type=int, default=None,
+                        help="token budget of one engine step (chunked prefill); default: spec.engine.args' "
+                        "--max-num-batched-tokens, else vLLM's default for the GPU")
     add_output_argument(parser, ("table", "json", "yaml"), "table")
     parser.add_argument("--plot", default=None, metavar="PNG",
-                        help="write a PNG: load, replicas and p95 TTFT per policy (its folder must exist)")
+                        help="write a PNG: the load, then each policy's replicas and the minutes that missed "
+                        "the SLO (its folder must exist)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
 
@@ -96,13 +105,15 @@ def main(args: argparse.Namespace) -> int:
     from llmscale.commands.output import write_document
     from llmscale.data import resolve_trace
     from llmscale.sim.baselines import POLICY_NAMES
+    from llmscale.sim.engine_args import engine_config
     from llmscale.sim.plot import plot_day
     from llmscale.sim.runner import Scenario, compare
     from llmscale.sim.trace import (
-        TRACE_CITATION,
         DiurnalEnvelope,
+        Envelope,
         TraceFormatError,
-        load_azure_csv,
+        WeeklyEnvelope,
+        load_trace,
         synthesize,
     )
 
@@ -126,14 +137,23 @@ def main(args: argparse.Namespace) -> int:
         err.print(f"[red]The LLMDeployment's model cannot run:[/red] {escape(str(exc))}")
         return 2
     try:
-        base = load_azure_csv(resolve_trace(args.trace))
+        engine = engine_config(spec, max_num_batched_tokens=args.max_num_batched_tokens)
+    except ValueError as exc:
+        err.print(f"[red]Could not set the engine's limits:[/red] {escape(str(exc))}")
+        return 2
+    try:
+        trace_file = resolve_trace(args.trace)
+        base = load_trace(trace_file)
     except (OSError, TraceFormatError) as exc:
         err.print(f"[red]Could not read the trace:[/red] {escape(str(exc))}")
         return 2
-    diurnal = args.shape == "diurnal"
-    duration = args.duration if args.duration is not None else (86_400.0 if diurnal else base.duration_s)
+    default_duration = {"none": base.duration_s, "diurnal": 86_400.0, "weekly": 7 * 86_400.0}[args.shape]
+    duration = args.duration if args.duration is not None else default_duration
     try:
-        envelope = DiurnalEnvelope(args.peak_hour, args.trough_fraction) if diurnal else None
+        envelope: Envelope | None = None
+        if args.shape != "none":
+            day = DiurnalEnvelope(args.peak_hour, args.trough_fraction)
+            envelope = day if args.shape == "diurnal" else WeeklyEnvelope(day, args.weekend_fraction)
         trace = synthesize(
             base,
             duration_s=duration,
@@ -159,7 +179,8 @@ def main(args: argparse.Namespace) -> int:
     with progress:
         task = progress.add_task("calibrating capacity at the SLO", total=None)
         try:
-            sc = Scenario.build(spec, trace, base, warmup_s=warmup, seed=args.seed, capacity_rps=args.capacity_rps)
+            sc = Scenario.build(spec, trace, base, warmup_s=warmup, seed=args.seed, capacity_rps=args.capacity_rps,
+                                engine=engine)
         except ValueError as exc:
             err.print(f"[red]Could not set up the simulation:[/red] {escape(str(exc))}")
             return 2
@@ -173,10 +194,11 @@ def main(args: argparse.Namespace) -> int:
 
     summaries = [s for s, _ in results]
     cap = sc.capacity
+    citation = trace.citation or f"{trace_file.name}: not a known public trace, no citation"
     scenario = {
         "llmdeployment": name,
         "trace": trace.source,
-        "trace_citation": TRACE_CITATION,
+        "trace_citation": citation,
         "requests_total": len(trace),
         "duration_s": trace.duration_s,
         "warmup_s": warmup,
@@ -184,20 +206,23 @@ def main(args: argparse.Namespace) -> int:
         "capacity_rps_per_replica": cap.rate_rps,
         "capacity_concurrency_per_replica": cap.concurrency,
         "capacity_running_per_replica": cap.running,
+        "capacity_kv_cache_utilization_per_replica": cap.kv_cache_utilization,
+        "max_num_seqs": sc.engine.max_num_seqs,
+        "max_num_batched_tokens": sc.engine.max_num_batched_tokens,
+        "prefix_caching": sc.engine.enable_prefix_caching and trace.has_hashes,
         "cold_start_s": spec.headroom.cold_start_seconds,
     }
     if args.output in ("json", "yaml"):
         write_document({"scenario": scenario, "results": summaries}, args.output)
     else:
-        _print_table(name, trace, warmup, spec, cap, summaries, TRACE_CITATION)
+        _print_table(name, trace, warmup, spec, cap, summaries, citation)
     if args.plot:
         try:
             plot_day(
                 {s["policy"]: series for s, series in results},  # type: ignore[misc]
                 args.plot,
-                ttft_slo_s=spec.slo.ttft_p95_seconds,
                 title=f"{name}: {trace.source}",
-                footnote=f"Trace: {TRACE_CITATION}",
+                footnote=f"Trace: {citation}",
                 warmup_s=warmup,
             )
         except OSError as exc:

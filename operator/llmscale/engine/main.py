@@ -35,7 +35,8 @@ from llmscale.engine.server import (
     start_engine_task,
     stop_task,
 )
-from llmscale.model import GPU, GPU_PRESETS, MODEL_PRESETS, ReplicaModel
+from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
+from llmscale.model.vllm_defaults import vllm_batch_defaults
 
 __all__ = ["MAX_POSITION_EMBEDDINGS", "EngineSettings", "build_core", "serve", "vllm_batch_defaults"]
 
@@ -52,22 +53,6 @@ MAX_POSITION_EMBEDDINGS: dict[str, int] = {
     "qwen2.5-72b": 32768,
     "mixtral-8x7b": 32768,
 }
-
-
-def vllm_batch_defaults(gpu: GPU) -> tuple[int, int]:
-    """vLLM's OpenAI-server defaults ``(max_num_seqs, max_num_batched_tokens)`` for a GPU.
-
-    From ``EngineArgs.get_batch_defaults`` in ``vllm/engine/arg_utils.py`` (vLLM 0.10–0.11): a GPU
-    with at least 70 GiB of memory that is not an A100 (H100, H200, B200) gets 1024 sequences and
-    8192 tokens per step; others (A100, L40S) 256 and 2048 ("large max_num_batched_tokens for
-    A100 reduces throughput", vLLM PR #17885). ``max_num_seqs`` is then capped at
-    ``max_num_batched_tokens``.
-    """
-    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.name:
-        seqs, tokens = 1024, 8192
-    else:
-        seqs, tokens = 256, 2048
-    return min(seqs, tokens), tokens
 
 
 @dataclass(frozen=True, slots=True)

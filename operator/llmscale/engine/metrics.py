@@ -25,6 +25,7 @@ from typing import Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from llmscale.engine.scheduler import FINISH_REASONS, FinishedRequest, StepResult
+from llmscale.model.vllm_defaults import ITL_BUCKETS_S, TTFT_BUCKETS_S
 
 __all__ = [
     "E2E_BUCKETS_S",
@@ -38,53 +39,6 @@ __all__ = [
 
 MetricNames = Literal["current", "legacy"]
 
-#: ``vllm:time_to_first_token_seconds`` buckets, seconds (vLLM ``loggers.py``).
-TTFT_BUCKETS_S: tuple[float, ...] = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
-#: ``vllm:inter_token_latency_seconds`` (and legacy ``time_per_output_token_seconds``) buckets, s.
-ITL_BUCKETS_S: tuple[float, ...] = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
 #: Request-latency buckets (e2e, queue, inference, prefill, decode), seconds (vLLM ``loggers.py``).
 E2E_BUCKETS_S: tuple[float, ...] = (
     0.3,

@@ -11,15 +11,29 @@ defaults, plus llmscale's own policy behind the same interface.
 - ``keda-queue`` — KEDA's Prometheus scaler on ``sum(vllm:num_requests_waiting)`` with threshold 5,
   as vLLM's production-stack ships it; KEDA hands the HPA an External AverageValue metric and the
   HPA's default behaviour applies.
+- ``keda-llmd`` — KEDA as llm-d's autoscaling guides recommend it: scale on the pool's queued
+  *and* running requests (``inference_extension_flow_control_queue_size`` and
+  ``inference_objective_running_requests`` of llm-d's endpoint picker; without the gateway, the
+  engines' ``vllm:num_requests_waiting + vllm:num_requests_running``, plus requests held at the
+  router) against a per-replica AverageValue. As an External metric,
+  ``desired = ceil(total / target)`` counts replicas still starting as capacity already asked for
+  (they are discounted, not requested again).
 - ``kpa`` — Knative's KPA (``pkg/autoscaler/scaling/autoscaler.go``) on in-flight concurrency with
   the stable (60 s) and panic (6 s, 200 %) windows.
+- ``aibrix-kv`` — AIBrix's PodAutoscaler with its KPA strategy on ``gpu_cache_usage_perc`` (the
+  KV-cache fraction; ``samples/autoscaling/kpa.yaml`` targets 0.5 per pod):
+  ``pkg/controller/podautoscaler/algorithm/kpa.go`` over the pods' summed metric averaged on a 60 s
+  stable and a 10 s panic window, AIBrix's defaults (panic at 200 %, at most ×2 up and ÷2 down per
+  step, 300 s scale-down cooldown).
 - ``oracle`` — clairvoyant: knows every future minute's arrivals and starts replicas exactly one
   cold start before they are needed; the physical lower bound for this trace and SLO.
 
-The per-replica targets of hpa and kpa come from the same calibration that sizes the oracle and
-static-peak (:mod:`llmscale.sim.calibrate`): the running requests / requests in flight one replica
-holds at the highest rate that still meets the SLO — a setting derived for this model, GPU and
-SLO rather than a strawman, but not swept for each baseline's cheapest passing value.
+Each baseline takes one *setting* — its target, the number a platform engineer tunes. The default
+settings of hpa, kpa and keda-llmd come from the same calibration that sizes the oracle and
+static-peak (:mod:`llmscale.sim.calibrate`: the running / in-flight requests one replica holds at
+the highest rate that still meets the SLO); keda-queue's default is production-stack's 5 and
+aibrix-kv's AIBrix's sample 0.5. The benchmark sweeps each setting over a grid
+(:data:`SETTING_GRID`) and reports each baseline at its cheapest setting that meets the SLO.
 """
 
 from __future__ import annotations
@@ -40,6 +54,9 @@ from llmscale.sim.fleet import Observation, ScaleDecision
 
 __all__ = [
     "POLICY_NAMES",
+    "SETTING_GRID",
+    "TUNABLE",
+    "AibrixKvAutoscaler",
     "HorizontalPodAutoscaler",
     "KnativePodAutoscaler",
     "LlmscalePolicy",
@@ -49,7 +66,31 @@ __all__ = [
 ]
 
 #: Every policy ``llmscale simulate --policy`` knows, in report order.
-POLICY_NAMES: tuple[str, ...] = ("llmscale", "static-peak", "hpa", "keda-queue", "kpa", "oracle")
+POLICY_NAMES: tuple[str, ...] = (
+    "llmscale", "static-peak", "hpa", "keda-queue", "keda-llmd", "kpa", "aibrix-kv", "oracle",
+)
+
+#: The baselines with a setting to sweep, and what the setting is.
+TUNABLE: dict[str, str] = {
+    "hpa": "running requests per pod",
+    "keda-queue": "waiting requests per replica",
+    "keda-llmd": "running + waiting requests per replica",
+    "kpa": "autoscaling.knative.dev/target: in-flight requests per pod (× 0.7 utilisation)",
+    "aibrix-kv": "KV-cache fraction per pod",
+}
+
+#: The grid each baseline is swept over: ``("capacity", factors)`` multiplies the calibrated
+#: per-replica figure (running requests for hpa, in-flight requests for kpa and keda-llmd, KV-cache
+#: use for aibrix-kv) by each factor; ``("absolute", values)`` is the setting itself. Each grid
+#: includes the baseline's documented default (production-stack's 5 waiting requests, AIBrix's
+#: sample 0.5, the calibrated figures) so the sweep can only improve on it.
+SETTING_GRID: dict[str, tuple[str, tuple[float, ...]]] = {
+    "hpa": ("capacity", (0.7, 0.85, 1.0, 1.2)),
+    "keda-queue": ("absolute", (1.0, 2.0, 5.0, 10.0)),
+    "keda-llmd": ("capacity", (0.7, 0.85, 1.0, 1.2)),
+    "kpa": ("capacity", (0.8, 1.0, 1.2, 1.45)),
+    "aibrix-kv": ("capacity", (0.7, 0.85, 1.0, 1.2)),
+}
 
 
 class StaticReplicas:
@@ -105,7 +146,8 @@ class HorizontalPodAutoscaler:
     Args:
         name: policy name in reports.
         kind: ``"pods"`` (metric per pod) or ``"external"`` (one value for the whole pool).
-        metric: which gauge: ``"running"`` or ``"waiting"`` (per pod), ``"queue_depth"`` (pool sum).
+        metric: which gauge: ``"running"`` or ``"waiting"`` (per pod), ``"queue_depth"`` or
+            ``"running_plus_waiting"`` (pool sums).
         target: the AverageValue target (per pod).
         min_replicas / max_replicas: the HPA's bounds.
     """
@@ -146,7 +188,12 @@ class HorizontalPodAutoscaler:
     def _calc(self, obs: Observation, current: int) -> int | None:
         tol = self.tolerance
         if self.kind == "external":
-            value: float | None = getattr(obs.snapshot, self.metric)
+            value: float | None
+            if self.metric == "running_plus_waiting":
+                q, r = obs.snapshot.queue_depth, obs.snapshot.running_requests
+                value = None if q is None or r is None else q + r
+            else:
+                value = getattr(obs.snapshot, self.metric)
             if value is None:
                 return None
             ratio = value / (self.target * max(current, 1))
@@ -214,6 +261,43 @@ class HorizontalPodAutoscaler:
         return ScaleDecision(rec, reason=f"{self.metric} raw {raw} -> {rec}")
 
 
+class _KpaCore:
+    """The KPA decision shared by Knative and AIBrix (Knative's ``autoscaler.go``, which AIBrix's
+    ``algorithm/kpa.go`` follows line by line): desired pods from the stable and panic averages,
+    clamped by the scale rates, panic mode that never scales down."""
+
+    def __init__(self, target: float, panic_threshold: float, up_rate: float, down_rate: float,
+                 stable_window_s: float) -> None:
+        self.target = target
+        self.panic_threshold = panic_threshold
+        self.up_rate = up_rate
+        self.down_rate = down_rate
+        self.stable = stable_window_s
+        self._panic_time: float | None = None
+        self._max_panic_pods = 0
+
+    def desired(self, now: float, stable: float, panic: float, ready: int) -> tuple[int, str]:
+        rdy = max(1.0, float(ready))
+        max_up = max(1, math.ceil(self.up_rate * rdy))
+        max_down = math.floor(rdy / self.down_rate)
+        dspc = min(max(math.ceil(stable / self.target), max_down), max_up)
+        dppc = min(max(math.ceil(panic / self.target), max_down), max_up)
+        if dppc / rdy >= self.panic_threshold:
+            self._panic_time = now
+        elif self._panic_time is not None and self._panic_time + self.stable < now:
+            self._panic_time = None
+            self._max_panic_pods = 0
+        desired = dspc
+        if self._panic_time is not None:
+            desired = max(desired, dppc)
+            if desired > self._max_panic_pods:
+                self._max_panic_pods = desired
+            else:
+                desired = self._max_panic_pods
+        mode = "panic" if self._panic_time is not None else "stable"
+        return desired, mode
+
+
 class KnativePodAutoscaler:
     """Knative Serving's KPA on concurrency (``pkg/autoscaler/scaling/autoscaler.go``, defaults of
     ``config-autoscaler``).
@@ -229,8 +313,8 @@ class KnativePodAutoscaler:
 
     Args:
         per_pod_target: the revision's concurrency target per pod (``autoscaling.knative.dev/target``;
-            Knative's default 100 is meaningless for an LLM replica, so the caller passes the
-            calibrated concurrency one replica sustains within the SLO).
+            Knative's default 100 is meaningless for an LLM replica, so the caller passes a
+            setting derived from the calibrated concurrency one replica sustains within the SLO).
         min_replicas / max_replicas: ``min-scale``/``max-scale`` (min at least 1: no scale to zero).
     """
 
@@ -257,12 +341,9 @@ class KnativePodAutoscaler:
         self.max_replicas = int(max_replicas)
         self.stable = stable_window_s
         self.panic = stable_window_s * panic_window_fraction
-        self.panic_threshold = panic_threshold
-        self.up_rate = max_scale_up_rate
-        self.down_rate = max_scale_down_rate
+        self._core = _KpaCore(self.target, panic_threshold, max_scale_up_rate, max_scale_down_rate,
+                              stable_window_s)
         self._hist: deque[tuple[float, float]] = deque()
-        self._panic_time: float | None = None
-        self._max_panic_pods = 0
 
     def _avg(self, now: float, integral: float, window: float) -> float:
         t0, i0 = self._hist[0]
@@ -283,50 +364,116 @@ class KnativePodAutoscaler:
             return ScaleDecision(obs.state.interactive_replicas, reason="no data yet")
         stable = self._avg(now, obs.inflight_integral, self.stable)
         panic = self._avg(now, obs.inflight_integral, self.panic)
-        ready = max(1.0, float(obs.state.interactive_ready))
-        max_up = math.ceil(self.up_rate * ready)
-        max_down = math.floor(ready / self.down_rate)
-        dspc = min(max(math.ceil(stable / self.target), max_down), max_up)
-        dppc = min(max(math.ceil(panic / self.target), max_down), max_up)
-        over = dppc / ready >= self.panic_threshold
-        if over:
-            self._panic_time = now
-        elif self._panic_time is not None and self._panic_time + self.stable < now:
-            self._panic_time = None
-            self._max_panic_pods = 0
-        desired = dspc
-        if self._panic_time is not None:
-            desired = max(desired, dppc)
-            if desired > self._max_panic_pods:
-                self._max_panic_pods = desired
-            else:
-                desired = self._max_panic_pods
+        desired, mode = self._core.desired(now, stable, panic, obs.state.interactive_ready)
         desired = min(max(desired, self.min_replicas), self.max_replicas)
-        mode = "panic" if self._panic_time is not None else "stable"
         return ScaleDecision(desired, reason=f"{mode}: stable {stable:.1f} panic {panic:.1f}")
 
 
+class AibrixKvAutoscaler:
+    """AIBrix's PodAutoscaler, KPA strategy, on the KV-cache fraction (``gpu_cache_usage_perc``).
+
+    AIBrix (``pkg/controller/podautoscaler``) scrapes each Ready pod's metric, records the *sum*
+    over pods in a 60 s stable and a 10 s panic window (``metrics/client.go``,
+    ``KPAMetricsClient``) and runs Knative's KPA arithmetic on the window averages
+    (``algorithm/kpa.go``) with AIBrix's defaults (``context/context.go``): panic threshold 200 %,
+    max scale-up rate 2, max scale-down rate 2, and a 300 s scale-down cooldown (the size does not
+    fall below the largest recommendation of the last 300 s). Here the metric is the last
+    Prometheus scrape of ``vllm:kv_cache_usage_perc`` (the V1 name of the same fraction), sampled
+    on each 15 s tick.
+
+    Args:
+        per_pod_target: ``targetValue`` — KV-cache fraction per pod, 0–1 (AIBrix's sample: 0.5).
+        min_replicas / max_replicas: the PodAutoscaler's bounds.
+    """
+
+    name = "aibrix-kv"
+    tick_s = 15.0
+
+    def __init__(
+        self,
+        per_pod_target: float,
+        min_replicas: int,
+        max_replicas: int,
+        *,
+        stable_window_s: float = 60.0,
+        panic_window_s: float = 10.0,
+        panic_threshold: float = 2.0,
+        max_scale_up_rate: float = 2.0,
+        max_scale_down_rate: float = 2.0,
+        scale_down_cooldown_s: float = 300.0,
+    ) -> None:
+        if per_pod_target <= 0:
+            raise ValueError("per_pod_target must be positive")
+        self.target = float(per_pod_target)
+        self.min_replicas = max(1, int(min_replicas))
+        self.max_replicas = int(max_replicas)
+        self.stable = stable_window_s
+        self.panic = panic_window_s
+        self.cooldown = scale_down_cooldown_s
+        self._core = _KpaCore(self.target, panic_threshold, max_scale_up_rate, max_scale_down_rate,
+                              stable_window_s)
+        self._samples: deque[tuple[float, float]] = deque()
+        self._recs: deque[tuple[float, int]] = deque()
+        self._last_scrape = -math.inf
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """One tick: sample the pods' summed KV fraction, then the KPA arithmetic."""
+        now = obs.now
+        current = obs.state.interactive_replicas
+        if obs.pods and obs.scrape_time > self._last_scrape:
+            self._last_scrape = obs.scrape_time
+            self._samples.append((obs.scrape_time, sum(p.kv_cache_utilization for p in obs.pods)))
+        while self._samples and self._samples[0][0] <= now - self.stable:
+            self._samples.popleft()
+        if not self._samples:
+            return ScaleDecision(current, reason="metric unavailable: hold")
+        stable = sum(v for _, v in self._samples) / len(self._samples)
+        recent = [v for t, v in self._samples if t > now - self.panic]
+        panic = sum(recent) / len(recent) if recent else self._samples[-1][1]
+        desired, mode = self._core.desired(now, stable, panic, obs.state.interactive_ready)
+        self._recs.append((now, desired))
+        while self._recs and self._recs[0][0] < now - self.cooldown:
+            self._recs.popleft()
+        if desired < current:
+            desired = min(current, max(r for _, r in self._recs))
+        desired = min(max(desired, self.min_replicas), self.max_replicas)
+        return ScaleDecision(desired, reason=f"{mode}: kv stable {stable:.2f} panic {panic:.2f}")
+
+
 def per_minute_need(
-    arrival_s: NDArray[np.float64], start_s: float, end_s: float, capacity_rps: float
+    arrival_s: NDArray[np.float64],
+    start_s: float,
+    end_s: float,
+    capacity_rps: float,
+    fleet_rps: NDArray[np.float64] | None = None,
 ) -> NDArray[np.int64]:
-    """Replicas each minute of ``[start, end)`` needs: ``ceil(arrivals in the minute / 60 /
-    capacity_rps)``; shape ``(minutes,)``.
+    """Replicas each minute of ``[start, end)`` needs; shape ``(minutes,)``.
+
+    With a scalar capacity: ``ceil(arrivals in the minute / 60 / capacity_rps)``. With
+    ``fleet_rps`` (what ``n`` replicas carry, index ``n``, from
+    :func:`llmscale.sim.calibrate.fleet_capacity_rps`): the smallest ``n`` whose fleet carries the
+    minute's rate (the largest ``n`` when none does); ``capacity_rps`` is then unused.
 
     Raises:
-        ValueError: ``capacity_rps`` ≤ 0.
+        ValueError: ``capacity_rps`` ≤ 0 without ``fleet_rps``.
     """
-    if capacity_rps <= 0:
-        raise ValueError("capacity_rps must be positive")
     minutes = max(1, math.ceil((end_s - start_s) / 60.0))
     counts = np.bincount(((arrival_s - start_s) // 60.0).astype(np.int64).clip(0, minutes - 1), minlength=minutes)
-    return np.ceil(counts / 60.0 / capacity_rps - 1e-9).astype(np.int64)
+    rate = counts / 60.0
+    if fleet_rps is not None:
+        need = np.searchsorted(np.asarray(fleet_rps) * (1 + 1e-12), rate, side="left")
+        return np.minimum(need, len(fleet_rps) - 1).astype(np.int64)
+    if capacity_rps <= 0:
+        raise ValueError("capacity_rps must be positive")
+    return np.ceil(rate / capacity_rps - 1e-9).astype(np.int64)
 
 
 class Oracle:
     """The clairvoyant lower bound: knows the arrivals of every future minute.
 
-    The need of minute ``m`` is ``ceil(rate_m / capacity_rps)``, the replicas that carry that
-    minute's rate within the SLO at the calibrated per-replica capacity. A replica asked for at
+    The need of minute ``m`` is the replicas that carry that minute's rate within the SLO at the
+    calibrated capacity (:func:`per_minute_need`, with the capacity measured at several fleet
+    sizes when the scenario has that curve). A replica asked for at
     ``t`` is Ready at ``t + cold_start``, so at every tick the oracle asks for the largest need of
     the minutes in ``[t, t + cold_start + tick]``: replicas start exactly one cold start before
     their minute, and a replica that will be needed again within a cold start is kept rather than

@@ -5,9 +5,16 @@ one replica carry within the SLO". The roofline model alone cannot say: TTFT at 
 queueing, chunked-prefill stalls and the trace's burstiness. So the answer is *measured*: a small
 fixed fleet (``replicas``, least-outstanding routing, as in the real runs) replays the trace
 time-rescaled to a flat rate, and a bisection finds the highest per-replica rate at which at least
-``minute_target`` of the measured minutes meet the SLO (p95 TTFT and p95 ITL within the targets).
-At that rate it also records the mean in-flight, running and waiting requests per replica — the
-natural per-pod targets of concurrency- and running-based autoscalers.
+``minute_target`` of the measured minutes meet the SLO (the minute's ``histogram_quantile(0.95)`` of
+TTFT and of per-token ITL within the targets, :func:`llmscale.sim.report.minute_scores`). At that
+rate it also records the mean in-flight, running and waiting requests and the mean KV-cache use per
+replica — the natural per-pod targets of concurrency-, running- and KV-based autoscalers.
+
+What one replica carries depends on how many share the load: a small fleet multiplexes less, and
+one long prompt holds up a larger share of it (long-context traffic at the overnight trough is the
+case in point). :func:`calibrate_sizes` measures the capacity at several fleet sizes
+(:data:`CURVE_SIZES`), and :func:`fleet_capacity_rps` turns that curve into what ``n`` replicas
+carry, which sizes the oracle and static-peak.
 """
 
 from __future__ import annotations
@@ -21,10 +28,16 @@ from numpy.typing import NDArray
 from llmscale.api import SloSpec
 from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, simulate
 from llmscale.sim.replica import EngineConfig, StepCostModel
-from llmscale.sim.report import latencies, minutes_meeting
+from llmscale.sim.report import minute_scores
 from llmscale.sim.trace import Trace, synthesize
 
-__all__ = ["Capacity", "calibrate"]
+__all__ = ["CURVE_SIZES", "MIN_REQUESTS_PER_MINUTE", "Capacity", "calibrate", "calibrate_sizes", "fleet_capacity_rps"]
+
+#: Fleet sizes the capacity curve is measured at (:func:`calibrate_sizes`).
+CURVE_SIZES: tuple[int, ...] = (1, 2, 4, 8)
+
+#: The smallest per-replica capacity calibration accepts, requests a minute.
+MIN_REQUESTS_PER_MINUTE = 1.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,7 @@ class Capacity:
         waiting: mean waiting requests per replica at that rate.
         minutes_meeting: fraction of calibration minutes that met the SLO at that rate.
         replicas: size of the calibration fleet.
+        kv_cache_utilization: mean ``vllm:kv_cache_usage_perc`` per replica at that rate, 0–1.
     """
 
     rate_rps: float
@@ -46,6 +60,7 @@ class Capacity:
     waiting: float
     minutes_meeting: float
     replicas: int
+    kv_cache_utilization: float = 0.0
 
 
 def _flat(seconds_of_day: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -63,12 +78,14 @@ class _Sampler:
         self.from_s = from_s
         self.running: list[float] = []
         self.waiting: list[float] = []
+        self.kv: list[float] = []
         self.integral: list[tuple[float, float]] = []
 
     def decide(self, obs: Observation) -> ScaleDecision:
         if obs.now >= self.from_s and obs.pods:
             self.running.append(sum(p.running for p in obs.pods) / len(obs.pods))
             self.waiting.append(sum(p.waiting for p in obs.pods) / len(obs.pods))
+            self.kv.append(sum(p.kv_cache_utilization for p in obs.pods) / len(obs.pods))
             self.integral.append((obs.now, obs.inflight_integral))
         return ScaleDecision(self.replicas)
 
@@ -88,24 +105,12 @@ def _run(
     # A flat envelope, the base detrended: the probe's load is steady at ``rate`` (a replay would
     # carry the real hour's rise and fall, compressed, into the probe).
     trace = synthesize(base, duration_s=duration_s, peak_rps=rate * replicas, envelope=_flat, seed=seed)
-    inter = Trace(
-        trace.arrival_s[~trace.is_batch],
-        trace.prompt_tokens[~trace.is_batch],
-        trace.output_tokens[~trace.is_batch],
-        trace.is_batch[~trace.is_batch],
-        trace.start_s,
-        trace.duration_s,
-        trace.source,
-    )
+    inter = trace.select(np.flatnonzero(~trace.is_batch).astype(np.int64))
     sampler = _Sampler(replicas, inter.start_s + warmup_s)
     fleet = FleetConfig(initial_replicas=replicas, min_replicas=replicas, max_replicas=replicas, drain_cap_s=600)
-    res = simulate(inter, sampler, cost, engine=engine, fleet=fleet, context_limit_tokens=context_limit_tokens)
-    ttft, itl, _ = latencies(res)
-    arrival = np.asarray(res.requests.arrival)
-    keep = (arrival >= inter.start_s + warmup_s) & ~res.rejected
-    meets, _, _ = minutes_meeting(
-        arrival[keep], ttft[keep], itl[keep], inter.start_s + warmup_s, inter.end_s, slo
-    )
+    res = simulate(inter, sampler, cost, engine=engine, fleet=fleet, context_limit_tokens=context_limit_tokens,
+                   itl_slo_s=slo.itl_p95_seconds)
+    meets, _, _, _ = minute_scores(res, slo, warmup_s)
     frac = float(meets.mean())
     conc = 0.0
     if len(sampler.integral) >= 2:
@@ -118,6 +123,7 @@ def _run(
         waiting=float(np.mean(sampler.waiting)) if sampler.waiting else 0.0,
         minutes_meeting=frac,
         replicas=replicas,
+        kv_cache_utilization=float(np.mean(sampler.kv)) if sampler.kv else 0.0,
     )
     return frac, cap
 
@@ -163,7 +169,8 @@ def calibrate(
 
     Raises:
         ValueError: not even a tiny rate meets the SLO (the SLO is below one request's own
-            service time on this replica), or ``rate_rps`` ≤ 0.
+            service time on this replica), the highest passing rate is under
+            :data:`MIN_REQUESTS_PER_MINUTE`, or ``rate_rps`` ≤ 0.
     """
     engine = engine or EngineConfig()
     if rate_rps is not None:
@@ -197,8 +204,78 @@ def calibrate(
         tiny = hi / 2**iterations
         frac, cap = probe(tiny)
         if frac < minute_target:
-            raise ValueError("Not even a tiny load meets the SLO on this replica: the SLO is too tight")
+            raise ValueError(
+                f"Not even {tiny * 60.0:.2g} requests a minute per replica meet the SLO on this replica: "
+                "the SLO is too tight for these request sizes"
+            )
         lo_cap = cap
     if not math.isfinite(lo_cap.rate_rps) or lo_cap.rate_rps <= 0:
         raise ValueError("Calibration found no positive capacity")
+    if lo_cap.rate_rps * 60.0 < MIN_REQUESTS_PER_MINUTE:
+        # Below one request a minute most minutes hold no sample at all and "meet" the SLO
+        # vacuously: that is not a capacity.
+        raise ValueError(
+            f"Only {lo_cap.rate_rps * 60.0:.2f} requests a minute per replica meet the SLO (p95 TTFT "
+            f"{slo.ttft_p95_seconds} s, ITL {slo.itl_p95_seconds} s) on this replica: the SLO is too tight "
+            "for these request sizes (a smaller --max-num-batched-tokens shortens prefill stalls; more "
+            "GPUs per replica shorten long prefills)"
+        )
     return lo_cap
+
+
+def calibrate_sizes(
+    base: Trace,
+    cost: StepCostModel,
+    slo: SloSpec,
+    *,
+    sizes: tuple[int, ...] = CURVE_SIZES,
+    **kwargs: object,
+) -> dict[int, Capacity]:
+    """:func:`calibrate` at each fleet size in ``sizes``; a size at which no rate meets the SLO is
+    left out (the curve then says such a fleet carries nothing).
+
+    Args:
+        base / cost / slo: as :func:`calibrate`.
+        sizes: fleet sizes, replicas.
+        kwargs: the other arguments of :func:`calibrate` (not ``replicas``).
+
+    Returns:
+        ``{replicas: Capacity}`` for the sizes that met the SLO at some rate.
+
+    Raises:
+        ValueError: no size meets the SLO at any rate.
+    """
+    out: dict[int, Capacity] = {}
+    errors: list[str] = []
+    for n in sizes:
+        try:
+            out[n] = calibrate(base, cost, slo, replicas=n, **kwargs)  # type: ignore[arg-type]
+        except ValueError as exc:
+            errors.append(f"{n} replicas: {exc}")
+    if not out:
+        raise ValueError("; ".join(errors))
+    return out
+
+
+def fleet_capacity_rps(curve: dict[int, Capacity], max_replicas: int) -> NDArray[np.float64]:
+    """Requests/s a fleet of ``n`` replicas carries within the SLO, for ``n = 0..max_replicas``.
+
+    Per-replica rates are interpolated linearly between the calibrated sizes, held at the largest
+    size's rate above it, and zero below the smallest size that met the SLO; the result is made
+    non-decreasing in ``n`` (a replica more never carries less).
+
+    Returns:
+        Shape ``(max_replicas + 1,)``, requests/s; entry 0 is 0.
+
+    Raises:
+        ValueError: an empty curve.
+    """
+    if not curve:
+        raise ValueError("The capacity curve is empty")
+    sizes = np.array(sorted(curve), dtype=np.float64)
+    rates = np.array([curve[int(n)].rate_rps for n in sizes], dtype=np.float64)
+    n = np.arange(max_replicas + 1, dtype=np.float64)
+    per = np.interp(n, sizes, rates)
+    per[n < sizes[0]] = 0.0
+    total: NDArray[np.float64] = np.maximum.accumulate(n * per)
+    return total

@@ -10,8 +10,9 @@ hours). The autoscaler sees what it would see on a cluster:
   as a :class:`~llmscale.signals.SignalSnapshot` — the type the operator builds from Prometheus —
   whose ``observed_at`` is the scrape time, so the signals are up to one interval old. Only Ready,
   not draining replicas are scrape targets (the Service's endpoints). Preemption rate is the pool's
-  counter increase over the last 60 s divided by 60 (``rate(...[1m])``), TTFT and ITL p95 are over
-  requests that produced their first token / finished in the 60 s before the scrape.
+  counter increase over the last 60 s divided by 60 (``rate(...[1m])``); TTFT and ITL p95 are
+  ``histogram_quantile(0.95, …)`` over the pool's vLLM histograms of the 60 s before the scrape
+  (:mod:`llmscale.sim.latency`: one TTFT per first token, one ITL per later output token).
 - **Kubernetes** creates replicas that bill GPU time at once but serve nothing until
   ``cold_start_s`` later; scaling down removes not-yet-ready replicas first (as the ReplicaSet
   controller does: unready pods before ready ones), then the newest ready ones, which **drain** —
@@ -28,9 +29,9 @@ loop merges three sorted sources (arrivals, replica wake-ups, controller ticks) 
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from numpy.typing import NDArray
 from llmscale.policy.types import PoolState
 from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
 from llmscale.sim.counters import RequestCounters, cold_starts
+from llmscale.sim.latency import BIN_S, LatencyRecorder
 from llmscale.sim.replica import EngineConfig, ReplicaEngine, RequestTable, StepCostModel
 from llmscale.sim.trace import Trace
 
@@ -138,6 +140,11 @@ class FleetConfig:
         batch_max_replicas: upper bound of the batch pool.
         batch_schedule: desired batch replicas at a time when the autoscaler leaves it to the
             schedule (``None`` = no batch pool).
+        hold_initial_s: for this long from the start, seconds, the interactive pool is not scaled
+            below its initial size (scale-ups apply). The run starts with empty replicas, so the
+            first scrapes show a fleet that is still filling up; a controller acting on them would
+            shrink the warm pool and leave a backlog that outlasts the warm-up. Every policy gets
+            the same hold; it belongs inside the excluded warm-up.
     """
 
     cold_start_s: float = 180.0
@@ -150,6 +157,7 @@ class FleetConfig:
     drain_cap_s: float = 3600.0
     batch_max_replicas: int = 10_000
     batch_schedule: Callable[[float], int] | None = None
+    hold_initial_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -179,6 +187,11 @@ class SimResult:
         preemptions: total preemptions over both pools.
         gpus_per_replica: GPUs per replica (for GPU-hours).
         wall_s: wall-clock seconds the run took (measured by the caller, 0 if not).
+        latency: the interactive pool's TTFT and per-token ITL histograms
+            (:class:`~llmscale.sim.latency.LatencyRecorder`), what every minute is scored on.
+        itl_slo_s: the ITL target the per-request slow-gap counts were taken against, seconds.
+        prefix_cache_queries_tokens / prefix_cache_hits_tokens: the interactive pool's
+            ``vllm:prefix_cache_queries_total`` / ``vllm:prefix_cache_hits_total``, tokens.
     """
 
     policy: str
@@ -194,6 +207,10 @@ class SimResult:
     preemptions: int = 0
     gpus_per_replica: int = 1
     wall_s: float = 0.0
+    latency: LatencyRecorder | None = None
+    itl_slo_s: float = math.inf
+    prefix_cache_queries_tokens: int = 0
+    prefix_cache_hits_tokens: int = 0
 
 
 class _Replica:
@@ -223,31 +240,6 @@ class _Pool:
         return len(self.starting) + len(self.ready)
 
 
-class _Window:
-    """Values stamped with non-decreasing times; p95 over a trailing window, cheaply."""
-
-    __slots__ = ("head", "times", "values")
-
-    def __init__(self) -> None:
-        self.times: list[float] = []
-        self.values: list[float] = []
-        self.head = 0
-
-    def add(self, t: float, v: float) -> None:
-        self.times.append(t)
-        self.values.append(v)
-
-    def p95_since(self, since: float) -> float | None:
-        """p95 of the values stamped at or after ``since`` (``None`` when there are none)."""
-        self.head = bisect.bisect_left(self.times, since, lo=self.head)
-        if self.head > 4096:  # drop what no window will read again
-            del self.times[: self.head], self.values[: self.head]
-            self.head = 0
-        if self.head >= len(self.values):
-            return None
-        return float(np.percentile(np.asarray(self.values[self.head :], dtype=np.float64), 95))
-
-
 def simulate(
     trace: Trace,
     autoscaler: Autoscaler,
@@ -256,6 +248,7 @@ def simulate(
     engine: EngineConfig | None = None,
     fleet: FleetConfig | None = None,
     context_limit_tokens: int | None = None,
+    itl_slo_s: float = math.inf,
     progress: Callable[[float], None] | None = None,
 ) -> SimResult:
     """Replay ``trace`` through a fleet sized by ``autoscaler``; return every request's fate.
@@ -268,6 +261,8 @@ def simulate(
         fleet: cluster behaviour (cold start, scrape interval, bounds, batch schedule).
         context_limit_tokens: ``--max-model-len``: a prompt at or over it is rejected (reported in
             ``SimResult.rejected``, as vLLM answers HTTP 400), a longer output is cut to fit.
+        itl_slo_s: the ITL target, seconds: each request's inter-token gaps longer than it are
+            counted (``SimResult.requests.slow_gaps``).
         progress: called now and then with the simulated time reached (seconds since the epoch).
 
     Returns:
@@ -290,7 +285,14 @@ def simulate(
     output = np.maximum(trace.output_tokens.astype(np.int64), 1)
     rejected = prompt >= limit
     output = np.where(rejected, output, np.minimum(output, limit - prompt))
-    table = RequestTable(trace.arrival_s.tolist(), prompt.tolist(), output.tolist())
+    table = RequestTable(
+        trace.arrival_s.tolist(),
+        prompt.tolist(),
+        output.tolist(),
+        hash_offsets=trace.hash_offsets.tolist() if trace.hash_offsets is not None else None,
+        hash_ids=trace.hash_ids,
+        block_tokens=trace.block_tokens,
+    )
     is_batch_arr = trace.is_batch.copy()
     is_batch = is_batch_arr.tolist()
     rejected_l = rejected.tolist()
@@ -305,8 +307,7 @@ def simulate(
     pending: deque[int] = deque()  # interactive requests waiting at the router (no ready replica)
     backlog: deque[int] = deque()  # batch requests not yet handed to a batch replica
     batch_cap = 2 * engine.max_num_seqs
-    ttft_log = _Window()
-    itl_log = _Window()
+    latency = LatencyRecorder(start, end)
     counters = RequestCounters(start, limit)  # what Prometheus holds of the pool's counters
     inflight = 0
     inflight_integral = 0.0
@@ -321,9 +322,14 @@ def simulate(
         seq += 1
         heapq.heappush(heap, (t, seq, rep.version, rep))
 
+    lat_ttft, lat_bounds, lat_w, lat_bins = latency.ttft, latency.ttft_bounds, latency.ttft_width, latency.bins
+
     def on_first(req: int, t: float) -> None:
-        if not is_batch[req]:
-            ttft_log.add(t, t - arrival[req])
+        # LatencyRecorder.add_ttft, inlined (once per request)
+        if not is_batch[req] and t < end:
+            k = int((t - start) // BIN_S)
+            if 0 <= k < lat_bins:
+                lat_ttft[k * lat_w + bisect_left(lat_bounds, t - arrival[req])] += 1
 
     def on_finish(eng: ReplicaEngine, req: int, t: float) -> None:
         nonlocal inflight, inflight_integral, inflight_t, unfinished_interactive
@@ -333,9 +339,6 @@ def simulate(
             inflight -= 1
             unfinished_interactive -= 1
             counters.finished(t, table.prompt[req], table.output[req])
-            out = table.output[req]
-            if out > 1:
-                itl_log.add(t, (t - table.first_token[req]) / (out - 1))
         rep = by_engine[eng.index]
         if rep.state == "draining" and eng.outstanding == 0:
             rep.state = "gone"
@@ -349,7 +352,10 @@ def simulate(
     def new_replica(pool: _Pool, t: float, ready_at: float) -> _Replica:
         rec = ReplicaRecord(pool=pool.name, created_s=t, ready_s=ready_at)
         records.append(rec)
-        eng = ReplicaEngine(len(by_engine), table, cost, engine, on_finish, on_first)
+        eng = ReplicaEngine(
+            len(by_engine), table, cost, engine, on_finish, on_first,
+            latency=latency if pool is inter else None, itl_slo_s=itl_slo_s,
+        )
         rep = _Replica(eng, rec)
         by_engine.append(rep)
         return rep
@@ -435,7 +441,9 @@ def simulate(
                 drop -= 1
 
     # Warm start: the initial interactive replicas are Ready at the start.
-    for _ in range(max(fleet.initial_replicas, fleet.min_replicas)):
+    initial_size = max(fleet.initial_replicas, fleet.min_replicas)
+    hold_until = start + fleet.hold_initial_s
+    for _ in range(initial_size):
         rep = new_replica(inter, start - fleet.cold_start_s, start)
         rep.record.created_s = start  # billed from the start of the run only
         rep.state = "ready"
@@ -461,7 +469,7 @@ def simulate(
         last_scrape_t = t
         last_pods = pods
         if pods:
-            ttft, itl = ttft_log.p95_since(t - 60.0), itl_log.p95_since(t - 60.0)
+            ttft, itl = latency.window_p95(t)
             last_snapshot = SignalSnapshot(
                 observed_at=t,
                 queue_depth=float(sum(p.waiting for p in pods)),
@@ -494,6 +502,8 @@ def simulate(
         obs = Observation(t, last_snapshot, last_pods, state, inflight_integral, last_scrape_t)
         d = autoscaler.decide(obs)
         want = min(max(int(d.interactive), fleet.min_replicas), fleet.max_replicas)
+        if t < hold_until and want < initial_size:
+            want = initial_size
         if d.batch is not None:
             want_b = d.batch
         elif fleet.batch_schedule is not None:
@@ -575,9 +585,12 @@ def simulate(
             progress(t)
             next_progress = t + 600.0
 
-    total_pre = 0
+    total_pre = queries = hits = 0
     for rep in by_engine:
         total_pre += rep.engine.preemptions
+        if rep.record.pool == INTERACTIVE:
+            queries += rep.engine.prefix_queries
+            hits += rep.engine.prefix_hits
     return SimResult(
         policy=autoscaler.name,
         start_s=start,
@@ -591,6 +604,10 @@ def simulate(
         initial_replicas=max(fleet.initial_replicas, fleet.min_replicas),
         preemptions=total_pre,
         gpus_per_replica=fleet.gpus_per_replica,
+        latency=latency,
+        itl_slo_s=itl_slo_s,
+        prefix_cache_queries_tokens=queries,
+        prefix_cache_hits_tokens=hits,
     )
 
 

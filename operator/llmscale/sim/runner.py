@@ -20,6 +20,9 @@ from llmscale.model import ReplicaModel
 from llmscale.policy.windows import batch_window_open
 from llmscale.sim.baselines import (
     POLICY_NAMES,
+    SETTING_GRID,
+    TUNABLE,
+    AibrixKvAutoscaler,
     HorizontalPodAutoscaler,
     KnativePodAutoscaler,
     LlmscalePolicy,
@@ -27,16 +30,30 @@ from llmscale.sim.baselines import (
     StaticReplicas,
     per_minute_need,
 )
-from llmscale.sim.calibrate import Capacity, calibrate
+from llmscale.sim.calibrate import Capacity, calibrate, calibrate_sizes, fleet_capacity_rps
+from llmscale.sim.engine_args import engine_config
 from llmscale.sim.fleet import Autoscaler, FleetConfig, SimResult, simulate
 from llmscale.sim.replica import EngineConfig
 from llmscale.sim.trace import Trace
 
-__all__ = ["KEDA_QUEUE_THRESHOLD", "Scenario", "build_autoscaler", "compare", "run_policy"]
+__all__ = [
+    "AIBRIX_KV_TARGET",
+    "KEDA_QUEUE_THRESHOLD",
+    "Scenario",
+    "build_autoscaler",
+    "compare",
+    "default_setting",
+    "run_policy",
+    "sweep_settings",
+]
 
 #: Waiting requests per replica at which KEDA's Prometheus trigger scales (``threshold: '5'`` on
 #: ``vllm:num_requests_waiting`` in vLLM production-stack's KEDA autoscaling tutorial).
 KEDA_QUEUE_THRESHOLD = 5.0
+
+#: KV-cache fraction per pod AIBrix's sample PodAutoscaler targets (``targetValue: '0.5'`` on
+#: ``gpu_cache_usage_perc``, ``samples/autoscaling/kpa.yaml``).
+AIBRIX_KV_TARGET = 0.5
 
 
 @dataclass
@@ -48,8 +65,12 @@ class Scenario:
         trace: the requests.
         model: the replica's performance model (``ReplicaModel.from_spec(spec)``).
         engine: scheduler limits of each replica.
-        capacity: the calibrated per-replica capacity at the SLO.
+        capacity: the calibrated per-replica capacity at the SLO (four replicas; the baselines'
+            settings are derived from it).
         warmup_s: excluded from the figures, seconds.
+        capacity_curve: the capacity at several fleet sizes (``{replicas: Capacity}``,
+            :func:`~llmscale.sim.calibrate.calibrate_sizes`); when present, the oracle and
+            static-peak are sized with it rather than with ``capacity`` alone.
     """
 
     spec: LLMDeploymentSpec
@@ -58,6 +79,7 @@ class Scenario:
     engine: EngineConfig
     capacity: Capacity
     warmup_s: float
+    capacity_curve: dict[int, Capacity] | None = None
 
     @classmethod
     def build(
@@ -71,13 +93,24 @@ class Scenario:
         seed: int = 0,
         capacity: Capacity | None = None,
         capacity_rps: float | None = None,
+        capacity_curve: dict[int, Capacity] | None = None,
     ) -> Scenario:
         """Build the model from ``spec`` and calibrate its capacity on ``calibration_trace``
         (``capacity`` skips the calibration; ``capacity_rps`` fixes the rate and measures only the
-        concurrency at it)."""
+        concurrency at it; ``capacity_curve`` gives the curve measured elsewhere). Without any of
+        them the capacity is measured at each of
+        :data:`~llmscale.sim.calibrate.CURVE_SIZES` and ``capacity`` is the four-replica one.
+        ``engine`` defaults to the limits ``spec.engine.args`` sets
+        (:func:`llmscale.sim.engine_args.engine_config`).
+
+        Raises:
+            ValueError: bad ``spec.engine.args``, or the calibration finds no capacity.
+        """
         model = ReplicaModel.from_spec(spec)
-        engine = engine or EngineConfig()
-        if capacity is None:
+        engine = engine or engine_config(spec)
+        if capacity_curve is not None and capacity is None:
+            capacity = capacity_curve.get(4) or capacity_curve[max(capacity_curve)]
+        if capacity is None and capacity_rps is not None:
             capacity = calibrate(
                 calibration_trace,
                 model,
@@ -87,13 +120,27 @@ class Scenario:
                 seed=seed,
                 rate_rps=capacity_rps,
             )
-        return cls(spec, trace, model, engine, capacity, warmup_s)
+        if capacity is None:
+            capacity_curve = calibrate_sizes(
+                calibration_trace,
+                model,
+                spec.slo,
+                engine=engine,
+                context_limit_tokens=spec.model.context_limit_tokens,
+                seed=seed,
+            )
+            capacity = capacity_curve.get(4) or capacity_curve[max(capacity_curve)]
+        return cls(spec, trace, model, engine, capacity, warmup_s, capacity_curve)
 
     def need(self) -> np.ndarray:
-        """Per-minute replica need of the interactive load at the calibrated capacity."""
+        """Per-minute replica need of the interactive load at the calibrated capacity (the curve
+        when there is one)."""
         t = self.trace
         inter = t.arrival_s[~t.is_batch]
-        return per_minute_need(inter, t.start_s, t.end_s, self.capacity.rate_rps)
+        fleet = None
+        if self.capacity_curve:
+            fleet = fleet_capacity_rps(self.capacity_curve, self.spec.replicas.max)
+        return per_minute_need(inter, t.start_s, t.end_s, self.capacity.rate_rps, fleet)
 
     def oracle(self) -> Oracle:
         """The clairvoyant policy for this scenario."""
@@ -109,7 +156,8 @@ class Scenario:
         return int(min(max(int(self.need().max()), r.min, 1), r.max))
 
     def fleet_config(self, initial: int) -> FleetConfig:
-        """The cluster behaviour for a run starting with ``initial`` Ready replicas."""
+        """The cluster behaviour for a run starting with ``initial`` Ready replicas (held at least
+        that large for the first half of the warm-up, see :class:`FleetConfig`)."""
         spec = self.spec
         schedule: Callable[[float], int] | None = None
         if spec.batch is not None:
@@ -125,38 +173,91 @@ class Scenario:
             max_replicas=spec.replicas.max,
             gpus_per_replica=spec.resources.gpus_per_replica,
             batch_schedule=schedule,
+            hold_initial_s=self.warmup_s / 2,
         )
 
 
-def build_autoscaler(name: str, sc: Scenario) -> Autoscaler:
+def default_setting(name: str, cap: Capacity) -> float | None:
+    """The setting ``name`` runs with unless told otherwise (``None`` for a policy without one):
+    the calibrated running requests (hpa) and in-flight requests (kpa, keda-llmd) per replica,
+    production-stack's 5 waiting requests (keda-queue), AIBrix's sample KV-cache fraction 0.5
+    (aibrix-kv)."""
+    return {
+        "hpa": max(cap.running, 1.0),
+        "keda-queue": KEDA_QUEUE_THRESHOLD,
+        "keda-llmd": max(cap.concurrency, 1.0),
+        "kpa": max(cap.concurrency, 1.0),
+        "aibrix-kv": AIBRIX_KV_TARGET,
+    }.get(name)
+
+
+def sweep_settings(
+    name: str, cap: Capacity, grid: tuple[str, tuple[float, ...]] | None = None
+) -> list[float]:
+    """The settings the benchmark tries for ``name``: ``grid`` (default
+    :data:`~llmscale.sim.baselines.SETTING_GRID`'s for ``name``) with ``"capacity"`` factors scaled
+    by the calibrated capacity ``cap``, plus the default setting; ascending, ``[]`` for a policy
+    without a setting."""
+    if name not in SETTING_GRID:
+        return []
+    kind, values = grid or SETTING_GRID[name]
+    base = {
+        "hpa": cap.running,
+        "keda-llmd": cap.concurrency,
+        "kpa": cap.concurrency,
+        "aibrix-kv": cap.kv_cache_utilization,
+    }.get(name, 1.0)
+    out = {round(v * base if kind == "capacity" else v, 4) for v in values}
+    default = default_setting(name, cap)
+    if default is not None:
+        out.add(round(default, 4))
+    return sorted(v for v in out if v > 0)
+
+
+def build_autoscaler(name: str, sc: Scenario, setting: float | None = None) -> Autoscaler:
     """Return the policy ``name`` (one of :data:`POLICY_NAMES`) set up for ``sc``.
 
+    Args:
+        name: the policy.
+        sc: the scenario.
+        setting: the baseline's target (see :data:`~llmscale.sim.baselines.TUNABLE`); ``None`` =
+            :func:`default_setting`. Ignored by llmscale, static-peak and oracle.
+
     Raises:
-        ValueError: an unknown name.
+        ValueError: an unknown name, or a setting that is not positive.
     """
     r = sc.spec.replicas
-    cap = sc.capacity
     if name == "llmscale":
         return LlmscalePolicy(sc.spec)
     if name == "static-peak":
         return StaticReplicas(sc.peak_replicas())
-    if name == "hpa":
-        # Target: the running requests one replica holds at its SLO capacity.
-        return HorizontalPodAutoscaler("hpa", "pods", "running", max(cap.running, 1.0), r.min, r.max)
-    if name == "keda-queue":
-        return HorizontalPodAutoscaler(
-            "keda-queue", "external", "queue_depth", KEDA_QUEUE_THRESHOLD, r.min, r.max
-        )
-    if name == "kpa":
-        return KnativePodAutoscaler(max(cap.concurrency, 1.0), r.min, r.max)
     if name == "oracle":
         return sc.oracle()
-    raise ValueError(f"Unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+    if name not in TUNABLE:
+        raise ValueError(f"Unknown policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+    value = default_setting(name, sc.capacity) if setting is None else float(setting)
+    assert value is not None
+    if value <= 0:
+        raise ValueError(f"The {name} setting must be positive, got {value}")
+    if name == "hpa":
+        return HorizontalPodAutoscaler("hpa", "pods", "running", value, r.min, r.max)
+    if name == "keda-queue":
+        return HorizontalPodAutoscaler("keda-queue", "external", "queue_depth", value, r.min, r.max)
+    if name == "keda-llmd":
+        return HorizontalPodAutoscaler("keda-llmd", "external", "running_plus_waiting", value, r.min, r.max)
+    if name == "kpa":
+        return KnativePodAutoscaler(value, r.min, r.max)
+    return AibrixKvAutoscaler(value, r.min, r.max)
 
 
-def run_policy(name: str, sc: Scenario, progress: Callable[[float], None] | None = None) -> SimResult:
+def run_policy(
+    name: str,
+    sc: Scenario,
+    progress: Callable[[float], None] | None = None,
+    setting: float | None = None,
+) -> SimResult:
     """Run one policy over the scenario; the result's ``wall_s`` is the run's wall-clock time."""
-    auto = build_autoscaler(name, sc)
+    auto = build_autoscaler(name, sc, setting)
     initial = auto.replicas if isinstance(auto, StaticReplicas) else sc.oracle().desired_at(sc.trace.start_s)
     t0 = time.perf_counter()
     res = simulate(
@@ -166,6 +267,7 @@ def run_policy(name: str, sc: Scenario, progress: Callable[[float], None] | None
         engine=sc.engine,
         fleet=sc.fleet_config(initial),
         context_limit_tokens=sc.spec.model.context_limit_tokens,
+        itl_slo_s=sc.spec.slo.itl_p95_seconds,
         progress=progress,
     )
     res.wall_s = time.perf_counter() - t0
