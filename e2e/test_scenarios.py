@@ -48,6 +48,9 @@ MODEL = "llama-3.1-8b-instruct"
 COLD_START_S = 8.0
 STABILISATION_S = 20.0
 SCALE_DOWN_PERIOD_S = 5.0
+#: The arrival rate's rate window (the signals' default 1m): the load signal reads 0 requests/s only this
+#: long after the last request finished.
+RATE_WINDOW_S = 60.0
 LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/name", "app.kubernetes.io/instance",
           "llmscale.dev/deployment", "llmscale.dev/pool")
 
@@ -178,7 +181,10 @@ class TestLoadCycle:
         reasons = " | ".join(status["lastDecision"]["reasons"])
         assert "queue depth" in reasons and "proposes" in reasons, reasons
         events = wait_for("a ScaledUp Event", lambda: cluster.events(ns, "ScaledUp"), 15)
-        assert any(re.search(rf"Scaled LLMDeployment {ns}/chat from 2 to \d+ replicas: queue depth", e.message)
+        # The Event leads with the proposal that set the demand, named with its numbers: the queue,
+        # the KV cache its requests fill, or the load signal (arrival rate and backlog drain).
+        assert any(re.search(rf"Scaled LLMDeployment {ns}/chat from 2 to \d+ replicas: "
+                             r"(queue depth|KV-cache utilisation|load: )[^;]*proposes \d+", e.message)
                    for e in events), [e.message for e in events]
         assert events[0].involved_object.kind == "LLMDeployment" and events[0].involved_object.name == "chat"
 
@@ -459,9 +465,10 @@ def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(clust
     assert load.result(timeout=90).errors == 0
     load_done = time.monotonic()
 
-    # Idle: down one replica per 5 s, no sooner than the 20 s scale-down window allows.
+    # Idle: down one replica per 5 s, no sooner than the 20 s scale-down window allows, which starts
+    # once the load signal's arrival rate (finished requests over the 60 s rate window) reads 0.
     wait_for("the pool at zero replicas", lambda: cluster.deployment_replicas(namespace, "chat") == 0,
-             STABILISATION_S + 10 + 2 * (SCALE_DOWN_PERIOD_S + 3) + 30)
+             RATE_WINDOW_S + STABILISATION_S + 10 + 2 * (SCALE_DOWN_PERIOD_S + 3) + 30)
     at_zero = time.monotonic()
     status = cluster.status(namespace, "chat")
     # The stabilisation window held: every recommendation of the last 20 s before zero was 0, and

@@ -25,8 +25,8 @@ from llmscale.api import (
     TroughWindow,
     WakeSpec,
 )
-from llmscale.policy import PolicyMemory, PoolState
-from llmscale.signals.snapshot import RateWindow, SignalSnapshot
+from llmscale.policy import CapacityCorrection, PolicyMemory, PoolState
+from llmscale.signals.snapshot import RateWindow, SignalSnapshot, WorkloadMix
 
 __all__ = [
     "DST_FREE_ZONES",
@@ -43,6 +43,7 @@ __all__ = [
     "snapshots",
     "specs",
     "trough_windows",
+    "workload_mixes",
 ]
 
 #: 2024-03-01T00:00:00Z: a fixed epoch near both 2024 DST changes, so instants cover them.
@@ -136,11 +137,34 @@ def specs(draw: st.DrawFn, with_batch: bool | None = None) -> LLMDeploymentSpec:
 
 
 def maybe_value(max_value: float) -> st.SearchStrategy[float | None]:
-    """A signal value in 0–``max_value``, or an unknown: ``None``, NaN, ±Inf or a negative number."""
+    """A signal value in 0–``max_value``, or an unknown: ``None``, NaN, ±Inf or a negative number,
+    or any float at all (issue 11: a preemption rate of 1e307 or a KV use of 1e308 must decide too)."""
     return st.one_of(
         st.floats(0, max_value),
         st.none(),
-        st.sampled_from([math.nan, math.inf, -math.inf, -1.0]),
+        st.sampled_from([math.nan, math.inf, -math.inf, -1.0, 1e307, 1e308, 5e-324]),
+        st.floats(),
+    )
+
+
+@st.composite
+def workload_mixes(draw: st.DrawFn, known: bool = False) -> WorkloadMix:
+    """A :class:`WorkloadMix` of plausible values, or (``known=False``) any floats and unknowns."""
+
+    def value(low: float, high: float) -> st.SearchStrategy[float | None]:
+        return st.floats(low, high) if known else st.one_of(st.floats(low, high), maybe_value(high))
+
+    return WorkloadMix(
+        request_rate=draw(value(0, 200)),
+        prompt_tokens_rate=draw(value(0, 1e6)),
+        generation_tokens_rate=draw(value(0, 1e5)),
+        prompt_tokens_mean=draw(value(1, 50_000)),
+        prompt_tokens_p90=draw(value(1, 100_000)),
+        prompt_tokens_p95=draw(value(1, 100_000)),
+        generation_tokens_mean=draw(value(1, 4_000)),
+        generation_tokens_p90=draw(value(1, 8_000)),
+        generation_tokens_p95=draw(value(1, 8_000)),
+        prefix_cache_hit_rate=draw(value(0, 1)),
     )
 
 
@@ -176,6 +200,7 @@ def snapshots(draw: st.DrawFn, now: float, max_age_s: float = 300.0, known: bool
         ttft_p95_s=draw(value(20.0)),
         itl_p95_s=draw(value(1.0)),
         replicas_reporting=draw(st.integers(0, 24)),
+        workload=draw(st.one_of(st.just(WorkloadMix()), workload_mixes(known))),
         wake_demand=draw(value(10.0)),
         stalled_pods=draw(st.sampled_from([(), ("chat-hung",)])),
         window=draw(st.sampled_from(WINDOWS)),
@@ -196,6 +221,7 @@ def pool_states(draw: st.DrawFn, lo: int = 0, hi: int = 24) -> PoolState:
         interactive_unschedulable=pending,
         batch_replicas=draw(st.integers(0, 8)),
         batch_ready=draw(st.integers(0, 8)),
+        interactive_cold_starts_s=tuple(draw(st.lists(st.one_of(st.floats(0, 1200), st.floats()), max_size=25))),
     )
 
 
@@ -205,7 +231,20 @@ def memories(draw: st.DrawFn, now: float, span_s: float = 600.0) -> PolicyMemory
     times = st.floats(now - span_s, now - 1)
     recs = draw(st.lists(st.tuples(times, st.integers(0, 30)), max_size=12))
     events = draw(st.lists(st.tuples(times, st.integers(-4, 4).filter(bool)), max_size=6))
-    return PolicyMemory(recommendations=tuple(sorted(recs)), scale_events=tuple(sorted(events)))
+    since = draw(st.one_of(st.none(), st.floats(now - 2 * span_s, now)))
+    correction = draw(
+        st.one_of(st.none(), st.builds(CapacityCorrection, st.floats(0.5, 2.0), times, st.sampled_from(["", "ITL"])))
+    )
+    burst = draw(st.one_of(st.none(), st.tuples(st.floats(0, 50), st.floats(0, 50), st.integers(0, 100), times)))
+    batch_yield = draw(st.one_of(st.none(), st.tuples(st.integers(0, 8), st.integers(0, 30))))
+    return PolicyMemory(
+        recommendations=tuple(sorted(recs)),
+        scale_events=tuple(sorted(events)),
+        since=since,
+        correction=correction,
+        burstiness=burst,
+        batch_yield=batch_yield,
+    )
 
 
 @st.composite

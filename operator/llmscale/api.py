@@ -57,6 +57,7 @@ __all__ = [
     "ScalingBehavior",
     "ScalingSpec",
     "ScalingTargets",
+    "ScheduledMinimum",
     "SignalStatus",
     "SloSpec",
     "TroughWindow",
@@ -261,7 +262,11 @@ class ReplicasSpec(_Model):
                 {
                     "rule": "self.min <= self.max",
                     "message": "spec.replicas.min must be less than or equal to spec.replicas.max",
-                }
+                },
+                {
+                    "rule": "!has(self.schedule) || self.schedule.all(s, s.min <= self.max)",
+                    "message": "spec.replicas.schedule[].min must be less than or equal to spec.replicas.max",
+                },
             ]
         }
     )
@@ -270,11 +275,20 @@ class ReplicasSpec(_Model):
     """Fewest interactive replicas, headroom included."""
     max: int = Field(default=8, ge=1, le=10_000)
     """Most interactive replicas, headroom included."""
+    schedule: list[ScheduledMinimum] = Field(default_factory=list, max_length=32)
+    """Calendar floors: at least ``min`` interactive replicas while a window is open (the same daily
+    windows as ``spec.batch.windows``), asked for one lead time (the measured cold start) before it
+    opens so that they are Ready when it does. Scheduled pre-warming for a known morning ramp."""
 
     @model_validator(mode="after")
     def _min_le_max(self) -> ReplicasSpec:
         if self.min > self.max:
             raise ValueError("spec.replicas.min must be less than or equal to spec.replicas.max")
+        for i, floor in enumerate(self.schedule):
+            if floor.min > self.max:
+                raise ValueError(
+                    f"spec.replicas.schedule[{i}].min ({floor.min}) must be less than or equal to spec.replicas.max"
+                )
         return self
 
 
@@ -299,9 +313,10 @@ class ScalingTargets(_Model):
     queue_depth_per_replica: float = Field(default=3.0, gt=0, le=10_000)
     """Waiting requests (``vllm:num_requests_waiting``) per ready replica."""
     kv_cache_utilization: float | None = Field(default=None, gt=0, le=1)
-    """Fraction of the paged KV cache in use (``vllm:kv_cache_usage_perc``), 0–1. Unset: derived from
-    the performance model and ``spec.slo`` (the KV use of one replica at the edge of its ITL SLO under
-    chunked prefill; 0.114 for Llama-3.1-70B bf16 on 4 × H100 at ITL 100 ms — see docs/policy.md)."""
+    """Fraction of the paged KV cache in use (``vllm:kv_cache_usage_perc``), 0–1. Unset: 0.9 (the cache
+    guards its own limit) while the load signal sizes the pool from the arrival rate and the live
+    mix; without an arrival rate, the KV use of one replica at the SLO's capacity from the
+    performance model (0.098 for Llama-3.1-70B bf16 on 4 × H100 at ITL 100 ms — see docs/policy.md)."""
     preemptions_per_second_per_replica: float = Field(default=0.05, gt=0, le=1000)
     """Preemptions per second per ready replica (``rate(vllm:num_preemptions_total[1m])``)."""
 
@@ -376,19 +391,24 @@ class ScalingSpec(_Model):
 class HeadroomSpec(_Model):
     """Warm replicas kept ready above demand, because a cold start takes minutes."""
 
-    replicas: int = Field(default=1, ge=0, le=1000)
-    """Ready replicas kept above the demand the signals ask for."""
+    # 0 by default: the load signal sizes each minute for the SLO at the live rate and mix (its
+    # margin is the minute's own fluctuation), and the forecast one lead time ahead is the headroom
+    # for growth. On the four benchmark workloads (docs/policy.md, "Choosing defaults") a standing
+    # spare replica cost 8-24 % more GPU-hours for no minute gained.
+    replicas: int = Field(default=0, ge=0, le=1000)
+    """Ready replicas always kept above demand: a floor under the headroom the forecast sizes (the
+    replicas the arrival rate one lead time ahead needs beyond today's). 0 by default; set 1 when the
+    engines export no request counters (the leading signals alone then size the pool) or for margin."""
     cold_start_seconds: float = Field(default=180.0, ge=0, le=7200)
-    """Expected time from pod creation to Ready (weights read, kernels compiled, CUDA graphs)."""
-    # Off by default: on the benchmark day (docs/policy.md) the slope of the KV-cache need, even fitted
-    # on per-minute means, follows minute-scale bursts, not the diurnal ramp (at most ~1 replica per
-    # 300 s cold start at 50 req/s peak, which the floor of 1 covers): growth factor 1 cost 660 GPU-h
-    # and 459 scale events against 552 and 190 with 0, both meeting the SLO in 100 % of minutes.
+    """Expected time from pod creation to Ready (weights read, kernels compiled, CUDA graphs): the
+    lead time until pods have been measured (then the P90 of their measured cold starts)."""
+    # Off by default: the seasonal forecast (a day and a week ago) carries the daily shape; the trend
+    # of the last minutes follows bursts more than ramps (per-minute means of a 60 s rate window).
     growth_factor: float = Field(default=0.0, ge=0, le=10)
-    """Adaptive headroom: warm replicas also cover this multiple of the demand growth projected over
-    one cold start (least-squares slope of the per-minute mean demand over the last
-    ``coldStartSeconds``, times ``coldStartSeconds``); ``replicas`` stays the floor. 1 covers a steady
-    ramp (steep, sustained ramps); 0 (default) turns it off: the floor covers a diurnal ramp."""
+    """Trend headroom: the forecast also adds this multiple of the arrival rate's growth projected
+    over one lead time (least-squares slope of the per-minute finished-request rate over the last
+    lead time; without a request rate, of the KV-cache need). 1 covers a steady ramp; 0 (default)
+    turns it off: the seasonal forecast covers a daily ramp."""
     warm_nodes: bool = False
     """Keep GPU nodes for the warm headroom too: low-priority placeholder pods shaped like one replica
     (its GPU and CPU/memory requests, node selector, tolerations, affinity and topology spread) hold
@@ -475,6 +495,15 @@ class TroughWindow(_Model):
         return dtime(int(hh), int(mm))
 
 
+class ScheduledMinimum(TroughWindow):
+    """A calendar floor of the interactive pool: a daily window (the rules of a trough window: local
+    ``start``/``end`` in ``timezone`` on ``days``, crossing midnight when ``end`` is earlier, DST
+    followed) in which the pool keeps at least ``min`` replicas."""
+
+    min: int = Field(ge=0, le=10_000)
+    """Fewest interactive replicas while the window is open (headroom included)."""
+
+
 class BatchSpec(_Model):
     """A batch pool (Deployment ``<name>-batch``, Service ``<name>-batch``) sized from the backlog of
     batch Jobs labelled ``llmscale.dev/deployment: <name>``, which llmscale releases inside trough
@@ -528,6 +557,9 @@ class BatchSpec(_Model):
     def most_replicas(self) -> int:
         """Return the upper bound of the batch pool: ``maxReplicas``, else ``replicas``."""
         return self.replicas if self.max_replicas is None else self.max_replicas
+
+
+ReplicasSpec.model_rebuild()
 
 
 class CostSpec(_Model):
@@ -667,6 +699,10 @@ class ReplicaStatus(_Status):
     """Batch replicas the operator asked for (0 outside trough windows)."""
     batch_ready: int | None = None
     """Batch replicas Ready now."""
+    lead_time_seconds: float | None = None
+    """The lead time the headroom and the forecast look ahead: the 90th percentile of the measured
+    creation → Ready times of recent interactive pods, or ``spec.headroom.coldStartSeconds`` before
+    any was measured, seconds."""
     current: int | None = None
     """Interactive replicas the workload has now (``spec.replicas``, or ``/scale``); differs from
     ``desired`` in ``Advisory`` and ``Paused`` mode, where llmscale writes nothing."""
@@ -754,8 +790,8 @@ class Condition(_Status):
 
     type: str
     """``Ready``, ``ScalingActive``, ``MetricsAvailable``, ``RateWindowFits``, ``EnginesStalled``,
-    ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``BatchBacklog``, ``DeadlineAtRisk`` or
-    ``PolicyStateReadable``."""
+    ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``BatchBacklog``, ``DeadlineAtRisk``,
+    ``PolicyStateReadable``, ``CapacityModel`` or ``Diagnosis``."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str

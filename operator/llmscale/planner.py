@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llmscale.model import ModelDoesNotFit, ReplicaModel
+from llmscale.model import ModelDoesNotFit, ReplicaModel, max_batched_tokens_for_itl
 
 __all__ = [
     "DEFAULT_CONTEXT_LIMIT_TOKENS",
@@ -134,6 +134,7 @@ class CapacityPlan:
     goodput_peak_itl_s: float | None
     goodput_peak_limited_by: str
     recommended_max_num_seqs: int
+    recommended_max_num_batched_tokens: int | None
     usd_per_million_tokens: float | None
     curve: list[CurvePoint] = field(default_factory=list)
     what_if: list[WhatIf] = field(default_factory=list)
@@ -195,6 +196,12 @@ def _goodput(model: ReplicaModel, mean_context: int, floor: float) -> tuple[int,
     return by_speed, fit, fit, "kv cache"
 
 
+def _chunk_budget(model: ReplicaModel, context: int, floor: float, max_num_seqs: int) -> int | None:
+    """The step budget for the ITL target ``1 / floor`` with ``max_num_seqs`` decodes (``None``: none)."""
+    budget = max_batched_tokens_for_itl(model, 1.0 / floor, running=max_num_seqs, context_tokens=context)
+    return max(budget, max_num_seqs) if budget > 0 else None
+
+
 def plan(
     model: ReplicaModel,
     *,
@@ -211,7 +218,12 @@ def plan(
     batch) that also fits in the KV cache at the mean context (``capacity_tokens // C``; beyond it
     vLLM preempts); its throughput is ``B / step_time(B)``. The recommended ``--max-num-seqs`` is
     that batch (at least 1): a larger cap only admits sequences that slow everyone below the floor
-    or get preempted. Cost per million tokens is priced at the goodput peak and ``utilisation``.
+    or get preempted. The recommended ``--max-num-batched-tokens`` is the largest step budget (a
+    multiple of 256) whose full step — the B decodes and a prompt chunk filling the rest — still
+    takes at most ``1 / floor``, the ITL target: with chunked prefill every running sequence waits
+    for the steps that carry prompt chunks (:func:`llmscale.model.max_batched_tokens_for_itl`); at
+    least ``--max-num-seqs`` (vLLM's own lower bound), ``None`` when even the decodes alone miss the
+    target. Cost per million tokens is priced at the goodput peak and ``utilisation``.
 
     Args:
         model: the replica.
@@ -317,6 +329,7 @@ def plan(
         goodput_peak_itl_s=model.decode_step_time(peak_batch, c) if peak_batch > 0 else None,
         goodput_peak_limited_by=limited_by if peak_batch > 0 else "latency floor",
         recommended_max_num_seqs=max(peak_batch, 1),
+        recommended_max_num_batched_tokens=_chunk_budget(model, c, min_tokens_per_second_per_user, max(peak_batch, 1)),
         usd_per_million_tokens=usd_per_million_tokens(gpu_hour_usd, model.gpus, peak_tok_s, utilisation),
         curve=curve,
         what_if=changes,

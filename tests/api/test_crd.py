@@ -231,7 +231,8 @@ def test_cel_rules_are_carried_through(schema: dict[str, Any]) -> None:
             "!(has(self.scaleTargetRef) && self.headroom.warmNodes)",
         ],
         "spec.model": ["has(self.preset) != has(self.architecture)"],
-        "spec.replicas": ["self.min <= self.max"],
+        "spec.replicas": ["self.min <= self.max", "!has(self.schedule) || self.schedule.all(s, s.min <= self.max)"],
+        "spec.replicas.schedule[]": ["self.start != self.end"],
         "spec.batch": ["self.minReplicas <= (has(self.maxReplicas) ? self.maxReplicas : self.replicas)"],
         "spec.batch.windows[]": ["self.start != self.end"],
     }
@@ -359,7 +360,7 @@ def test_object_defaults_pass_their_own_cel_rules(schema: dict[str, Any]) -> Non
     ``self.min <= self.max`` with "no such key" and the CRD would be rejected).
     """
     replicas = _at(schema, "spec.replicas")
-    assert replicas["default"] == {"min": 1, "max": 8}
+    assert replicas["default"] == {"min": 1, "max": 8, "schedule": []}
     for path, node in _walk(schema):
         if node.get("type") == "object" and "default" in node:
             # Written whole: every property with a default of its own is present in the parent's.

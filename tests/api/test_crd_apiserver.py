@@ -188,6 +188,18 @@ def test_api_server_fills_the_same_defaults_as_the_models(
             id="unknown-timezone",
         ),
         pytest.param(
+            {"model": MODEL, "replicas": {"max": 4, "schedule": [{"start": "07:00", "end": "10:00", "min": 6}]}},
+            "spec.replicas",
+            "spec.replicas.schedule[].min must be less than or equal to spec.replicas.max",
+            id="calendar-floor-above-max",
+        ),
+        pytest.param(
+            {"model": MODEL, "replicas": {"schedule": [{"start": "07:00", "end": "07:00", "min": 2}]}},
+            "spec.replicas.schedule[0]",
+            "start and end of a trough window must differ",
+            id="empty-calendar-window",
+        ),
+        pytest.param(
             {"model": MODEL, "batch": {"windows": [{"start": "22:00", "end": "06:00"}], "minReplicas": 2}},
             "spec.batch",
             "spec.batch.minReplicas must be less than or equal to spec.batch.maxReplicas",

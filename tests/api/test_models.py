@@ -41,7 +41,7 @@ def test_minimal_spec_gets_defaults() -> None:
     assert parsed.scaling.tick_seconds == 15.0
     assert parsed.scaling.scale_down.stabilization_window_seconds == 300
     assert parsed.scaling.scale_up.stabilization_window_seconds == 120
-    assert parsed.headroom.replicas == 1
+    assert parsed.headroom.replicas == 0
     assert parsed.batch is None
     assert parsed.model.context_limit_tokens == 8192
 

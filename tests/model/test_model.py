@@ -46,7 +46,8 @@ def test_presets_equal_the_api_name_lists() -> None:
 
 
 def test_public_api_is_complete() -> None:
-    public = {n for n in dir(model_pkg) if not n.startswith("_")} - {"batch", "presets", "roofline", "slo", "vllm_defaults"}
+    public = {n for n in dir(model_pkg) if not n.startswith("_")} - {
+        "batch", "capacity", "presets", "roofline", "vllm_defaults"}
     assert set(model_pkg.__all__) == public
 
 

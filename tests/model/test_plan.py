@@ -244,3 +244,18 @@ def test_plan_table_for_people(capsys: pytest.CaptureFixture[str]) -> None:
         "What if kv_dtype=fp8",
     ):
         assert text in out
+
+
+def test_recommended_max_num_batched_tokens_keeps_a_chunk_step_within_the_itl_target() -> None:
+    # Llama-3.1-8B on one H100: 2 × 8.03 G FLOPs per token over 989.4 T × 0.5 = 32.5 µs per token,
+    # so 100 ms (the default 10 tok/s floor) allows 3,077 tokens a step: 3,072 on a multiple of 256.
+    assert planner.plan(_llama8b()).recommended_max_num_batched_tokens == 3072
+    # Llama-3.1-70B on 4 × H100: 71.3 µs per token, 1,402 tokens: 1,280.
+    big = ReplicaModel(MODEL_PRESETS["llama-3.1-70b"], GPU_PRESETS["h100-sxm"], gpus=4)
+    p = planner.plan(big)
+    assert p.recommended_max_num_batched_tokens == 1280
+    assert big.step_time(p.recommended_max_num_seqs, p.recommended_max_num_seqs * 1226, 1280 - p.recommended_max_num_seqs) <= 0.1
+    # A looser ITL target admits a larger budget; never below --max-num-seqs.
+    # 200 ms: 2,805 tokens, 2,560 on a multiple of 256.
+    assert planner.plan(big, min_tokens_per_second_per_user=5.0).recommended_max_num_batched_tokens == 2560
+    assert planner.plan(_llama8b()).to_json()["recommended_max_num_batched_tokens"] == 3072

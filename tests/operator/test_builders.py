@@ -14,7 +14,7 @@ from llmscale.controller.children import (
     initial_replicas,
 )
 from llmscale.controller.conditions import merge_conditions, ready_condition
-from llmscale.controller.pods import classify_pod, pool_state
+from llmscale.controller.pods import classify_pod, cold_start, pool_state, recent_cold_starts
 from llmscale.controller.podtemplate import (
     UnsupportedSpecError,
     engine_command,
@@ -97,7 +97,7 @@ def test_an_object_without_uid_cannot_own_children() -> None:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        pytest.param({}, 2, id="defaults: one of demand plus one warm"),
+        pytest.param({}, 1, id="defaults: one of demand, no standing spare"),
         pytest.param({"headroom": {"replicas": 3}}, 4, id="more headroom"),
         pytest.param({"replicas": {"min": 5, "max": 8}}, 5, id="min above demand plus headroom"),
         pytest.param({"replicas": {"min": 0, "max": 1}, "headroom": {"replicas": 2},
@@ -318,6 +318,40 @@ def test_pool_state_counts_each_pool() -> None:
     )
 
 
+READY_AT = {"phase": "Running", "conditions": [
+    {"type": "Ready", "status": "True", "lastTransitionTime": "2024-06-03T12:05:12Z"}]}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "status", "expected"),
+    [
+        pytest.param({"creationTimestamp": "2024-06-03T12:00:00Z"}, READY_AT, (T0 + 312, 312.0), id="ready-312s"),
+        pytest.param({"creationTimestamp": "2024-06-03T12:00:00Z"}, conditions(Ready="False"), None,
+                     id="not-ready-yet"),
+        pytest.param({}, READY_AT, None, id="no-creation-time"),
+        pytest.param({"creationTimestamp": "not a time"}, READY_AT, None, id="unreadable-creation-time"),
+        pytest.param({"creationTimestamp": "2024-06-03T12:06:00Z"}, READY_AT, None, id="ready-before-created-skew"),
+        pytest.param({"creationTimestamp": "2024-06-03T12:00:00Z"},
+                     {"conditions": [{"type": "Ready", "status": "True"}]}, None, id="no-transition-time"),
+    ],
+)
+def test_cold_start_is_creation_to_ready(
+    metadata: dict[str, Any], status: dict[str, Any], expected: tuple[float, float] | None
+) -> None:
+    assert cold_start(metadata, status) == expected
+
+
+def test_pool_state_carries_the_recent_cold_starts_oldest_first() -> None:
+    # Ordered by when each pod became Ready; pods without a measurement are skipped; only the last
+    # COLD_START_SAMPLES (20) count.
+    starts = [(T0 + 30, 300.0), None, (T0 + 10, 280.0), (T0 + 20, 900.0)]
+    state = pool_state(3, None, ["ready", "ready", "starting", "ready"], [], starts)
+    assert state.interactive_cold_starts_s == (280.0, 900.0, 300.0)
+    assert state.batch_cold_starts_s == ()
+    many = [(T0 + i, float(i)) for i in range(30)]
+    assert recent_cold_starts(many) == tuple(float(i) for i in range(10, 30))
+
+
 # ------------------------------------------------------------------------------------------
 # Status and conditions
 # ------------------------------------------------------------------------------------------
@@ -332,6 +366,7 @@ def decision(replicas: int = 4, reasons: tuple[str, ...] = ("queue depth 14 > 3 
         scaling_limited=ConditionResult("False", Reason.DesiredWithinRange, "no limit"),
         batch_window_open=ConditionResult("False", Reason.OutsideTroughWindows, "no window open"),
         policy_state_readable=ConditionResult("True", Reason.PolicyStateRead, "complete"),
+        lead_time_s=312.0,
         memory=PolicyMemory(recommendations=((T0, replicas),), scale_events=((T0, 2),)),
     )
 
@@ -344,7 +379,8 @@ def test_build_status_in_wire_format() -> None:
     status = build_status(decision=decision(), snapshot=SNAPSHOT, state=state, applied_interactive=4,
                           applied_batch=0, generation=3, previous=None, now=T0)
     assert status["observedGeneration"] == 3
-    assert status["replicas"] == {"desired": 4, "ready": 2, "headroom": 1, "batch": 0, "batchReady": 0, "current": 4}
+    assert status["replicas"] == {"desired": 4, "ready": 2, "headroom": 1, "batch": 0, "batchReady": 0,
+                                  "leadTimeSeconds": 312.0, "current": 4}
     # Unknown signals are absent, not zero.
     assert status["signals"] == {"observedAt": "2024-06-03T11:59:55Z", "queueDepth": 14.0, "kvCacheUtilization": 0.5}
     assert status["lastDecision"] == {"at": "2024-06-03T12:00:00Z", "interactiveReplicas": 4, "batchReplicas": 0,
@@ -352,7 +388,7 @@ def test_build_status_in_wire_format() -> None:
     assert status["policyState"] == {"recommendations": [[T0, 4]], "scaleEvents": [[T0, 2]]}
     assert [c["type"] for c in status["conditions"]] == [
         "Ready", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale", "ScalingLimited",
-        "BatchWindowOpen", "PolicyStateReadable",
+        "BatchWindowOpen", "PolicyStateReadable", "CapacityModel", "Diagnosis",
     ]
     ready = status["conditions"][0]
     assert ready == {"type": "Ready", "status": "True", "reason": "Serving", "message": "2 of 4 replicas ready; 0 starting",

@@ -391,8 +391,11 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["policyState"]["scaleEvents"]
     assert [c["type"] for c in status["conditions"]] == [
         "Ready", "ScalingActive", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale",
-        "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable", "ChildrenApplied", "SoleAutoscaler",
+        "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable", "CapacityModel", "Diagnosis", "ChildrenApplied",
+        "SoleAutoscaler",
     ]
+    # The lead time the headroom looked ahead with: no pod measured yet, so coldStartSeconds.
+    assert status["replicas"]["leadTimeSeconds"] > 0
     assert condition(status, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
     assert condition(status, "BatchWindowOpen")["status"] == "False"  # type: ignore[index]
     # Every status write went to the status subresource; the spec was never written.

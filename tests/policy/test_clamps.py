@@ -7,7 +7,7 @@ properties at the end hold the split windows and limits against the HPA's one-fu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import given, settings
@@ -31,6 +31,7 @@ from llmscale.policy.clamps import (
     WINDOWS,
     Clamp,
     Normalization,
+    calendar_floor,
     chain,
     insufficient_capacity,
     no_scale_down_on_partial,
@@ -98,6 +99,8 @@ class Case:
     down_window: int
     down_per_period: int
     down_period: int
+    since_ago: float  # seconds of history the memory has seen (memory.since = NOW - since_ago)
+    floor: int  # the calendar floor in force
     stalled: tuple[str, ...]
     expect: tuple[int, Reason]
 
@@ -117,6 +120,8 @@ def case(clamp: Clamp, value: int, current: int, expect: tuple[int, Reason], **k
         "down_window": 0,
         "down_per_period": 100,
         "down_period": 60,
+        "since_ago": 3600.0,
+        "floor": 0,
         "stalled": (),
     }
     fields.update(kw)
@@ -189,6 +194,24 @@ CASES = [
     pytest.param(case(insufficient_capacity, 7, 9, (7, Reason.DesiredWithinRange), unschedulable=1),
                  id="unschedulable-allows-removing"),
     pytest.param(case(insufficient_capacity, 12, 9, (12, Reason.DesiredWithinRange)), id="schedulable-adds"),
+    # --- Missing history (issue 11): a memory younger than the down window holds the current size.
+    # 8 now, 2 recommended, the memory began 100 s ago (a new object): the 300 s window is not
+    # covered, so the current 8 counts as recommended in it.
+    pytest.param(case(scale_down_window, 2, 8, (8, Reason.ScaleDownStabilized), down_window=300, since_ago=100),
+                 id="missing-history-holds-current"),
+    # Same memory, 299 s old: still missing 1 s of the window.
+    pytest.param(case(scale_down_window, 2, 8, (8, Reason.ScaleDownStabilized), down_window=300, since_ago=299),
+                 id="missing-history-until-the-last-second"),
+    # 300 s of history and nothing above 2 in it: free to fall.
+    pytest.param(case(scale_down_window, 2, 8, (2, Reason.ReadyForNewScale), down_window=300, since_ago=300),
+                 id="whole-window-seen-falls"),
+    # A rise is never held back by missing history.
+    pytest.param(case(scale_down_window, 9, 8, (9, Reason.ReadyForNewScale), down_window=300, since_ago=0),
+                 id="missing-history-lets-a-rise-through"),
+    # --- Calendar floor (spec.replicas.schedule).
+    pytest.param(case(calendar_floor, 2, 2, (6, Reason.ScheduledMinimum), floor=6), id="floor-raises"),
+    pytest.param(case(calendar_floor, 7, 7, (7, Reason.DesiredWithinRange), floor=6), id="above-floor"),
+    pytest.param(case(calendar_floor, 3, 5, (3, Reason.DesiredWithinRange)), id="no-floor"),
     # --- spec.replicas.min/max.
     pytest.param(case(replica_bounds, 2, 4, (3, Reason.TooFewReplicas), lo=3, hi=5), id="below-min"),
     pytest.param(case(replica_bounds, 7, 4, (5, Reason.TooManyReplicas), lo=3, hi=5), id="above-max"),
@@ -204,9 +227,11 @@ def _arg(c: Case) -> Normalization:
     memory = PolicyMemory(
         recommendations=tuple((NOW - ago, r) for ago, r in c.recommendations),
         scale_events=tuple((NOW - ago, d) for ago, d in c.scale_events),
+        since=NOW - c.since_ago,
     )
     return Normalization(
         spec=spec, current=c.current, unschedulable=c.unschedulable, unknown=c.unknown, memory=memory, now=NOW,
+        floor=c.floor, floor_window="07:00–10:00 UTC daily" if c.floor else "",
         stalled=c.stalled,
     )
 
@@ -322,7 +347,7 @@ def test_decide_reports_windows_apart_from_limits(c: DecideCase) -> None:
     state = PoolState(interactive_replicas=c.current, interactive_ready=c.ready,
                       interactive_starting=c.current - c.ready - c.unschedulable,
                       interactive_unschedulable=c.unschedulable)
-    memory = PolicyMemory(recommendations=tuple((NOW - ago, r) for ago, r in c.recommendations))
+    memory = PolicyMemory(recommendations=tuple((NOW - ago, r) for ago, r in c.recommendations), since=NOW - 3600)
     d = decide(_decide_spec(c.up_window), [snap], state, memory, NOW)
     assert (d.interactive_replicas, d.able_to_scale.reason, d.scaling_limited.reason, d.clamped_by) == c.expect
     assert d.able_to_scale.status == "True"  # the HPA never makes AbleToScale False for a window
@@ -362,7 +387,7 @@ def _hpa_stabilize(current: int, recommendation: int, arg: Normalization) -> int
 def test_split_clamps_match_the_hpa(
     up: ScalingBehavior, down: ScaleDownBehavior, current: int, value: int, unschedulable: int, data: st.DataObject
 ) -> None:
-    memory = data.draw(memories(NOW))
+    memory = replace(data.draw(memories(NOW)), since=NOW - 3600)  # the whole window seen (as the HPA has)
     spec = the_spec(lo=0, hi=100, up_window=up.stabilization_window_seconds,
                     up_per_period=up.max_replicas_per_period, up_period=up.period_seconds,
                     down_window=down.stabilization_window_seconds, down_per_period=down.max_replicas_per_period,

@@ -39,6 +39,16 @@ NOW = 1_717_416_000.0  # 2024-06-03 12:00:00 UTC
                      id="key-not-a-list"),
         pytest.param({"recommendations": [[NOW, 3]], "history": []}, ((NOW, 3),), (), "history", id="unknown-key"),
         pytest.param([[NOW, 3]], (), (), "status.policyState", id="not-an-object"),
+        # The keys added with the load signal: each read on its own, each dropped with a word.
+        pytest.param({"since": NOW, "capacityCorrection": {"factor": 0.8, "updatedAt": NOW, "breach": "ITL"},
+                      "burstiness": [1.5, 12.0, 30, NOW], "batchYield": [2, 6]}, (), (), None, id="new-keys"),
+        pytest.param({"since": "yesterday"}, (), (), "since", id="since-not-a-time"),
+        pytest.param({"capacityCorrection": {"factor": 4.5, "updatedAt": NOW}}, (), (), "capacityCorrection",
+                     id="correction-above-four"),
+        pytest.param({"capacityCorrection": {"factor": 0.0, "updatedAt": NOW}}, (), (), "capacityCorrection",
+                     id="correction-zero"),
+        pytest.param({"burstiness": [1.5, 12.0]}, (), (), "burstiness", id="burstiness-short"),
+        pytest.param({"batchYield": [2.5, 6]}, (), (), "batchYield", id="yield-fractional"),
     ],
 )
 def test_from_dict(
@@ -61,6 +71,17 @@ def test_from_dict(
 def test_round_trip_through_status_reads_everything(data: st.DataObject) -> None:
     memory = data.draw(memories(NOW))
     assert PolicyMemory.from_dict(memory.to_dict()) == memory
+
+
+def test_new_keys_read_back() -> None:
+    memory = PolicyMemory.from_dict(
+        {"since": NOW, "capacityCorrection": {"factor": 0.8, "updatedAt": NOW - 60, "breach": "ITL p95"},
+         "burstiness": [1.5, 12.0, 30, NOW], "batchYield": [2, 6]}
+    )
+    assert memory.since == NOW
+    assert memory.correction is not None and (memory.correction.factor, memory.correction.breach) == (0.8, "ITL p95")
+    assert memory.burstiness == (1.5, 12.0, 30, NOW)
+    assert memory.batch_yield == (2, 6)
 
 
 SPEC = LLMDeploymentSpec(model=ModelSpec(name="chat", preset="llama-3.1-8b"), replicas=ReplicasSpec(min=1, max=16))
@@ -90,7 +111,9 @@ def test_unreadable_memory_is_reported_until_the_horizon_and_decides_as_the_kept
     assert later[1:3] == (Reason.PolicyStateRead, "True")
     assert later[3].unreadable is None
     # Never persisted: to_dict writes only what the policy reads.
-    assert set(carried.to_dict()) == {"recommendations", "scaleEvents"}
+    assert set(carried.to_dict()) <= {"recommendations", "scaleEvents", "since", "capacityCorrection",
+                                      "burstiness", "batchYield"}
+    assert "unreadable" not in str(carried.to_dict())
 
 
 def test_unreadable_memory_adds_a_reason_line() -> None:

@@ -74,7 +74,8 @@ def test_unknown_never_decreases(
         assert d.metrics_available.status == "False"
 
 
-@PROPS
+# Each example is a run of up to 40 decisions: 60 of them are ~1,200 decisions.
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=specs(), start=instants(), data=st.data())
 def test_rate_limits_hold_over_a_run(spec: LLMDeploymentSpec, start: float, data: st.DataObject) -> None:
     """Fed its own decisions tick after tick, the pool never changes faster than the limits."""
@@ -109,8 +110,11 @@ def test_batch_is_zero_outside_windows(
         assert d.batch_replicas == 0
         assert d.batch_window_open.status == "False"
     else:
-        assert d.batch_replicas == spec.batch.replicas
         assert d.batch_window_open.status == "True"
+        if state.interactive_unschedulable == 0 and memory.batch_yield is None:
+            assert d.batch_replicas == spec.batch.replicas
+        else:  # interactive first: batch gives replicas up to unschedulable interactive pods
+            assert 0 <= d.batch_replicas <= spec.batch.replicas
 
 
 def _oracle_open(window: TroughWindow, now: float) -> bool:

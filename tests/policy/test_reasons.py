@@ -35,6 +35,7 @@ CONDITIONS = {
         Reason.InsufficientCapacity,
         Reason.TooFewReplicas,
         Reason.TooManyReplicas,
+        Reason.ScheduledMinimum,
         Reason.MetricsPartial,
         Reason.StalledPods,
     },
@@ -46,8 +47,22 @@ CONDITIONS = {
         Reason.WindowBelowAdvice,
         Reason.ScrapeIntervalUnknown,
     },
-    "BatchWindowOpen": {Reason.InsideTroughWindow, Reason.OutsideTroughWindows, Reason.NoBatchPool},
+    "BatchWindowOpen": {
+        Reason.InsideTroughWindow,
+        Reason.YieldedToInteractive,
+        Reason.OutsideTroughWindows,
+        Reason.NoBatchPool,
+    },
     "PolicyStateReadable": {Reason.PolicyStateRead, Reason.PolicyStateUnreadable},
+    "CapacityModel": {Reason.LiveWorkloadMix, Reason.DefaultWorkloadMix},
+    "Diagnosis": {
+        Reason.WithinSLO,
+        Reason.PrefillInterference,
+        Reason.PreemptionPressure,
+        Reason.Queueing,
+        Reason.LatencyAboveSLO,
+        Reason.DiagnosisUnknown,
+    },
     # llmscale.policy.batch (tests/policy/test_batch_properties.py checks plan_batch keeps to these)
     "BatchBacklog": {
         Reason.BacklogEmpty,
@@ -91,6 +106,8 @@ def test_each_condition_uses_its_own_reasons(
         "ScalingLimited": d.scaling_limited,
         "BatchWindowOpen": d.batch_window_open,
         "PolicyStateReadable": d.policy_state_readable,
+        "CapacityModel": d.capacity_model,
+        "Diagnosis": d.diagnosis,
     }
     snap = args[1][-1] if args[1] else None
     got["EnginesStalled"] = engines_stalled_condition(snap)

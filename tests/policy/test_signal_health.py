@@ -174,7 +174,8 @@ def test_a_stalled_pod_never_drives_a_scale_up_nor_lets_the_pool_shrink() -> Non
     # The reader left chat-hung's frozen busy gauges out: the pool's signals are the healthy pod's
     # (queue 0, KV 0.05). Demand 1 by KV would shrink 3 → 2; the hung pod holds it at 3.
     s = snap(kv_cache_utilization=0.05, replicas_reporting=2, stalled_pods=("chat-hung",))
-    d = decide(spec(), [s], PoolState(3, 3), PolicyMemory(), NOW)
+    # The memory has seen the whole scale-down window (missing history would hold the size too).
+    d = decide(spec(), [s], PoolState(3, 3), PolicyMemory(since=NOW - 3600), NOW)
     assert (d.interactive_replicas, d.scaling_limited.reason, d.clamped_by) == (3, R.StalledPods, R.StalledPods)
     assert "pod chat-hung stalled: no scale-down while an engine hangs" in d.scaling_limited.message
     # Load on the healthy pods still adds replicas: 12 / 3 = 4 + 1 = 5.

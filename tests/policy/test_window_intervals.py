@@ -56,8 +56,20 @@ def w(start: str, end: str, tz: str = "UTC", days: list[str] | None = None) -> T
         pytest.param(
             [w("01:10", "01:50", "Europe/London")],
             "2024-10-26T12:00",
-            [("2024-10-27T00:10", "2024-10-27T00:50"), ("2024-10-27T01:10", "2024-10-27T01:50")],
-            id="window-inside-the-repeated-hour-opens-twice",
+            [("2024-10-27T00:10", "2024-10-27T00:50")],  # the first pass only: once a day
+            id="window-inside-the-repeated-hour-opens-once",
+        ),
+        pytest.param(
+            [w("01:30", "02:30", "Europe/London")],
+            "2026-10-24T12:00",
+            [("2026-10-25T00:30", "2026-10-25T02:30")],  # 01:30 BST → 02:30 GMT in one piece (issue 11)
+            id="window-touching-the-repeated-hour-opens-once",
+        ),
+        pytest.param(
+            [w("01:10", "01:50", "Europe/London")],
+            "2026-03-28T12:00",
+            [("2026-03-29T01:00", "2026-03-29T01:40")],  # 02:00 BST for its 40 minutes (issue 11)
+            id="window-inside-the-skipped-hour-opens-at-the-jump-for-its-length",
         ),
         pytest.param(
             [w("22:00", "06:00", days=["Fri"])],

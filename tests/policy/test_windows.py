@@ -6,6 +6,7 @@ open minutes, so a wrong offset shows as a wrong count of minutes.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -60,10 +61,30 @@ def w(start: str, end: str, tz: str = "UTC", days: list[str] | None = None) -> T
         pytest.param(
             w("01:10", "01:50", "Europe/London"),
             "2024-10-26T12:00",
-            80,  # both passes through the repeated hour
+            40,  # the first pass through the repeated hour only: a window opens at most once a day
             "2024-10-27T00:10",
-            "2024-10-27T01:49",
-            id="london-window-inside-the-repeated-hour-opens-twice",
+            "2024-10-27T00:49",
+            id="london-window-inside-the-repeated-hour-opens-once",
+        ),
+        # Issue 11: wholly inside the skipped hour, it never opened. Now it opens at the first valid
+        # instant (02:00 BST, 01:00 UTC) for its 40 minutes.
+        pytest.param(
+            w("01:10", "01:50", "Europe/London"),
+            "2026-03-28T12:00",
+            40,
+            "2026-03-29T01:00",
+            "2026-03-29T01:39",
+            id="london-window-inside-the-skipped-hour-opens-at-the-jump-for-its-length",
+        ),
+        # Issue 11: touching the repeated hour it opened twice (batch 0→4→0→4→0). Now once, from the
+        # first 01:30 (BST, 00:30 UTC) to 02:30 GMT (02:30 UTC): two hours in one piece.
+        pytest.param(
+            w("01:30", "02:30", "Europe/London"),
+            "2026-10-24T12:00",
+            120,
+            "2026-10-25T00:30",
+            "2026-10-25T02:29",
+            id="london-window-touching-the-repeated-hour-opens-once",
         ),
         pytest.param(
             w("01:00", "04:00", "America/New_York"),
@@ -98,6 +119,8 @@ def test_window_over_a_night(
     assert len(opened) == minutes
     assert opened[0] == utc(first_open_utc)
     assert opened[-1] == utc(last_open_utc)
+    # One opening: the open minutes are one run.
+    assert all(b - a == 60 for a, b in itertools.pairwise(opened))
 
 
 @pytest.mark.parametrize(

@@ -102,8 +102,8 @@ def test_idle_pool_goes_to_zero_after_the_window_and_wakes_on_the_query() -> Non
 )
 def test_anything_but_idle_keeps_the_warm_replica(tick: Tick, why: str) -> None:
     # 2 ready, demand 0: the recommendation is the headroom, 1 (the down limit steps 2 → 1 either
-    # way); released, it would be 0.
-    decisions = run_scenario(zero_spec(), [tick], FakeFleet.ready(2, 30.0), NOON)
+    # way); released, it would be 0. The memory has seen the whole window (missing history would hold 2).
+    decisions = run_scenario(zero_spec(), [tick], FakeFleet.ready(2, 30.0), NOON, PolicyMemory(since=NOON - 3600))
     assert decisions[0].memory.recommendations == ((NOON, 1),), why
     assert not any(line.startswith("idle:") for line in decisions[0].reasons), why
 

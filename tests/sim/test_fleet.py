@@ -126,6 +126,21 @@ def test_the_same_inputs_give_the_same_run() -> None:
     assert runs[0].interactive_changes == runs[1].interactive_changes
 
 
+def test_the_policy_inputs_reach_the_autoscaler() -> None:
+    # The operator reads the workload mix from the engines' counters and measures each pod's
+    # creation -> Ready; the simulator hands the same to the autoscaler.
+    trace = _trace(10.0, 900.0)
+    auto = Script([(0, 1), (60, 2)])
+    simulate(trace, auto, MODEL, fleet=FleetConfig(cold_start_s=120, initial_replicas=1), context_limit_tokens=8192)
+    late = [o for o in auto.seen if o.now - T0 > 300]
+    mix = late[-1].snapshot.workload
+    assert mix.request_rate is not None and 5.0 < mix.request_rate < 15.0
+    assert mix.prompt_tokens_mean is not None and 500 < mix.prompt_tokens_mean < 2500
+    assert mix.prompt_tokens_p95 is not None and mix.prompt_tokens_p95 > mix.prompt_tokens_mean
+    # The replica asked for at 60 s was Ready 120 s later: one measured cold start.
+    assert late[-1].state.interactive_cold_starts_s == pytest.approx((120.0,), abs=15.0)
+    assert auto.seen[0].state.interactive_cold_starts_s == ()
+    assert late[-1].state.seasonal is None  # the run does not reach back a day
 def test_the_warm_pool_is_not_shrunk_while_it_is_still_filling_up() -> None:
     # The run starts with empty replicas: a scale-down asked for in the first hold_initial_s is not
     # applied (a scale-up is), and applies once the hold is over.

@@ -228,6 +228,13 @@ def render_table(p: planner.CapacityPlan, model: ReplicaModel, console: Console)
     note.add_row("Goodput peak", peak)
     note.add_row("Recommended --max-num-seqs", f"{p.recommended_max_num_seqs:,}")
     note.add_row(
+        "Recommended --max-num-batched-tokens",
+        f"{p.recommended_max_num_batched_tokens:,} (a full chunked-prefill step within the "
+        f"{1000 / p.min_tokens_per_second_per_user:.0f} ms ITL target)"
+        if p.recommended_max_num_batched_tokens is not None
+        else "none keeps a step within the ITL target",
+    )
+    note.add_row(
         "Cost per million tokens",
         f"{_usd(p.usd_per_million_tokens)} at ${p.gpu_hour_usd:g}/GPU-hour × {p.gpus}, {p.utilisation:.0%} utilisation",
     )

@@ -4,11 +4,12 @@ conditions into the object's with ``lastTransitionTime`` kept while a status hol
 ``ScalingActive`` (whether llmscale writes the replicas it decides: ``spec.mode``, and whether
 the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
 (:mod:`llmscale.controller.mode`). The other conditions are the policy's: ``MetricsAvailable``,
-``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable`` from the
-:class:`~llmscale.policy.types.Decision`, ``RateWindowFits`` and ``EnginesStalled`` from the
-snapshot (:mod:`llmscale.policy.signal_health`); docs/policy.md lists their reasons.
-``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`) and ``SoleAutoscaler``
-(:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md lists theirs.
+``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable``,
+``CapacityModel``, ``Diagnosis`` from the :class:`~llmscale.policy.types.Decision`,
+``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`);
+docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
+and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md
+lists theirs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ CONDITION_TYPES: tuple[str, ...] = (
     "ScalingLimited",
     "BatchWindowOpen",
     "PolicyStateReadable",
+    "CapacityModel",
+    "Diagnosis",
     "ChildrenApplied",
     "SoleAutoscaler",
 )

@@ -16,7 +16,7 @@ import kopf
 from llmscale.controller.deletioncost import ANNOTATION as DELETION_COST
 from llmscale.controller.deletioncost import parse_cost
 from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL, Pool, deployment_name
-from llmscale.controller.pods import PodPhase, classify_pod
+from llmscale.controller.pods import PodPhase, classify_pod, cold_start
 
 __all__ = [
     "DEPLOYMENTS_INDEX",
@@ -34,6 +34,7 @@ __all__ = [
     "index_pods",
     "index_scaled_objects",
     "other_autoscalers",
+    "pod_cold_starts",
     "pod_costs",
     "pod_names",
     "pod_phases",
@@ -54,10 +55,12 @@ DeploymentKey = tuple[str, str]
 
 class IndexedPod(NamedTuple):
     """What the pods index keeps of one live pod: its name (the signals reader reads the series of
-    these pods only) and its phase (the pool state)."""
+    these pods only), its phase (the pool state) and, once Ready, ``(ready_at, cold start seconds)``
+    (:func:`~llmscale.controller.pods.cold_start`: the pool's measured lead time)."""
 
     name: str
     phase: PodPhase
+    started: tuple[float, float] | None = None
 
 
 def _pool_of(namespace: str | None, labels: Mapping[str, str]) -> PoolKey | None:
@@ -95,7 +98,7 @@ def index_pods(
     if key is None:
         return {}
     phase = classify_pod(meta, status)
-    return {} if phase is None else {key: IndexedPod(name, phase)}
+    return {} if phase is None else {key: IndexedPod(name, phase, cold_start(meta, status))}
 
 
 def index_pod_costs(
@@ -125,6 +128,13 @@ def pod_phases(index: Any, key: PoolKey) -> list[PodPhase]:
     """Return the phase of every live pod of the pool from the pods index."""
     store = index.get(key) if index is not None else None
     return [pod.phase for pod in store] if store else []
+
+
+def pod_cold_starts(index: Any, key: PoolKey) -> list[tuple[float, float] | None]:
+    """Return ``(ready_at, cold start seconds)`` of every live pod of the pool from the pods index
+    (``None`` for a pod not Ready or without readable time stamps)."""
+    store = index.get(key) if index is not None else None
+    return [pod.started for pod in store] if store else []
 
 
 def pod_costs(index: Any, key: PoolKey) -> dict[str, int | None]:

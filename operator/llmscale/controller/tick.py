@@ -59,6 +59,7 @@ from llmscale.controller.events import (
 from llmscale.controller.indexes import (
     deployment_replicas,
     other_autoscalers,
+    pod_cold_starts,
     pod_costs,
     pod_names,
     pod_phases,
@@ -352,7 +353,8 @@ async def tick(
     # After the read, which may have waited: the pools as they are when the policy decides (the
     # indexes are live; a scale target's were read from its /scale just before).
     state = (observed.state if spec.scale_target_ref is not None
-             else pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b)))
+             else pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
+                             pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b)))
     wall_now = deps.clock()
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))

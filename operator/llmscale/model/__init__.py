@@ -7,6 +7,20 @@ out, numpy for curves.
 """
 
 from llmscale.model.batch import BatchThroughput, batch_throughput
+from llmscale.model.capacity import (
+    DEFAULT_SHAPE,
+    Burstiness,
+    EngineLimits,
+    FleetNeed,
+    LengthDistribution,
+    ReplicaPoint,
+    WorkloadShape,
+    capacity_per_replica,
+    engine_limits,
+    fleet_need,
+    max_batched_tokens_for_itl,
+    replica_point,
+)
 from llmscale.model.presets import (
     DTYPE_BYTES,
     GPU,
@@ -24,25 +38,33 @@ from llmscale.model.roofline import (
     ModelDoesNotFit,
     ReplicaModel,
 )
-from llmscale.model.slo import SloOperatingPoint, mean_itl_s, slo_operating_point
 
 __all__ = [
     "BLOCK_SIZE_TOKENS",
     "DEFAULT_BANDWIDTH_EFFICIENCY",
     "DEFAULT_COMPUTE_EFFICIENCY",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEFAULT_SHAPE",
     "DTYPE_BYTES",
     "GPU",
     "GPU_PRESETS",
     "MODEL_PRESETS",
     "BatchThroughput",
+    "Burstiness",
+    "EngineLimits",
+    "FleetNeed",
+    "LengthDistribution",
     "ModelArch",
     "ModelDoesNotFit",
     "ReplicaModel",
-    "SloOperatingPoint",
+    "ReplicaPoint",
+    "WorkloadShape",
     "batch_throughput",
+    "capacity_per_replica",
     "dtype_bytes",
+    "engine_limits",
     "estimate_parameters",
-    "mean_itl_s",
-    "slo_operating_point",
+    "fleet_need",
+    "max_batched_tokens_for_itl",
+    "replica_point",
 ]

@@ -7,17 +7,38 @@ See :func:`decide` for the algorithm, :mod:`llmscale.policy.clamps` for its clam
 
 from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
 from llmscale.policy.history import append_snapshot, history_seconds, record_snapshot, trim_history
-from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
-from llmscale.policy.windows import batch_window_open, describe_window, local_time
+from llmscale.policy.leadtime import LeadTime, lead_time
+from llmscale.policy.types import (
+    CapacityCorrection,
+    Clamped,
+    ConditionResult,
+    Decision,
+    PolicyMemory,
+    PoolState,
+    RateSeries,
+    Reason,
+    SeasonalHistory,
+)
+from llmscale.policy.windows import (
+    batch_window_open,
+    describe_window,
+    local_time,
+    open_interval,
+    scheduled_minimum,
+)
 
 __all__ = [
     "FALLBACK_KV_CACHE_TARGET",
+    "CapacityCorrection",
     "Clamped",
     "ConditionResult",
     "Decision",
+    "LeadTime",
     "PolicyMemory",
     "PoolState",
+    "RateSeries",
     "Reason",
+    "SeasonalHistory",
     "append_snapshot",
     "batch_window_open",
     "decide",
@@ -25,7 +46,10 @@ __all__ = [
     "headroom_replicas",
     "history_seconds",
     "kv_cache_target",
+    "lead_time",
     "local_time",
+    "open_interval",
     "record_snapshot",
+    "scheduled_minimum",
     "trim_history",
 ]

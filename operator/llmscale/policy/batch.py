@@ -62,7 +62,7 @@ from enum import StrEnum
 from llmscale.api import BatchJobStatus, BatchStatus, LLMDeploymentSpec
 from llmscale.model import ModelDoesNotFit, ReplicaModel
 from llmscale.model.batch import batch_throughput
-from llmscale.model.slo import TRACE_MEAN_OUTPUT_TOKENS, TRACE_MEAN_PROMPT_TOKENS
+from llmscale.model.capacity import TRACE_MEAN_OUTPUT_TOKENS, TRACE_MEAN_PROMPT_TOKENS
 from llmscale.policy.batch_jobs import BatchJob, JobState
 from llmscale.policy.types import ConditionResult, Reason
 from llmscale.policy.window_intervals import (

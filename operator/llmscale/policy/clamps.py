@@ -10,10 +10,11 @@ sequence and keeps the steps that changed the value. ``decide`` runs, in order:
 1. :func:`no_scale_down_on_partial` on the recommendation (``MetricsPartial``);
 2. :data:`WINDOWS`, the stabilisation windows (``ScaleUpStabilized``, ``ScaleDownStabilized``),
    reported in ``AbleToScale`` by :func:`able_to_scale_condition`;
-3. :data:`LIMITS`, the rate limits, stalled engines, unschedulable pods and
+3. :data:`LIMITS`, the rate limits, stalled engines, unschedulable pods, the calendar floor and
    ``spec.replicas.min``/``max`` (``ScaleUpLimit``, ``ScaleDownLimit``, ``StalledPods``,
-   ``InsufficientCapacity``, ``TooFewReplicas``, ``TooManyReplicas``), reported with step 1 in ``ScalingLimited`` by
-   :func:`scaling_limited_condition`.
+   ``InsufficientCapacity``, ``ScheduledMinimum``, ``TooFewReplicas``, ``TooManyReplicas``),
+   reported with step 1 in ``ScalingLimited`` by :func:`scaling_limited_condition`. :data:`BOUNDS`
+   (the last two) also apply when the policy holds on unknown signals.
 
 The HPA computes both windows in one function (``stabilizeRecommendationWithBehaviors``: the
 current size raised to the scale-up window's lowest recommendation, then lowered to the scale-down
@@ -34,11 +35,13 @@ from llmscale.api import LLMDeploymentSpec
 from llmscale.policy.types import Clamped, ConditionResult, PolicyMemory, Reason
 
 __all__ = [
+    "BOUNDS",
     "LIMITS",
     "WINDOWS",
     "Clamp",
     "Normalization",
     "able_to_scale_condition",
+    "calendar_floor",
     "chain",
     "insufficient_capacity",
     "no_scale_down_on_partial",
@@ -61,8 +64,11 @@ class Normalization:
         current: the interactive pool's ``spec.replicas`` now, starting pods included.
         unschedulable: interactive pods Pending with no node.
         unknown: names of the leading signals unknown this tick (e.g. ``("KV-cache utilisation",)``).
-        memory: past recommendations and scale events.
+        memory: past recommendations and scale events; ``memory.since`` is when its history
+            starts (before it, missing history).
         now: seconds since the Unix epoch.
+        floor: the calendar floor in force (``spec.replicas.schedule``), replicas; 0 without one.
+        floor_window: the window that sets it, in words.
         stalled: pods whose engine hangs (``SignalSnapshot.stalled_pods``).
     """
 
@@ -72,6 +78,8 @@ class Normalization:
     unknown: tuple[str, ...]
     memory: PolicyMemory
     now: float
+    floor: int = 0
+    floor_window: str = ""
     stalled: tuple[str, ...] = ()
 
 
@@ -115,14 +123,29 @@ def scale_up_window(recommendation: int, arg: Normalization) -> Clamped:
 def scale_down_window(recommendation: int, arg: Normalization) -> Clamped:
     """Scale-down stabilisation: a fall goes only as far as the highest recommendation of the last
     ``scaleDown.stabilizationWindowSeconds`` (this one included), never above the current size
-    (:attr:`Reason.ScaleDownStabilized`; the HPA's ``stabilizeRecommendationWithBehaviors``)."""
+    (:attr:`Reason.ScaleDownStabilized`; the HPA's ``stabilizeRecommendationWithBehaviors``).
+
+    Missing history is not "free to scale down": while the memory has not seen the whole window
+    (``memory.since`` is younger than it: a new object, or one whose policy state was lost) the
+    current size counts as recommended in it — the pool was, as far as anyone knows, recently at it.
+    """
     if recommendation >= arg.current:
         return Clamped(recommendation, Reason.ReadyForNewScale, "")
     window = arg.spec.scaling.scale_down.stabilization_window_seconds
-    highest = max([r for t, r in arg.memory.recommendations if t > arg.now - window] + [recommendation])
+    recent = [r for t, r in arg.memory.recommendations if t > arg.now - window]
+    since = arg.memory.since if arg.memory.since is not None else arg.now
+    missing = window > 0 and arg.now - since < window
+    highest = max(recent + [recommendation] + ([arg.current] if missing else []))
     stabilised = min(arg.current, highest)
     if stabilised == recommendation:
         return Clamped(recommendation, Reason.ReadyForNewScale, "")
+    if missing and highest == arg.current and all(r < arg.current for r in recent):
+        return Clamped(
+            stabilised,
+            Reason.ScaleDownStabilized,
+            f"scale-down stabilised: the policy memory covers {max(arg.now - since, 0):.0f} s of the {window} s "
+            f"window; missing history counts as the current size, keeps {stabilised}",
+        )
     return Clamped(
         stabilised,
         Reason.ScaleDownStabilized,
@@ -192,6 +215,19 @@ def insufficient_capacity(desired: int, arg: Normalization) -> Clamped:
     )
 
 
+def calendar_floor(desired: int, arg: Normalization) -> Clamped:
+    """The calendar floor (:attr:`Reason.ScheduledMinimum`): at least the ``min`` of a
+    ``spec.replicas.schedule`` window open now or one lead time ahead (``arg.floor``). After the
+    rate limits, like ``spec.replicas.min``: a floor is a promise for a time, not a recommendation."""
+    if desired >= arg.floor:
+        return Clamped(desired, Reason.DesiredWithinRange, "")
+    return Clamped(
+        arg.floor,
+        Reason.ScheduledMinimum,
+        f"below the calendar floor {arg.floor} of spec.replicas.schedule window {arg.floor_window}: {desired} → {arg.floor}",
+    )
+
+
 def replica_bounds(desired: int, arg: Normalization) -> Clamped:
     """``spec.replicas.min``/``max`` (:attr:`Reason.TooFewReplicas`, :attr:`Reason.TooManyReplicas`):
     the last clamp, so they win over every other one and over a hold on unknown signals."""
@@ -211,8 +247,11 @@ LIMITS: tuple[Clamp, ...] = (
     scale_down_limit,
     no_scale_down_while_stalled,
     insufficient_capacity,
+    calendar_floor,
     replica_bounds,
 )
+#: The bounds that apply even while the policy holds on unknown signals (the last of :data:`LIMITS`).
+BOUNDS: tuple[Clamp, ...] = (calendar_floor, replica_bounds)
 
 
 def chain(value: int, arg: Normalization, clamps: Sequence[Clamp]) -> tuple[int, list[Clamped]]:

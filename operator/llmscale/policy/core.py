@@ -1,79 +1,105 @@
 """The scaling decision: ``decide(spec, history, state, memory, now) -> Decision``.
 
 Pure: no I/O, no clock, no metrics recording. The operator and the simulator call it on every
-tick with the same inputs and apply what it recommends. The steps, in order (each writes a line to
+tick with the same inputs and apply what it recommends. The steps, in order (each writes lines to
 ``Decision.reasons``):
 
-0. **Memory.** When part of ``status.policyState`` could not be read (``memory.unreadable``, set
-   by :meth:`PolicyMemory.from_dict`), a line and ``PolicyStateReadable=False`` say so for as long
-   as the dropped entries could still have counted; the decision goes on with what was kept.
+0. **Memory.** When part of ``status.policyState`` could not be read (``memory.unreadable``), a line
+   and ``PolicyStateReadable=False`` say so while the dropped entries could still have counted.
+   Missing history is not "free to scale down": until the memory has seen a whole scale-down
+   window (``memory.since``), the window counts the current size as recommended.
 1. **Freshness.** The newest snapshot older than ``spec.scaling.metricsMaxAgeSeconds`` makes every
    signal unknown. Unknown is not zero: with no leading signal known the pool holds its size
    (``valid=False``, ``MetricsAvailable=False``).
-2. **Headroom** ``H = max(spec.headroom.replicas, ceil(growthFactor × slope × coldStartSeconds))``,
-   where ``slope`` is the least-squares slope (replicas/s) of the per-minute mean KV-cache need over
-   the last cold start of history. A replica asked for now is Ready one cold start later, so the
-   warm spare must cover the growth in that time (``growthFactor`` is 0, off, by default).
-3. **Proposals.** Each leading signal proposes a replica count the way the HPA does per metric
-   (``pkg/controller/podautoscaler/replica_calculator.go``): ``ceil(ready × observed_per_replica /
-   target)``. Queue depth and preemptions are sums over the pool, so this is ``ceil(total /
-   target)``; KV-cache utilisation is a mean, so ``ceil(ready × mean / target)``, with the target
-   from the spec or, unset, from the performance model and the ITL SLO (:func:`kv_cache_target`).
-   Within ``±tolerance`` of the *current demand* (current replicas less ``H``) a signal proposes no
-   change. The HPA compares the per-replica ratio with 1 instead; we cannot, because our ready
-   replicas include warm headroom that runs below target by design. The two *backlog* signals
-   (queue depth, preemptions) only push up: at or below the current demand they propose nothing
-   (an empty queue says "not short", not "needs zero"). Above it their total is compared with
-   replicas that include the starting ones, so each starting replica absorbs one replica's worth
-   (``target``) of the backlog, not all of it. The largest proposal is the demand. At zero replicas
-   the wake query (``spec.scaling.wake``) proposes too (:mod:`llmscale.policy.zero`).
-4. **Latency guard.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading signals ask for no
-   more than the current demand and no replica is starting, demand is the current demand + 1 (the
-   lagging signal says the leading targets are too loose for this traffic). One replica per cold
-   start at most: while it starts the guard is quiet; and not again until the last scale-up is
-   older than the window the p95 is computed over (the snapshot's rate window; :data:`LATENCY_WINDOW_S`
-   when it does not say), since a younger replica cannot show in it yet.
-5. **Recommendation** ``demand + H``; 0 when a ``min: 0`` pool is idle (:func:`release_when_idle`).
-   On partial data (some leading signal unknown) it is floored at
-   the current size (``MetricsPartial``, the first clamp): scale up on what is known, never down.
-6. **Clamps** (:mod:`llmscale.policy.clamps`), chained the way the HPA's
-   ``normalizeDesiredReplicasWithBehaviors`` chains its helpers, each a small function returning
-   ``(replicas, reason, message)``: the stabilisation windows over ``memory.recommendations``
-   (lowest in the scale-up window, highest in the scale-down window), reported in ``AbleToScale``;
-   then the limits, reported in ``ScalingLimited``: rate limits over ``memory.scale_events``
-   (``maxReplicasPerPeriod`` within ``periodSeconds``), no removing while an engine hangs, no adding
-   while pods are unschedulable, ``spec.replicas.min``/``max``. Scale-down is one rate-limited step at a time; Kubernetes drains
-   the removed pod (in-flight requests finish within its termination grace period), the policy
-   never kills work.
-7. **Batch pool**: ``spec.batch.replicas`` inside a trough window, 0 outside
-   (:func:`llmscale.policy.windows.batch_window_open`).
+2. **The workload and the model** (:mod:`llmscale.policy.mix`, :mod:`llmscale.model.capacity`): the
+   live mix of the last minutes (prompt and output lengths, prefix-cache hits; unknown → the Azure
+   trace's lengths, the behaviour before the mix was read, named in ``CapacityModel``), the arrival
+   rate (finished + growth in the engines), the burstiness learnt from the rates, the capacity
+   correction in force, and the **lead time** (:mod:`llmscale.policy.leadtime`: P90 of the measured
+   cold starts, ``coldStartSeconds`` before any).
+3. **Proposals**, each a replica count the pool needs now:
+
+   - **load** (:mod:`llmscale.policy.load`): the model's replicas for the arrival rate plus the rate
+     that drains the backlog beyond ``queueDepthPerReplica`` per ready replica within one lead time
+     (bounded by what arrives in a lead time: no cascade while replicas start);
+   - **queue depth** when the arrival rate is unknown: ``ceil(queue / queueDepthPerReplica)``, only
+     up, and not again while replicas asked for are starting (they are the answer to that backlog);
+   - **KV-cache utilisation** (a mean): ``ceil(ready × kv / target)``, the target from the spec or
+     the model's KV use at the SLO's capacity for the live mix;
+   - **preemption rate** (a sum, only up): ``ceil(rate / preemptionsPerSecondPerReplica)``;
+   - **wake query** at zero replicas (``spec.scaling.wake``, :mod:`llmscale.policy.zero`): 1 when
+     it reads above its threshold.
+
+   Within ``±tolerance`` of the current demand (current replicas less headroom) a signal *holds*
+   the current demand: it neither drops out nor moves it. The largest proposal is the demand.
+4. **Headroom** ``H = max(spec.headroom.replicas, need(forecast) − need(now))``: the replicas the
+   arrival rate forecast one lead time ahead (:mod:`llmscale.policy.forecast`: the growth seen a
+   day and a week ago over the same stretch, and the trend when ``growthFactor`` > 0) needs beyond
+   today's. Without an arrival rate, the old KV-trend headroom.
+5. **Latency guard and correction.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading
+   signals ask for no more than the current demand, nothing starts and the last scale-up is older
+   than the p95's window (the snapshot's rate window; :data:`LATENCY_WINDOW_S` when it does not
+   say): with the load signal known, a capacity correction is learnt
+   (:func:`llmscale.policy.load.correct`: the model over-estimated what these replicas carry) and the
+   load asks again; without it, demand + 1.
+6. **Recommendation** ``demand + H``; 0 when a ``min: 0`` pool is idle (:func:`release_when_idle`);
+   on partial data floored at the current size (``MetricsPartial``).
+7. **Clamps** (:mod:`llmscale.policy.clamps`), the HPA's chain: the stabilisation windows
+   (``AbleToScale``), then the limits (``ScalingLimited``): rate limits, no removing while an engine
+   hangs, no adding while pods are unschedulable, the calendar floor (``spec.replicas.schedule``),
+   ``spec.replicas.min``/``max``. Scale-down is one rate-limited step at a time; Kubernetes drains
+   the removed pod, the policy never kills work.
+8. **Batch pool** (:mod:`llmscale.policy.batch_pool`): ``spec.batch.replicas`` inside a trough
+   window, 0 outside; while interactive pods cannot be scheduled, batch gives its replicas up to
+   them first. (The batch *planner*, :mod:`llmscale.policy.batch`, sizes the pool from the Jobs.)
+9. **Diagnosis** (:mod:`llmscale.policy.diagnosis`): the signature of any trouble and its remedy.
+
+``Decision.reasons`` lists the proposal that sets the demand first (a Scaled Event leads with it),
+then the other proposals and the workload line.
 
 Pods in their cold start are capacity on the way, never asked for twice: proposals are *totals*
-(replicas the load needs) compared with ``state.interactive_replicas``, which already counts the
-starting pods; only the per-replica arithmetic uses the ready count.
+compared with ``state.interactive_replicas``, which already counts the starting pods.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
-from llmscale.model import ModelDoesNotFit, ReplicaModel
-from llmscale.model.slo import slo_operating_point
+from llmscale.api import LLMDeploymentSpec
+from llmscale.model.capacity import DEFAULT_SHAPE, WorkloadShape
+from llmscale.policy.batch_pool import batch_pool
 from llmscale.policy.clamps import (
+    BOUNDS,
     LIMITS,
     WINDOWS,
     Normalization,
     able_to_scale_condition,
     chain,
     no_scale_down_on_partial,
-    replica_bounds,
     scaling_limited_condition,
+)
+from llmscale.policy.diagnosis import diagnose
+from llmscale.policy.history import history_seconds, trim_history
+from llmscale.policy.leadtime import lead_time
+from llmscale.policy.load import Capacity, capacity_context, correct, factor_in_force
+from llmscale.policy.mix import burstiness_of, live_shape, update_burstiness, update_mix
+from llmscale.policy.proposals import (
+    FALLBACK_KV_CACHE_TARGET,
+    Load,
+    Proposal,
+    ceil_replicas,
+    known_value,
+    kv_cache_target,
+    kv_proposal,
+    length_buckets,
+    load_proposal,
+    preemption_proposal,
+    queue_proposal,
+    read_load,
 )
 from llmscale.policy.signal_health import (
     LATENCY_WINDOW_S,
@@ -82,8 +108,16 @@ from llmscale.policy.signal_health import (
     latency_window_s,
     why_unknown,
 )
-from llmscale.policy.types import Clamped, ConditionResult, Decision, PolicyMemory, PoolState, Reason
-from llmscale.policy.windows import batch_window_open, describe_window, local_time
+from llmscale.policy.types import (
+    CapacityCorrection,
+    Clamped,
+    ConditionResult,
+    Decision,
+    PolicyMemory,
+    PoolState,
+    Reason,
+)
+from llmscale.policy.windows import describe_window, scheduled_minimum
 from llmscale.policy.zero import release_when_idle, wake_proposal
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -95,9 +129,6 @@ __all__ = [
     "kv_cache_target",
 ]
 
-# ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
-_EPS = 1e-9
-
 # Fewest per-minute means for a slope: two points are a difference, not a fit, and one burst would
 # set it.
 _MIN_TREND_POINTS = 3
@@ -108,228 +139,38 @@ _MIN_TREND_POINTS = 3
 # a day against the oracle's 30). 60 s is Prometheus' usual rate() window and the SLO's minute.
 _TREND_BIN_S = 60.0
 
-#: KV-cache target when ``spec.scaling.targets.kvCacheUtilization`` is unset and the performance
-#: model cannot give one (the model does not fit its GPUs): vLLM's cache is then the only bound
-#: known, and 0.75 leaves a quarter of it for bursts.
-FALLBACK_KV_CACHE_TARGET = 0.75
-
-
-@lru_cache(maxsize=64)
-def _auto_kv_target(model: ModelSpec, resources: ResourcesSpec, itl_p95_s: float) -> tuple[float, str]:
-    try:
-        replica = ReplicaModel.from_spec(LLMDeploymentSpec(model=model, resources=resources))
-        point = slo_operating_point(replica, itl_p95_s)
-    except (ModelDoesNotFit, ValueError) as exc:
-        return FALLBACK_KV_CACHE_TARGET, f"auto: the performance model gives none ({exc}), fallback"
-    return point.kv_cache_utilization, (
-        f"auto: {point.running:.0f} running × {point.context_tokens:.0f} tokens at "
-        f"{point.rate_rps:.1f} requests/s, where the modelled mean ITL is {point.mean_itl_s * 1000:.0f} ms "
-        f"(ITL p95 SLO {itl_p95_s * 1000:.0f} ms)"
-    )
-
-
-def kv_cache_target(spec: LLMDeploymentSpec) -> tuple[float, str]:
-    """Return the KV-cache utilisation target (fraction 0–1) and where it came from.
-
-    ``spec.scaling.targets.kvCacheUtilization`` when set (``"spec"``); unset, the KV-cache use of
-    one replica at the edge of its ITL SLO, from the roofline model under chunked prefill
-    (:func:`llmscale.model.slo.slo_operating_point` with ``spec.slo.itlP95Seconds`` and the Azure
-    LLM inference trace 2023's mean prompt and output; CC-BY 4.0, Patel et al., Splitwise, ISCA
-    2024): 0.114 for Llama-3.1-70B bf16 on 4 × H100-SXM at 100 ms. When the model cannot give one,
-    :data:`FALLBACK_KV_CACHE_TARGET`. Cached per (model, resources, SLO).
-    """
-    explicit = spec.scaling.targets.kv_cache_utilization
-    if explicit is not None:
-        return explicit, "spec"
-    return _auto_kv_target(spec.model, spec.resources, spec.slo.itl_p95_seconds)
-
-
-def _ceil(x: float) -> int:
-    return max(0, math.ceil(x - _EPS))
-
-
-def _known(value: float | None) -> float | None:
-    # The snapshot already turns NaN/Inf into None; a negative gauge or rate (a counter reset seen
-    # by rate(), a broken exporter) is not a measurement either.
-    if value is None or value < 0:
-        return None
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Proposal:
-    signal: str
-    replicas: int | None  # None: proposes nothing (unknown, or a backlog signal that is not short)
-    line: str
-    known: bool = True
-
-
-def _compare(per_replica: float, target: float, tolerance: float) -> str:
-    if per_replica > target * (1 + tolerance):
-        return ">"
-    if per_replica < target * (1 - tolerance):
-        return "<"
-    return "≈"
-
-
-@dataclass(frozen=True, slots=True)
-class _Settled:
-    """One signal's replica count after the tolerance band around the current demand.
-
-    Attributes:
-        replicas: ``reference`` when ``within``, else ``ceil(raw)``.
-        within: ``raw`` is within ``±tolerance`` of ``reference`` (and ``reference > 0``): no change.
-        tolerance: ``spec.scaling.tolerance`` (fraction).
-        reference: the current demand, replicas.
-    """
-
-    replicas: int
-    within: bool
-    tolerance: float
-    reference: int
-
-    def phrase(self) -> str:
-        """Return the end of the signal's reason line, e.g. ``proposes 5``."""
-        if self.within:
-            return (
-                f"within {self.tolerance:.0%} of current demand {self.reference}: "
-                f"proposes {self.reference} (no change)"
-            )
-        return f"proposes {self.replicas}"
-
-
-def _settle(raw: float, reference: int, tolerance: float) -> _Settled:
-    """Return ``reference`` when ``raw`` (replicas) is within tolerance of it, else ``ceil(raw)``."""
-    if reference > 0 and abs(raw / reference - 1) <= tolerance:
-        return _Settled(reference, True, tolerance, reference)
-    return _Settled(_ceil(raw), False, tolerance, reference)
-
-
-def _only_up(settled: _Settled, starting: int) -> tuple[int | None, str]:
-    """A backlog signal (queue depth, preemptions) says "short", never "needs fewer".
-
-    An empty queue means the ready replicas keep up, not that the pool needs none: below the current
-    demand a backlog signal proposes nothing, so it can only raise the demand the others set (the
-    HPA's per-metric ``ceil(queue / target)`` would otherwise ask for the minimum whenever no
-    request waits, and the largest-wins rule would let it do so when the KV-cache signal is quiet).
-    Above it, the proposal is a total compared with replicas that include the starting ones, so each
-    starting replica absorbs one replica's worth (``target``) of the backlog, not all of it.
-
-    Returns:
-        ``(proposal, phrase)``: ``None`` when the signal proposes nothing.
-    """
-    reference = settled.reference
-    if settled.replicas <= reference:
-        if settled.within:
-            return None, f"within {settled.tolerance:.0%} of current demand {reference}: not short, proposes nothing"
-        return None, f"{settled.replicas} ≤ current demand {reference}: not short, proposes nothing"
-    if starting > 0:
-        return settled.replicas, f"{settled.phrase()} ({starting} starting replicas count as {starting} of them)"
-    return settled.replicas, settled.phrase()
-
-
-def _proposals(
-    spec: LLMDeploymentSpec, snap: SignalSnapshot | None, ready: int, reference: int, starting: int
-) -> list[_Proposal]:
-    targets = spec.scaling.targets
-    tol = spec.scaling.tolerance
-    out: list[_Proposal] = []
-
-    queue = _known(snap.queue_depth) if snap else None
-    if queue is None:
-        out.append(_Proposal("queue depth", None, "queue depth unknown: proposes nothing", known=False))
-    else:
-        raw = queue / targets.queue_depth_per_replica
-        queue_proposal, suffix = _only_up(_settle(raw, reference, tol), starting)
-        if ready > 0:
-            per = queue / ready
-            cmp = _compare(per, targets.queue_depth_per_replica, tol)
-            line = (
-                f"queue depth {queue:.1f} over {ready} ready replicas = {per:.1f} per replica "
-                f"{cmp} target {targets.queue_depth_per_replica:.1f}: {suffix}"
-            )
-        else:
-            line = f"queue depth {queue:.1f} with no ready replica, target {targets.queue_depth_per_replica:.1f}: {suffix}"
-        out.append(_Proposal("queue depth", queue_proposal, line))
-
-    kv = _known(snap.kv_cache_utilization) if snap else None
-    if kv is None:
-        out.append(
-            _Proposal("KV-cache utilisation", None, "KV-cache utilisation unknown: proposes nothing", known=False)
-        )
-    elif ready == 0:
-        out.append(
-            _Proposal(
-                "KV-cache utilisation",
-                None,
-                "KV-cache utilisation is a mean over no ready replica: proposes nothing",
-                known=False,
-            )
-        )
-    else:
-        kv_target, origin = kv_cache_target(spec)
-        raw = ready * kv / kv_target
-        settled = _settle(raw, reference, tol)
-        kv_proposal, kv_suffix = settled.replicas, settled.phrase()
-        cmp = _compare(kv, kv_target, tol)
-        named = f"target {kv_target:.2f}" if origin == "spec" else f"target {kv_target:.3f} ({origin})"
-        line = (
-            f"KV-cache utilisation {kv:.2f} mean over {ready} ready replicas {cmp} {named} "
-            f"({raw:.2f} replicas at target): {kv_suffix}"
-        )
-        out.append(_Proposal("KV-cache utilisation", kv_proposal, line))
-
-    rate = _known(snap.preemption_rate) if snap else None
-    if rate is None:
-        out.append(_Proposal("preemption rate", None, "preemption rate unknown: proposes nothing", known=False))
-    else:
-        target = targets.preemptions_per_second_per_replica
-        raw = rate / target
-        rate_proposal, suffix = _only_up(_settle(raw, reference, tol), starting)
-        if ready > 0:
-            per = rate / ready
-            line = (
-                f"preemption rate {rate:.3f}/s over {ready} ready replicas = {per:.3f}/s per replica "
-                f"{_compare(per, target, tol)} target {target:.3f}/s: {suffix}"
-            )
-        else:
-            line = f"preemption rate {rate:.3f}/s with no ready replica, target {target:.3f}/s: {suffix}"
-        out.append(_Proposal("preemption rate", rate_proposal, line))
-    return out
-
-
 def _kv_need(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> float | None:
     """Replicas the snapshot's KV-cache load needs at target, or None when it cannot say."""
-    kv = _known(snap.kv_cache_utilization)
+    kv = known_value(snap.kv_cache_utilization)
     if kv is None or snap.replicas_reporting <= 0:
         return None
-    return snap.replicas_reporting * kv / kv_cache_target(spec)[0]
+    return snap.replicas_reporting * min(kv, 1e12) / kv_cache_target(spec)[0]
 
 
 def headroom_replicas(
-    spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], now: float
+    spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], now: float, lead_s: float | None = None
 ) -> tuple[int, str]:
-    """Return the warm headroom in replicas and the reason line.
+    """Return the warm headroom in replicas and the reason line, when the arrival rate is unknown.
 
-    ``H = max(floor, ceil(growthFactor × slope × coldStart))`` where ``floor`` is
-    ``spec.headroom.replicas`` and ``slope`` (replicas/s) is the least-squares fit
-    (:func:`numpy.polyfit`, degree 1) of the KV-cache need, ``replicasReporting × kv / target``,
-    averaged per minute, over the snapshots of the last ``coldStartSeconds``. The KV-cache need is the pool's concurrency
-    (tokens held), the smoothest leading signal; queue depth is a backlog that spikes in bursts and
-    already has its own proposal. A negative slope gives no adaptive part: shrinking is the
-    stabilisation window's business. Needs at least 3 per-minute means spanning half a cold start;
-    fitting the 15 s snapshots themselves chased the noise of single long prompts.
+    ``H = max(floor, ceil(growthFactor × slope × lead))`` where ``floor`` is
+    ``spec.headroom.replicas``, ``lead`` the lead time (``coldStartSeconds`` when not given) and
+    ``slope`` (replicas/s) the least-squares fit (:func:`numpy.polyfit`, degree 1) of the KV-cache
+    need, ``replicasReporting × kv / target``, averaged per minute, over the snapshots of the last
+    lead time. A negative slope gives no adaptive part: shrinking is the stabilisation window's
+    business. Needs at least 3 per-minute means spanning half a lead time. With an arrival rate the
+    forecast sizes the headroom instead (:func:`decide`, step 4).
 
     Args:
         spec: the LLMDeployment spec (``headroom``, ``scaling.targets``).
         history: snapshots oldest first; ``replicas_reporting`` must be set for the trend.
         now: seconds since the Unix epoch.
+        lead_s: the lead time, seconds.
 
     Returns:
         ``(replicas, reason)``.
     """
     floor = spec.headroom.replicas
-    window = spec.headroom.cold_start_seconds
+    window = spec.headroom.cold_start_seconds if lead_s is None else lead_s
     factor = spec.headroom.growth_factor
     if factor <= 0 or window <= 0:
         return floor, f"headroom {floor} warm replicas (spec.headroom.replicas; adaptive part off)"
@@ -338,27 +179,24 @@ def headroom_replicas(
         for s in history
         if now - window <= s.observed_at <= now and (need := _kv_need(spec, s)) is not None
     ]
-    # Per-minute means (bins counted back from now) before the fit: see _TREND_BIN_S.
     bins: dict[int, list[tuple[float, float]]] = {}
     for t_s, need in points:
         bins.setdefault(int((now - t_s) // _TREND_BIN_S), []).append((t_s, need))
-    means = sorted(
-        (sum(p[0] for p in b) / len(b), sum(p[1] for p in b) / len(b)) for b in bins.values()
-    )
+    means = sorted((sum(p[0] for p in b) / len(b), sum(p[1] for p in b) / len(b)) for b in bins.values())
     if len(means) < _MIN_TREND_POINTS or means[-1][0] - means[0][0] < window / 2:
         return floor, (
             f"headroom {floor} warm replicas (spec.headroom.replicas; too little KV-cache history "
-            f"in the last {window:.0f} s cold start for a trend)"
+            f"in the last {window:.0f} s for a trend)"
         )
     t = np.array([m[0] - means[0][0] for m in means], dtype=float)
     y = np.array([m[1] for m in means], dtype=float)
-    slope = float(np.polyfit(t, y, 1)[0])
+    slope = float(np.polyfit(t, y, 1)[0]) if np.all(np.isfinite(y)) else 0.0
     growth = factor * slope * window
-    adaptive = _ceil(growth) if growth > 0 else 0
+    adaptive = ceil_replicas(growth) if math.isfinite(growth) and growth > 0 else 0
     head = max(floor, adaptive)
     return head, (
         f"headroom {head} warm replicas = max(floor {floor}, ceil({factor:g} × demand growth "
-        f"{slope * window:+.2f} replicas over the {window:.0f} s cold start) = {adaptive})"
+        f"{slope * window:+.2f} replicas over the {window:.0f} s lead time) = {adaptive})"
     )
 
 
@@ -375,7 +213,7 @@ def _metrics_condition(
         msg = f"no signal snapshot yet: held {current} replicas"
         return ConditionResult("False", Reason.MetricsMissing, msg), msg
     age = max(0.0, snap.age(now))
-    if age > max_age:
+    if not age <= max_age:
         msg = f"newest signal snapshot is {age:.0f} s old (max {max_age:.0f} s): held {current} replicas"
         return ConditionResult("False", Reason.MetricsStale, msg), msg
     if not known:
@@ -395,42 +233,104 @@ def _metrics_condition(
     return ConditionResult("True", Reason.MetricsFresh, msg), None
 
 
+def _breaches(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> list[str]:
+    out = []
+    ttft, itl = known_value(snap.ttft_p95_s), known_value(snap.itl_p95_s)
+    if ttft is not None and ttft > spec.slo.ttft_p95_seconds:
+        out.append(f"TTFT p95 {ttft:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
+    if itl is not None and itl > spec.slo.itl_p95_seconds:
+        out.append(f"ITL p95 {itl:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Guard:
+    demand: int
+    line: str | None
+    correction: CapacityCorrection | None
+    learnt: bool
+
+
 def _latency_guard(
     spec: LLMDeploymentSpec,
     snap: SignalSnapshot,
     demand: int,
     reference: int,
-    starting: int,
+    state: PoolState,
+    ready: int,
     memory: PolicyMemory,
+    cap: Capacity | None,
+    load: Load,
     now: float,
-) -> tuple[int, str | None]:
-    """Step 4: return the demand after the latency guard and its reason line (``None``: no breach,
-    or the leading signals already ask for more than the current demand ``reference``).
+) -> _Guard:
+    """Step 5: the demand after the latency guard, its line and the correction to keep.
 
-    The guard raises the demand to ``reference + 1`` when p95 TTFT or ITL breaches ``spec.slo``, no
-    replica is starting and the last scale-up is at least the p95's window old (the snapshot's rate
-    window, :data:`LATENCY_WINDOW_S` when it does not say); otherwise it waits and says why.
+    With the load signal known, every p95 window in which the pool was sized as the model says (the
+    leading signals ask for no more than the current demand, nothing is starting, no scale-up within
+    the p95's window) is counted by the capacity correction (:func:`llmscale.policy.load.correct`);
+    a breach lowers it and the load asks again at the corrected capacity (at least one more than the
+    current demand). Without the load signal the guard adds one replica, as it always did. It waits
+    while a replica starts and until the last scale-up is older than the p95's window (the
+    snapshot's rate window, :data:`LATENCY_WINDOW_S` when it does not say).
     """
-    breaches = []
-    if snap.ttft_p95_s is not None and snap.ttft_p95_s > spec.slo.ttft_p95_seconds:
-        breaches.append(f"TTFT p95 {snap.ttft_p95_s:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
-    if snap.itl_p95_s is not None and snap.itl_p95_s > spec.slo.itl_p95_seconds:
-        breaches.append(f"ITL p95 {snap.itl_p95_s:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
-    if not breaches or demand > reference:
-        return demand, None
+    breaches = _breaches(spec, snap)
     breached = " and ".join(breaches)
     last_up = max((t for t, d in memory.scale_events if d > 0), default=None)
     window_s = latency_window_s(snap)
-    if last_up is not None and now - last_up < window_s:
-        return demand, (
-            f"{breached}, but the last scale-up was {now - last_up:.0f} s ago, inside "
-            f"the {window_s:.0f} s window the p95 is computed over: latency guard waits"
+    recent_up = last_up is not None and now - last_up < window_s
+    starting = state.interactive_starting
+    rate = load.arrivals.rate_rps
+    judged = known_value(snap.ttft_p95_s) is not None or known_value(snap.itl_p95_s) is not None
+    new_minute = memory.correction is None or snap.observed_at - memory.correction.updated_at >= window_s
+    # A window in which the pool was sized as the model says: what its p95s say counts.
+    sized_by_model = cap is not None and rate is not None and ready > 0 and demand <= reference
+    if sized_by_model and judged and new_minute and not recent_up and starting == 0:
+        assert cap is not None and rate is not None
+        what = f"{breached} at {rate:.2f} requests/s on {ready} ready replicas" if breaches else None
+        corr = correct(memory.correction, what, snap.observed_at)
+        if what is None:
+            return _Guard(demand, None, corr, False)
+        relearnt = replace(cap, factor=corr.factor)
+        need = relearnt.need(rate + load.drain_rps, hint=ready + 1).replicas
+        asked = max(need, reference + 1)
+        return _Guard(
+            asked,
+            f"{what} while the leading signals ask for no more than current demand {reference}: "
+            f"capacity correction {cap.factor:.2f} → {corr.factor:.2f}, the load now needs {asked}",
+            corr,
+            True,
+        )
+    if not breaches or demand > reference:
+        return _Guard(demand, None, memory.correction, False)
+    if recent_up:
+        assert last_up is not None
+        return _Guard(
+            demand,
+            f"{breached}, but the last scale-up was {now - last_up:.0f} s ago, inside the "
+            f"{window_s:.0f} s window the p95 is computed over: latency guard waits",
+            memory.correction,
+            False,
         )
     if starting > 0:
-        return demand, f"{breached}, but {starting} replicas are starting: latency guard waits for them"
-    return reference + 1, (
+        return _Guard(
+            demand,
+            f"{breached}, but {starting} replicas are starting: latency guard waits for them",
+            memory.correction,
+            False,
+        )
+    if cap is not None and rate is not None:
+        return _Guard(
+            demand,
+            f"{breached}, already counted in this {window_s:.0f} s p95 window: latency guard waits",
+            memory.correction,
+            False,
+        )
+    return _Guard(
+        reference + 1,
         f"{breached} while leading signals ask for no more than current demand "
-        f"{reference}: latency guard proposes {reference + 1}"
+        f"{reference}: latency guard proposes {reference + 1}",
+        memory.correction,
+        False,
     )
 
 
@@ -454,27 +354,28 @@ def _policy_state(
     return ConditionResult("False", Reason.PolicyStateUnreadable, msg), memory.unreadable, since
 
 
-def _batch(spec: LLMDeploymentSpec, now: float) -> tuple[int, ConditionResult, str]:
-    if spec.batch is None:
-        msg = "no batch pool (spec.batch is not set)"
-        return 0, ConditionResult("False", Reason.NoBatchPool, msg), msg
-    window = batch_window_open(spec.batch.windows, now)
-    if window is not None:
-        local = local_time(now, window.timezone)
-        msg = (
-            f"trough window {describe_window(window)} is open (local {local:%a %H:%M %Z}): "
-            f"batch pool {spec.batch.replicas} replicas"
-        )
-        return spec.batch.replicas, ConditionResult("True", Reason.InsideTroughWindow, msg), msg
-    first = spec.batch.windows[0]
-    local = local_time(now, first.timezone)
-    listed = "; ".join(describe_window(w) for w in spec.batch.windows)
-    msg = f"no trough window open (local {local:%a %H:%M %Z}; windows: {listed}): batch pool 0 replicas"
-    return 0, ConditionResult("False", Reason.OutsideTroughWindows, msg), msg
-
-
 def _prune(pairs: Sequence[tuple[float, int]], now: float, keep_s: float) -> tuple[tuple[float, int], ...]:
     return tuple((t, v) for t, v in pairs if t > now - keep_s)
+
+
+def _model_condition(cap: Capacity | None, shape: WorkloadShape, live: bool, factor: float) -> ConditionResult:
+    p, g = shape.prompt, shape.output
+    mix = (
+        f"prompt mean {p.mean:,.0f} tokens (p95 {p.quantile(0.95):,.0f}), output mean {g.mean:,.0f} "
+        f"(p95 {g.quantile(0.95):,.0f}), prefix-cache hits {shape.prefix_cache_hit_rate:.0%}"
+    )
+    corr = f"; capacity correction × {factor:.2f} learnt from the p95s" if abs(factor - 1) >= 0.005 else ""
+    if cap is None:
+        return ConditionResult(
+            "False", Reason.DefaultWorkloadMix, "the performance model cannot place this deployment: no load signal"
+        )
+    if live:
+        return ConditionResult("True", Reason.LiveWorkloadMix, f"{shape.source}: {mix}{corr}")
+    return ConditionResult(
+        "False",
+        Reason.DefaultWorkloadMix,
+        f"no live mix (the engines report no length histograms or token counters): {shape.source}, {mix}{corr}",
+    )
 
 
 def decide(
@@ -493,17 +394,18 @@ def decide(
     Args:
         spec: the LLMDeployment spec.
         history: signal snapshots of the interactive pool, oldest first (one per tick); the newest
-            is the one judged, older ones feed the headroom trend (up to one cold start back).
-        state: replica counts now; ``interactive_replicas`` counts starting pods, which are
-            capacity on the way and not requested again.
-        memory: recommendations and scale events from earlier calls; when ``memory.unreadable`` is
-            set (part of ``status.policyState`` was dropped) the ``PolicyStateReadable`` condition
-            says so.
+            is the one judged, older ones feed the arrival rate, the mix, the trend and the
+            burstiness (up to a lead time back; 15 minutes is plenty).
+        state: replica counts now, measured cold starts and the seasonal history;
+            ``interactive_replicas`` counts starting pods, which are capacity on the way and not
+            requested again.
+        memory: recommendations, scale events, the learnt correction and burstiness from earlier
+            calls; when ``memory.unreadable`` is set the ``PolicyStateReadable`` condition says so.
         now: seconds since the Unix epoch (the caller's clock; the simulator's simulated time).
 
     Returns:
         The :class:`~llmscale.policy.types.Decision`; ``valid=False`` when no leading signal was
-        usable and the current size was held (``spec.replicas`` bounds still apply).
+        usable and the current size was held (``spec.replicas`` bounds and calendar floors still apply).
 
     Raises:
         zoneinfo.ZoneInfoNotFoundError: a trough window names an unknown time zone (the API model
@@ -512,6 +414,9 @@ def decide(
     scaling = spec.scaling
     current = state.interactive_replicas
     reasons: list[str] = []
+    # What decide reads is the last history_seconds(spec) and the newest snapshot, whatever the
+    # caller keeps: the operator (which keeps more) and the simulator decide alike.
+    history = trim_history(history, now, history_seconds(spec))
 
     keep_recs = max(scaling.scale_up.stabilization_window_seconds, scaling.scale_down.stabilization_window_seconds)
     keep_events = max(scaling.scale_up.period_seconds, scaling.scale_down.period_seconds,
@@ -519,63 +424,114 @@ def decide(
     memory_cond, unreadable, unreadable_since = _policy_state(memory, now, max(keep_recs, keep_events))
     if memory_cond.status == "False":
         reasons.append(f"policy memory incomplete: {memory_cond.message}")
+    # Missing history means "recently at the current size": from the first decision on this memory
+    # (or on what was left of an unreadable one) until a whole window has been seen.
+    since = memory.since if memory.since is not None else now
+    if memory.unreadable is not None:
+        since = max(since, unreadable_since if unreadable_since is not None else now)
 
     snap = history[-1] if history else None
     fresh = snap if snap is not None and snap.age(now) <= scaling.metrics_max_age_seconds else None
+    usable = [s for s in history if s.age(now) <= scaling.metrics_max_age_seconds + 900.0]
 
-    head, head_line = headroom_replicas(spec, history, now)
-    reference = max(current - head, 0)
+    lead = lead_time(state.interactive_cold_starts_s, spec.headroom.cold_start_seconds)
+    buckets = length_buckets(spec)
+    mix = update_mix(memory.mix, usable, buckets)
+    shape, live = live_shape(mix, now, buckets) if fresh is not None else (DEFAULT_SHAPE, False)
+    burst = update_burstiness(memory.burstiness, usable, shape) if fresh is not None else memory.burstiness
+    factor = factor_in_force(memory.correction)
+    cap = capacity_context(spec, shape, live, burstiness_of(burst), factor)
+
     ready = (
-        fresh.replicas_reporting
-        if fresh is not None and fresh.replicas_reporting > 0
-        else state.interactive_ready
+        fresh.replicas_reporting if fresh is not None and fresh.replicas_reporting > 0 else state.interactive_ready
     )
-    proposals = _proposals(spec, fresh, ready, reference, state.interactive_starting)
+    starting = state.interactive_starting
+
+    # Headroom first: the current demand (the reference of the tolerance band) is what the pool
+    # holds beyond it.
+    load = (
+        read_load(spec, cap, usable, fresh, state, ready, lead, now, max(current - spec.headroom.replicas, 0))
+        if fresh is not None
+        else None
+    )
+    if load is not None and load.need is not None and load.forecast_need is not None:
+        extra = max(load.forecast_need - load.need, 0)
+        head = max(spec.headroom.replicas, extra)
+        head_line = (
+            f"headroom {head} warm replicas = max(spec.headroom.replicas {spec.headroom.replicas}, "
+            f"{load.forecast_line} needs {load.forecast_need} − {load.need} = {extra}); {lead.describe()}"
+        )
+    else:
+        head, head_line = headroom_replicas(spec, history, now, lead.seconds)
+        head_line += f"; {lead.describe()}"
+    reference = max(current - head, 0)
+
+    model_cond = _model_condition(cap, shape, live, factor)
+    workload_line = f"workload: {model_cond.message}" if fresh is not None else None
+    proposals: list[Proposal] = []
+    load_known = load is not None and load.need is not None
+    if fresh is not None:
+        assert load is not None
+        proposals.append(load_proposal(spec, load, cap, reference))
+        proposals.append(queue_proposal(spec, known_value(fresh.queue_depth), ready, reference, starting, load_known))
+        proposals.append(kv_proposal(spec, known_value(fresh.kv_cache_utilization), ready, reference, load_known))
+        proposals.append(preemption_proposal(spec, known_value(fresh.preemption_rate), ready, reference, starting))
     wake = wake_proposal(spec, fresh, current)
     if wake is not None:  # at zero replicas: the one demand signal there is
-        proposals.append(_Proposal(WAKE_SIGNAL, wake.replicas, wake.line, known=wake.known))
-    known = [p for p in proposals if p.known]
-    unknown_names = [p.signal for p in proposals if not p.known]
+        proposals.append(Proposal(WAKE_SIGNAL, wake.replicas, wake.line, known=wake.known))
+    leading = [p for p in proposals if p.signal != "load"]
+    known = [p for p in leading if p.known]
+    unknown_names = [p.signal for p in leading if not p.known] if fresh is not None else []
     metrics_cond, hold_line = _metrics_condition(
         snap, now, scaling.metrics_max_age_seconds, unknown_names, [p.signal for p in known], current
     )
+    floor, floor_window = scheduled_minimum(spec.replicas.schedule, now, lead.seconds)
+    clamp_memory = replace(memory, since=since)
     arg = Normalization(
         spec=spec,
         current=current,
         unschedulable=state.interactive_unschedulable,
         unknown=tuple(unknown_names),
-        memory=memory,
+        memory=clamp_memory,
         now=now,
+        floor=floor,
+        floor_window=describe_window(floor_window) if floor_window is not None else "",
         stalled=fresh.stalled_pods if fresh is not None else (),
     )
 
-    # The clamp steps that changed the value, in order: the stabilisation windows (AbleToScale) and
-    # the limits (ScalingLimited).
     recommendation: int | None = None
     windows: list[Clamped] = []
     limits: list[Clamped] = []
+    correction = memory.correction
     if hold_line is not None:
         # Unknown is not zero: hold, and do not record a recommendation (it would be a guess).
-        # Only spec.replicas.min/max still apply.
+        # Only the bounds (spec.replicas.min/max, the calendar floor) still apply.
         reasons.append(hold_line)
+        if workload_line is not None:
+            reasons.append(workload_line)
+        reasons.append(head_line)
         demand = max(current - head, 0)
-        desired, limits = chain(current, arg, (replica_bounds,))
+        desired, limits = chain(current, arg, BOUNDS)
         steps = limits
     else:
-        assert fresh is not None  # hold_line is None only with a fresh snapshot
-        reasons.extend(p.line for p in proposals)
-        proposing = [p for p in known if p.replicas is not None]
+        assert fresh is not None and load is not None  # hold_line is None only with a fresh snapshot
+        proposing = [p for p in proposals if p.known and p.replicas is not None]
         best = max(proposing, key=lambda p: p.replicas or 0) if proposing else None
         demand = (best.replicas or 0) if best is not None else 0
         demand_from = best.signal if best is not None and demand > 0 else "no load"
+        # The proposal that sets the demand first (a Scaled Event's message leads with it, before
+        # the clip), then the others, then the workload they were judged on.
+        first = [best] if best is not None and demand > 0 else []
+        reasons.extend(p.line for p in first + [p for p in proposals if p is not best or not first])
+        if workload_line is not None:
+            reasons.append(workload_line)
 
-        guarded, guard_line = _latency_guard(
-            spec, fresh, demand, reference, state.interactive_starting, memory, now
-        )
-        if guard_line is not None:
-            reasons.append(guard_line)
-        if guarded != demand:
-            demand, demand_from = guarded, "latency guard"
+        guard = _latency_guard(spec, fresh, demand, reference, state, ready, memory, cap, load, now)
+        if guard.line is not None:
+            reasons.append(guard.line)
+        correction = guard.correction
+        if guard.demand != demand:
+            demand, demand_from = guard.demand, ("capacity correction" if guard.learnt else "latency guard")
         reasons.append(f"demand {demand} replicas ({demand_from})")
         reasons.append(head_line)
         recommendation = demand + head
@@ -586,11 +542,11 @@ def decide(
 
         # The partial-signals floor changes the recommendation itself: the floored value is the
         # one the windows judge and the memory keeps.
-        recommendation, floor = chain(recommendation, arg, (no_scale_down_on_partial,))
+        recommendation, partial = chain(recommendation, arg, (no_scale_down_on_partial,))
         stabilised, windows = chain(recommendation, arg, WINDOWS)
         desired, limited = chain(stabilised, arg, LIMITS)
-        limits = floor + limited
-        steps = floor + windows + limited
+        limits = partial + limited
+        steps = partial + windows + limited
     reasons.extend(step.message for step in steps)
 
     if desired == current:
@@ -598,14 +554,30 @@ def decide(
     else:
         reasons.append(f"interactive pool {current} → {desired} replicas")
 
-    batch, batch_cond, batch_line = _batch(spec, now)
+    batch, batch_cond, batch_line, batch_yield = batch_pool(spec, state, memory, desired, now)
     reasons.append(batch_line)
+
+    if correction is not memory.correction:
+        model_cond = _model_condition(cap, shape, live, factor_in_force(correction))
+    diagnosis = diagnose(
+        spec,
+        fresh,
+        ready,
+        cap,
+        load.arrivals.rate_rps if load is not None else None,
+        load.need if load is not None else None,
+    )
 
     recs = memory.recommendations + (((now, recommendation),) if recommendation is not None else ())
     events = memory.scale_events + (((now, desired - current),) if desired != current else ())
     new_memory = PolicyMemory(
         recommendations=_prune(recs, now, keep_recs),
         scale_events=_prune(events, now, keep_events),
+        since=since,
+        correction=correction,
+        burstiness=burst,
+        batch_yield=batch_yield,
+        mix=mix,
         unreadable=unreadable,
         unreadable_since=unreadable_since,
     )
@@ -620,6 +592,9 @@ def decide(
         scaling_limited=scaling_limited_condition(limits, desired),
         batch_window_open=batch_cond,
         policy_state_readable=memory_cond,
+        capacity_model=model_cond,
+        diagnosis=diagnosis,
+        lead_time_s=lead.seconds,
         clamped_by=steps[-1].reason if steps else Reason.DesiredWithinRange,
         memory=new_memory,
         valid=hold_line is None,

@@ -2,9 +2,11 @@
 they stay. Pure: no I/O, no clock; the operator and the simulator both keep their history with
 :func:`record_snapshot`, so the policy sees the same kind of history in both.
 
-``decide`` reads two things from the history: the newest snapshot (the one it judges) and the
-snapshots of the last cold start (``spec.headroom.coldStartSeconds``), which feed the adaptive
-headroom's trend (:func:`llmscale.policy.headroom_replicas`). Everything older is dead weight.
+``decide`` reads the newest snapshot (the one it judges) and the snapshots of the last cold start
+(``spec.headroom.coldStartSeconds``), which feed the arrival rate, the burstiness, the live mix and
+the trends; it trims what it is given to :func:`history_seconds` itself, so a caller that keeps more
+(the operator) decides exactly as one that keeps that much (the simulator). Everything older is dead
+weight.
 """
 
 from __future__ import annotations

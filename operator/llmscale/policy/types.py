@@ -8,7 +8,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["Clamped", "ConditionResult", "Decision", "PolicyMemory", "PoolState", "Reason"]
+__all__ = [
+    "CapacityCorrection",
+    "Clamped",
+    "ConditionResult",
+    "Decision",
+    "MixSums",
+    "PolicyMemory",
+    "PoolState",
+    "RateSeries",
+    "Reason",
+    "SeasonalHistory",
+]
 
 
 class Reason(StrEnum):
@@ -52,6 +63,9 @@ class Reason(StrEnum):
     """Raised to ``spec.replicas.min``."""
     TooManyReplicas = "TooManyReplicas"
     """Lowered to ``spec.replicas.max``."""
+    ScheduledMinimum = "ScheduledMinimum"
+    """Raised to the ``min`` of a ``spec.replicas.schedule`` window open now or one lead time ahead
+    (a calendar floor)."""
     # BatchWindowOpen
     InsideTroughWindow = "InsideTroughWindow"
     """True: a trough window is open; the batch pool runs."""
@@ -59,6 +73,34 @@ class Reason(StrEnum):
     """False: every trough window is closed; the batch pool has 0 replicas."""
     NoBatchPool = "NoBatchPool"
     """False: ``spec.batch`` is not set."""
+    YieldedToInteractive = "YieldedToInteractive"
+    """True: a trough window is open but the batch pool gave replicas up because interactive pods
+    could not be scheduled (interactive first)."""
+    # CapacityModel
+    LiveWorkloadMix = "LiveWorkloadMix"
+    """True: the performance model sizes the pool from the live workload mix (request and token rates,
+    prompt and output lengths, prefix-cache hits read from the engines)."""
+    DefaultWorkloadMix = "DefaultWorkloadMix"
+    """False: the live mix is unknown (no length histograms or token counters); the model assumes the
+    Azure LLM inference trace 2023's lengths, as before the mix was read."""
+    # Diagnosis
+    WithinSLO = "WithinSLO"
+    """False: both p95s are within the SLO and no signature of trouble shows."""
+    PrefillInterference = "PrefillInterference"
+    """True: ITL p95 over the SLO while the KV cache is far from full and the queue short: prompt
+    chunks share steps with the decodes; the message gives the ``--max-num-batched-tokens`` that
+    keeps a chunk step within the ITL target and the replicas needed with and without it."""
+    PreemptionPressure = "PreemptionPressure"
+    """True: the KV cache is full and requests are preempted; the message gives the fp8 KV cache and
+    ``--max-num-seqs`` that fit the batch."""
+    Queueing = "Queueing"
+    """True: requests wait beyond ``queueDepthPerReplica``: the pool is short of replicas; the message
+    gives the replicas the load needs."""
+    DiagnosisUnknown = "DiagnosisUnknown"
+    """Unknown: no fresh snapshot or no p95 latency to judge."""
+    LatencyAboveSLO = "LatencyAboveSLO"
+    """True: a p95 is over the SLO with none of the signatures above (e.g. TTFT set by long prompts'
+    prefill alone)."""
     # PolicyStateReadable
     PolicyStateRead = "PolicyStateRead"
     """True: the policy memory is complete."""
@@ -145,6 +187,12 @@ class PoolState:
             (e.g. not enough GPUs); the policy stops adding replicas while any exist.
         batch_replicas: ``spec.replicas`` currently set on the batch Deployment (0 if none).
         batch_ready: batch pods Ready now.
+        interactive_cold_starts_s: measured cold starts of recent interactive pods, seconds from the
+            pod's creation to its Ready condition, oldest first (the shell keeps the last
+            :data:`~llmscale.policy.leadtime.COLD_START_SAMPLES`); empty: none measured yet.
+        batch_cold_starts_s: the same for the batch pool.
+        seasonal: the pool's arrival rate a day and a week ago around this time of day (Prometheus
+            ``offset`` or range queries); ``None``: not read, the forecast uses the trend alone.
     """
 
     interactive_replicas: int
@@ -153,6 +201,57 @@ class PoolState:
     interactive_unschedulable: int = 0
     batch_replicas: int = 0
     batch_ready: int = 0
+    interactive_cold_starts_s: tuple[float, ...] = ()
+    batch_cold_starts_s: tuple[float, ...] = ()
+    seasonal: SeasonalHistory | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateSeries:
+    """A request rate at past instants, one value per step (a Prometheus range query's answer).
+
+    Attributes:
+        start_s: seconds since the epoch of the first value.
+        step_s: seconds between values (> 0).
+        rates_rps: requests/s at ``start_s + i × step_s``; ``None`` where Prometheus had no sample.
+    """
+
+    start_s: float
+    step_s: float
+    rates_rps: tuple[float | None, ...]
+
+    def mean(self, t0: float, t1: float) -> float | None:
+        """Mean of the known, finite, non-negative values at instants within ``[t0, t1]``; ``None`` if none."""
+        if not (self.step_s > 0 and math.isfinite(self.step_s)):
+            return None
+        values = [
+            v
+            for i, v in enumerate(self.rates_rps)
+            if v is not None and math.isfinite(v) and v >= 0 and t0 <= self.start_s + i * self.step_s <= t1
+        ]
+        return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class SeasonalHistory:
+    """The pool's request rate one period ago, around the same time, for the seasonal forecast.
+
+    Each series must cover ``[now − offset − 5 min, now − offset + lead]`` for the forecast to use it
+    (the lead time is the measured cold start, a few minutes); the shell queries, e.g.,
+    ``sum(rate(vllm:request_success_total{…}[5m]))`` over that range at a 60 s step.
+
+    Attributes:
+        day: the rate around the same time yesterday, or ``None``.
+        week: the rate around the same time a week ago, or ``None``.
+        day_offset_s / week_offset_s: how long ago "the same time" was, seconds: 86,400 and 604,800,
+            or the wall-clock day and week of the deployment's time zone across a DST change (23 or 25
+            hours), which the shell knows and the policy does not.
+    """
+
+    day: RateSeries | None = None
+    week: RateSeries | None = None
+    day_offset_s: float = 86_400.0
+    week_offset_s: float = 604_800.0
 
 
 # Longest excerpt of an unreadable entry quoted in PolicyMemory.unreadable: enough to recognise it,
@@ -201,6 +300,83 @@ def _read_pairs(
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityCorrection:
+    """A learnt correction of the performance model's capacity (closed loop, step 5 of ``decide``).
+
+    Attributes:
+        factor: what the pool really carries over what the model says, within
+            ``[CAPACITY_FACTOR_MIN, CAPACITY_FACTOR_MAX]`` (0.5–2, :mod:`llmscale.policy.load`).
+        updated_at: ``observed_at`` of the last minute counted, seconds since the epoch (a minute is
+            counted once).
+        breach: the last breach that lowered it, in words (``"ITL p95 0.134 s > SLO 0.100 s at 31.2
+            requests/s on 6 ready replicas"``); ``""`` when none has.
+    """
+
+    factor: float
+    updated_at: float
+    breach: str = ""
+
+
+_MIX_FIELDS = (
+    "weight",
+    "prompt_mean",
+    "prompt_p95_weight",
+    "prompt_p95",
+    "output_mean",
+    "output_p95_weight",
+    "output_p95",
+    "hit_weight",
+    "hit",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MixSums:
+    """Running sums of the live workload mix, exponentially discounted (``llmscale.policy.mix``).
+
+    Every ``*_weight`` is a discounted count of requests (or prompt tokens, for the hit rate); the
+    matching field is the discounted sum of the value times its weight, so value = sum / weight.
+
+    Attributes:
+        weight: requests behind the means.
+        prompt_mean / output_mean: weighted sums of the prompt and output means, tokens.
+        prompt_p95_weight / prompt_p95: requests behind the prompt p95, and its weighted sum.
+        output_p95_weight / output_p95: the same for the output p95.
+        hit_weight / hit: prompt tokens behind the prefix-cache hit rate, and its weighted sum.
+        from_p90: a p90 stood in for a missing p95 in the recent sums.
+        observed_at: ``observed_at`` of the newest snapshot folded in, seconds since the epoch.
+    """
+
+    weight: float = 0.0
+    prompt_mean: float = 0.0
+    prompt_p95_weight: float = 0.0
+    prompt_p95: float = 0.0
+    output_mean: float = 0.0
+    output_p95_weight: float = 0.0
+    output_p95: float = 0.0
+    hit_weight: float = 0.0
+    hit: float = 0.0
+    from_p90: bool = False
+    observed_at: float = 0.0
+
+    def to_list(self) -> list[float | bool]:
+        """The sums as a JSON list (``status.policyState.mix``)."""
+        return [*(getattr(self, f) for f in _MIX_FIELDS), self.from_p90, self.observed_at]
+
+    @classmethod
+    def from_list(cls, raw: object) -> MixSums | None:
+        """Read :meth:`to_list`'s output; ``None`` when it is not one."""
+        if not isinstance(raw, list | tuple) or len(raw) != len(_MIX_FIELDS) + 2:
+            return None
+        numbers = [_number(x) for x in raw[: len(_MIX_FIELDS)]]
+        at = _number(raw[-1])
+        if at is None or not isinstance(raw[-2], bool) or any(x is None or x < 0 for x in numbers):
+            return None
+        values = {name: float(x) for name, x in zip(_MIX_FIELDS, numbers, strict=True) if x is not None}
+        return cls(**values, from_p90=raw[-2], observed_at=at)
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyMemory:
     """Policy state that must survive an operator restart (stored in ``status.policyState``).
 
@@ -209,6 +385,18 @@ class PolicyMemory:
             as long as the longest stabilisation window needs them.
         scale_events: ``(time_s, delta_replicas)`` of past changes to the interactive pool, kept
             for the rate-limit periods.
+        since: seconds since the epoch of the first decision this memory has seen; before it the
+            history is missing, and missing history means "recently at the current size" (the
+            scale-down window holds the current size until it has seen a whole window). ``None``: a
+            new memory (the first decision sets it).
+        correction: the learnt capacity correction, or ``None`` (the model as it is).
+        burstiness: ``(requests, prompt_tokens, samples, observed_at)``: the running estimates of how
+            much a minute's requests and prompt tokens vary beyond Poisson
+            (:class:`~llmscale.model.capacity.Burstiness`), how many minute pairs they average and the
+            ``observed_at`` of the snapshot last folded in; ``None`` before the first.
+        batch_yield: ``(replicas, interactive_replicas)``: batch replicas given up to unschedulable
+            interactive pods, and the interactive pool's size when they were; ``None``: none.
+        mix: the live workload mix's running sums (:class:`MixSums`); ``None`` before the first.
         unreadable: what :meth:`from_dict` could not read and dropped, in words (``None``: all of it
             was read). Not persisted: :func:`~llmscale.policy.decide` reports it in the
             ``PolicyStateReadable`` condition and carries it while the dropped part could still
@@ -219,15 +407,32 @@ class PolicyMemory:
 
     recommendations: tuple[tuple[float, int], ...] = ()
     scale_events: tuple[tuple[float, int], ...] = ()
+    since: float | None = None
+    correction: CapacityCorrection | None = None
+    burstiness: tuple[float, float, int, float] | None = None
+    batch_yield: tuple[int, int] | None = None
+    mix: MixSums | None = None
     unreadable: str | None = None
     unreadable_since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-able dict for ``status.policyState``."""
-        return {
+        out: dict[str, Any] = {
             "recommendations": [[t, r] for t, r in self.recommendations],
             "scaleEvents": [[t, d] for t, d in self.scale_events],
         }
+        if self.since is not None:
+            out["since"] = self.since
+        if self.correction is not None:
+            c = self.correction
+            out["capacityCorrection"] = {"factor": c.factor, "updatedAt": c.updated_at, "breach": c.breach}
+        if self.burstiness is not None:
+            out["burstiness"] = list(self.burstiness)
+        if self.batch_yield is not None:
+            out["batchYield"] = list(self.batch_yield)
+        if self.mix is not None:
+            out["mix"] = self.mix.to_list()
+        return out
 
     @classmethod
     def from_dict(cls, data: object) -> PolicyMemory:
@@ -235,9 +440,10 @@ class PolicyMemory:
 
         Never raises and never resets silently: every entry that is a well-formed pair is kept;
         what cannot be read (not an object, a key that is not a list, an entry that is not a pair
-        of finite numbers with an integer second element, a negative recommendation, an unknown
-        key) is dropped and described in :attr:`unreadable`, which the policy turns into
-        ``PolicyStateReadable=False/PolicyStateUnreadable``.
+        of finite numbers with an integer second element, a negative recommendation, a correction
+        outside ``(0, 1]``, an unknown key) is dropped and described in :attr:`unreadable`, which the
+        policy turns into ``PolicyStateReadable=False/PolicyStateUnreadable``. A memory written
+        before a key existed simply lacks it (not a problem).
 
         Args:
             data: the ``status.policyState`` value; ``None`` or ``{}`` is an empty memory (a new
@@ -253,12 +459,87 @@ class PolicyMemory:
         problems: list[str] = []
         recs = _read_pairs(data, "recommendations", "replicas", non_negative=True, problems=problems)
         events = _read_pairs(data, "scaleEvents", "delta replicas", non_negative=False, problems=problems)
-        unknown = sorted(str(k) for k in data if k not in ("recommendations", "scaleEvents"))
+        since = _read_since(data, problems)
+        correction = _read_correction(data, problems)
+        burst = _read_burstiness(data, problems)
+        batch_yield = _read_yield(data, problems)
+        mix = None
+        if "mix" in data:
+            mix = MixSums.from_list(data["mix"])
+            if mix is None:
+                problems.append(f"mix = {_quote(data['mix'])} is not the live mix's sums: dropped (read again)")
+        unknown = sorted(str(k) for k in data if k not in _KEYS)
         if unknown:
             problems.append(f"unknown keys {', '.join(unknown)}: ignored")
         return cls(
-            recommendations=recs, scale_events=events, unreadable="; ".join(problems) if problems else None
+            recommendations=recs,
+            scale_events=events,
+            since=since,
+            correction=correction,
+            burstiness=burst,
+            batch_yield=batch_yield,
+            mix=mix,
+            unreadable="; ".join(problems) if problems else None,
         )
+
+
+_KEYS = ("recommendations", "scaleEvents", "since", "capacityCorrection", "burstiness", "batchYield", "mix")
+
+
+def _quote(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 1] + "…"
+
+
+def _read_since(data: Mapping[str, Any], problems: list[str]) -> float | None:
+    if "since" not in data:
+        return None
+    value = _number(data["since"])
+    if value is None:
+        problems.append(f"since = {_quote(data['since'])} is not a time in seconds: dropped")
+    return value
+
+
+def _read_correction(data: Mapping[str, Any], problems: list[str]) -> CapacityCorrection | None:
+    if "capacityCorrection" not in data:
+        return None
+    raw = data["capacityCorrection"]
+    if isinstance(raw, Mapping):
+        factor, at = _number(raw.get("factor")), _number(raw.get("updatedAt"))
+        breach = raw.get("breach", "")
+        if factor is not None and at is not None and 0 < factor <= 4 and isinstance(breach, str):
+            return CapacityCorrection(factor, at, breach)
+    problems.append(
+        f"capacityCorrection = {_quote(raw)} is not {{factor in (0, 4], updatedAt: seconds, breach: text}}: "
+        "dropped (the model's capacity is used uncorrected)"
+    )
+    return None
+
+
+def _read_burstiness(data: Mapping[str, Any], problems: list[str]) -> tuple[float, float, int, float] | None:
+    if "burstiness" not in data:
+        return None
+    raw = data["burstiness"]
+    if isinstance(raw, list | tuple) and len(raw) == 4:
+        a, b, n, t = (_number(x) for x in raw)
+        if a is not None and b is not None and n is not None and t is not None and min(a, b, n) >= 0 and n.is_integer():
+            return a, b, int(n), t
+    problems.append(
+        f"burstiness = {_quote(raw)} is not [requests, prompt tokens, samples, observed at]: dropped (learnt again)"
+    )
+    return None
+
+
+def _read_yield(data: Mapping[str, Any], problems: list[str]) -> tuple[int, int] | None:
+    if "batchYield" not in data:
+        return None
+    raw = data["batchYield"]
+    if isinstance(raw, list | tuple) and len(raw) == 2:
+        a, b = (_number(x) for x in raw)
+        if a is not None and b is not None and a >= 0 and b >= 0 and a.is_integer() and b.is_integer():
+            return int(a), int(b)
+    problems.append(f"batchYield = {_quote(raw)} is not [replicas, interactive replicas]: dropped")
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,8 +566,11 @@ class Decision:
         headroom_replicas: warm replicas added above demand in ``interactive_replicas``.
         reasons: one line per step, in order (proposals, headroom, clamps, windows, holds).
         metrics_available / able_to_scale / scaling_limited / batch_window_open /
-            policy_state_readable: the conditions (``MetricsAvailable``, ``AbleToScale``,
-            ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable``; docs/policy.md).
+            policy_state_readable / capacity_model / diagnosis: the conditions
+            (``MetricsAvailable``, ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``,
+            ``PolicyStateReadable``, ``CapacityModel``, ``Diagnosis``; docs/policy.md).
+        lead_time_s: the lead time the headroom and the forecast were sized with: the P90 of the
+            measured cold starts, or ``spec.headroom.coldStartSeconds`` before any (seconds).
         clamped_by: the last clamp that changed the interactive count, a stabilisation window or a
             limit (:attr:`Reason.DesiredWithinRange` when none did); the ``reason`` label of the
             operator's ``llmscale_decisions_total``.
@@ -305,6 +589,9 @@ class Decision:
     scaling_limited: ConditionResult
     batch_window_open: ConditionResult
     policy_state_readable: ConditionResult
+    capacity_model: ConditionResult = ConditionResult("False", Reason.DefaultWorkloadMix, "not judged")
+    diagnosis: ConditionResult = ConditionResult("False", Reason.WithinSLO, "not judged")
+    lead_time_s: float = 0.0
     clamped_by: Reason = Reason.DesiredWithinRange
     memory: PolicyMemory = field(default_factory=PolicyMemory)
     valid: bool = True

@@ -4,27 +4,22 @@ instants. Pure, time passed in.
 :func:`llmscale.policy.windows.batch_window_open` answers "open at this instant?"; the batch planner
 also needs "when does the open window close?", "when does the next one open?" and "how many open
 seconds lie between now and a deadline?". Rather than restate the wall-clock rules (midnight
-crossing, days, DST gaps and repeats; see :mod:`llmscale.policy.windows`), this module finds the
-instants where the answer of ``batch_window_open`` can change and asks it there, so the two can
-never disagree.
-
-Where can it change? ``batch_window_open`` depends on the local wall-clock time and weekday, so only
-where the wall clock crosses a window's ``start`` or ``end`` or midnight (each wall time is one
-instant, or two inside a DST repeat: both are taken, as ``fold`` 0 and 1), or where it jumps (a DST
-change, found by bisection on the UTC offset). Between two such instants the answer is constant.
+crossing, days, DST gaps and repeats; see :mod:`llmscale.policy.windows`), this module takes each
+day's opening from :func:`llmscale.policy.windows.open_interval`, the very function
+``batch_window_open`` judges an instant with, so the two can never disagree: a window opens at most
+once a day, one in the skipped hour at the first valid instant for its length.
 
 Source of the time-zone rules: the IANA tz database as shipped by the pinned ``tzdata`` package.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
-from datetime import UTC, date, datetime, time, timedelta
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from llmscale.api import TroughWindow
-from llmscale.policy.windows import batch_window_open
+from llmscale.policy.windows import open_interval
 
 __all__ = ["WINDOW_HORIZON_S", "next_change", "open_intervals", "open_seconds", "time_to_open_seconds"]
 
@@ -34,72 +29,21 @@ __all__ = ["WINDOW_HORIZON_S", "next_change", "open_intervals", "open_seconds", 
 #: deadline is further out is projected against the first 14 days only, which is conservative).
 WINDOW_HORIZON_S = 14 * 86_400.0
 
-# Step of the scan for DST changes, seconds: every offset change in tzdata is more than 6 h from
-# the next one, so at most one change lies in each step and bisection finds it.
-_DST_SCAN_S = 6 * 3600.0
-
-
-def _offset_s(zone: ZoneInfo, t: float) -> float:
-    offset = datetime.fromtimestamp(t, tz=UTC).astimezone(zone).utcoffset()
-    return offset.total_seconds() if offset is not None else 0.0
-
-
-def _dst_changes(zone: ZoneInfo, start: float, end: float) -> list[float]:
-    """Instants in ``[start, end]`` (seconds since the epoch) where ``zone``'s UTC offset changes:
-    the first second of the new offset, found by bisection to one second."""
-    out: list[float] = []
-    t = start
-    before = _offset_s(zone, t)
-    while t < end:
-        step_end = min(t + _DST_SCAN_S, end)
-        after = _offset_s(zone, step_end)
-        if after != before:
-            lo, hi = t, step_end  # offset(lo) == before, offset(hi) != before
-            while hi - lo > 1.0:
-                mid = math.floor((lo + hi) / 2)
-                if mid <= lo:
-                    break
-                if _offset_s(zone, mid) == before:
-                    lo = mid
-                else:
-                    hi = mid
-            out.append(hi)
-        before, t = after, step_end
-    return out
-
-
-def _wall_instants(zone: ZoneInfo, day: date, wall: time) -> Iterable[float]:
-    for fold in (0, 1):
-        yield datetime.combine(day, wall, tzinfo=zone).replace(fold=fold).timestamp()
-
-
-def _candidates(window: TroughWindow, start: float, end: float) -> list[float]:
-    """Instants in ``(start, end]`` where ``window`` may open or close, sorted."""
-    zone = ZoneInfo(window.timezone)
-    first = datetime.fromtimestamp(start, tz=UTC).astimezone(zone).date() - timedelta(days=1)
-    last = datetime.fromtimestamp(end, tz=UTC).astimezone(zone).date() + timedelta(days=1)
-    walls = (window.start_time(), window.end_time(), time(0, 0))
-    found: set[float] = set(_dst_changes(zone, start, end))
-    day = first
-    while day <= last:
-        for wall in walls:
-            found.update(_wall_instants(zone, day, wall))
-        day += timedelta(days=1)
-    return sorted(t for t in found if start < t <= end)
-
-
 def _window_intervals(window: TroughWindow, start: float, end: float) -> list[tuple[float, float]]:
+    """Each day's opening of ``window`` (:func:`open_interval`) cut to ``[start, end]``, sorted."""
+    zone = ZoneInfo(window.timezone)
+    # The opening of the day before ``start`` may still be open (a window crossing midnight).
+    day = datetime.fromtimestamp(start, tz=UTC).astimezone(zone).date() - timedelta(days=1)
+    last = datetime.fromtimestamp(end, tz=UTC).astimezone(zone).date()
     intervals: list[tuple[float, float]] = []
-    opened = start if batch_window_open([window], start) is not None else None
-    for t in _candidates(window, start, end):
-        is_open = batch_window_open([window], t) is not None
-        if is_open and opened is None:
-            opened = t
-        elif not is_open and opened is not None:
-            intervals.append((opened, t))
-            opened = None
-    if opened is not None and opened < end:
-        intervals.append((opened, end))
+    while day <= last:
+        span = open_interval(window, day)
+        day += timedelta(days=1)
+        if span is None:
+            continue
+        lo, hi = max(span[0], start), min(span[1], end)
+        if lo < hi:
+            intervals.append((lo, hi))
     return intervals
 
 

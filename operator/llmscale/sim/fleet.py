@@ -41,7 +41,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.policy.types import PoolState
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
+from llmscale.sim.counters import RequestCounters, cold_starts
 from llmscale.sim.latency import BIN_S, LatencyRecorder
 from llmscale.sim.replica import EngineConfig, ReplicaEngine, RequestTable, StepCostModel
 from llmscale.sim.trace import Trace
@@ -307,6 +308,7 @@ def simulate(
     backlog: deque[int] = deque()  # batch requests not yet handed to a batch replica
     batch_cap = 2 * engine.max_num_seqs
     latency = LatencyRecorder(start, end)
+    counters = RequestCounters(start, limit)  # what Prometheus holds of the pool's counters
     inflight = 0
     inflight_integral = 0.0
     inflight_t = start
@@ -336,6 +338,7 @@ def simulate(
             inflight_t = t
             inflight -= 1
             unfinished_interactive -= 1
+            counters.finished(t, table.prompt[req], table.output[req])
         rep = by_engine[eng.index]
         if rep.state == "draining" and eng.outstanding == 0:
             rep.state = "gone"
@@ -476,6 +479,7 @@ def simulate(
                 ttft_p95_s=ttft,
                 itl_p95_s=itl,
                 replicas_reporting=len(pods),
+                workload=_scrape_counters(counters, [r for r in by_engine if r.record.pool == INTERACTIVE], t),
                 # No request in the last minute: no p95 to measure, as the reader says of a quiet window.
                 quiet=tuple(f for f, v in (("itl_p95_s", itl), ("ttft_p95_s", ttft)) if v is None),
             )
@@ -492,6 +496,8 @@ def simulate(
             interactive_starting=len(inter.starting),
             batch_replicas=batchp.size,
             batch_ready=len(batchp.ready),
+            interactive_cold_starts_s=cold_starts(((r.created_s, r.ready_s) for r in records if r.pool == INTERACTIVE), t),
+            seasonal=counters.seasonal(t),
         )
         obs = Observation(t, last_snapshot, last_pods, state, inflight_integral, last_scrape_t)
         d = autoscaler.decide(obs)
@@ -624,3 +630,18 @@ def replicas_over_time(
         hi = np.clip(b, grid_s[:-1], grid_s[1:])
         out += (hi - lo) / widths
     return out
+
+
+def _scrape_counters(counters: RequestCounters, ready: Sequence[_Replica], t: float) -> WorkloadMix:
+    """The pool's workload mix at a scrape at ``t``; the prefix-cache counters of the engines that
+    keep them (``prefix_queries``/``prefix_hits``, tokens) are folded in first."""
+    queries = hits = 0.0
+    seen = False
+    for rep in ready:
+        q = getattr(rep.engine, "prefix_queries", None)
+        h = getattr(rep.engine, "prefix_hits", None)
+        if q is not None and h is not None:
+            queries, hits, seen = queries + q, hits + h, True
+    if seen:
+        counters.prefix_cache(t, queries, hits)
+    return counters.workload(t)

@@ -1,0 +1,182 @@
+"""The load signal and the closed-loop capacity correction.
+
+**Load.** The arrival rate times the work of the live mix gives the replicas the SLO needs
+(:func:`llmscale.model.capacity.fleet_need`: chunked prefill, per-token ITL p95, the prefill queue,
+the minute-to-minute burstiness): what NVIDIA Dynamo's planner reads off offline profiling runs,
+here from the roofline model and the live mix, with no profiling run. A backlog already waiting
+beyond ``spec.scaling.targets.queueDepthPerReplica`` per ready replica is added as the rate that
+drains it within one lead time: replicas asked for now serve one lead time later, so a faster drain
+is not possible and a slower one leaves the backlog for the next burst. The backlog is bounded by
+what arrives in one lead time, so the ask is bounded too: no cascade while replicas start.
+
+**Correction.** The model is a model (its lengths are log-normal fits, its queues textbook
+approximations); what it must get right is the SLO's own observable, the minute's p95s. A minute in
+which the pool was sized as the model says (the leading signals ask for no more than the pool has,
+nothing is starting, no scale-up within the p95's window) is evidence about the model's capacity:
+a breach says it carries less than the model thinks, a minute within the SLO that it may carry a
+little more. :func:`correct` moves a capacity factor ``c`` by stochastic approximation (Robbins and
+Monro, 1951: the recursion that tracks a quantile), ``ln c += η·(τ − 1{breach})`` with
+``η`` = :data:`CORRECTION_STEP` and ``τ`` = :data:`CORRECTION_TARGET`: a breach lowers the capacity by
+5 %, and each minute within the SLO raises it by 5 % × τ, so ``c`` settles where a share ``τ`` of such
+minutes breach — half the attainment goal's 1 %, the other half left for ramps and bursts. Bounded
+to :data:`CAPACITY_FACTOR_MIN`–:data:`CAPACITY_FACTOR_MAX`. It is persisted in ``status.policyState`` and named in the
+reasons.
+
+Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
+from llmscale.model import ModelDoesNotFit, ReplicaModel
+from llmscale.model.capacity import (
+    MINUTE_ATTAINMENT,
+    Burstiness,
+    EngineLimits,
+    FleetNeed,
+    WorkloadShape,
+    engine_limits,
+    fleet_need,
+)
+from llmscale.policy.signal_health import LATENCY_WINDOW_S
+from llmscale.policy.types import CapacityCorrection
+
+__all__ = [
+    "CAPACITY_FACTOR_MAX",
+    "CAPACITY_FACTOR_MIN",
+    "CORRECTION_STEP",
+    "CORRECTION_TARGET",
+    "LATENCY_WINDOW_S",
+    "Capacity",
+    "capacity_context",
+    "correct",
+    "factor_in_force",
+]
+
+
+#: Lowest capacity factor: 0.5. The roofline's efficiencies are planning values within about a
+#: factor of two of measured ones (``llmscale.model.roofline``); a pool that carries less than half
+#: of what the model says is not a model error to paper over: the CapacityModel condition shows the
+#: factor, and the latency guard's demand still rises with each breach.
+CAPACITY_FACTOR_MIN = 0.5
+
+#: Highest capacity factor: 2, the same factor of two the other way.
+CAPACITY_FACTOR_MAX = 2.0
+
+#: Step of the correction in log-capacity per counted minute: 0.05, so that one breach costs one
+#: replica in twenty for about a hundred good minutes (the attainment goal's scale).
+CORRECTION_STEP = 0.05
+
+#: Share of counted minutes the correction lets breach: half of ``1 − MINUTE_ATTAINMENT`` (0.5 %).
+CORRECTION_TARGET = (1.0 - MINUTE_ATTAINMENT) / 2.0
+
+# Rates beyond this are not a measurement of an LLM pool (a parser let a garbage float through);
+# they still give a decision: the most replicas allowed.
+_HUGE_RPS = 1e9
+
+
+@lru_cache(maxsize=64)
+def _model(model: ModelSpec, resources: ResourcesSpec) -> ReplicaModel | None:
+    try:
+        replica = ReplicaModel.from_spec(LLMDeploymentSpec(model=model, resources=resources))
+    except (ModelDoesNotFit, ValueError):
+        return None
+    return replica if replica.fits else None
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What the model needs to size the pool, for one tick.
+
+    Attributes:
+        model: one replica's roofline model.
+        limits: its scheduler limits (``spec.engine.args`` or vLLM's defaults).
+        shape: the workload (live, or the Azure trace's lengths).
+        live: whether ``shape`` is the live mix.
+        burstiness: the minute-to-minute burstiness learnt from the live rates.
+        factor: the capacity correction in force, (0, 1].
+        itl_s / ttft_s: the SLO's p95 targets, seconds.
+        max_replicas: ``spec.replicas.max``: the most any need is reported as.
+    """
+
+    model: ReplicaModel
+    limits: EngineLimits
+    shape: WorkloadShape
+    live: bool
+    burstiness: Burstiness
+    factor: float
+    itl_s: float
+    ttft_s: float
+    max_replicas: int
+
+    def need(self, rate_rps: float, hint: int | None = None) -> FleetNeed:
+        """Replicas ``rate_rps`` arrivals need at the SLO with the correction in force (at most
+        ``max_replicas``; a rate too large to be real reads as needing all of them)."""
+        rate = min(max(rate_rps, 0.0), _HUGE_RPS) if math.isfinite(rate_rps) else _HUGE_RPS
+        return fleet_need(
+            self.model,
+            self.shape,
+            self.limits,
+            self.itl_s,
+            self.ttft_s,
+            rate,
+            burstiness=self.burstiness,
+            capacity_factor=self.factor,
+            limit=max(self.max_replicas, 1),
+            hint=hint,
+        )
+
+
+def capacity_context(
+    spec: LLMDeploymentSpec, shape: WorkloadShape, live: bool, burstiness: Burstiness, factor: float
+) -> Capacity | None:
+    """The :class:`Capacity` of ``spec``'s replicas, or ``None`` when the model cannot place them
+    (the weights do not fit the GPUs): the policy then scales on its leading signals alone."""
+    model = _model(spec.model, spec.resources)
+    if model is None:
+        return None
+    return Capacity(
+        model,
+        engine_limits(spec),
+        shape,
+        live,
+        burstiness,
+        factor,
+        spec.slo.itl_p95_seconds,
+        spec.slo.ttft_p95_seconds,
+        spec.replicas.max,
+    )
+
+
+def factor_in_force(correction: CapacityCorrection | None) -> float:
+    """The capacity factor a correction holds, within its bounds; 1 without one."""
+    if correction is None or not math.isfinite(correction.factor):
+        return 1.0
+    return min(max(correction.factor, CAPACITY_FACTOR_MIN), CAPACITY_FACTOR_MAX)
+
+
+def correct(
+    correction: CapacityCorrection | None, breached: str | None, minute_at: float
+) -> CapacityCorrection:
+    """Count one minute in which the pool was sized as the model says (module docstring).
+
+    ``ln c += η·(τ − 1{breach})``: e.g. from 1.0, a breach gives ``e^(−0.05 × 0.995)`` = 0.951; a
+    minute within the SLO then ``× e^(0.05 × 0.005)``, 1.00025 (so 200 such minutes undo the breach).
+
+    Args:
+        correction: the correction so far, or ``None`` (factor 1).
+        breached: what broke this minute in words, or ``None`` when both p95s were within the SLO.
+        minute_at: ``observed_at`` of the snapshot whose p95s were judged, seconds since the epoch.
+
+    Returns:
+        The new correction (its ``updated_at`` is ``minute_at``; the last breach is kept in words).
+    """
+    factor = factor_in_force(correction)
+    step = CORRECTION_STEP * (CORRECTION_TARGET - (1.0 if breached is not None else 0.0))
+    factor = min(max(factor * math.exp(step), CAPACITY_FACTOR_MIN), CAPACITY_FACTOR_MAX)
+    last = breached if breached is not None else (correction.breach if correction is not None else "")
+    return CapacityCorrection(factor, minute_at, last)

@@ -1,0 +1,311 @@
+"""The live workload, read from the signal history: its mix, its arrival rate, its burstiness.
+
+The performance model (:mod:`llmscale.model.capacity`) needs what each request asks of a replica and
+how many arrive. The engines count both (:class:`~llmscale.signals.snapshot.WorkloadMix`: request
+and token rates, the prompt and output length histograms, prefix-cache hits); this module turns the
+recent snapshots into the model's inputs. Pure: snapshots in, numbers out.
+
+- :func:`update_mix` and :func:`live_shape`: the request-weighted mix of the last half hour
+  (:data:`MIX_MEMORY_S`, running sums kept in the policy memory) as log-normal lengths; unknown
+  (no length means) → the Azure trace's lengths, said so.
+- :func:`arrival_rate`: requests/s arriving = finished + the growth of the requests in the engines
+  (conservation: what arrives either finishes or is still inside).
+- :func:`update_burstiness`: the running estimate of how much a minute's requests and prompt tokens
+  vary beyond Poisson, from the differences of consecutive rate windows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llmscale.model.capacity import DEFAULT_SHAPE, Burstiness, LengthDistribution, WorkloadShape
+from llmscale.policy.types import MixSums
+from llmscale.signals.snapshot import SignalSnapshot
+
+__all__ = [
+    "BURSTINESS_MEMORY_SAMPLES",
+    "BURSTINESS_PRIOR_SAMPLES",
+    "MIX_MEMORY_S",
+    "RATE_WINDOW_S",
+    "Arrivals",
+    "arrival_rate",
+    "burstiness_of",
+    "live_shape",
+    "update_burstiness",
+    "update_mix",
+]
+
+#: Seconds the live mix is averaged over (the time constant of its exponential weighting): half an
+#: hour. The tail of the prompt lengths (their p95, which sets how many chunk steps are slow) needs
+#: thousands of requests to settle; with a 5-minute window the replicas Mooncake's mix needs swung
+#: between 6 and 9 at a steady 8.5 requests/s. A new client's mix still shows within minutes, and a
+#: mix no snapshot has confirmed for this long is unknown again.
+MIX_MEMORY_S = 1800.0
+
+#: The rate window when a snapshot does not say its own (``SignalSnapshot.window``): the signals
+#: reader's default, Prometheus' usual ``rate(…[1m])``.
+RATE_WINDOW_S = 60.0
+
+#: The burstiness estimate averages this many minute pairs before it forgets old ones (an
+#: exponentially weighted mean): 60, an hour of traffic.
+BURSTINESS_MEMORY_SAMPLES = 60
+
+#: The Poisson prior (1) weighs as this many minute pairs: 4, so that the first few minutes of a new
+#: pool (one of them a warm-up) move the estimate by at most a fifth each.
+BURSTINESS_PRIOR_SAMPLES = 4
+
+# A value this large is not a measurement of an LLM pool (a parser let a garbage float through):
+# the arithmetic is clamped here so that it never overflows.
+_HUGE = 1e12
+
+
+def _finite(value: float | None, *, positive: bool = False) -> float | None:
+    if value is None or not math.isfinite(value) or value < 0 or (positive and value <= 0):
+        return None
+    return min(value, _HUGE)
+
+
+def _window(snap: SignalSnapshot) -> float:
+    w = snap.window.window_s if snap.window is not None else RATE_WINDOW_S
+    return w if math.isfinite(w) and w > 0 else RATE_WINDOW_S
+
+
+def _p95(mean: float, p95: float | None, p90: float | None, buckets: Sequence[float] | None) -> tuple[float | None, bool]:
+    """The p95 to fit (a p90 stands in through the σ it fits); and whether it came from a p90."""
+    q95, q90 = _finite(p95, positive=True), _finite(p90, positive=True)
+    if q95 is not None:
+        return q95, False
+    if q90 is not None:
+        return LengthDistribution.fit(mean, p90=q90, buckets=buckets).quantile(0.95), True
+    return None, False
+
+
+def update_mix(
+    previous: MixSums | None, history: Sequence[SignalSnapshot], buckets: Sequence[float] | None = None
+) -> MixSums | None:
+    """Fold the snapshots newer than ``previous`` into the live mix's running sums.
+
+    Each snapshot that knows the prompt and output means counts with the requests of its rate
+    window as weight (a quiet minute says less about the mix than a busy one; 1 when the rate is
+    unknown), and every sum is discounted by ``exp(−Δt / MIX_MEMORY_S)`` between snapshots: the mix
+    of the last half hour, the recent minutes counting most. The p95s (else the p90s, converted
+    through the σ they fit) and the prefix-cache hit rate (weighted by prompt tokens) are summed
+    with their own weights, so one snapshot without them does not dilute them.
+
+    Args:
+        previous: the sums from the memory, or ``None``.
+        history: snapshots, oldest first.
+        buckets: the engine's length-histogram bounds (for a p90 standing in for a p95).
+
+    Returns:
+        The new sums; ``previous`` when no snapshot is newer or none knows the means.
+    """
+    sums = previous
+    for snap in history:
+        if sums is not None and snap.observed_at <= sums.observed_at:
+            continue
+        mix = snap.workload
+        pm = _finite(mix.prompt_tokens_mean, positive=True)
+        gm = _finite(mix.generation_tokens_mean, positive=True)
+        if pm is None or gm is None:
+            continue
+        pm, gm = max(pm, 1.0), max(gm, 1.0)  # a request has at least one token of each
+        rate = _finite(mix.request_rate, positive=True)
+        w = rate * _window(snap) if rate is not None else 1.0
+        pq, p_from_p90 = _p95(pm, mix.prompt_tokens_p95, mix.prompt_tokens_p90, buckets)
+        gq, g_from_p90 = _p95(gm, mix.generation_tokens_p95, mix.generation_tokens_p90, buckets)
+        hit = _finite(mix.prefix_cache_hit_rate)
+        hit_w = (_finite(mix.prompt_tokens_rate, positive=True) or pm * (rate or 1.0)) * _window(snap)
+        decay = math.exp(-(snap.observed_at - sums.observed_at) / MIX_MEMORY_S) if sums is not None else 0.0
+        old = sums if sums is not None else MixSums()
+        sums = MixSums(
+            weight=old.weight * decay + w,
+            prompt_mean=old.prompt_mean * decay + w * pm,
+            prompt_p95_weight=old.prompt_p95_weight * decay + (w if pq is not None else 0.0),
+            prompt_p95=old.prompt_p95 * decay + (w * pq if pq is not None else 0.0),
+            output_mean=old.output_mean * decay + w * gm,
+            output_p95_weight=old.output_p95_weight * decay + (w if gq is not None else 0.0),
+            output_p95=old.output_p95 * decay + (w * gq if gq is not None else 0.0),
+            hit_weight=old.hit_weight * decay + (hit_w if hit is not None else 0.0),
+            hit=old.hit * decay + (hit_w * min(hit, 1.0) if hit is not None else 0.0),
+            from_p90=(old.from_p90 and decay > 0) or p_from_p90 or g_from_p90,
+            observed_at=snap.observed_at,
+        )
+    return sums
+
+
+def live_shape(
+    sums: MixSums | None, now: float, buckets: Sequence[float] | None = None
+) -> tuple[WorkloadShape, bool]:
+    """Return the workload shape the running sums describe, and whether it is live.
+
+    Each length is fitted as a log-normal to its weighted mean and p95
+    (:meth:`LengthDistribution.fit`, read through the engine's histogram ``buckets`` when known). A
+    length with a mean but no tail quantile keeps the default shape's spread (σ), said in the source.
+
+    Args:
+        sums: the live mix's running sums (:func:`update_mix`), or ``None``.
+        now: seconds since the epoch.
+        buckets: the finite upper bounds of the engine's length histograms (vLLM's 1-2-5 buckets up
+            to ``--max-model-len``), or ``None`` to read the quantiles as exact.
+
+    Returns:
+        ``(shape, live)``: ``live`` is ``False`` (and the shape :data:`DEFAULT_SHAPE`) when no
+        snapshot of the last :data:`MIX_MEMORY_S` knew the prompt and output means.
+    """
+    if sums is None or sums.weight <= 0 or not now - sums.observed_at <= MIX_MEMORY_S:
+        return DEFAULT_SHAPE, False
+    # A request has at least one token; a mean under it is a rounding of garbage, not a mix.
+    pm, gm = max(sums.prompt_mean / sums.weight, 1.0), max(sums.output_mean / sums.weight, 1.0)
+    if not (math.isfinite(pm) and math.isfinite(gm)):
+        return DEFAULT_SHAPE, False
+    notes = []
+    if sums.prompt_p95_weight > 0:
+        prompt = LengthDistribution.fit(pm, p95=sums.prompt_p95 / sums.prompt_p95_weight, buckets=buckets)
+    else:
+        prompt = LengthDistribution(pm * math.exp(-DEFAULT_SHAPE.prompt.sigma**2 / 2), DEFAULT_SHAPE.prompt.sigma)
+        notes.append("prompt spread of the Azure trace (no prompt p95)")
+    if sums.output_p95_weight > 0:
+        output = LengthDistribution.fit(gm, p95=sums.output_p95 / sums.output_p95_weight, buckets=buckets)
+    else:
+        output = LengthDistribution(gm * math.exp(-DEFAULT_SHAPE.output.sigma**2 / 2), DEFAULT_SHAPE.output.sigma)
+        notes.append("output spread of the Azure trace (no output p95)")
+    hit = sums.hit / sums.hit_weight if sums.hit_weight > 0 else 0.0
+    if sums.hit_weight <= 0:
+        notes.append("no prefix-cache counters: no hits assumed")
+    if sums.from_p90:
+        notes.append("p90 for the tail")
+    source = f"live mix of the last {MIX_MEMORY_S / 60:.0f} min" + (f" ({'; '.join(notes)})" if notes else "")
+    return WorkloadShape(prompt, output, hit, source), True
+
+
+@dataclass(frozen=True, slots=True)
+class Arrivals:
+    """The pool's arrival rate and how it was read.
+
+    Attributes:
+        rate_rps: requests/s arriving, ≥ 0; ``None`` when unknown.
+        finished_rps: requests/s finishing (the engines' ``request_success`` rate), ``None`` if unknown.
+        growth_rps: the change of the requests inside the engines (waiting + running) over the rate
+            window, requests/s; 0 when it cannot be read.
+        line: the phrase for the reason line.
+    """
+
+    rate_rps: float | None
+    finished_rps: float | None
+    growth_rps: float
+    line: str
+
+
+def _inflight(snap: SignalSnapshot) -> float | None:
+    q, r = _finite(snap.queue_depth), _finite(snap.running_requests)
+    return None if q is None or r is None else q + r
+
+
+def _one_window_before(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> SignalSnapshot | None:
+    """The snapshot of the history closest to one rate window before ``snap`` (within a quarter of it)."""
+    window = _window(snap)
+    target = snap.observed_at - window
+    best: SignalSnapshot | None = None
+    for other in history:
+        if other is snap or other.observed_at >= snap.observed_at:
+            continue
+        if abs(other.observed_at - target) <= window / 4 and (
+            best is None or abs(other.observed_at - target) < abs(best.observed_at - target)
+        ):
+            best = other
+    return best
+
+
+def arrival_rate(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> Arrivals:
+    """Return the arrival rate at ``snap`` (the newest usable snapshot of ``history``).
+
+    ``arrivals = finished + Δ(waiting + running) / Δt`` over one rate window: every request that
+    arrived in the window either finished in it or is still in an engine. The finished rate alone
+    reads a saturated pool's capacity, not its load; the growth term adds the queue building up.
+    Never negative (a falling in-flight count with no finished rate reads 0).
+    """
+    finished = _finite(snap.workload.request_rate)
+    if finished is None:
+        return Arrivals(None, None, 0.0, "arrival rate unknown (no finished-request rate)")
+    before = _one_window_before(history, snap)
+    growth = 0.0
+    if before is not None:
+        now_in, then_in = _inflight(snap), _inflight(before)
+        dt = snap.observed_at - before.observed_at
+        if now_in is not None and then_in is not None and dt > 0:
+            growth = (now_in - then_in) / dt
+    rate = max(finished + growth, 0.0)
+    if growth:
+        line = f"arrivals {rate:.2f} requests/s = finished {finished:.2f}/s {growth:+.2f}/s in the engines"
+    else:
+        line = f"arrivals {rate:.2f} requests/s (finished)"
+    return Arrivals(rate, finished, growth, line)
+
+
+def burstiness_of(memory: tuple[float, float, int, float] | None) -> Burstiness:
+    """The :class:`Burstiness` a memory entry holds (Poisson when none)."""
+    if memory is None:
+        return Burstiness()
+    return Burstiness(memory[0], memory[1]).clamped()
+
+
+def update_burstiness(
+    previous: tuple[float, float, int, float] | None,
+    history: Sequence[SignalSnapshot],
+    shape: WorkloadShape,
+) -> tuple[float, float, int, float] | None:
+    """Fold the newest minute pair of the history into the burstiness estimate.
+
+    For two rate windows one window apart, the requests ``X`` and prompt tokens ``Y`` in each give
+    ``(X₁ − X₀)² / (2·E[X])`` and ``(Y₁ − Y₀)² / (2·E[X]·E[P²])`` — 1 on average for Poisson
+    arrivals of independent lengths (the variance of a difference of independent counts is twice
+    theirs; compound Poisson's is ``E[X]·E[P²]``), more for bursts and clustered long prompts. A
+    slow trend adds only its square over one window. The estimate is their running mean over the
+    last :data:`BURSTINESS_MEMORY_SAMPLES` pairs (exponentially weighted), starting from the Poisson
+    prior weighted as :data:`BURSTINESS_PRIOR_SAMPLES` pairs.
+
+    Args:
+        previous: ``(requests, prompt_tokens, samples, observed_at)`` from the memory, or ``None``;
+            a snapshot at or before ``observed_at`` is not folded in twice.
+        history: snapshots, oldest first; the newest is used with the one a window before it.
+        shape: the live shape (its ``E[P²]`` normalises the prompt tokens).
+
+    Returns:
+        The new ``(requests, prompt_tokens, samples, observed_at)``; ``previous`` unchanged when no
+        new pair can be read (unknown rates, fewer than one request per window, no snapshot a
+        window before).
+    """
+    if not history:
+        return previous
+    snap = history[-1]
+    if previous is not None and snap.observed_at <= previous[3]:
+        return previous
+    before = _one_window_before(history, snap)
+    earlier = _one_window_before(history, before) if before is not None else None
+    if before is None or earlier is None or not (_finite(earlier.workload.request_rate) or 0) > 0:
+        # Two windows and a busy one before them: the first minutes of a pool (or of a history
+        # read after a restart) hold windows that are only partly filled.
+        return previous
+    w = _window(snap)
+    r1, r0 = _finite(snap.workload.request_rate), _finite(before.workload.request_rate)
+    p1, p0 = _finite(snap.workload.prompt_tokens_rate), _finite(before.workload.prompt_tokens_rate)
+    if r1 is None or r0 is None or p1 is None or p0 is None or r1 <= 0 or r0 <= 0:
+        # An empty window next to a busy one is a pool starting (or a stalled read), not a burst:
+        # at a rate worth measuring, no requests in a minute is as good as impossible for Poisson.
+        return previous
+    mean_count = (r1 + r0) / 2 * w
+    if mean_count < 1.0:
+        return previous
+    points = shape.prompt.points()
+    p_sq = float((points**2).mean())
+    d_req = ((r1 - r0) * w) ** 2 / (2 * mean_count)
+    d_tok = ((p1 - p0) * w) ** 2 / (2 * mean_count * p_sq)
+    if not (math.isfinite(d_req) and math.isfinite(d_tok)):
+        return previous
+    req, tok, n, _ = previous if previous is not None else (1.0, 1.0, 0, snap.observed_at)
+    # The Poisson prior counts as BURSTINESS_PRIOR_SAMPLES pairs: a few minutes decide nothing alone.
+    alpha = 1.0 / min(n + 1 + BURSTINESS_PRIOR_SAMPLES, BURSTINESS_MEMORY_SAMPLES)
+    return req + alpha * (d_req - req), tok + alpha * (d_tok - tok), min(n + 1, 10**9), snap.observed_at

@@ -1,0 +1,369 @@
+"""The proposals of :func:`~llmscale.policy.decide` (step 3): each signal's replica count now.
+
+- the **load** signal: the replicas the arrival rate (and the drain of a backlog within one lead
+  time) needs at the SLO for the live mix (:mod:`llmscale.policy.load`, :mod:`llmscale.model.capacity`),
+  with a tolerance hysteresis on the rate;
+- **queue depth** (only without an arrival rate): ``ceil(queue / queueDepthPerReplica)``, only up,
+  and not asked for again while the replicas asked for it start;
+- **KV-cache utilisation**: ``ceil(ready × kv / target)`` (:func:`kv_cache_target`);
+- **preemption rate**: ``ceil(rate / preemptionsPerSecondPerReplica)``, only up.
+
+Inside ``±tolerance`` of the current demand a signal holds it. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from llmscale.api import LLMDeploymentSpec
+from llmscale.model.capacity import (
+    DEFAULT_SHAPE,
+    LengthDistribution,
+    WorkloadShape,
+    capacity_per_replica,
+    vllm_length_buckets,
+)
+from llmscale.policy.diagnosis import KV_FULL
+from llmscale.policy.forecast import forecast_rate
+from llmscale.policy.leadtime import LeadTime
+from llmscale.policy.load import LATENCY_WINDOW_S, Capacity, capacity_context
+from llmscale.policy.mix import Arrivals, arrival_rate, burstiness_of
+from llmscale.policy.types import PoolState
+from llmscale.signals.snapshot import SignalSnapshot
+
+__all__ = [
+    "FALLBACK_KV_CACHE_TARGET",
+    "Load",
+    "Proposal",
+    "ceil_replicas",
+    "known_value",
+    "kv_cache_target",
+    "kv_proposal",
+    "length_buckets",
+    "load_proposal",
+    "preemption_proposal",
+    "queue_proposal",
+    "read_load",
+]
+
+# ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
+_EPS = 1e-9
+
+# Any replica count is clamped to spec.replicas.max in the end; a proposal beyond this is "all of
+# them" (a garbage float like 1e308 must still give a decision, not an OverflowError).
+_MAX_PROPOSAL = 1_000_000_000
+
+#: KV-cache target when ``spec.scaling.targets.kvCacheUtilization`` is unset and the performance
+#: model cannot give one (the model does not fit its GPUs): vLLM's cache is then the only bound
+#: known, and 0.75 leaves a quarter of it for bursts.
+FALLBACK_KV_CACHE_TARGET = 0.75
+
+
+def _round2(x: float) -> float:
+    """``x`` to two significant figures: the mix and the burstiness as cache keys."""
+    if not math.isfinite(x) or x <= 0:
+        return 0.0
+    return float(f"{x:.2g}")
+
+
+def _coarse(shape: WorkloadShape) -> WorkloadShape:
+    def dist(d: LengthDistribution) -> LengthDistribution:
+        return LengthDistribution(_round2(d.median), round(d.sigma, 2))
+
+    return WorkloadShape(dist(shape.prompt), dist(shape.output), round(shape.prefix_cache_hit_rate, 2), "")
+
+
+@lru_cache(maxsize=512)
+def _kv_at_capacity(cap: Capacity, replicas: int) -> tuple[float, float, str]:
+    """``(KV use per replica, requests/s per replica, what binds)`` at the SLO's capacity of a pool of
+    ``replicas`` (rounded to a power of two) for ``cap``'s (coarsened) shape."""
+    per, point, bound = capacity_per_replica(
+        cap.model, cap.shape, cap.limits, cap.itl_s, cap.ttft_s, replicas=replicas, burstiness=cap.burstiness
+    )
+    return point.kv_cache_utilization, per, bound
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, min(int(n), 4096) - 1).bit_length() if n > 1 else 1
+
+
+def _coarse_capacity(cap: Capacity) -> Capacity:
+    b = cap.burstiness
+    return replace(
+        cap,
+        shape=_coarse(cap.shape),
+        burstiness=type(b)(_round2(b.requests) or 1.0, _round2(b.prompt_tokens) or 1.0),
+        factor=1.0,
+        max_replicas=0,
+    )
+
+
+def kv_cache_target(spec: LLMDeploymentSpec, ready: int = 4, *, load_known: bool = False) -> tuple[float, str]:
+    """Return the KV-cache utilisation target (fraction 0–1) and where it came from.
+
+    ``spec.scaling.targets.kvCacheUtilization`` when set (``"spec"``). Unset:
+
+    - with the load signal known (``load_known``), :data:`~llmscale.policy.diagnosis.KV_FULL`: the load
+      signal sizes the pool from the live mix, and the KV cache guards only its own limit (a fuller
+      cache preempts);
+    - without it, the KV-cache use of one replica at the SLO's capacity
+      (:func:`llmscale.model.capacity.capacity_per_replica`, for a pool of ``ready`` replicas rounded
+      up to a power of two) for the Azure LLM inference trace 2023's lengths (CC-BY 4.0; Patel et
+      al., Splitwise, ISCA 2024) — how the KV-cache signal sized the pool before the live mix was read;
+    - when the model cannot place the deployment, :data:`FALLBACK_KV_CACHE_TARGET`.
+    """
+    explicit = spec.scaling.targets.kv_cache_utilization
+    if explicit is not None:
+        return explicit, "spec"
+    if load_known:
+        return KV_FULL, "auto: cache guard, the load signal sizes the pool"
+    cap = capacity_context(spec, DEFAULT_SHAPE, False, burstiness_of(None), 1.0)
+    if cap is None:
+        return FALLBACK_KV_CACHE_TARGET, "auto: the performance model cannot place this deployment, fallback"
+    n = _pow2(max(ready, 1))
+    kv, per, bound = _kv_at_capacity(_coarse_capacity(cap), n)
+    if kv <= 0 or not math.isfinite(kv):
+        return FALLBACK_KV_CACHE_TARGET, "auto: the model gives no KV use at capacity, fallback"
+    return kv, (
+        f"auto: KV use at the SLO's capacity for the Azure trace's lengths, {per:.2f} requests/s per replica "
+        f"of {n}, bound by {bound}"
+    )
+
+
+def length_buckets(spec: LLMDeploymentSpec) -> tuple[float, ...] | None:
+    """The engine's length-histogram buckets: vLLM's 1-2-5 buckets up to ``--max-model-len`` for the
+    vLLM profiles (the mock engine speaks vLLM); unknown for SGLang (its quantiles are read as exact)."""
+    if spec.engine.profile() in ("vllm", "vllm-legacy"):
+        return vllm_length_buckets(spec.model.context_limit_tokens)
+    return None
+
+
+def ceil_replicas(x: float) -> int:
+    if not x > 0:  # also NaN
+        return 0
+    if x >= _MAX_PROPOSAL:
+        return _MAX_PROPOSAL
+    return max(0, math.ceil(x - _EPS))
+
+
+def known_value(value: float | None) -> float | None:
+    # The snapshot already turns NaN/Inf into None; a negative gauge or rate (a counter reset seen
+    # by rate(), a broken exporter) is not a measurement either.
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    signal: str
+    replicas: int | None  # None: proposes nothing (unknown, or a backlog signal that is not short)
+    line: str
+    known: bool = True
+
+
+def _compare(per_replica: float, target: float, tolerance: float) -> str:
+    if per_replica > target * (1 + tolerance):
+        return ">"
+    if per_replica < target * (1 - tolerance):
+        return "<"
+    return "≈"
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """One signal's replica count after the tolerance band around the current demand.
+
+    Attributes:
+        replicas: ``reference`` when ``within``, else ``ceil(raw)``.
+        within: ``raw`` is within ``±tolerance`` of ``reference`` (and ``reference > 0``): it holds.
+        tolerance: ``spec.scaling.tolerance`` (fraction).
+        reference: the current demand, replicas.
+    """
+
+    replicas: int
+    within: bool
+    tolerance: float
+    reference: int
+
+    def phrase(self) -> str:
+        """Return the end of the signal's reason line, e.g. ``proposes 5``."""
+        if self.within:
+            return f"within {self.tolerance:.0%} of current demand {self.reference}: holds {self.reference}"
+        return f"proposes {self.replicas}"
+
+
+def _settle(raw: float, reference: int, tolerance: float) -> _Settled:
+    """Return ``reference`` when ``raw`` (replicas) is within tolerance of it, else ``ceil(raw)``."""
+    if reference > 0 and math.isfinite(raw) and abs(raw / reference - 1) <= tolerance:
+        return _Settled(reference, True, tolerance, reference)
+    return _Settled(ceil_replicas(raw), False, tolerance, reference)
+
+
+def _backlog(settled: _Settled, starting: int, *, hold_while_starting: bool) -> tuple[int | None, str]:
+    """A backlog signal (queue depth, preemptions) says "short", never "needs fewer".
+
+    An empty queue means the ready replicas keep up, not that the pool needs none: below the band a
+    backlog signal proposes nothing. Within it the signal *holds* the current demand (issue 11's
+    101 → 100 with 324 requests waiting: a signal that dropped out in the band let the others pull
+    the pool down). Above it the proposal is a total compared with replicas that include the
+    starting ones; a queue (``hold_while_starting``) is not asked for again while replicas asked for
+    it start: they are its answer, and the backlog that builds up meanwhile is the same backlog.
+
+    Returns:
+        ``(proposal, phrase)``: ``None`` when the signal proposes nothing.
+    """
+    reference = settled.reference
+    if settled.within:
+        return reference, settled.phrase()
+    if settled.replicas <= reference:
+        return None, f"{settled.replicas} ≤ current demand {reference}: not short, proposes nothing"
+    if starting > 0 and hold_while_starting:
+        return reference, (
+            f"{settled.replicas} > current demand {reference}, but {starting} replicas are starting: "
+            f"not asked again for the same backlog, holds {reference}"
+        )
+    if starting > 0:
+        return settled.replicas, f"{settled.phrase()} ({starting} starting replicas count as {starting} of them)"
+    return settled.replicas, settled.phrase()
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """What the load signal found this tick (``None`` fields: unknown).
+
+    Attributes:
+        need: replicas the arrival rate (plus the backlog's drain) needs.
+        need_high: replicas ``(1 + tolerance) ×`` that rate needs: a fall is proposed only when
+            even that needs fewer than the current demand (hysteresis: a rate that wobbles around
+            one replica's worth holds the pool).
+    """
+
+    arrivals: Arrivals
+    drain_rps: float
+    need: int | None
+    need_high: int | None
+    bound_by: str
+    forecast_need: int | None
+    forecast_line: str
+
+
+def queue_proposal(
+    spec: LLMDeploymentSpec, queue: float | None, ready: int, reference: int, starting: int, load_known: bool
+) -> Proposal:
+    target = spec.scaling.targets.queue_depth_per_replica
+    if queue is None:
+        return Proposal("queue depth", None, "queue depth unknown: proposes nothing", known=False)
+    head = (
+        f"queue depth {queue:.1f} over {ready} ready replicas = {queue / ready:.1f} per replica "
+        f"{_compare(queue / ready, target, spec.scaling.tolerance)} target {target:.1f}"
+        if ready > 0
+        else f"queue depth {queue:.1f} with no ready replica, target {target:.1f}"
+    )
+    if load_known:
+        excess = max(queue - target * ready, 0.0)
+        tail = f"{excess:.0f} beyond target drained in the load signal" if excess else "within target"
+        return Proposal("queue depth", None, f"{head}: {tail}")
+    proposal, suffix = _backlog(
+        _settle(queue / target, reference, spec.scaling.tolerance), starting, hold_while_starting=True
+    )
+    return Proposal("queue depth", proposal, f"{head}: {suffix}")
+
+
+def kv_proposal(spec: LLMDeploymentSpec, kv: float | None, ready: int, reference: int, load_known: bool) -> Proposal:
+    if kv is None:
+        return Proposal("KV-cache utilisation", None, "KV-cache utilisation unknown: proposes nothing", known=False)
+    if ready == 0:
+        return Proposal(
+            "KV-cache utilisation",
+            None,
+            "KV-cache utilisation is a mean over no ready replica: proposes nothing",
+            known=False,
+        )
+    kv_target, origin = kv_cache_target(spec, ready, load_known=load_known)
+    raw = ready * min(kv, 1e12) / kv_target
+    settled = _settle(raw, reference, spec.scaling.tolerance)
+    named = f"target {kv_target:.2f}" if origin == "spec" else f"target {kv_target:.3f} ({origin})"
+    line = (
+        f"KV-cache utilisation {kv:.2f} mean over {ready} ready replicas {_compare(kv, kv_target, spec.scaling.tolerance)} "
+        f"{named} ({raw:.2f} replicas at target): {settled.phrase()}"
+    )
+    return Proposal("KV-cache utilisation", settled.replicas, line)
+
+
+def preemption_proposal(
+    spec: LLMDeploymentSpec, rate: float | None, ready: int, reference: int, starting: int
+) -> Proposal:
+    if rate is None:
+        return Proposal("preemption rate", None, "preemption rate unknown: proposes nothing", known=False)
+    target = spec.scaling.targets.preemptions_per_second_per_replica
+    proposal, suffix = _backlog(
+        _settle(min(rate, 1e12) / target, reference, spec.scaling.tolerance), starting, hold_while_starting=False
+    )
+    if ready > 0:
+        per = rate / ready
+        line = (
+            f"preemption rate {rate:.3f}/s over {ready} ready replicas = {per:.3f}/s per replica "
+            f"{_compare(per, target, spec.scaling.tolerance)} target {target:.3f}/s: {suffix}"
+        )
+    else:
+        line = f"preemption rate {rate:.3f}/s with no ready replica, target {target:.3f}/s: {suffix}"
+    return Proposal("preemption rate", proposal, line)
+
+
+def read_load(
+    spec: LLMDeploymentSpec,
+    cap: Capacity | None,
+    history: Sequence[SignalSnapshot],
+    snap: SignalSnapshot,
+    state: PoolState,
+    ready: int,
+    lead: LeadTime,
+    now: float,
+    hint: int,
+) -> Load:
+    """The load signal and the forecast's need (both ``None`` when the arrival rate or the model is
+    unknown)."""
+    arrivals = arrival_rate(history, snap)
+    queue = known_value(snap.queue_depth)
+    excess = max((queue or 0.0) - spec.scaling.targets.queue_depth_per_replica * ready, 0.0)
+    drain = excess / max(lead.seconds, LATENCY_WINDOW_S)
+    if cap is None or arrivals.rate_rps is None:
+        return Load(arrivals, drain, None, None, "unknown", None, "")
+    now_need = cap.need(arrivals.rate_rps + drain, hint=hint)
+    high = cap.need((arrivals.rate_rps + drain) * (1 + spec.scaling.tolerance), hint=now_need.replicas).replicas
+    fc = forecast_rate(
+        arrivals.rate_rps, history, state.seasonal, now, lead.seconds, spec.headroom.growth_factor
+    )
+    ahead = cap.need(fc.rate_rps + drain, hint=now_need.replicas) if fc.rate_rps > arrivals.rate_rps else now_need
+    return Load(arrivals, drain, now_need.replicas, high, now_need.bound_by, ahead.replicas, fc.line)
+
+
+def load_proposal(spec: LLMDeploymentSpec, load: Load, cap: Capacity | None, reference: int) -> Proposal:
+    if cap is None:
+        return Proposal("load", None, "load signal off: the performance model cannot place this deployment")
+    if load.need is None:
+        return Proposal("load", None, f"load signal unknown: {load.arrivals.line}")
+    tol = spec.scaling.tolerance
+    drain = f" + {load.drain_rps:.2f}/s to drain the backlog" if load.drain_rps > 0 else ""
+    if load.need > reference or reference <= 0:
+        proposal, phrase = load.need, f"proposes {load.need}"
+    elif load.need_high is not None and load.need_high < reference:
+        proposal, phrase = load.need_high, f"{1 + tol:g} × the rate needs {load.need_high}: proposes {load.need_high}"
+    else:
+        proposal, phrase = reference, (
+            f"{1 + tol:g} × the rate needs {load.need_high}, within {tol:.0%} of current demand {reference}: "
+            f"holds {reference}"
+        )
+    factor = f", capacity correction × {cap.factor:.2f}" if abs(cap.factor - 1) >= 0.005 else ""
+    b = cap.burstiness
+    line = (
+        f"load: {load.arrivals.line}{drain} needs {load.need} replicas at the SLO (bound by {load.bound_by}; "
+        f"burstiness ×{b.requests:.1f} requests, ×{b.prompt_tokens:.1f} prompt tokens{factor}): {phrase}"
+    )
+    return Proposal("load", proposal, line)
+
+

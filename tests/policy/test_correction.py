@@ -1,0 +1,92 @@
+"""The closed-loop capacity correction: minutes sized by the model teach it, by hand and in decide."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from llmscale.api import HeadroomSpec, LLMDeploymentSpec, ModelSpec, ReplicasSpec, ResourcesSpec
+from llmscale.policy import CapacityCorrection, PolicyMemory, PoolState, decide
+from llmscale.policy.load import (
+    CAPACITY_FACTOR_MAX,
+    CAPACITY_FACTOR_MIN,
+    CORRECTION_STEP,
+    CORRECTION_TARGET,
+    correct,
+)
+from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
+
+NOW = 1_717_416_000.0
+
+
+def test_the_step_by_hand() -> None:
+    # ln c += 0.05 × (0.005 − 1{breach}): a breach from 1.0 gives e^(−0.04975) = 0.9515 …
+    down = correct(None, "ITL p95 0.120 s > SLO 0.100 s", NOW)
+    assert down.factor == pytest.approx(math.exp(-0.05 * 0.995))
+    assert (down.updated_at, down.breach) == (NOW, "ITL p95 0.120 s > SLO 0.100 s")
+    # … and a minute within the SLO multiplies by e^(0.05 × 0.005) = 1.00025, keeping the last breach.
+    up = correct(down, None, NOW + 60)
+    assert up.factor == pytest.approx(down.factor * math.exp(0.05 * 0.005))
+    assert up.breach == down.breach
+    # 199 good minutes undo one breach: the factor settles where 0.5 % of counted minutes breach.
+    c = down
+    for k in range(199):
+        c = correct(c, None, NOW + 60 * (k + 2))
+    assert c.factor == pytest.approx(1.0, abs=1e-3)
+    assert pytest.approx(0.005) == CORRECTION_TARGET and CORRECTION_STEP == 0.05
+
+
+def test_the_factor_is_bounded() -> None:
+    c = CapacityCorrection(0.51, NOW)
+    for _ in range(10):
+        c = correct(c, "TTFT", NOW)
+    assert c.factor == CAPACITY_FACTOR_MIN
+    c = CapacityCorrection(1.999, NOW)
+    for _ in range(10_000):
+        c = correct(c, None, NOW)
+    assert c.factor == CAPACITY_FACTOR_MAX
+
+
+SPEC = LLMDeploymentSpec(
+    model=ModelSpec(name="chat", preset="llama-3.1-70b"),
+    resources=ResourcesSpec(gpus_per_replica=4),
+    replicas=ReplicasSpec(min=1, max=64),
+    headroom=HeadroomSpec(replicas=1),
+)
+MIX = WorkloadMix(request_rate=24.0, prompt_tokens_rate=27_720.0, prompt_tokens_mean=1155.0, prompt_tokens_p95=4083.0,
+                  generation_tokens_mean=211.0, generation_tokens_p95=451.0, prefix_cache_hit_rate=0.0)
+
+
+def tick(t: float, memory: PolicyMemory, itl: float, replicas: int = 6, starting: int = 0):  # type: ignore[no-untyped-def]
+    snaps = [
+        SignalSnapshot(t - 60, queue_depth=0.0, running_requests=150.0, kv_cache_utilization=0.1, preemption_rate=0.0,
+                       ttft_p95_s=0.5, itl_p95_s=itl, replicas_reporting=replicas - starting, workload=MIX),
+        SignalSnapshot(t, queue_depth=0.0, running_requests=150.0, kv_cache_utilization=0.1, preemption_rate=0.0,
+                       ttft_p95_s=0.5, itl_p95_s=itl, replicas_reporting=replicas - starting, workload=MIX),
+    ]
+    state = PoolState(interactive_replicas=replicas, interactive_ready=replicas - starting, interactive_starting=starting)
+    return decide(SPEC, snaps, state, memory, t)
+
+
+def test_a_breach_on_a_pool_the_model_sized_lowers_the_capacity_and_asks_again() -> None:
+    memory = PolicyMemory(since=NOW - 3600)
+    calm = tick(NOW, memory, itl=0.05)
+    assert calm.memory.correction is not None and calm.memory.correction.factor > 1.0  # a good minute
+    assert calm.interactive_replicas == 6
+    hot = tick(NOW + 60, calm.memory, itl=0.13)
+    line = next(r for r in hot.reasons if "capacity correction" in r and "→" in r)
+    assert line.startswith("ITL p95 0.130 s > SLO 0.100 s at 24.00 requests/s on 6 ready replicas while the leading")
+    assert hot.memory.correction is not None and hot.memory.correction.factor < calm.memory.correction.factor
+    # Current demand 6 − 1 warm replica = 5: the correction asks for at least one more.
+    assert hot.demand_replicas >= 6
+    # The same p95 window is not counted twice: 15 s later, the guard waits.
+    again = tick(NOW + 75, hot.memory, itl=0.13, replicas=7, starting=1)
+    assert again.memory.correction == hot.memory.correction
+
+
+def test_a_breach_while_replicas_start_teaches_nothing() -> None:
+    memory = PolicyMemory(since=NOW - 3600)
+    d = tick(NOW, memory, itl=0.13, replicas=7, starting=1)
+    assert d.memory.correction is None
+    assert any("replicas are starting: latency guard waits" in r for r in d.reasons)

@@ -1,0 +1,193 @@
+"""The live workload from canned snapshots (``llmscale.policy.mix``): the mix, the arrival rate, the
+burstiness; and what ``decide`` does with each (a live mix is named, an unknown one falls back to
+the Azure trace's lengths and says so)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from llmscale.api import LLMDeploymentSpec, ModelSpec, ReplicasSpec, ResourcesSpec
+from llmscale.model.capacity import DEFAULT_SHAPE, LengthDistribution, vllm_length_buckets
+from llmscale.policy import PolicyMemory, PoolState, Reason, decide
+from llmscale.policy.mix import (
+    BURSTINESS_PRIOR_SAMPLES,
+    MIX_MEMORY_S,
+    arrival_rate,
+    live_shape,
+    update_burstiness,
+    update_mix,
+)
+from llmscale.policy.types import MixSums
+from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
+
+NOW = 1_717_416_000.0  # 2024-06-03 12:00:00 UTC
+
+PREFILL_HEAVY = WorkloadMix(
+    request_rate=10.0,
+    prompt_tokens_rate=28_140.0,
+    generation_tokens_rate=380.0,
+    prompt_tokens_mean=2814.0,
+    prompt_tokens_p90=4906.0,
+    prompt_tokens_p95=5000.0,
+    generation_tokens_mean=38.0,
+    generation_tokens_p90=84.0,
+    generation_tokens_p95=98.0,
+    prefix_cache_hit_rate=0.0,
+)
+
+
+def snap(t: float, mix: WorkloadMix, queue: float = 0.0, running: float = 10.0) -> SignalSnapshot:
+    return SignalSnapshot(
+        t,
+        queue_depth=queue,
+        running_requests=running,
+        kv_cache_utilization=0.1,
+        preemption_rate=0.0,
+        replicas_reporting=4,
+        workload=mix,
+    )
+
+
+def shape_of(history: list[SignalSnapshot], buckets: tuple[float, ...] | None = None) -> tuple[Any, bool]:
+    return live_shape(update_mix(None, history, buckets), NOW, buckets)
+
+
+def test_live_mix_is_fitted_through_the_buckets() -> None:
+    shape, live = shape_of([snap(NOW - 15, PREFILL_HEAVY)], vllm_length_buckets(8192))
+    assert live
+    assert shape.prompt.mean == pytest.approx(2814.0)
+    # p95 5,000 is the top finite bucket: the least spread that reports it (σ ≈ 0.40).
+    assert shape.prompt.sigma == pytest.approx(0.397, abs=0.01)
+    assert shape.output.mean == pytest.approx(38.0)
+    assert shape.prefix_cache_hit_rate == 0.0
+    assert shape.source == "live mix of the last 30 min"
+
+
+def test_mix_is_request_weighted_and_forgets_exponentially() -> None:
+    quiet = WorkloadMix(request_rate=1.0, prompt_tokens_mean=10_000.0, generation_tokens_mean=10.0)
+    busy = WorkloadMix(request_rate=9.0, prompt_tokens_mean=1_000.0, generation_tokens_mean=100.0)
+    # A second apart (no discount to speak of): weights 1 × 60 and 9 × 60 requests:
+    # (1 × 10,000 + 9 × 1,000) / 10 = 1,900.
+    shape, live = shape_of([snap(NOW - 1, quiet), snap(NOW, busy)])
+    assert live and shape.prompt.mean == pytest.approx(1900.0, rel=1e-3)
+    # One half hour apart, the older counts e^-1 as much: (e^-1 × 60 × 10,000 + 60 × 1,000) / (e^-1 × 60 + 60).
+    sums = update_mix(None, [snap(NOW - MIX_MEMORY_S, quiet)])
+    sums = update_mix(sums, [snap(NOW - MIX_MEMORY_S, quiet), snap(NOW, WorkloadMix(request_rate=1.0,
+                      prompt_tokens_mean=1_000.0, generation_tokens_mean=10.0))])
+    e = math.exp(-1)
+    assert live_shape(sums, NOW)[0].prompt.mean == pytest.approx((e * 10_000 + 1_000) / (e + 1))
+    # A snapshot already folded in is not counted twice.
+    assert update_mix(sums, [snap(NOW - 15, busy)]) == sums
+    # A mix no snapshot confirmed for half an hour is unknown again.
+    assert live_shape(sums, NOW + MIX_MEMORY_S + 1)[1] is False
+
+
+def test_mix_sums_survive_the_status_round_trip() -> None:
+    sums = update_mix(None, [snap(NOW, PREFILL_HEAVY)])
+    assert sums is not None
+    back = PolicyMemory.from_dict(PolicyMemory(mix=sums).to_dict())
+    assert back.mix == sums and back.unreadable is None
+    assert MixSums.from_list([1, 2, 3]) is None
+
+
+def test_missing_histograms_mean_an_unknown_mix() -> None:
+    # A reader that got rates but no length histograms (or an engine without them): unknown.
+    rates_only = WorkloadMix(request_rate=10.0, prompt_tokens_rate=11_550.0, generation_tokens_rate=2_110.0)
+    shape, live = shape_of([snap(NOW, rates_only)])
+    assert (shape, live) == (DEFAULT_SHAPE, False)
+    shape, live = shape_of([snap(NOW, WorkloadMix())])
+    assert (shape, live) == (DEFAULT_SHAPE, False)
+
+
+def test_means_without_tails_keep_the_default_spread_and_say_so() -> None:
+    means = WorkloadMix(request_rate=5.0, prompt_tokens_mean=3000.0, generation_tokens_mean=40.0)
+    shape, live = shape_of([snap(NOW, means)])
+    assert live
+    assert shape.prompt.sigma == pytest.approx(DEFAULT_SHAPE.prompt.sigma)
+    assert shape.prompt.mean == pytest.approx(3000.0)
+    assert "no prompt p95" in shape.source and "no prefix-cache counters" in shape.source
+
+
+def test_a_p90_stands_in_for_a_missing_p95() -> None:
+    p90_only = WorkloadMix(request_rate=5.0, prompt_tokens_mean=1155.0, prompt_tokens_p90=2000.0,
+                           generation_tokens_mean=211.0, generation_tokens_p95=451.0)
+    shape, _ = shape_of([snap(NOW, p90_only)])
+    assert shape.prompt.quantile(0.9) == pytest.approx(2000.0, rel=1e-3)
+    assert "p90 for the tail" in shape.source
+
+
+@pytest.mark.parametrize("garbage", [math.nan, math.inf, -5.0, 1e308])
+def test_garbage_lengths_never_raise(garbage: float) -> None:
+    mix = WorkloadMix(request_rate=garbage, prompt_tokens_mean=garbage, prompt_tokens_p95=garbage,
+                      generation_tokens_mean=garbage, prefix_cache_hit_rate=garbage)
+    shape, live = shape_of([snap(NOW, mix)])
+    assert isinstance(shape.prompt, LengthDistribution)
+    assert live == (garbage == 1e308)
+
+
+def test_arrival_rate_adds_the_growth_inside_the_engines() -> None:
+    # 20 requests/s finished, and the requests inside the engines grew from 40 to 100 in 60 s: one
+    # more request a second arrived than finished.
+    before = snap(NOW - 60, WorkloadMix(request_rate=20.0), queue=0.0, running=40.0)
+    now = snap(NOW, WorkloadMix(request_rate=20.0), queue=30.0, running=70.0)
+    a = arrival_rate([before, now], now)
+    assert (a.rate_rps, a.finished_rps, a.growth_rps) == (pytest.approx(21.0), 20.0, pytest.approx(1.0))
+    assert a.line == "arrivals 21.00 requests/s = finished 20.00/s +1.00/s in the engines"
+    # No snapshot a window before: the finished rate alone.
+    assert arrival_rate([now], now).rate_rps == 20.0
+    # No finished rate: unknown, said so.
+    unknown = arrival_rate([before], snap(NOW, WorkloadMix()))
+    assert unknown.rate_rps is None and "unknown" in unknown.line
+
+
+def test_burstiness_from_consecutive_windows() -> None:
+    # Three windows: 10, 10 and 16 requests/s with prompts of 1,000 tokens each (σ = 0): the newest
+    # pair differs by 6 × 60 = 360 requests over a mean of 13 × 60 = 780: 360² / (2 × 780) = 83.1
+    # times Poisson. Folded into the prior (1, weighing BURSTINESS_PRIOR_SAMPLES pairs): 1 + (83.1 - 1) / 5.
+    fixed = DEFAULT_SHAPE.__class__(LengthDistribution(1000.0, 0.0), LengthDistribution(100.0, 0.0))
+    def w(rate: float) -> WorkloadMix:
+        return WorkloadMix(request_rate=rate, prompt_tokens_rate=1000.0 * rate)
+    history = [snap(NOW - 120, w(10)), snap(NOW - 60, w(10)), snap(NOW, w(16))]
+    est = update_burstiness(None, history, fixed)
+    assert est is not None
+    d = 360**2 / (2 * 780)
+    assert est[0] == pytest.approx(1 + (d - 1) / (BURSTINESS_PRIOR_SAMPLES + 1))
+    assert est[1] == pytest.approx(est[0])  # tokens follow requests exactly here
+    assert (est[2], est[3]) == (1, NOW)
+    # The same snapshot is not folded in twice.
+    assert update_burstiness(est, history, fixed) == est
+    # The first windows of a pool (nothing two windows back) teach nothing.
+    assert update_burstiness(None, history[1:], fixed) is None
+
+
+def _spec() -> LLMDeploymentSpec:
+    return LLMDeploymentSpec(
+        model=ModelSpec(name="chat", preset="llama-3.1-70b"),
+        resources=ResourcesSpec(gpus_per_replica=4),
+        replicas=ReplicasSpec(min=1, max=64),
+    )
+
+
+def test_decide_names_the_live_mix_and_sizes_the_pool_from_it() -> None:
+    history = [snap(NOW - 60, PREFILL_HEAVY, running=4.0), snap(NOW, PREFILL_HEAVY, running=4.0)]
+    state = PoolState(interactive_replicas=4, interactive_ready=4)
+    d = decide(_spec(), history, state, PolicyMemory(since=NOW - 3600), NOW)
+    assert (d.capacity_model.status, d.capacity_model.reason) == ("True", Reason.LiveWorkloadMix)
+    assert "prompt mean 2,814 tokens" in d.capacity_model.message
+    load = next(r for r in d.reasons if r.startswith("load: "))
+    # 10 requests/s of 2,814-token prompts on Llama-3.1-70B over 4 × H100 (8,192-token steps of
+    # ~0.2 s): ~2 requests/s per replica within a 100 ms ITL p95.
+    assert "arrivals 10.00 requests/s" in load and "bound by ITL" in load
+    assert 5 <= d.demand_replicas <= 7
+
+
+def test_decide_without_a_live_mix_falls_back_and_says_so() -> None:
+    history = [snap(NOW, WorkloadMix(request_rate=10.0))]
+    d = decide(_spec(), history, PoolState(interactive_replicas=4, interactive_ready=4), PolicyMemory(), NOW)
+    assert (d.capacity_model.status, d.capacity_model.reason) == ("False", Reason.DefaultWorkloadMix)
+    assert any(r.startswith("workload: no live mix") for r in d.reasons)
+    # The load signal still reads the rate, with the Azure trace's lengths.
+    assert any(r.startswith("load: arrivals 10.00 requests/s") for r in d.reasons)
