@@ -49,6 +49,8 @@ __all__ = [
     "LLMDeploymentStatus",
     "ModelArchitecture",
     "ModelSpec",
+    "PoolReport",
+    "PoolReports",
     "ReplicaStatus",
     "ReplicasSpec",
     "ResourcesSpec",
@@ -695,6 +697,55 @@ class SignalStatus(_Status):
     """Inter-token latency at p95 over the last minute, seconds."""
 
 
+class PoolReport(_Status):
+    """The headline numbers of one pool (``status.pools.<pool>``): what it delivered and cost.
+
+    Written when a figure a reader acts on moves (docs/operator.md, "When status is written"), so
+    the figures are as of ``asOf``; the operator's ``/metrics`` carry them live.
+    """
+
+    slo_attainment_1h_percent: float | None = None
+    """Share of the last 60 minutes meeting both p95s (TTFT and per-token ITL over the minute,
+    from vLLM's histograms, against ``spec.slo``), percent of the minutes judged (interactive pool)."""
+    slo_attainment_24h_percent: float | None = None
+    """The same over the last 24 hours (to the hour), percent."""
+    minutes_judged_1h: int | None = None
+    """Minutes the 1 h share is over (minutes Prometheus answered, since the operator started)."""
+    minutes_judged_24h: int | None = None
+    """Minutes the 24 h share is over."""
+    goodput_tokens_per_second: float | None = None
+    """Tokens per second generated in minutes that met the SLO, over the last hour."""
+    tokens_per_second: float | None = None
+    """Tokens per second generated, over the last hour."""
+    gpu_hours_24h: float | None = None
+    """GPU-hours held by the pool's pods (GPU requests × time since creation) in the last 24 hours."""
+    gpu_hours_since_creation: float | None = None
+    """GPU-hours held by the pool's pods since the LLMDeployment was created."""
+    usd_per_million_tokens: float | None = None
+    """USD of GPU time (``spec.cost.gpuHourUsd``) per million tokens generated, over the last 24 hours."""
+    busy_share: float | None = None
+    """Share of the reporting pods with a running request, sampled each tick over the last hour, 0–1."""
+    kv_cache_utilization_mean: float | None = None
+    """Mean KV-cache utilisation of the reporting pods over the last hour, 0–1."""
+    cold_start_p90_seconds: float | None = None
+    """Measured cold start: pod creation to Ready, P90 of the recent starts, seconds."""
+    cold_starts_measured: int | None = None
+    """Starts the cold start P90 is over."""
+    gpus: float | None = None
+    """GPUs held by the pool's pods now."""
+    as_of: str | None = None
+    """RFC 3339 time the figures were computed."""
+
+
+class PoolReports(_Status):
+    """The headline numbers of each pool."""
+
+    interactive: PoolReport | None = None
+    """The interactive pool."""
+    batch: PoolReport | None = None
+    """The batch pool (only with ``spec.batch``)."""
+
+
 class DecisionStatus(_Status):
     """The last scaling decision and why."""
 
@@ -789,6 +840,12 @@ class LLMDeploymentStatus(_Status):
     batch: BatchStatus | None = None
     """The batch backlog, the next trough window and each Job's projected finish (only with
     ``spec.batch``)."""
+    pools: PoolReports | None = None
+    """The headline numbers of each pool: SLO attainment, goodput, GPU-hours, cost per million
+    tokens, utilisation and the measured cold start."""
+    usage_ledger: dict[str, Any] | None = Field(default=None)
+    """GPU-seconds of the pods gone, per pool, so that GPU-hours survive an operator restart (the
+    live pods are counted from their creation times). Opaque to users."""
     policy_state: dict[str, Any] | None = Field(default=None)
     """Policy memory that must survive an operator restart (recommendation history for the
     stabilisation windows, last scale times). Opaque to users; what the operator cannot read back

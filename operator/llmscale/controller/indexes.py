@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import kopf
 
+from llmscale.controller.coldstart import pod_start_seconds
 from llmscale.controller.deletioncost import ANNOTATION as DELETION_COST
 from llmscale.controller.deletioncost import parse_cost
 from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL, Pool, deployment_name
@@ -28,11 +29,13 @@ __all__ = [
     "IndexedPod",
     "PoolKey",
     "deployment_replicas",
+    "extended_requests",
     "index_deployments",
     "index_hpas",
     "index_pod_costs",
     "index_pods",
     "index_scaled_objects",
+    "indexed_pods",
     "other_autoscalers",
     "pod_costs",
     "pod_names",
@@ -54,10 +57,45 @@ DeploymentKey = tuple[str, str]
 
 class IndexedPod(NamedTuple):
     """What the pods index keeps of one live pod: its name (the signals reader reads the series of
-    these pods only) and its phase (the pool state)."""
+    these pods only), its phase (the pool state), its creation and Ready times (the measured cold
+    start, :mod:`llmscale.controller.coldstart`; seconds since the epoch, ``None`` when unknown)
+    and its extended-resource requests (GPU-hours, :mod:`llmscale.controller.gpuledger`)."""
 
     name: str
     phase: PodPhase
+    created_s: float | None = None
+    ready_s: float | None = None
+    requests: tuple[tuple[str, float], ...] = ()
+
+
+#: Resources every pod requests that are never accelerators.
+_PLAIN_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+
+
+def _quantity(value: object) -> float | None:
+    """A count of an extended resource (``"4"``, ``4``); ``None`` for anything else (extended
+    resources are whole numbers, so no suffixes)."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return number if number >= 0 else None
+
+
+def extended_requests(spec: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """Return ``((resource, count), ...)`` of the extended resources (``nvidia.com/gpu`` ...) a pod
+    requests: the sum over its containers of ``requests`` (``limits`` where no request is given:
+    the API server copies limits of extended resources into requests), sorted by name."""
+    totals: dict[str, float] = {}
+    for container in spec.get("containers") or ():
+        resources = container.get("resources") or {} if isinstance(container, Mapping) else {}
+        wanted = dict(resources.get("limits") or {})
+        wanted.update(resources.get("requests") or {})
+        for name, value in wanted.items():
+            count = _quantity(value)
+            if name not in _PLAIN_RESOURCES and count is not None:
+                totals[name] = totals.get(name, 0.0) + count
+    return tuple(sorted(totals.items()))
 
 
 def _pool_of(namespace: str | None, labels: Mapping[str, str]) -> PoolKey | None:
@@ -87,15 +125,19 @@ def index_deployments(
 
 
 def index_pods(
-    *, namespace: str | None, name: str, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status, **_: Any
+    *, namespace: str | None, name: str, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status,
+    spec: kopf.Spec | None = None, **_: Any,
 ) -> dict[PoolKey, IndexedPod]:
-    """Kopf index function: ``{(namespace, owner, pool): (name, phase)}`` of one pod (see
+    """Kopf index function: ``{(namespace, owner, pool): IndexedPod}`` of one pod (its phase from
     :func:`~llmscale.controller.pods.classify_pod`); nothing for a terminating or finished pod."""
     key = _pool_of(namespace, labels)
     if key is None:
         return {}
     phase = classify_pod(meta, status)
-    return {} if phase is None else {key: IndexedPod(name, phase)}
+    if phase is None:
+        return {}
+    created, ready = pod_start_seconds(meta, status)
+    return {key: IndexedPod(name, phase, created, ready, extended_requests(spec or {}))}
 
 
 def index_pod_costs(
@@ -167,6 +209,12 @@ def other_autoscalers(indexes: tuple[Any, ...], key: DeploymentKey) -> tuple[str
         store = index.get(key) if index is not None else None
         found.update(store or ())
     return tuple(sorted(found))
+
+
+def indexed_pods(index: Any, key: PoolKey) -> list[IndexedPod]:
+    """Return every live pod of the pool from the pods index."""
+    store = index.get(key) if index is not None else None
+    return list(store) if store else []
 
 
 def pod_names(index: Any, key: PoolKey) -> frozenset[str]:

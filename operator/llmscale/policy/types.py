@@ -145,6 +145,10 @@ class PoolState:
             (e.g. not enough GPUs); the policy stops adding replicas while any exist.
         batch_replicas: ``spec.replicas`` currently set on the batch Deployment (0 if none).
         batch_ready: batch pods Ready now.
+        measured_cold_start_s: the interactive pool's measured cold start, seconds: pod creation to
+            Ready, the P90 of its recent starts (``llmscale.controller.coldstart``); ``None`` until a
+            start has been seen. The policy may use it as its lead time in place of
+            ``spec.headroom.coldStartSeconds``.
     """
 
     interactive_replicas: int
@@ -153,6 +157,7 @@ class PoolState:
     interactive_unschedulable: int = 0
     batch_replicas: int = 0
     batch_ready: int = 0
+    measured_cold_start_s: float | None = None
 
 
 # Longest excerpt of an unreadable entry quoted in PolicyMemory.unreadable: enough to recognise it,
