@@ -49,6 +49,7 @@ __all__ = [
     "LLMDeploymentStatus",
     "ModelArchitecture",
     "ModelSpec",
+    "PoolLedger",
     "PoolReport",
     "PoolReports",
     "ReplicaStatus",
@@ -62,6 +63,7 @@ __all__ = [
     "SignalStatus",
     "SloSpec",
     "TroughWindow",
+    "UsageLedger",
     "WakeSpec",
     "iana_timezones",
     "name_problem",
@@ -704,20 +706,20 @@ class PoolReport(_Status):
     the figures are as of ``asOf``; the operator's ``/metrics`` carry them live.
     """
 
-    slo_attainment_1h_percent: float | None = None
+    slo_attainment_1h_percent: float | None = Field(default=None, alias="sloAttainment1hPercent")
     """Share of the last 60 minutes meeting both p95s (TTFT and per-token ITL over the minute,
     from vLLM's histograms, against ``spec.slo``), percent of the minutes judged (interactive pool)."""
-    slo_attainment_24h_percent: float | None = None
+    slo_attainment_24h_percent: float | None = Field(default=None, alias="sloAttainment24hPercent")
     """The same over the last 24 hours (to the hour), percent."""
-    minutes_judged_1h: int | None = None
+    minutes_judged_1h: int | None = Field(default=None, alias="minutesJudged1h")
     """Minutes the 1 h share is over (minutes Prometheus answered, since the operator started)."""
-    minutes_judged_24h: int | None = None
+    minutes_judged_24h: int | None = Field(default=None, alias="minutesJudged24h")
     """Minutes the 24 h share is over."""
     goodput_tokens_per_second: float | None = None
     """Tokens per second generated in minutes that met the SLO, over the last hour."""
     tokens_per_second: float | None = None
     """Tokens per second generated, over the last hour."""
-    gpu_hours_24h: float | None = None
+    gpu_hours_24h: float | None = Field(default=None, alias="gpuHours24h")
     """GPU-hours held by the pool's pods (GPU requests × time since creation) in the last 24 hours."""
     gpu_hours_since_creation: float | None = None
     """GPU-hours held by the pool's pods since the LLMDeployment was created."""
@@ -735,6 +737,24 @@ class PoolReport(_Status):
     """GPUs held by the pool's pods now."""
     as_of: str | None = None
     """RFC 3339 time the figures were computed."""
+
+
+class PoolLedger(_Status):
+    """GPU time of a pool's pods that are gone, saved so that GPU-hours survive a restart."""
+
+    closed_gpu_seconds: float | None = None
+    """GPU-seconds of the pool's pods that are gone, since creation."""
+    closed_hours: list[list[float]] = Field(default_factory=list, max_length=30)
+    """``[hour start (seconds since the epoch), GPU-seconds]`` of pods gone, spent in that hour (25 h)."""
+
+
+class UsageLedger(_Status):
+    """GPU time of the pods gone, per pool (opaque to users)."""
+
+    interactive: PoolLedger | None = None
+    """The interactive pool."""
+    batch: PoolLedger | None = None
+    """The batch pool."""
 
 
 class PoolReports(_Status):
@@ -843,7 +863,7 @@ class LLMDeploymentStatus(_Status):
     pools: PoolReports | None = None
     """The headline numbers of each pool: SLO attainment, goodput, GPU-hours, cost per million
     tokens, utilisation and the measured cold start."""
-    usage_ledger: dict[str, Any] | None = Field(default=None)
+    usage_ledger: UsageLedger | None = None
     """GPU-seconds of the pods gone, per pool, so that GPU-hours survive an operator restart (the
     live pods are counted from their creation times). Opaque to users."""
     policy_state: dict[str, Any] | None = Field(default=None)
