@@ -231,6 +231,10 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
     if not settings.kopf_events:
         logging.getLogger("kopf.objects").addFilter(QuietTimerFilter())
+    # aiohttp logs every request to /metrics, /healthz and /readyz at INFO: a line per scrape and
+    # probe. Kept only with --log-level DEBUG.
+    if settings.log_level.upper() != "DEBUG":
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     try:
         config = kube_configuration(getattr(args, "kubeconfig", None), getattr(args, "context", None))
     except kubernetes.config.ConfigException as exc:
