@@ -1,4 +1,4 @@
-"""Scenario 14 (issue 14, chaos): the operator killed with SIGKILL in the middle of a scale-up.
+"""Scenario 15 (issue 14, chaos): the operator killed with SIGKILL in the middle of a scale-up.
 
 The scale-up rate limit is one replica a minute. Under a load the pool cannot carry, the operator
 adds one replica; the moment the child Deployment shows it, the operator process is killed with
@@ -20,7 +20,7 @@ from test_scenarios import apply_and_wait_ready, start_load
 PERIOD_S = 60.0
 
 
-def test_14_sigkill_in_a_scale_up_neither_doubles_it_nor_loses_work(cluster: Cluster, namespace: str) -> None:
+def test_15_sigkill_in_a_scale_up_neither_doubles_it_nor_loses_work(cluster: Cluster, namespace: str) -> None:
     manifest = sample(scaling={"scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerPeriod": 1,
                                            "periodSeconds": int(PERIOD_S)}})
     apply_and_wait_ready(cluster, namespace, manifest, ready=2)  # min 1 + headroom 1
