@@ -48,6 +48,7 @@ import yaml
 
 from llmscale.localcluster import SAMPLE
 from llmscale.localcluster import stack as local_stack
+from llmscale.localcluster.prometheus_config import write_operator_targets
 
 REPO = Path(__file__).resolve().parents[1]
 # The scenarios import this module's helpers as `conftest` (e2e/ is not a package).
@@ -93,6 +94,9 @@ class Cluster:
     local_state: Path | None = None
     service_proxy: str | None = None
     operator: subprocess.Popen[bytes] | None = None
+    #: The file service discovery file through which Prometheus scrapes the operator's /metrics:
+    #: the local cluster's, or LLMSCALE_E2E_OPERATOR_TARGETS on an external cluster (docs/e2e.md).
+    operator_targets: Path | None = None
     api: kubernetes.client.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -176,7 +180,9 @@ class Cluster:
         """Stop the running operator and start ``llmscale run`` with the session's flags plus
         ``args`` (later flags win) and ``env`` added to its environment; wait for ``/readyz``."""
         self.stop_operator()
-        self.operator, _ = _start_operator(self.kubeconfig, self.prometheus_url, self.operator_log, args, env)
+        self.operator, port = _start_operator(self.kubeconfig, self.prometheus_url, self.operator_log, args, env)
+        if self.operator_targets is not None:
+            write_operator_targets(self.operator_targets, [f"127.0.0.1:{port}"])
 
     def restore_operator(self) -> None:
         """Put the session's operator back (the one the fixture started)."""
@@ -317,7 +323,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     _OPERATOR_LOG[:] = [log_path]
     c: Cluster | None = None
     try:
-        c = Cluster(kubeconfig, kubectl_bin, prom, router, log_path, local_state, service_proxy)
+        targets = os.environ.get("LLMSCALE_E2E_OPERATOR_TARGETS")
+        c = Cluster(kubeconfig, kubectl_bin, prom, router, log_path, local_state, service_proxy,
+                    operator_targets=Path(targets) if targets else
+                    local_stack.addons.operator_targets_path(local_state) if local_state else None)
         c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
         # `kubectl wait` fails outright (not waits) while the new CRD has no status yet: retry it.
         kubectl = c.kubectl

@@ -89,4 +89,6 @@ SAMPLES: dict[str, Sample] = {
     "metrics_host": Sample("127.0.0.1", "127.0.0.1"),
     "metrics_port": Sample("9100", 9100),
     "log_level": Sample("DEBUG", "DEBUG"),
+    "log_format": Sample("json", "json"),
+    "kopf_events": Sample("true", True),
 }

@@ -2,7 +2,8 @@
 # Render the kustomize base and monitoring component from the Helm chart, so the chart stays the
 # one source of the operator's Deployment, RBAC and monitoring objects:
 #   manifests/base/llmscale.yaml                    helm template (defaults: all namespaces, 1 replica)
-#   manifests/components/monitoring/monitoring.yaml ServiceMonitor, PodMonitor, PrometheusRule
+#   manifests/components/monitoring/monitoring.yaml ServiceMonitor, PodMonitor, PrometheusRule,
+#                                                   the Grafana dashboard's ConfigMap
 # Helm's own labels (helm.sh/chart, managed-by Helm) are replaced by managed-by kustomize.
 # Run it after changing charts/llmscale; tests/deploy/test_kustomize.py fails when it is stale.
 #
@@ -54,6 +55,8 @@ rc=0
 render manifests/base/llmscale.yaml || rc=1
 render manifests/components/monitoring/monitoring.yaml \
   --set serviceMonitor.enabled=true --set podMonitor.enabled=true --set prometheusRule.enabled=true \
+  --set grafanaDashboard.enabled=true \
   --show-only templates/servicemonitor.yaml --show-only templates/podmonitor.yaml \
-  --show-only templates/prometheusrule.yaml || rc=1
+  --show-only templates/prometheusrule.yaml \
+  --show-only templates/grafana-dashboard.yaml || rc=1
 exit "$rc"

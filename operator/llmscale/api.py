@@ -49,6 +49,9 @@ __all__ = [
     "LLMDeploymentStatus",
     "ModelArchitecture",
     "ModelSpec",
+    "PoolLedger",
+    "PoolReport",
+    "PoolReports",
     "ReplicaStatus",
     "ReplicasSpec",
     "ResourcesSpec",
@@ -61,6 +64,7 @@ __all__ = [
     "SignalStatus",
     "SloSpec",
     "TroughWindow",
+    "UsageLedger",
     "WakeSpec",
     "iana_timezones",
     "name_problem",
@@ -731,6 +735,73 @@ class SignalStatus(_Status):
     """Inter-token latency at p95 over the last minute, seconds."""
 
 
+class PoolReport(_Status):
+    """The headline numbers of one pool (``status.pools.<pool>``): what it delivered and cost.
+
+    Written when a figure a reader acts on moves (docs/operator.md, "When status is written"), so
+    the figures are as of ``asOf``; the operator's ``/metrics`` carry them live.
+    """
+
+    slo_attainment_1h_percent: float | None = Field(default=None, alias="sloAttainment1hPercent")
+    """Share of the last 60 minutes meeting both p95s (TTFT and per-token ITL over the minute,
+    from vLLM's histograms, against ``spec.slo``), percent of the minutes judged (interactive pool)."""
+    slo_attainment_24h_percent: float | None = Field(default=None, alias="sloAttainment24hPercent")
+    """The same over the last 24 hours (to the hour), percent."""
+    minutes_judged_1h: int | None = Field(default=None, alias="minutesJudged1h")
+    """Minutes the 1 h share is over (minutes Prometheus answered, since the operator started)."""
+    minutes_judged_24h: int | None = Field(default=None, alias="minutesJudged24h")
+    """Minutes the 24 h share is over."""
+    goodput_tokens_per_second: float | None = None
+    """Tokens per second generated in minutes that met the SLO, over the last hour."""
+    tokens_per_second: float | None = None
+    """Tokens per second generated, over the last hour."""
+    gpu_hours_24h: float | None = Field(default=None, alias="gpuHours24h")
+    """GPU-hours held by the pool's pods (GPU requests × time since creation) in the last 24 hours."""
+    gpu_hours_since_creation: float | None = None
+    """GPU-hours held by the pool's pods since the LLMDeployment was created."""
+    usd_per_million_tokens: float | None = None
+    """USD of GPU time (``spec.cost.gpuHourUsd``) per million tokens generated, over the last 24 hours."""
+    busy_share: float | None = None
+    """Share of the reporting pods with a running request, sampled each tick over the last hour, 0–1."""
+    kv_cache_utilization_mean: float | None = None
+    """Mean KV-cache utilisation of the reporting pods over the last hour, 0–1."""
+    cold_start_p90_seconds: float | None = None
+    """Measured cold start: pod creation to Ready, P90 of the recent starts, seconds."""
+    cold_starts_measured: int | None = None
+    """Starts the cold start P90 is over."""
+    gpus: float | None = None
+    """GPUs held by the pool's pods now."""
+    as_of: str | None = None
+    """RFC 3339 time the figures were computed."""
+
+
+class PoolLedger(_Status):
+    """GPU time of a pool's pods that are gone, saved so that GPU-hours survive a restart."""
+
+    closed_gpu_seconds: float | None = None
+    """GPU-seconds of the pool's pods that are gone, since creation."""
+    closed_hours: list[list[float]] = Field(default_factory=list, max_length=30)
+    """``[hour start (seconds since the epoch), GPU-seconds]`` of pods gone, spent in that hour (25 h)."""
+
+
+class UsageLedger(_Status):
+    """GPU time of the pods gone, per pool (opaque to users)."""
+
+    interactive: PoolLedger | None = None
+    """The interactive pool."""
+    batch: PoolLedger | None = None
+    """The batch pool."""
+
+
+class PoolReports(_Status):
+    """The headline numbers of each pool."""
+
+    interactive: PoolReport | None = None
+    """The interactive pool."""
+    batch: PoolReport | None = None
+    """The batch pool (only with ``spec.batch``)."""
+
+
 class DecisionStatus(_Status):
     """The last scaling decision and why."""
 
@@ -825,6 +896,12 @@ class LLMDeploymentStatus(_Status):
     batch: BatchStatus | None = None
     """The batch backlog, the next trough window and each Job's projected finish (only with
     ``spec.batch``)."""
+    pools: PoolReports | None = None
+    """The headline numbers of each pool: SLO attainment, goodput, GPU-hours, cost per million
+    tokens, utilisation and the measured cold start."""
+    usage_ledger: UsageLedger | None = None
+    """GPU-seconds of the pods gone, per pool, so that GPU-hours survive an operator restart (the
+    live pods are counted from their creation times). Opaque to users."""
     policy_state: dict[str, Any] | None = Field(default=None)
     """Policy memory that must survive an operator restart (recommendation history for the
     stabilisation windows, last scale times). Opaque to users; what the operator cannot read back

@@ -63,7 +63,13 @@ GENERATED_HEADER = (
 )
 
 #: ``kubectl get llmdeployments`` columns (name, JSON path, type), in order.
-PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
+PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        "description": "The Ready condition: True while at least one interactive replica serves.",
+    },
     {
         "name": "Desired",
         "type": "integer",
@@ -71,28 +77,57 @@ PRINTER_COLUMNS: tuple[dict[str, str], ...] = (
         "description": "Interactive replicas the operator asked for (demand + headroom, clamped).",
     },
     {
-        "name": "Ready",
+        "name": "Serving",
         "type": "integer",
         "jsonPath": ".status.replicas.ready",
         "description": "Interactive replicas Ready now.",
+    },
+    {
+        "name": "SLO%",
+        "type": "number",
+        "jsonPath": ".status.pools.interactive.sloAttainment1hPercent",
+        "description": "Share of the last 60 minutes meeting both p95s of spec.slo, percent.",
+    },
+    {
+        "name": "USD/Mtok",
+        "type": "number",
+        "jsonPath": ".status.pools.interactive.usdPerMillionTokens",
+        "description": "USD of GPU time per million tokens generated, last 24 hours.",
     },
     {
         "name": "Headroom",
         "type": "integer",
         "jsonPath": ".status.replicas.headroom",
         "description": "Warm replicas above demand.",
+        "priority": 1,
     },
     {
         "name": "Queue",
         "type": "number",
         "jsonPath": ".status.signals.queueDepth",
         "description": "Waiting requests summed over ready replicas.",
+        "priority": 1,
     },
     {
         "name": "KV",
         "type": "number",
         "jsonPath": ".status.signals.kvCacheUtilization",
         "description": "Mean KV-cache utilisation over ready replicas, 0-1.",
+        "priority": 1,
+    },
+    {
+        "name": "SLO%-24h",
+        "type": "number",
+        "jsonPath": ".status.pools.interactive.sloAttainment24hPercent",
+        "description": "Share of the last 24 hours' minutes meeting both p95s, percent.",
+        "priority": 1,
+    },
+    {
+        "name": "GPU-h-24h",
+        "type": "number",
+        "jsonPath": ".status.pools.interactive.gpuHours24h",
+        "description": "GPU-hours held by the interactive pool in the last 24 hours.",
+        "priority": 1,
     },
     {
         "name": "Mode",

@@ -124,11 +124,20 @@ def test_names_scope_and_version() -> None:
 def test_printer_columns_point_at_status_fields_of_their_type(schema: dict[str, Any]) -> None:
     doc = crd()
     columns = doc["spec"]["versions"][0]["additionalPrinterColumns"]
-    assert [c["name"] for c in columns] == ["Desired", "Ready", "Headroom", "Queue", "KV", "Mode", "Age"]
+    # What a person scans first (issue 14): the Ready condition, SLO %, $/M tokens; the rest with -o wide.
+    assert [c["name"] for c in columns if not c.get("priority")] == ["Ready", "Desired", "Serving", "SLO%",
+                                                                      "USD/Mtok", "Mode", "Age"]
+    assert [c["name"] for c in columns if c.get("priority") == 1] == ["Headroom", "Queue", "KV", "SLO%-24h",
+                                                                       "GPU-h-24h"]
     assert columns == list(PRINTER_COLUMNS)
     for column in columns:
         if column["name"] == "Age":
             assert column["jsonPath"] == ".metadata.creationTimestamp"
+            continue
+        if column["name"] == "Ready":
+            assert column["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+            condition = schema["properties"]["status"]["properties"]["conditions"]["items"]
+            assert condition["properties"]["status"]["type"] == column["type"]
             continue
         node = schema
         for part in column["jsonPath"].strip(".").split("."):

@@ -24,7 +24,8 @@ VARIANTS = {
         "watch.allNamespaces=false", "watch.namespaces={serving}", "leaderElection.enabled=true", "replicaCount=2",
     ],
     "standalone": ["leaderElection.enabled=false"],
-    "monitoring": ["serviceMonitor.enabled=true", "podMonitor.enabled=true", "prometheusRule.enabled=true"],
+    "monitoring": ["serviceMonitor.enabled=true", "podMonitor.enabled=true", "prometheusRule.enabled=true",
+                   "grafanaDashboard.enabled=true"],
     "digest": ["image.digest=sha256:" + "a" * 64],
 }
 

@@ -276,7 +276,7 @@ def test_prometheus_rule_uses_the_operators_metric_names(helm: Path) -> None:
         for suffix in suffixes[family.type]
     }
     (rule,) = by_kind(template(helm, *VARIANTS["monitoring"]), "PrometheusRule")
-    for r in rule["spec"]["groups"][0]["rules"]:
+    for r in [r for group in rule["spec"]["groups"] for r in group["rules"]]:
         used = set(re.findall(r"\bllmscale_[a-z_]+", r["expr"]))
         assert used, r["alert"]
         assert used <= exposed, used - exposed

@@ -282,8 +282,12 @@ async def test_a_pool_at_zero_wakes_on_its_wake_query_and_one_query_reads_every_
     assert 'namespace="serving", service="chat"' in wake_query and 'service="embed"' in wake_query
     groups = list(canned.groups)
     reads = groups.count("pods")
-    # One wake query per read, for every pool (a read may be on its way: its wake query not sent yet).
-    assert reads - 1 <= groups.count("other") <= reads, groups
+    # One wake query per read, for every pool (a read may be on its way: its wake query not sent yet);
+    # the once-a-minute SLO query is the only other query.
+    wakes = sum(1 for q in canned.queries if WAKE_LABEL in q)
+    minutes = sum(1 for q in canned.queries if "minute_ttft_p95_s" in q)
+    assert reads - 1 <= wakes <= reads, groups
+    assert wakes + minutes == groups.count("other"), groups
 
 
 async def test_a_wake_query_prometheus_refuses_is_named_and_holds_the_pool_at_zero(

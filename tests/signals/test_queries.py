@@ -281,3 +281,14 @@ def test_wake_variables_are_whole_words_only() -> None:
     assert wake_expression("x{a=\"$namespace\", b=\"$named\", c=\"$namespaces\"}", "ml", "chat") == (
         'x{a="ml", b="$named", c="$namespaces"}'
     )
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_the_minute_query_is_one_valid_fleet_wide_query_with_every_minute_signal(name: str) -> None:
+    from llmscale.signals.queries import MINUTE_GROUP, minute_query
+
+    query = minute_query(get_profile(name))
+    promql_parser.parse(query)
+    assert 'llmscale_dev_deployment!="", llmscale_dev_pool!=""' in query
+    assert {s for s in MINUTE_GROUP if f'"{SIGNAL_LABEL}", "{s}"' in query} == set(MINUTE_GROUP)
+    assert query.count("[1m]") >= 5, "every part over exactly one minute"

@@ -765,3 +765,42 @@ def test_wake_queries_of_every_pool_in_one_query(tmp_path: Path) -> None:
     assert code.wake_demand == 0.0
     # No engine at all: the leading signals are unknown, the wake query is the pool's only signal.
     assert chat.queue_depth is None and chat.replicas_reporting == 0
+
+
+def _histogram(name: str, lab: dict[str, str], ts: list[float], per_s: dict[str, float]) -> list[Any]:
+    """A classic histogram's ``_bucket`` and ``_count`` series rising by ``per_s[le]`` a second."""
+    out = [counter(f"{name}_bucket", {**lab, "le": le}, ts, rate) for le, rate in per_s.items()]
+    out.append(counter(f"{name}_count", lab, ts, per_s["+Inf"]))
+    return out
+
+
+def test_the_minute_query_gives_each_pool_the_p95s_the_simulator_scores(tmp_path: Path) -> None:
+    """Issue 14: one query a minute for every pool; each pool's TTFT and ITL p95 over exactly the
+    minute, its first tokens, tokens generated and lowest queue — per pool, from the histograms."""
+    end = (time.time() // 60 - 2) * 60  # a whole minute that ended two minutes ago
+    ts = every(end - 600, end, 15)
+    fast = {**POOL_LABELS, "pod": "fast-0"}
+    slow = {**POOL_LABELS, "llmscale_dev_deployment": "slow", "pod": "slow-0"}
+    series = []
+    for lab, ttft, queue in ((fast, {"0.5": 9.0, "1": 10.0, "2.5": 10.0, "+Inf": 10.0}, 0.0),
+                             (slow, {"0.5": 0.0, "1": 1.0, "2.5": 2.0, "+Inf": 10.0}, 4.0)):
+        series += _histogram(VLLM.ttft_histogram, lab, ts, ttft)
+        series += _histogram(VLLM.itl_histogram, lab, ts, {"0.05": 950.0, "0.1": 1000.0, "+Inf": 1000.0})
+        series.append(counter("vllm:generation_tokens_total", lab, ts, 1000.0))
+        series.append(gauge(VLLM.waiting, lab, ts, queue))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        pools = [PoolRequest(TARGET, VLLM), PoolRequest(PoolTarget("ml", "slow", "interactive"), VLLM),
+                 PoolRequest(PoolTarget("ml", "gone", "interactive"), VLLM)]
+        minutes = reader.read_minutes_sync(pools, end)
+        reader.close()
+    chat, slow_minute = minutes[TARGET], minutes[PoolTarget("ml", "slow", "interactive")]
+    assert chat.end_s == end
+    # 90 % of first tokens within 0.5 s, all within 1 s: p95 interpolates to 0.75 s.
+    assert chat.ttft_p95_s == pytest.approx(0.75, rel=0.01)
+    assert slow_minute.ttft_p95_s == pytest.approx(2.5, rel=0.01)  # the rank falls in +Inf: the top bound
+    assert chat.itl_p95_s == pytest.approx(0.05, rel=0.01) and slow_minute.itl_p95_s == pytest.approx(0.05, rel=0.01)
+    assert chat.ttft_observations == pytest.approx(600, rel=0.05)
+    assert chat.generation_tokens == pytest.approx(60_000, rel=0.05)
+    assert chat.queue_min == 0.0 and slow_minute.queue_min == 4.0
+    assert not minutes[PoolTarget("ml", "gone", "interactive")].has_data

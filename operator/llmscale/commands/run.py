@@ -25,6 +25,7 @@ import kubernetes.config
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from llmscale.commands.logformat import formatter
 from llmscale.controller.deps import Decider, Dependencies, SignalSource
 from llmscale.controller.fleet import FleetReader
 from llmscale.controller.handlers import build_registry, configure_kopf
@@ -225,10 +226,15 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"llmscale run: {exc}")
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("kopf.objects").addFilter(QuietTimerFilter())
+    handler = logging.StreamHandler()
+    handler.setFormatter(formatter(settings.log_format))
+    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
+    if not settings.kopf_events:
+        logging.getLogger("kopf.objects").addFilter(QuietTimerFilter())
+    # aiohttp logs every request to /metrics, /healthz and /readyz at INFO: a line per scrape and
+    # probe. Kept only with --log-level DEBUG.
+    if settings.log_level.upper() != "DEBUG":
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     try:
         config = kube_configuration(getattr(args, "kubeconfig", None), getattr(args, "context", None))
     except kubernetes.config.ConfigException as exc:

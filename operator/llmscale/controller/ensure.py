@@ -92,6 +92,8 @@ async def ensure_children(
         raise retry_error(exc) from exc
     record_apply(deps, mem, body, patch, logger, None)
     mem.children_applied_loop_s = asyncio.get_running_loop().time()
+    mem.applied_interactive = interactive
+    mem.applied_batch = current_batch if current_batch is not None else 0
     kinds = ", ".join(
         f"{m['kind']} {m['metadata']['name']}" + (f" ({m['spec']['replicas']} replicas)" if m["kind"] == "Deployment" else "")
         for m in manifests

@@ -21,6 +21,12 @@ gets the newest one there is (the policy judges its age from ``observed_at``) or
 unknown snapshot that says why. A read that fails or times out gives every pool an unknown
 snapshot with the reason, never zeros. So a tick decides on metrics at most one read old.
 
+Once a minute (:data:`MINUTE_LAG_S` after each whole minute of the wall clock) the reader also
+reads the minute that just ended for every pool (and the batch pool of each), with one more query
+per engine profile (``read_minutes``; :func:`llmscale.signals.queries.minute_query`); each tick
+folds the new minutes of its pools into the SLO record (:meth:`FleetReader.minutes`). Minutes it
+missed (Prometheus down) are read afterwards, up to :data:`MINUTES_CAUGHT_UP` of them.
+
 Two clocks, as in the tick: the event loop's for *when* (periods, ages of reads, timeouts), the
 wall clock (``clock``) for the ``now`` handed to the source.
 """
@@ -30,17 +36,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from llmscale.controller.names import BATCH, INTERACTIVE
+from llmscale.signals.minute import MinuteSample
 from llmscale.signals.profiles import MetricProfile
 from llmscale.signals.queries import PoolRequest, PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["FleetReader", "SignalSource"]
+__all__ = ["MINUTES_CAUGHT_UP", "MINUTE_LAG_S", "FleetReader", "MinuteSource", "SignalSource"]
 
 _LOG = logging.getLogger(__name__)
+
+#: Seconds after a whole minute before it is read: the scrape that ends the minute is in by then
+#: (a scrape's samples carry its start time, and Prometheus stores them as it receives them).
+MINUTE_LAG_S = 5.0
+#: Most minutes read after a gap (an outage of Prometheus or of the reader); older ones stay unjudged.
+MINUTES_CAUGHT_UP = 3
+#: Minute samples kept per pool for the ticks to fold in (a tick folds each once).
+_MINUTES_KEPT = 5
+
+
+@runtime_checkable
+class MinuteSource(Protocol):
+    """A signal source that can also judge minutes (the Prometheus reader can; a canned one may not)."""
+
+    async def read_minutes(self, pools: Sequence[PoolRequest], end_s: float) -> Mapping[PoolTarget, MinuteSample]:
+        """Return the minute ending at ``end_s`` of each pool of ``pools`` that Prometheus answered."""
+        ...
 
 
 class SignalSource(Protocol):
@@ -100,7 +127,10 @@ class FleetReader:
         self._wake = asyncio.Event()
         self._done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._minutes: dict[PoolTarget, deque[MinuteSample]] = {}
+        self._last_minute_end: float | None = None
         self.reads = 0
+        self.minute_reads = 0
 
     # -- registrations ------------------------------------------------------------------------
 
@@ -135,6 +165,8 @@ class FleetReader:
             del self._pools[target]
         for target in [t for t in self._results if (t.namespace, t.deployment) == (namespace, name)]:
             del self._results[target]
+        for target in [t for t in self._minutes if (t.namespace, t.deployment) == (namespace, name)]:
+            del self._minutes[target]
 
     @property
     def pools(self) -> tuple[PoolTarget, ...]:
@@ -171,6 +203,41 @@ class FleetReader:
             error=f"no signal read of {target} finished within {self._timeout_s:g} s",
         )
 
+    def minutes(self, target: PoolTarget) -> tuple[MinuteSample, ...]:
+        """The newest minute samples of ``target``, oldest first (a tick folds in the ones it has not)."""
+        return tuple(self._minutes.get(target, ()))
+
+    async def read_minutes_due(self) -> int:
+        """Read the whole minutes that ended at least :data:`MINUTE_LAG_S` ago and were not read yet
+        (at most :data:`MINUTES_CAUGHT_UP`), for every registered pool and its batch pool; return
+        how many minutes were read. A source that cannot judge minutes reads none."""
+        if not isinstance(self._source, MinuteSource) or not self._pools:
+            return 0
+        newest = math.floor((self._clock() - MINUTE_LAG_S) / 60.0) * 60.0
+        first = newest if self._last_minute_end is None else self._last_minute_end + 60.0
+        first = max(first, newest - 60.0 * (MINUTES_CAUGHT_UP - 1))
+        requests: dict[PoolTarget, PoolRequest] = {}
+        for target, reg in self._pools.items():
+            for pool in (INTERACTIVE, BATCH):
+                twin = PoolTarget(target.namespace, target.deployment, pool)
+                requests.setdefault(twin, PoolRequest(twin, reg.profile))
+        done = 0
+        end = first
+        while end <= newest:
+            try:
+                samples = await asyncio.wait_for(self._source.read_minutes(list(requests.values()), end),
+                                                 self._timeout_s)
+            except Exception as exc:  # the minute stays unjudged; the next read tries the next one
+                _LOG.warning(f"Failed to read the minute ending at {end:.0f} of {len(requests)} pools: {exc!r}")
+                samples = {}
+            for target, sample in samples.items():
+                self._minutes.setdefault(target, deque(maxlen=_MINUTES_KEPT)).append(sample)
+            self._last_minute_end = end
+            self.minute_reads += 1
+            done += 1
+            end += 60.0
+        return done
+
     # -- the reader ------------------------------------------------------------------------------
 
     async def read_once(self) -> None:
@@ -181,6 +248,8 @@ class FleetReader:
         for target in [t for t, r in self._pools.items() if r.expires_loop_s < started]:
             del self._pools[target]
             self._results.pop(target, None)
+            for pool in (INTERACTIVE, BATCH):
+                self._minutes.pop(PoolTarget(target.namespace, target.deployment, pool), None)
         requests = []
         for target, reg in self._pools.items():
             try:
@@ -219,6 +288,7 @@ class FleetReader:
             started = loop.time()
             try:
                 await self.read_once()
+                await self.read_minutes_due()
             except Exception:  # never let one bad read stop the reader
                 _LOG.exception("Failed a signal read round")
             rest = max(0.0, self._period_s - (loop.time() - started))

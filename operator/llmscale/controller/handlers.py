@@ -179,6 +179,9 @@ def configure_kopf(settings: OperatorSettings) -> kopf.OperatorSettings:
     # name it after llmscale so `kubectl get -o yaml` says whose it is.
     kopf_settings.persistence.finalizer = "llmscale.dev/finalizer"
     kopf_settings.posting.level = logging.INFO
+    # Kopf's own per-handler Events ("Handler 'children' succeeded", posted from its log lines):
+    # off unless asked for; llmscale's own Events (kopf.info/kopf.warn) are posted either way.
+    kopf_settings.posting.loggers = settings.kopf_events
     # Pods and Deployments are selected by the API server, not filtered here: the indexes' own
     # `labels=` filter is applied by Kopf after an event arrived, so without this every pod event
     # of the cluster (or of the watched namespaces) would stream to the operator and cost it a

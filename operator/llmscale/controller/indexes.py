@@ -13,10 +13,11 @@ from typing import Any, NamedTuple
 
 import kopf
 
+from llmscale.controller.coldstart import pod_start_seconds
 from llmscale.controller.deletioncost import ANNOTATION as DELETION_COST
 from llmscale.controller.deletioncost import parse_cost
 from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL, Pool, deployment_name
-from llmscale.controller.pods import PodPhase, classify_pod, cold_start
+from llmscale.controller.pods import PodPhase, classify_pod
 
 __all__ = [
     "DEPLOYMENTS_INDEX",
@@ -28,11 +29,13 @@ __all__ = [
     "IndexedPod",
     "PoolKey",
     "deployment_replicas",
+    "extended_requests",
     "index_deployments",
     "index_hpas",
     "index_pod_costs",
     "index_pods",
     "index_scaled_objects",
+    "indexed_pods",
     "other_autoscalers",
     "pod_cold_starts",
     "pod_costs",
@@ -55,12 +58,45 @@ DeploymentKey = tuple[str, str]
 
 class IndexedPod(NamedTuple):
     """What the pods index keeps of one live pod: its name (the signals reader reads the series of
-    these pods only), its phase (the pool state) and, once Ready, ``(ready_at, cold start seconds)``
-    (:func:`~llmscale.controller.pods.cold_start`: the pool's measured lead time)."""
+    these pods only), its phase (the pool state), its creation and Ready times (the measured cold
+    start, :mod:`llmscale.controller.coldstart`; seconds since the epoch, ``None`` when unknown)
+    and its extended-resource requests (GPU-hours, :mod:`llmscale.controller.gpuledger`)."""
 
     name: str
     phase: PodPhase
-    started: tuple[float, float] | None = None
+    created_s: float | None = None
+    ready_s: float | None = None
+    requests: tuple[tuple[str, float], ...] = ()
+
+
+#: Resources every pod requests that are never accelerators.
+_PLAIN_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+
+
+def _quantity(value: object) -> float | None:
+    """A count of an extended resource (``"4"``, ``4``); ``None`` for anything else (extended
+    resources are whole numbers, so no suffixes)."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return number if number >= 0 else None
+
+
+def extended_requests(spec: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """Return ``((resource, count), ...)`` of the extended resources (``nvidia.com/gpu`` ...) a pod
+    requests: the sum over its containers of ``requests`` (``limits`` where no request is given:
+    the API server copies limits of extended resources into requests), sorted by name."""
+    totals: dict[str, float] = {}
+    for container in spec.get("containers") or ():
+        resources = container.get("resources") or {} if isinstance(container, Mapping) else {}
+        wanted = dict(resources.get("limits") or {})
+        wanted.update(resources.get("requests") or {})
+        for name, value in wanted.items():
+            count = _quantity(value)
+            if name not in _PLAIN_RESOURCES and count is not None:
+                totals[name] = totals.get(name, 0.0) + count
+    return tuple(sorted(totals.items()))
 
 
 def _pool_of(namespace: str | None, labels: Mapping[str, str]) -> PoolKey | None:
@@ -90,15 +126,19 @@ def index_deployments(
 
 
 def index_pods(
-    *, namespace: str | None, name: str, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status, **_: Any
+    *, namespace: str | None, name: str, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status,
+    spec: kopf.Spec | None = None, **_: Any,
 ) -> dict[PoolKey, IndexedPod]:
-    """Kopf index function: ``{(namespace, owner, pool): (name, phase)}`` of one pod (see
+    """Kopf index function: ``{(namespace, owner, pool): IndexedPod}`` of one pod (its phase from
     :func:`~llmscale.controller.pods.classify_pod`); nothing for a terminating or finished pod."""
     key = _pool_of(namespace, labels)
     if key is None:
         return {}
     phase = classify_pod(meta, status)
-    return {} if phase is None else {key: IndexedPod(name, phase, cold_start(meta, status))}
+    if phase is None:
+        return {}
+    created, ready = pod_start_seconds(meta, status)
+    return {key: IndexedPod(name, phase, created, ready, extended_requests(spec or {}))}
 
 
 def index_pod_costs(
@@ -134,7 +174,16 @@ def pod_cold_starts(index: Any, key: PoolKey) -> list[tuple[float, float] | None
     """Return ``(ready_at, cold start seconds)`` of every live pod of the pool from the pods index
     (``None`` for a pod not Ready or without readable time stamps)."""
     store = index.get(key) if index is not None else None
-    return [pod.started for pod in store] if store else []
+    return [_cold_start(pod) for pod in store] if store else []
+
+
+def _cold_start(pod: IndexedPod) -> tuple[float, float] | None:
+    """``(ready_at, seconds from creation to Ready)`` of an indexed pod (the same figure as
+    :func:`~llmscale.controller.pods.cold_start`); ``None`` while it is not Ready or when its time
+    stamps are missing or out of order (a clock skew between the API server and the kubelet)."""
+    if pod.created_s is None or pod.ready_s is None or pod.ready_s < pod.created_s:
+        return None
+    return pod.ready_s, pod.ready_s - pod.created_s
 
 
 def pod_costs(index: Any, key: PoolKey) -> dict[str, int | None]:
@@ -177,6 +226,12 @@ def other_autoscalers(indexes: tuple[Any, ...], key: DeploymentKey) -> tuple[str
         store = index.get(key) if index is not None else None
         found.update(store or ())
     return tuple(sorted(found))
+
+
+def indexed_pods(index: Any, key: PoolKey) -> list[IndexedPod]:
+    """Return every live pod of the pool from the pods index."""
+    store = index.get(key) if index is not None else None
+    return list(store) if store else []
 
 
 def pod_names(index: Any, key: PoolKey) -> frozenset[str]:

@@ -9,9 +9,10 @@ history and the policy memory hold wall-clock seconds since the epoch (the polic
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llmscale.controller.observe import PoolObservation
 from llmscale.policy.types import Decision, PolicyMemory
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -45,6 +46,10 @@ class ObjectMemory:
             its Event once per new advice).
         last_target_error: the last message of a ``spec.scaleTargetRef`` that could not be read
             (to post its Warning Event once).
+        pools: per pool, what the headline numbers are folded from (:mod:`llmscale.controller.observe`).
+        applied_interactive / applied_batch: replicas the children were last applied with by
+            create/update/resume, for the first tick before the Deployments show in the index
+            (``None``: none applied).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -59,13 +64,26 @@ class ObjectMemory:
     stalled_reported: frozenset[str] = frozenset()
     last_advice: tuple[int, int] | None = None
     last_target_error: str | None = None
+    pools: dict[str, PoolObservation] = field(default_factory=dict)
+    applied_interactive: int | None = None
+    applied_batch: int | None = None
 
-    def restored_policy_memory(self, status: Mapping[str, Any] | None) -> PolicyMemory:
+    def restored_policy_memory(self, status: Mapping[str, Any] | None, now: float | None = None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in
-        ``status.policyState`` (after a restart), else an empty one."""
+        ``status.policyState`` (after a restart), else an empty one.
+
+        The saved memory is written only when it changes materially
+        (:func:`llmscale.controller.statuspatch.memory_material`): every recommendation made after the
+        write had the count of the saved newest one. So on a restart at ``now`` that count is taken
+        as held until ``now`` (a recommendation ``(now, count)`` is added): the stabilisation windows
+        then see the counts they saw before the restart, for at least as long.
+        """
         if self.policy_memory is not None:
             return self.policy_memory
-        return PolicyMemory.from_dict((status or {}).get("policyState"))
+        memory = PolicyMemory.from_dict((status or {}).get("policyState"))
+        if now is not None and memory.recommendations and memory.recommendations[-1][0] < now:
+            memory = replace(memory, recommendations=(*memory.recommendations, (now, memory.recommendations[-1][1])))
+        return memory
 
 
 def object_memory(memo: Any) -> ObjectMemory:

@@ -1,5 +1,9 @@
 """The operator's own Prometheus metrics (prometheus-client), served on ``/metrics`` by
-``llmscale run``; docs/operator.md lists them and the chart's PrometheusRule alerts on them.
+``llmscale run``; docs/operator.md lists them, the chart's dashboard plots them and its
+PrometheusRule alerts on them (queries in :mod:`llmscale.signals.monitoring`).
+
+Labels are bounded: ``namespace``, ``name`` and ``pool`` name an LLMDeployment's pool (dropped
+when it is deleted), and every other label takes a handful of fixed values.
 """
 
 from __future__ import annotations
@@ -8,19 +12,50 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from llmscale.controller.names import POOLS
+__all__ = ["LATENCIES", "SIGNALS", "OperatorMetrics"]
 
-__all__ = ["OperatorMetrics"]
+#: Values of the ``signal`` label of ``llmscale_signal`` and ``llmscale_signal_target``.
+SIGNALS: tuple[str, ...] = ("queue_depth", "kv_cache_utilization", "preemption_rate", "ttft_p95_seconds",
+                            "itl_p95_seconds")
+#: Values of the ``latency`` label of ``llmscale_slo_target_seconds``.
+LATENCIES: tuple[str, ...] = ("ttft", "itl")
 
 
 class OperatorMetrics:
     """The operator's own Prometheus metrics, on a registry of their own (tests get fresh ones).
 
+    Decisions and scaling:
+
     - ``llmscale_decisions_total{direction, reason}``: ticks that decided, by direction (``up``,
       ``down``, ``hold``, ``invalid``) and the last clamp that changed the count
       (``Decision.clamped_by``, e.g. ``ScaleUpLimit``, ``ScaleDownStabilized``; ``DesiredWithinRange``
       when none did), or ``InvalidSpec``.
-    - ``llmscale_desired_replicas{namespace, name, pool}`` / ``llmscale_ready_replicas{...}``.
+    - ``llmscale_scales_total{namespace, name, pool, direction, reason}``: applied scales, by the
+      last clamp that bit (the dashboard's scale events with reasons).
+    - ``llmscale_desired_replicas`` / ``llmscale_ready_replicas`` / ``llmscale_starting_replicas`` /
+      ``llmscale_headroom_replicas`` / ``llmscale_max_replicas`` ``{namespace, name, pool}``.
+    - ``llmscale_signal{namespace, name, signal}``: the newest snapshot of the interactive pool as
+      the policy saw it (absent while unknown); ``llmscale_signal_target{namespace, name, signal}``:
+      the per-replica target of each leading signal (``spec.scaling.targets``; KV cache as derived).
+    - ``llmscale_slo_target_seconds{namespace, name, latency}``: ``spec.slo`` (``ttft``, ``itl``).
+    - ``llmscale_metrics_available{namespace, name}``: 1 while the MetricsAvailable condition is
+      True; ``llmscale_signal_age_seconds{namespace, name}``: the snapshot's age at the tick.
+
+    Headline numbers, per pool (``status.pools``):
+
+    - ``llmscale_slo_minutes_total{namespace, name, pool, result}``: judged minutes, ``met`` or
+      ``missed`` — the SLO burn-rate alerts' input, kept by Prometheus across operator restarts.
+    - ``llmscale_slo_attainment_ratio{namespace, name, pool, window}``: share of judged minutes
+      meeting the SLO, 0–1, ``window`` ``1h`` or ``24h``.
+    - ``llmscale_goodput_tokens_per_second`` / ``llmscale_tokens_per_second``: last hour.
+    - ``llmscale_gpus``: GPUs held now; ``llmscale_gpu_hours{window}``: ``24h`` or ``total``
+      (since creation).
+    - ``llmscale_usd_per_million_tokens``: last 24 hours.
+    - ``llmscale_busy_share`` / ``llmscale_kv_cache_utilization_mean``: last hour, 0–1.
+    - ``llmscale_cold_start_p90_seconds``: measured, pod creation to Ready.
+
+    The operator itself:
+
     - ``llmscale_signal_read_errors_total{namespace, name}``: failed or timed-out signal reads.
     - ``llmscale_apply_errors_total{kind}``: refused server-side applies.
     - ``llmscale_tick_duration_seconds``: one tick, signal read to status, in seconds.
@@ -30,47 +65,93 @@ class OperatorMetrics:
     In ``Advisory`` mode ``llmscale_desired_replicas`` is the advice (nothing is written), so it can
     be compared with what the other autoscaler set (kube-state-metrics'
     ``kube_deployment_spec_replicas``).
+    - ``llmscale_last_tick_timestamp_seconds``: when a tick last finished (the not-ticking alert).
+    - ``llmscale_status_writes_total``: status patches the ticks asked for.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        pool = ["namespace", "name", "pool"]
+        obj = ["namespace", "name"]
         self.decisions = Counter(
             "llmscale_decisions", "Scaling decisions by direction and the reason of the last clamp that bit",
-            ["direction", "reason"], registry=self.registry,
+            ["direction", "reason"], registry=r,
         )
-        self.desired = Gauge(
-            "llmscale_desired_replicas", "Replicas the operator set, per LLMDeployment pool",
-            ["namespace", "name", "pool"], registry=self.registry,
-        )
-        self.ready = Gauge(
-            "llmscale_ready_replicas", "Ready replicas, per LLMDeployment pool",
-            ["namespace", "name", "pool"], registry=self.registry,
+        self.scales = Counter(
+            "llmscale_scales", "Applied scales per pool, by direction and the reason of the last clamp that bit",
+            [*pool, "direction", "reason"], registry=r,
         )
         self.placeholders = Gauge(
             "llmscale_placeholder_replicas", "Placeholder pods kept for the node headroom, per LLMDeployment",
             ["namespace", "name"], registry=self.registry,
         )
+        self.desired = Gauge("llmscale_desired_replicas", "Replicas the operator set, per LLMDeployment pool",
+                             pool, registry=r)
+        self.ready = Gauge("llmscale_ready_replicas", "Ready replicas, per LLMDeployment pool", pool, registry=r)
+        self.starting = Gauge("llmscale_starting_replicas", "Replicas in their cold start, per pool", pool, registry=r)
+        self.headroom = Gauge("llmscale_headroom_replicas", "Warm replicas above demand in the desired count",
+                              pool, registry=r)
+        self.max_replicas = Gauge("llmscale_max_replicas", "spec.replicas.max (interactive) or the batch pool's most",
+                                  pool, registry=r)
+        self.signal = Gauge("llmscale_signal", "The interactive pool's signals as the policy saw them",
+                            [*obj, "signal"], registry=r)
+        self.signal_target = Gauge("llmscale_signal_target", "Per-replica target of each leading signal",
+                                   [*obj, "signal"], registry=r)
+        self.slo_target = Gauge("llmscale_slo_target_seconds", "spec.slo: p95 TTFT and ITL targets, seconds",
+                                [*obj, "latency"], registry=r)
+        self.metrics_available = Gauge("llmscale_metrics_available", "1 while MetricsAvailable is True",
+                                       obj, registry=r)
+        self.signal_age = Gauge("llmscale_signal_age_seconds", "Age of the newest signal sample at the tick, seconds",
+                                obj, registry=r)
+        self.slo_minutes = Counter("llmscale_slo_minutes", "Judged minutes of a pool, met or missed the SLO",
+                                   [*pool, "result"], registry=r)
+        self.slo_attainment = Gauge("llmscale_slo_attainment_ratio", "Share of judged minutes meeting the SLO, 0-1",
+                                    [*pool, "window"], registry=r)
+        self.goodput = Gauge("llmscale_goodput_tokens_per_second",
+                             "Tokens/s generated in minutes that met the SLO, last hour", pool, registry=r)
+        self.tokens = Gauge("llmscale_tokens_per_second", "Tokens/s generated, last hour", pool, registry=r)
+        self.gpus = Gauge("llmscale_gpus", "GPUs held by the pool's pods now", pool, registry=r)
+        self.gpu_hours = Gauge("llmscale_gpu_hours", "GPU-hours held by the pool's pods (24h or total)",
+                               [*pool, "window"], registry=r)
+        self.usd_per_mtok = Gauge("llmscale_usd_per_million_tokens", "USD of GPU time per million tokens, last 24 h",
+                                  pool, registry=r)
+        self.busy_share = Gauge("llmscale_busy_share", "Share of reporting pods with a running request, last hour",
+                                pool, registry=r)
+        self.kv_mean = Gauge("llmscale_kv_cache_utilization_mean", "Mean KV-cache utilisation, last hour",
+                             pool, registry=r)
+        self.cold_start = Gauge("llmscale_cold_start_p90_seconds", "Measured cold start, P90 of recent starts",
+                                pool, registry=r)
         self.signal_errors = Counter(
-            "llmscale_signal_read_errors", "Signal reads that failed or timed out",
-            ["namespace", "name"], registry=self.registry,
+            "llmscale_signal_read_errors", "Signal reads that failed or timed out", obj, registry=r,
         )
         self.apply_errors = Counter(
-            "llmscale_apply_errors", "Server-side applies refused by the API server",
-            ["kind"], registry=self.registry,
+            "llmscale_apply_errors", "Server-side applies refused by the API server", ["kind"], registry=r,
         )
-        # Buckets: a tick is one Prometheus query (~10-100 ms) and at most two applies; 10 s is
-        # the default signal timeout.
+        # Buckets: a tick is a lookup of the fleet reader's snapshot (~1 ms) and at most two
+        # applies; 10 s is the default signal timeout a tick may wait for a read.
         self.tick_duration = Histogram(
             "llmscale_tick_duration_seconds", "Duration of one tick (read, decide, apply, status)",
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=r,
         )
+        self.last_tick = Gauge("llmscale_last_tick_timestamp_seconds", "When a tick last finished", registry=r)
+        self.status_writes = Counter("llmscale_status_writes", "Status patches the ticks asked for", registry=r)
 
     def forget(self, namespace: str, name: str) -> None:
-        """Drop the per-object series of a deleted LLMDeployment."""
-        for pool in POOLS:
-            for gauge in (self.desired, self.ready):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(namespace, name, pool)
-        for metric in (self.signal_errors, self.placeholders):
-            with contextlib.suppress(KeyError):
-                metric.remove(namespace, name)
+        """Drop every per-object series of a deleted LLMDeployment."""
+        for family in (self.desired, self.ready, self.starting, self.headroom, self.max_replicas, self.signal,
+                       self.signal_target, self.slo_target, self.metrics_available, self.signal_age,
+                       self.slo_minutes, self.slo_attainment, self.goodput, self.tokens, self.gpus, self.gpu_hours,
+                       self.usd_per_mtok, self.busy_share, self.kv_mean, self.cold_start, self.signal_errors,
+                       self.scales, self.placeholders):
+            _drop(family, namespace, name)
+
+
+def _drop(family: Gauge | Counter, namespace: str, name: str) -> None:
+    """Remove every series of ``family`` whose first two labels are ``namespace`` and ``name``."""
+    labelled = getattr(family, "_metrics", {})
+    for key in [k for k in list(labelled) if k[:2] == (namespace, name)]:
+        with contextlib.suppress(KeyError):
+            family.remove(*key)
+

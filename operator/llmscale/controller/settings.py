@@ -22,7 +22,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
@@ -167,14 +167,16 @@ class OperatorSettings(BaseSettings):
         "and costs a few kilobytes per object.",
         gt=0, json_schema_extra=_names(metavar="SECONDS"),
     )
-    status_refresh_seconds: float = Field(
-        60.0,
-        title="shortest interval of status writes that change only live values, seconds",
-        description="Shortest interval between status writes whose only change is the live signal "
-        "values or the policy memory, in seconds (>= 0). Changes of replicas, decision or "
-        "conditions are written at once; signals change on every tick, and writing them every 15 s "
-        "per object would load the API server for no decision value. Up to this many seconds of "
-        "policy memory can be lost on a restart.",
+    status_refresh_seconds: float | None = Field(
+        None,
+        title="also write status when only live values changed, at most this often, seconds (unset: never)",
+        description="Status is written when something a reader acts on changes (replicas, decisions, "
+        "conditions, a new scale event or recommendation, a headline figure past its deadband; "
+        "docs/operator.md). Set, a status whose only change is live values (signal values, numbers "
+        "in messages, figures inside their deadbands) is also written at most this often, in "
+        "seconds (>= 0). Unset by default: a steady hold writes nothing, which is what lets one "
+        "replica run 1,000 LLMDeployments without loading the API server; /metrics carries the "
+        "live values.",
         ge=0, json_schema_extra=_names(metavar="SECONDS"),
     )
     signal_timeout_seconds: float = Field(
@@ -356,6 +358,23 @@ class OperatorSettings(BaseSettings):
         json_schema_extra=_names(metavar="LEVEL"),
     )
 
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        title="log line format: text, or json (one JSON object a line)",
+        description="Format of the operator's log lines: text (time, level, logger, message), or "
+        "json, one JSON object a line with time, level, logger, message and, for lines about an "
+        "object, its namespace and name, for log pipelines (Loki, Elasticsearch, Cloud Logging) "
+        "that parse JSON. Text by default: what a person reads in kubectl logs.",
+        json_schema_extra=_names(metavar="FORMAT"),
+    )
+    kopf_events: bool = Field(
+        False,
+        title="let Kopf post its own per-handler Events (handler succeeded/failed)",
+        description="Post Kopf's own Events on LLMDeployments (\"Handler 'children' succeeded\" ...) "
+        "and log its per-tick \"Timer 'tick' succeeded\" lines. Off by default: the base timer fires "
+        "every few seconds per object, and llmscale posts its own Events for what matters (scales, "
+        "refusals, invalid specs); at 1,000 objects Kopf's would be thousands of API writes an hour.",
+    )
     @classmethod
     def settings_customise_sources(
         cls,

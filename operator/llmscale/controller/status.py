@@ -48,6 +48,8 @@ def build_status(
     scaling_active: ConditionResult | None = None,
     placeholders: int | None = None,
     placeholders_running: int | None = None,
+    pools: Mapping[str, Any] | None = None,
+    usage_ledger: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Return the operator-owned part of ``status`` after a tick, in wire format.
 
@@ -70,6 +72,8 @@ def build_status(
             when ``None``.
         placeholders / placeholders_running: placeholder pods asked for and bound to a node
             (``spec.headroom.warmNodes``); left out when ``None``.
+        pools: ``status.pools`` in wire format (:mod:`llmscale.controller.report`), or ``None``.
+        usage_ledger: ``status.usageLedger`` in wire format, or ``None``.
     """
     status = LLMDeploymentStatus(
         observed_generation=generation,
@@ -114,6 +118,10 @@ def build_status(
         now,
         generation,
     )
+    if pools:
+        status["pools"] = dict(pools)
+    if usage_ledger:
+        status["usageLedger"] = dict(usage_ledger)
     return status
 
 

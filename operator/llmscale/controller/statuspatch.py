@@ -1,14 +1,27 @@
-"""Write status only on change: the JSON merge patch between the object's ``status`` and the one
-the operator wants, held back while only live values changed. Pure; the loop clock is passed in.
+"""Write status only when something a reader acts on changed: the JSON merge patch between the
+object's ``status`` and the one the operator wants, held back while only live values moved. Pure.
+
+What is *material* (written at once): replicas, the decided replica counts, ``observedGeneration``,
+each condition's status, reason and message with its numbers masked (``newest sample 12 s old``
+and ``newest sample 3 s old`` are the same message), the decision's reasons with numbers masked,
+``status.usageLedger`` (it changes only when a pod goes away), a new scale event or a new
+recommended replica count in ``policyState`` (:func:`memory_material`), and a headline figure of
+``status.pools`` moving past its deadband (:func:`figures_material`).
+
+What is *volatile* (written only with a material change, or every ``refresh_seconds`` when that is
+set): the live signal values, the numbers inside messages and reasons, the decision's time, the
+policy memory's repeated recommendations, and the headline figures inside their deadbands. So a
+steady hold writes nothing at all.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["OWNED_STATUS_KEYS", "merge_patch", "status_patch"]
+__all__ = ["OWNED_STATUS_KEYS", "figures_material", "material", "memory_material", "merge_patch", "status_patch"]
 
 #: Top-level ``status`` keys the operator owns; any other key (e.g. Kopf's own) is never touched.
 OWNED_STATUS_KEYS: tuple[str, ...] = (
@@ -17,13 +30,112 @@ OWNED_STATUS_KEYS: tuple[str, ...] = (
     "signals",
     "lastDecision",
     "conditions",
+    "pools",
+    "usageLedger",
     "policyState",
 )
 
-# Status keys whose change alone does not justify a write before the refresh interval: live
-# signal values change on every tick, the policy memory grows on every tick, and the decision time
-# moves with them. ``("lastDecision", "at")`` is a nested path.
-_VOLATILE_STATUS_PATHS: tuple[tuple[str, ...], ...] = (("signals",), ("policyState",), ("lastDecision", "at"))
+# Status keys judged by rules of their own below, or never material: live signal values change on
+# every tick, and the decision time moves with them. ``("lastDecision", "at")`` is a nested path.
+_VOLATILE_STATUS_PATHS: tuple[tuple[str, ...], ...] = (
+    ("signals",), ("policyState",), ("pools",), ("lastDecision", "at"),
+)
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+#: Headline figures and how far each must move from the written value to be material:
+#: ``("abs", d)`` an absolute step, ``("rel", r)`` a relative one. The SLO share moves by whole
+#: minutes (1.7 points on the hour), so any change of its 0.1-point rounding is material; rates,
+#: prices and the cold start within 10 % are noise; counters (GPU-hours, minutes judged) and the
+#: time stamp never are on their own.
+_DEADBANDS: dict[str, tuple[str, float]] = {
+    "sloAttainment1hPercent": ("abs", 0.05),
+    "goodputTokensPerSecond": ("rel", 0.10),
+    "tokensPerSecond": ("rel", 0.10),
+    "usdPerMillionTokens": ("rel", 0.10),
+    "busyShare": ("abs", 0.10),
+    "kvCacheUtilizationMean": ("abs", 0.10),
+    "coldStartP90Seconds": ("rel", 0.10),
+    "gpus": ("abs", 0.5),
+}
+
+
+def _masked(text: object) -> object:
+    return _NUMBER.sub("#", text) if isinstance(text, str) else text
+
+
+def _stable(status: Mapping[str, Any]) -> dict[str, Any]:
+    """``status`` without its volatile paths, numbers masked in messages and reasons."""
+    out = _without(status, _VOLATILE_STATUS_PATHS)
+    conditions = out.get("conditions")
+    if isinstance(conditions, list):
+        out["conditions"] = [
+            {k: (_masked(v) if k == "message" else v) for k, v in c.items()} if isinstance(c, Mapping) else c
+            for c in conditions
+        ]
+    decision = out.get("lastDecision")
+    if isinstance(decision, dict) and isinstance(decision.get("reasons"), list):
+        decision["reasons"] = [_masked(r) for r in decision["reasons"]]
+    return out
+
+
+def memory_material(old: object, new: object) -> bool:
+    """Whether the policy memory ``new`` must be saved over ``old`` (both ``status.policyState``).
+
+    Material: a scale event ``old`` lacks, or a newest recommendation whose replica count differs
+    from ``old``'s newest. Not material: more recommendations of the same count, and entries pruned
+    as they age. Safe across a restart because :meth:`ObjectMemory.restored_policy_memory` reads the
+    saved memory's newest recommendation as held until the restart: every recommendation made since
+    the write had that count (else it would have been written), so the restored stabilisation
+    windows see the same counts, held at least as long.
+    """
+    def parts(memory: object) -> tuple[set[tuple[float, int]], int | None]:
+        if not isinstance(memory, Mapping):
+            return set(), None
+        events = {(float(e[0]), int(e[1])) for e in memory.get("scaleEvents") or ()
+                  if isinstance(e, list | tuple) and len(e) == 2}
+        recs = [r for r in memory.get("recommendations") or () if isinstance(r, list | tuple) and len(r) == 2]
+        return events, (int(recs[-1][1]) if recs else None)
+
+    old_events, old_newest = parts(old)
+    new_events, new_newest = parts(new)
+    return bool(new_events - old_events) or (new_newest is not None and new_newest != old_newest)
+
+
+def figures_material(old: object, new: object) -> bool:
+    """Whether ``status.pools`` ``new`` moved past a deadband from ``old`` (a pool or a figure
+    appearing or going away is material)."""
+    old_pools = old if isinstance(old, Mapping) else {}
+    new_pools = new if isinstance(new, Mapping) else {}
+    if set(old_pools) != set(new_pools):
+        return True
+    for pool, figures in new_pools.items():
+        before = old_pools.get(pool)
+        if not isinstance(figures, Mapping) or not isinstance(before, Mapping):
+            if figures != before:
+                return True
+            continue
+        for key, (kind, step) in _DEADBANDS.items():
+            a, b = before.get(key), figures.get(key)
+            if (a is None) != (b is None):
+                return True
+            if a is None or b is None:
+                continue
+            if kind == "abs" and abs(float(b) - float(a)) >= step:
+                return True
+            if kind == "rel" and abs(float(b) - float(a)) >= step * max(abs(float(a)), 1e-9):
+                return True
+    return False
+
+
+def material(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether the operator-owned status ``new`` differs from ``old`` in something a reader acts on
+    (module docstring)."""
+    if merge_patch(_stable(old), _stable(new)):
+        return True
+    if "policyState" in new and memory_material(old.get("policyState"), new.get("policyState")):
+        return True
+    return "pools" in new and figures_material(old.get("pools"), new.get("pools"))
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -62,26 +174,29 @@ def status_patch(
     *,
     now: float,
     last_written_at: float | None,
-    refresh_seconds: float,
+    refresh_seconds: float | None,
 ) -> dict[str, Any] | None:
     """Return the merge patch of ``status`` to write now, or ``None`` when nothing should be written.
 
     Only :data:`OWNED_STATUS_KEYS` present in ``desired`` are compared; other status keys are left
-    alone. A change of replicas, decision or conditions is written at once; a change of only the
-    volatile parts (live signals, policy memory, decision time) waits until ``refresh_seconds``
-    have passed since ``last_written_at`` (loop-clock seconds; ``None`` = never written).
+    alone. A :func:`material` change is written at once, with the volatile parts riding along; a
+    change of only volatile parts is written when ``refresh_seconds`` is set and that long has
+    passed since ``last_written_at`` (loop-clock seconds; ``None`` = not written by this process),
+    else never.
 
     Args:
         previous: the object's current ``status``.
         desired: the operator-owned status it should have (e.g. from :func:`build_status`).
         now: the same clock as ``last_written_at``, in seconds.
+        refresh_seconds: ``None`` (the default setting): volatile parts never cause a write.
     """
     old = {k: v for k, v in (previous or {}).items() if k in OWNED_STATUS_KEYS and k in desired}
     new = {k: v for k, v in desired.items() if k in OWNED_STATUS_KEYS}
     patch = merge_patch(old, new)
     if not patch:
         return None
-    material = merge_patch(_without(old, _VOLATILE_STATUS_PATHS), _without(new, _VOLATILE_STATUS_PATHS))
-    if not material and last_written_at is not None and now - last_written_at < refresh_seconds:
-        return None
-    return patch  # type: ignore[no-any-return]
+    if material(old, new):
+        return patch  # type: ignore[no-any-return]
+    if refresh_seconds is not None and (last_written_at is None or now - last_written_at >= refresh_seconds):
+        return patch  # type: ignore[no-any-return]
+    return None

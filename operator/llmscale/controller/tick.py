@@ -58,6 +58,7 @@ from llmscale.controller.events import (
 )
 from llmscale.controller.indexes import (
     deployment_replicas,
+    indexed_pods,
     other_autoscalers,
     pod_cold_starts,
     pod_costs,
@@ -72,6 +73,7 @@ from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deploymen
 from llmscale.controller.placeholders import placeholder_state, sync_placeholders
 from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.report import observe_pools, record_metrics
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
     FAILED_UPDATE_SCALE,
@@ -318,6 +320,16 @@ async def tick(
     key_i, key_b = (namespace, name, INTERACTIVE), (namespace, name, BATCH)
     current_i = deployment_replicas(deployments, key_i)
     current_b = deployment_replicas(deployments, key_b)
+    just_applied = (mem.children_applied_loop_s is not None
+                    and loop.time() - mem.children_applied_loop_s < CHILDREN_GRACE_S)
+    if (spec.scale_target_ref is None and active and current_i is None and just_applied
+            and mem.applied_interactive is not None):
+        # The create handler applied the children a moment ago and the watch has not brought the
+        # Deployment into the index yet: decide on what was applied, so that the first status
+        # lands on the first tick rather than one tick later.
+        current_i = mem.applied_interactive
+        if current_b is None and spec.batch is not None:
+            current_b = mem.applied_batch
     if spec.scale_target_ref is not None:
         try:
             observed = await _observe_targets(deps, spec, namespace)
@@ -356,11 +368,18 @@ async def tick(
              else pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
                              pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b)))
     wall_now = deps.clock()
+    reports = observe_pools(
+        mem, spec=spec, status=body.get("status"),
+        pods={INTERACTIVE: indexed_pods(pods, key_i), BATCH: indexed_pods(pods, key_b)},
+        snapshot=snapshot,
+        minutes={pool: deps.fleet.minutes(PoolTarget(namespace, name, pool)) for pool in POOLS},
+        now=wall_now, max_gap_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
+    )
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None
-    memory = mem.restored_policy_memory(body.get("status"))
+    memory = mem.restored_policy_memory(body.get("status"), wall_now)
     if restoring and memory.unreadable is not None:
         # Once per start: the policy reports it in PolicyStateReadable while it matters.
         dropped = (f"Dropped unreadable part of status.policyState of LLMDeployment {namespace}/{name}: "
@@ -425,6 +444,8 @@ async def tick(
             message = scaled_message(namespace, name, change.pool, change.old, change.new, reasons)
             logger.info(message)
             post_scaled(body, change.old, change.new, message)
+            deps.metrics.scales.labels(namespace, name, change.pool, _direction(change.old, change.new),
+                                       decision.clamped_by).inc()
     # What the status and the metrics call "desired": what llmscale set (Active), the advice
     # (Advisory), or the held count (Paused).
     desired_i = applied_i if spec.mode != ADVISORY else decision.interactive_replicas
@@ -439,10 +460,9 @@ async def tick(
         mem.last_advice = advice
 
     deps.metrics.decisions.labels(_direction(state.interactive_replicas, desired_i), decision.clamped_by).inc()
-    deps.metrics.desired.labels(namespace, name, INTERACTIVE).set(desired_i)
-    deps.metrics.ready.labels(namespace, name, INTERACTIVE).set(state.interactive_ready)
-    deps.metrics.desired.labels(namespace, name, BATCH).set(desired_b)
-    deps.metrics.ready.labels(namespace, name, BATCH).set(state.batch_ready)
+    record_metrics(deps.metrics, namespace=namespace, name=name, spec=spec, state=state, decision=decision,
+                   applied={INTERACTIVE: desired_i, BATCH: desired_b}, snapshot=snapshot, reports=reports,
+                   now=wall_now)
     if placeholders is not None:
         deps.metrics.placeholders.labels(namespace, name).set(placeholders)
 
@@ -458,6 +478,7 @@ async def tick(
                           SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads)},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,
         scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,
+        pools=reports.pools, usage_ledger=reports.ledger,
     )
     written_loop_s = loop.time()
     update = status_patch(previous, desired, now=written_loop_s, last_written_at=mem.last_status_write_loop_s,
@@ -465,7 +486,9 @@ async def tick(
     if update:
         patch.status.update(update)
         mem.last_status_write_loop_s = written_loop_s
+        deps.metrics.status_writes.inc()
     mem.last_invalid = None
     deps.metrics.tick_duration.observe(loop.time() - started_loop_s)
+    deps.metrics.last_tick.set(wall_now)
     logger.debug(f"Ticked LLMDeployment {namespace}/{name} ({spec.mode}): {desired_i} interactive, "
                  f"{desired_b} batch; {reasons}")

@@ -48,12 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from llmscale.localcluster import cluster
-from llmscale.localcluster.prometheus_config import write_prometheus_config
+from llmscale.localcluster.prometheus_config import write_operator_targets, write_prometheus_config
 
 __all__ = [
-    "SCRAPE_INTERVAL_S", "AddonsInfo", "down", "main", "read_info", "start_podrunner", "start_prometheus",
-    "start_secured_prometheus", "state_dir", "status", "stop_podrunner", "stop_prometheus",
-    "stop_secured_prometheus", "sweep_engines", "up",
+    "SCRAPE_INTERVAL_S", "AddonsInfo", "announce_operator", "down", "main", "operator_targets_path", "read_info",
+    "start_podrunner", "start_prometheus", "start_secured_prometheus", "state_dir", "status", "stop_podrunner",
+    "stop_prometheus", "stop_secured_prometheus", "sweep_engines", "up",
 ]
 
 #: Process name (pid file, log) of the Prometheus that demands TLS and basic auth.
@@ -182,7 +182,21 @@ def _config(sd: Path, binary: str, path: Path, scrape_interval_s: float) -> Path
             raise RuntimeError("this Prometheus lacks Kubernetes service discovery and no pod runner runs")
         http_sd = f"http://127.0.0.1:{router_port}/sd"
     router_address = f"127.0.0.1:{router_port}" if router_port is not None else None
-    return write_prometheus_config(path, _kubeconfig(sd), scrape_interval_s, http_sd, router_address)
+    targets = operator_targets_path(sd)
+    if not targets.exists():
+        write_operator_targets(targets, [])
+    return write_prometheus_config(path, _kubeconfig(sd), scrape_interval_s, http_sd, router_address, targets)
+
+
+def operator_targets_path(sd: Path) -> Path:
+    """The file service discovery file naming the operators Prometheus scrapes (``announce_operator``)."""
+    return sd / "operator-targets.json"
+
+
+def announce_operator(sd: Path, address: str | None) -> None:
+    """Have the local Prometheus scrape the operator's ``/metrics`` at ``address`` (``host:port``),
+    or no operator with ``None``: the operator's port changes with every start."""
+    write_operator_targets(operator_targets_path(sd), [address] if address else [])
 
 
 def start_secured_prometheus(sd: Path, web_config: Path, ca_file: Path, username: str, password: str,

@@ -14,16 +14,18 @@ service discovery endpoint supplies the same ``__meta_kubernetes_pod_*`` labels.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["prometheus_config", "write_prometheus_config"]
+__all__ = ["prometheus_config", "write_operator_targets", "write_prometheus_config"]
 
 
 def prometheus_config(
-    kubeconfig: Path, scrape_interval_s: float = 2.0, http_sd_url: str | None = None, router: str | None = None
+    kubeconfig: Path, scrape_interval_s: float = 2.0, http_sd_url: str | None = None, router: str | None = None,
+    operator_targets: Path | None = None,
 ) -> dict[str, Any]:
     """Return the Prometheus configuration as a dict (``scrape_interval_s`` in seconds).
 
@@ -32,7 +34,9 @@ def prometheus_config(
     interval), else through ``kubernetes_sd_configs`` with ``kubeconfig``. The relabelling is the
     same either way. With ``router`` (``host:port``) the router's own ``/metrics`` are scraped too
     (job ``llmscale-router``, its ``namespace`` and ``service`` labels kept): the demand signals a
-    scale-from-zero wake query reads.
+    scale-from-zero wake query reads. With ``operator_targets`` (a file service discovery JSON
+    file, :func:`write_operator_targets`) the operators named there are scraped too (job
+    ``llmscale-operator``, their own labels kept): the series the chart's dashboard and alerts read.
     """
     interval = f"{scrape_interval_s:g}s"
     discovery: dict[str, Any] = (
@@ -63,15 +67,28 @@ def prometheus_config(
             },
             *([{"job_name": "llmscale-router", "honor_labels": True, "static_configs": [{"targets": [router]}]}]
               if router else []),
+            *([{"job_name": "llmscale-operator", "honor_labels": True,
+                "file_sd_configs": [{"files": [str(operator_targets)], "refresh_interval": interval}]}]
+              if operator_targets else []),
         ],
     }
 
 
 def write_prometheus_config(
     path: Path, kubeconfig: Path, scrape_interval_s: float = 2.0, http_sd_url: str | None = None,
-    router: str | None = None,
+    router: str | None = None, operator_targets: Path | None = None,
 ) -> Path:
     """Write the configuration to ``path`` (YAML) and return it (arguments as :func:`prometheus_config`)."""
-    config = prometheus_config(kubeconfig, scrape_interval_s, http_sd_url, router)
+    config = prometheus_config(kubeconfig, scrape_interval_s, http_sd_url, router, operator_targets)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def write_operator_targets(path: Path, addresses: list[str]) -> Path:
+    """Write the operators' ``/metrics`` addresses (``host:port``) as a file service discovery file
+    (JSON; Prometheus re-reads it within a scrape interval) and return ``path``. Written through a
+    temporary file, so that Prometheus never reads half of it."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps([{"targets": addresses, "labels": {}}] if addresses else []) + "\n")
+    tmp.replace(path)
     return path

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmscale.signals.queries import (
-    GROUPS,
+    ALL_GROUPS,
     METRIC_LABEL,
     PER_POD,
     SIGNAL_LABEL,
@@ -111,7 +111,7 @@ def parse_group(answer: FleetAnswer, group: str, result: Any, labels: SelectorLa
     if len(result) == 2 and isinstance(result[0], int | float) and isinstance(result[1], str):
         answer.failed[group] = "Prometheus answered a scalar, not a vector"
         return
-    wanted = set(GROUPS[group])
+    wanted = set(ALL_GROUPS[group])
     ns_label, dep_label, pool_label, pod_label = labels.namespace, labels.deployment, labels.pool, labels.pod
     targets: dict[tuple[str, str, str], PoolTarget] = {}  # one PoolTarget per pool, not per series
     for item in result:

@@ -45,6 +45,7 @@ from llmscale.signals.answer import FleetAnswer, parse_group, parse_wake
 from llmscale.signals.assemble import assemble
 from llmscale.signals.auth import CredentialsUnreadable, build_http
 from llmscale.signals.config import ReaderSettings
+from llmscale.signals.minute import MinuteSample, minute_samples
 from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import (
     GROUPS,
@@ -52,6 +53,7 @@ from llmscale.signals.queries import (
     PoolTarget,
     fleet_queries,
     interval_probe_query,
+    minute_query,
     parse_duration,
     samples_query,
     wake_expression,
@@ -299,6 +301,43 @@ class PrometheusSignalReader:
         """Async :meth:`read_sync`, on the reader's own thread pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, partial(self.read_sync, profile, target, now, pods))
+
+    def read_minutes_sync(self, pools: Sequence[PoolRequest], end_s: float) -> dict[PoolTarget, MinuteSample]:
+        """Judge-ready figures of the minute ending at ``end_s`` for every pool of ``pools``: one
+        instant query per engine profile (:func:`~llmscale.signals.queries.minute_query`) evaluated
+        at ``end_s``, whatever the number of pools.
+
+        Returns:
+            One :class:`MinuteSample` per pool whose profile's query was answered; the pools of a
+            query that failed are left out (their minute is not judged) and the failure is logged.
+        """
+        by_profile: dict[str, list[PoolRequest]] = {}
+        for request in pools:
+            by_profile.setdefault(request.profile.name, []).append(request)
+        s = self.settings
+        out: dict[PoolTarget, MinuteSample] = {}
+        for requests_ in by_profile.values():
+            profile = requests_[0].profile
+            query = minute_query(profile, s.labels, s.quantile, s.copy_labels)
+            try:
+                result = self._call(lambda q=query: self._client.custom_query(q, params={"time": end_s}))  # type: ignore[misc]
+            except _Failed as exc:
+                _LOG.warning("Failed to read the minute ending %s of %d pool(s) from Prometheus at %s: %s",
+                             end_s, len(requests_), self.url, exc.why)
+                continue
+            answer = FleetAnswer()
+            parse_group(answer, "minute", result, s.labels)
+            if "minute" in answer.failed:
+                _LOG.warning("Failed to read the minute ending %s from Prometheus at %s: %s",
+                             end_s, self.url, answer.failed["minute"])
+                continue
+            out.update(minute_samples(answer, end_s, [r.target for r in requests_]))
+        return out
+
+    async def read_minutes(self, pools: Sequence[PoolRequest], end_s: float) -> dict[PoolTarget, MinuteSample]:
+        """Async :meth:`read_minutes_sync`, on the reader's own thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, partial(self.read_minutes_sync, pools, end_s))
 
     def close(self) -> None:
         """Close the HTTP session and stop the reader's threads."""

@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_LABELS",
     "GROUPS",
     "METRIC_LABEL",
+    "MINUTE_GROUP",
     "SIGNAL_LABEL",
     "WAKE_LABEL",
     "PoolRequest",
@@ -69,6 +70,7 @@ __all__ = [
     "fleet_queries",
     "format_duration",
     "interval_probe_query",
+    "minute_query",
     "parse_duration",
     "samples_query",
     "selector",
@@ -122,6 +124,17 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "absent": ABSENT_GROUP,
     "pools": POOL_GROUP,
 }
+#: Signals of the per-minute SLO judgement, per pool, over exactly the minute that ends at the
+#: query's evaluation time (:func:`minute_query`; sent once a minute, not every read).
+MINUTE_GROUP = (
+    "minute_ttft_p95_s",
+    "minute_itl_p95_s",
+    "minute_ttft_observations",
+    "minute_generation_tokens",
+    "minute_queue_min",
+)
+#: Every group a read can parse: the fleet groups and the minute group.
+ALL_GROUPS: dict[str, tuple[str, ...]] = {**GROUPS, "minute": MINUTE_GROUP}
 #: Signals answered per pod (the rest per pool).
 PER_POD = frozenset(POD_GROUP + RATE_GROUP + ABSENT_GROUP)
 #: The label naming the missing metric on an ``absent`` series.
@@ -495,3 +508,71 @@ def wake_query(queries: Mapping[str, str]) -> str:
         for key, expression in queries.items()
     ]
     return "\n  or ".join(parts)
+
+
+#: The range of the per-minute judgement: one minute, as the simulator scores it (docs/simulate.md).
+MINUTE = "1m"
+
+
+def minute_query(
+    profile: MetricProfile,
+    labels: SelectorLabels = DEFAULT_LABELS,
+    quantile: float = 0.95,
+    copy_labels: tuple[str, ...] = (),
+) -> str:
+    """Return the one instant query that judges the minute ending at its evaluation time, per pool.
+
+    Sent once a minute with ``time=<the minute's end>``; each series is stamped with its signal in
+    :data:`SIGNAL_LABEL`, aggregated ``by (namespace, deployment, pool)``:
+
+    - ``minute_ttft_p95_s`` / ``minute_itl_p95_s``: ``histogram_quantile(quantile, sum by (pool, le)
+      (rate(<hist>_bucket[1m])))`` (native form first) — exactly the per-minute p95 the simulator
+      scores (docs/simulate.md, "One SLO definition") from the histograms the signals read;
+    - ``minute_ttft_observations``: first tokens observed in the minute (``increase`` of the TTFT
+      histogram's count), to tell "no request" from "no histogram";
+    - ``minute_generation_tokens``: tokens generated in the minute (``increase`` of the generation
+      token counter), the numerator of goodput and of cost per million tokens;
+    - ``minute_queue_min``: the sum over pods of each pod's lowest queue depth in the minute: above
+      0, some pod's queue never emptied for a whole minute ("silence is not success": a minute with
+      no first token while requests waited all through it fails).
+
+    Raises:
+        ValueError: ``quantile`` is outside 0–1.
+    """
+    if not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"quantile {quantile} is outside 0-1")
+    sel = selector(None, labels)
+    copies = list(dict.fromkeys((*profile.copy_labels, *copy_labels)))
+    pool_by = ", ".join(labels.pool_labels)
+    pod_by = f"{pool_by}, {labels.pod}"
+    w = MINUTE
+
+    def m(name: str) -> str:
+        return f"{name}{{{sel}}}"
+
+    def dedup(expr: str) -> str:
+        return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
+
+    def quantile_of(hist: str) -> str:
+        native = f"histogram_quantile({quantile:g}, sum by ({pool_by}) (rate({m(hist)}[{w}])))"
+        classic = f"histogram_quantile({quantile:g}, sum by ({pool_by}, le) (rate({m(hist + '_bucket')}[{w}])))"
+        return f"{native} or {classic}"
+
+    parts = {
+        "minute_ttft_p95_s": quantile_of(profile.ttft_histogram),
+        "minute_itl_p95_s": quantile_of(profile.itl_histogram),
+        "minute_ttft_observations": (
+            f"histogram_count(sum by ({pool_by}) (increase({m(profile.ttft_histogram)}[{w}]))) or "
+            f"sum by ({pool_by}) (increase({m(profile.ttft_histogram + '_count')}[{w}]))"
+        ),
+        "minute_queue_min": (
+            f"sum by ({pool_by}) (sum by ({pod_by}) ({dedup(f'min_over_time({m(profile.waiting)}[{w}])')}))"
+        ),
+    }
+    if profile.generation_tokens_total is not None:
+        parts["minute_generation_tokens"] = (
+            f"sum by ({pool_by}) ({dedup(f'increase({m(profile.generation_tokens_total)}[{w}])')})"
+        )
+    return "\n  or ".join(
+        f'label_replace({expr}, "{SIGNAL_LABEL}", "{name}", "", "")' for name, expr in parts.items()
+    )

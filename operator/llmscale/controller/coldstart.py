@@ -1,0 +1,105 @@
+"""The measured cold start of a pool: pod creation to Ready, the P90 of its recent starts. Pure.
+
+A pod's cold start is the time from ``metadata.creationTimestamp`` to the ``lastTransitionTime``
+of its ``Ready`` condition (status ``True``): scheduling, image pull, weights read, kernels
+compiled, CUDA graphs captured — everything between asking for a replica and its serving. The
+pool's figure is the 90th percentile (nearest rank) of the last :data:`RECENT_STARTS` starts seen,
+so one slow node does not set it and one fast restart does not hide a slow image.
+
+This module gives ``status.pools.<pool>.coldStartP90Seconds`` (what people read). The policy's
+lead time comes from the same pod time stamps through
+:attr:`llmscale.policy.types.PoolState.interactive_cold_starts_s` and
+:func:`llmscale.policy.leadtime.lead_time` (shown as ``status.replicas.leadTimeSeconds``).
+
+Caveat: ``lastTransitionTime`` moves each time ``Ready`` flips. A pod that became Ready, failed a
+probe and came back reads as a longer start; :class:`ColdStarts` keeps the first value it saw of
+each pod, so within one operator process a pod counts once, with its first start.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = ["COLD_START_QUANTILE", "RECENT_STARTS", "ColdStarts", "parse_time", "pod_start_seconds", "quantile"]
+
+#: Starts a pool's figure is taken over (the newest by Ready time). 20: a P90 over 20 starts is
+#: the second slowest, so a single outlier never sets it; a rollout of a 20-replica pool renews it.
+RECENT_STARTS = 20
+#: The quantile reported: P90, the lead time that covers nine starts in ten.
+COLD_START_QUANTILE = 0.9
+
+
+def parse_time(value: object) -> float | None:
+    """Return an RFC 3339 time (``metav1.Time``, e.g. ``2026-01-02T03:04:05Z``) or a ``datetime``
+    as seconds since the epoch; ``None`` for anything else."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_start_seconds(metadata: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """Return ``(created_s, ready_s)`` of one pod: its creation time and the time its ``Ready``
+    condition last turned ``True`` (``None`` while it is not Ready), seconds since the epoch."""
+    created = parse_time(metadata.get("creationTimestamp"))
+    ready: float | None = None
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True":
+            ready = parse_time(cond.get("lastTransitionTime"))
+    return created, ready
+
+
+def quantile(values: Iterable[float], q: float = COLD_START_QUANTILE) -> float | None:
+    """Return the nearest-rank ``q`` quantile of ``values`` (``None`` when empty).
+
+    Nearest rank: the ``ceil(q × n)``-th smallest, a value that occurred (P90 of 20 starts is the
+    18th). Raises ``ValueError`` for ``q`` outside (0, 1].
+    """
+    if not 0.0 < q <= 1.0:
+        raise ValueError(f"quantile {q} is outside (0, 1]")
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+@dataclass
+class ColdStarts:
+    """The recent cold starts of one pool, newest kept (``{pod name: (ready_s, seconds)}``).
+
+    :meth:`observe` folds in the pods of a tick; pods that went away keep counting until newer
+    starts push them out. After an operator restart the live pods give the figure again.
+    """
+
+    starts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    keep: int = RECENT_STARTS
+
+    def observe(self, pods: Iterable[tuple[str, float | None, float | None]]) -> None:
+        """Record the start of each Ready pod not yet recorded.
+
+        Args:
+            pods: ``(name, created_s, ready_s)`` per pod (:func:`pod_start_seconds`). A pod with
+                either time unknown, or Ready before its creation (clock skew), is skipped.
+        """
+        for name, created, ready in pods:
+            if name in self.starts or created is None or ready is None or ready < created:
+                continue
+            self.starts[name] = (ready, ready - created)
+        if len(self.starts) > self.keep:
+            newest = sorted(self.starts.items(), key=lambda item: item[1][0])[-self.keep:]
+            self.starts = dict(newest)
+
+    def p90_seconds(self) -> float | None:
+        """The P90 cold start of the recorded starts, seconds; ``None`` before the first."""
+        return quantile(seconds for _, seconds in self.starts.values())
+
+    def __len__(self) -> int:
+        return len(self.starts)

@@ -1,0 +1,209 @@
+"""What a pool delivered over the last hour and day: SLO minutes, goodput, tokens, GPU time and
+utilisation, kept in rolling buckets per pool. Pure (time is an argument).
+
+**The SLO minute** (the simulator's definition, docs/simulate.md "One SLO definition"): a minute
+meets the SLO when, over the minute, ``histogram_quantile(0.95)`` of vLLM's TTFT histogram is at
+most ``spec.slo.ttftP95Seconds`` and that of its per-token ITL histogram at most
+``spec.slo.itlP95Seconds`` (:func:`judge_minute`); a minute without a first token meets it unless
+some pod's queue never emptied in it ("silence is not success"). A minute Prometheus could not
+answer is not judged, and counts neither way.
+
+**Attainment** is the share of judged minutes that met the SLO: over the last 60 minutes, and over
+the last 24 hours (to the hour: the oldest of 24 hour buckets may be partly older). **Goodput** is
+the tokens generated in minutes that met it, per second of minutes whose token count is known;
+**tokens/s** the same for every minute. **Cost per million tokens** is the GPU time of the pool
+over the last 24 hours at ``spec.cost.gpuHourUsd``, over the million tokens generated in it.
+**Busy share** is the share of the pool's reporting pods with a running request, and **KV use**
+their mean KV-cache utilisation, both sampled at every tick over the last hour.
+
+The buckets live in the operator's memory: after a restart they start again (the
+``minutesJudged`` figures say over how many minutes), while the operator's own metrics
+(``llmscale_slo_minutes_total``) keep the history in Prometheus.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+
+from llmscale.signals.minute import MinuteSample
+from llmscale.signals.snapshot import SignalSnapshot
+
+__all__ = ["PoolFigures", "ServiceRecord", "judge_minute"]
+
+_MINUTE_S = 60.0
+_HOUR_S = 3600.0
+#: Rounding slack of "p95 at most the target": ITL's 100 ms is a bucket bound, where the
+#: interpolated quantile can land a hair above it in floating point.
+_EPS = 1e-9
+
+# Fields of a bucket, in order.
+_JUDGED, _MET, _TOKEN_MINUTES, _TOKENS, _GOOD_TOKENS, _GPU_S, _BUSY_N, _BUSY, _KV_N, _KV = range(10)
+_FIELDS = 10
+
+
+def judge_minute(sample: MinuteSample, ttft_target_s: float, itl_target_s: float) -> bool | None:
+    """Return whether the minute of ``sample`` met the SLO, or ``None`` when it cannot be judged
+    (Prometheus had no series of the pool in it).
+
+    Args:
+        sample: the pool's minute (:func:`~llmscale.signals.queries.minute_query`).
+        ttft_target_s: ``spec.slo.ttftP95Seconds``.
+        itl_target_s: ``spec.slo.itlP95Seconds``.
+    """
+    if not sample.has_data:
+        return None
+    ttft_ok = sample.ttft_p95_s is None or sample.ttft_p95_s <= ttft_target_s * (1 + _EPS)
+    itl_ok = sample.itl_p95_s is None or sample.itl_p95_s <= itl_target_s * (1 + _EPS)
+    silent = not sample.ttft_observations and (sample.queue_min or 0.0) > 0.0
+    return ttft_ok and itl_ok and not silent
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """The headline numbers of one pool at one instant (``None``: not known yet).
+
+    Attributes:
+        slo_attainment_1h_percent / slo_attainment_24h_percent: share of judged minutes meeting
+            the SLO, percent (interactive pool only).
+        minutes_judged_1h / minutes_judged_24h: minutes those shares are over.
+        goodput_tokens_per_second: tokens/s generated in minutes that met the SLO, last hour.
+        tokens_per_second: tokens/s generated, last hour.
+        gpu_hours_24h / gpu_hours_since_creation: GPU-hours held by the pool's pods.
+        usd_per_million_tokens: GPU cost over the last 24 h per million tokens generated in it.
+        busy_share: share of reporting pods with a running request, last hour, 0–1.
+        kv_cache_utilization_mean: mean KV-cache utilisation of the reporting pods, last hour, 0–1.
+        cold_start_p90_seconds: pod creation to Ready, P90 of the recent starts, seconds.
+        cold_starts_measured: starts that P90 is over.
+        gpus: GPUs held now.
+    """
+
+    slo_attainment_1h_percent: float | None = None
+    slo_attainment_24h_percent: float | None = None
+    minutes_judged_1h: int = 0
+    minutes_judged_24h: int = 0
+    goodput_tokens_per_second: float | None = None
+    tokens_per_second: float | None = None
+    gpu_hours_24h: float | None = None
+    gpu_hours_since_creation: float | None = None
+    usd_per_million_tokens: float | None = None
+    busy_share: float | None = None
+    kv_cache_utilization_mean: float | None = None
+    cold_start_p90_seconds: float | None = None
+    cold_starts_measured: int = 0
+    gpus: float = 0.0
+
+
+@dataclass
+class _Buckets:
+    """Rolling sums in ``count`` buckets of ``width_s`` seconds, keyed by bucket start."""
+
+    width_s: float
+    count: int
+    data: dict[int, array[float]] = field(default_factory=dict)
+
+    def add(self, t: float, index: int, value: float) -> None:
+        key = int(math.floor(t / self.width_s) * self.width_s)
+        bucket = self.data.get(key)
+        if bucket is None:
+            bucket = self.data[key] = array("d", bytes(8 * _FIELDS))
+            oldest = key - (self.count - 1) * self.width_s
+            for old in [k for k in self.data if k < oldest]:
+                del self.data[old]
+        bucket[index] += value
+
+    def sums(self, now: float) -> list[float]:
+        oldest = math.floor(now / self.width_s) * self.width_s - (self.count - 1) * self.width_s
+        total = [0.0] * _FIELDS
+        for key, bucket in self.data.items():
+            if oldest <= key <= now:
+                for i in range(_FIELDS):
+                    total[i] += bucket[i]
+        return total
+
+
+@dataclass
+class ServiceRecord:
+    """The rolling record of one pool: minute buckets for the last hour, hour buckets for the day.
+
+    Attributes:
+        last_minute_end_s: end of the newest minute folded in (a minute is folded in once).
+        last_tick_s: time of the last tick folded in (GPU time is integrated between ticks).
+    """
+
+    minutes: _Buckets = field(default_factory=lambda: _Buckets(_MINUTE_S, 60))
+    hours: _Buckets = field(default_factory=lambda: _Buckets(_HOUR_S, 24))
+    last_minute_end_s: float | None = None
+    last_tick_s: float | None = None
+
+    def _add(self, t: float, index: int, value: float) -> None:
+        self.minutes.add(t, index, value)
+        self.hours.add(t, index, value)
+
+    def add_minute(self, sample: MinuteSample, met: bool | None) -> bool:
+        """Fold in a judged minute (``met`` from :func:`judge_minute`, ``None``: not judged);
+        return ``False`` when that minute was already folded in."""
+        if self.last_minute_end_s is not None and sample.end_s <= self.last_minute_end_s:
+            return False
+        self.last_minute_end_s = sample.end_s
+        t = sample.end_s - 1.0  # inside the minute it judges
+        if met is not None:
+            self._add(t, _JUDGED, 1.0)
+            self._add(t, _MET, 1.0 if met else 0.0)
+        if sample.generation_tokens is not None:
+            self._add(t, _TOKEN_MINUTES, 1.0)
+            self._add(t, _TOKENS, sample.generation_tokens)
+            if met is not False:  # a minute that met the SLO, or one not judged for latency (batch)
+                self._add(t, _GOOD_TOKENS, sample.generation_tokens)
+        return True
+
+    def add_tick(self, now: float, gpus: float, snapshot: SignalSnapshot | None, max_gap_s: float) -> None:
+        """Fold in one tick: the GPU time since the last tick (``gpus`` held, the gap capped at
+        ``max_gap_s`` so that a pause of the operator is not billed twice), and the utilisation of
+        the snapshot's contributing pods."""
+        if self.last_tick_s is not None and now > self.last_tick_s:
+            self._add(now, _GPU_S, gpus * min(now - self.last_tick_s, max_gap_s))
+        self.last_tick_s = now
+        if snapshot is None or snapshot.error is not None:
+            return
+        stalled = set(snapshot.stalled_pods)
+        for pod in snapshot.pods:
+            if pod.pod in stalled:
+                continue
+            if pod.running_requests is not None:
+                self._add(now, _BUSY_N, 1.0)
+                self._add(now, _BUSY, 1.0 if pod.running_requests > 0 else 0.0)
+            if pod.kv_cache_utilization is not None:
+                self._add(now, _KV_N, 1.0)
+                self._add(now, _KV, pod.kv_cache_utilization)
+
+    def figures(self, now: float, *, gpu_hour_usd: float, judged: bool) -> PoolFigures:
+        """Return the headline numbers at ``now`` (GPU-hours and cold start are left to the caller).
+
+        Args:
+            now: seconds since the epoch.
+            gpu_hour_usd: ``spec.cost.gpuHourUsd``.
+            judged: whether the pool has an SLO (the interactive pool).
+        """
+        hour = self.minutes.sums(now)
+        day = self.hours.sums(now)
+
+        def share(s: list[float]) -> float | None:
+            return 100.0 * s[_MET] / s[_JUDGED] if judged and s[_JUDGED] > 0 else None
+
+        def per_second(value: float, minutes: float) -> float | None:
+            return value / (minutes * _MINUTE_S) if minutes > 0 else None
+
+        usd = day[_GPU_S] / _HOUR_S * gpu_hour_usd
+        return PoolFigures(
+            slo_attainment_1h_percent=share(hour),
+            slo_attainment_24h_percent=share(day),
+            minutes_judged_1h=int(hour[_JUDGED]) if judged else 0,
+            minutes_judged_24h=int(day[_JUDGED]) if judged else 0,
+            goodput_tokens_per_second=per_second(hour[_GOOD_TOKENS], hour[_TOKEN_MINUTES]),
+            tokens_per_second=per_second(hour[_TOKENS], hour[_TOKEN_MINUTES]),
+            usd_per_million_tokens=usd / (day[_TOKENS] / 1e6) if day[_TOKENS] > 0 and day[_GPU_S] > 0 else None,
+            busy_share=hour[_BUSY] / hour[_BUSY_N] if hour[_BUSY_N] > 0 else None,
+            kv_cache_utilization_mean=hour[_KV] / hour[_KV_N] if hour[_KV_N] > 0 else None,
+        )

@@ -1,0 +1,176 @@
+"""The headline numbers' pure parts: cold start, GPU ledger, SLO minutes, and when status is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmscale.controller.coldstart import ColdStarts, pod_start_seconds, quantile
+from llmscale.controller.gpuledger import GpuLedger, LivePod
+from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.servicerecord import ServiceRecord, judge_minute
+from llmscale.controller.statuspatch import figures_material, memory_material, status_patch
+from llmscale.signals.minute import MinuteSample
+from llmscale.signals.snapshot import PodSignals, SignalSnapshot
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z, a whole hour
+
+
+# -- cold start -----------------------------------------------------------------------------------
+
+
+def test_cold_start_is_creation_to_ready_p90_nearest_rank() -> None:
+    created, ready = pod_start_seconds(
+        {"creationTimestamp": "2026-01-01T00:00:00Z"},
+        {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:03:05Z"}]},
+    )
+    assert (created, ready) == (T0, T0 + 185)
+    assert pod_start_seconds({"creationTimestamp": "2026-01-01T00:00:00Z"},
+                             {"conditions": [{"type": "Ready", "status": "False"}]})[1] is None
+    assert quantile(range(1, 21)) == 18  # P90 of 20 starts: the 18th
+    assert quantile([]) is None
+
+
+def test_cold_starts_keep_the_newest_and_count_each_pod_once() -> None:
+    starts = ColdStarts(keep=3)
+    starts.observe([("a", T0, T0 + 100), ("b", T0, T0 + 200), ("c", T0, None), ("d", None, T0)])
+    starts.observe([("a", T0, T0 + 999)])  # the same pod flapping Ready counts with its first start
+    assert len(starts) == 2 and starts.p90_seconds() == 200
+    starts.observe([("e", T0 + 10, T0 + 310), ("f", T0 + 20, T0 + 420)])
+    assert sorted(starts.starts) == ["b", "e", "f"]  # "a" was the oldest Ready
+    assert starts.p90_seconds() == 400
+
+
+# -- GPU ledger -----------------------------------------------------------------------------------
+
+
+def test_gpu_hours_survive_a_restart_through_the_saved_ledger() -> None:
+    ledger = GpuLedger()
+    ledger.observe({"a": LivePod(T0, 4), "b": LivePod(T0, 4)}, T0)
+    assert ledger.observe({"a": LivePod(T0, 4), "b": LivePod(T0, 4)}, T0 + 1800) is False
+    # b goes away after 1 h: 4 GPU-hours closed; a lives on.
+    assert ledger.observe({"a": LivePod(T0, 4)}, T0 + 3600) is True
+    assert ledger.total_s(T0 + 7200) / 3600 == pytest.approx(4 + 8)
+    # A new process: the live pod comes from the index with its creation time, the closed one from status.
+    restored = GpuLedger.from_dict(ledger.to_dict())
+    restored.observe({"a": LivePod(T0, 4)}, T0 + 7200)
+    assert restored.total_s(T0 + 7200) == pytest.approx(ledger.total_s(T0 + 7200))
+    assert restored.window_s(T0 + 7200) == pytest.approx(ledger.window_s(T0 + 7200))
+
+
+def test_gpu_hours_of_the_last_day_leave_old_pods_out() -> None:
+    ledger = GpuLedger()
+    ledger.observe({"old": LivePod(T0, 1)}, T0)
+    ledger.observe({}, T0 + 10 * 3600)  # ran 10 h, gone
+    day = 86_400
+    assert ledger.window_s(T0 + 10 * 3600) / 3600 == pytest.approx(10)
+    assert ledger.window_s(T0 + day + 5 * 3600) / 3600 == pytest.approx(5)  # hours 5-10 are in the window
+    assert ledger.total_s(T0 + 3 * day) / 3600 == pytest.approx(10)
+    assert GpuLedger.from_dict({"closedGpuSeconds": "x", "closedHours": [[1, "y"], "z"]}).total_s(T0) == 0
+
+
+# -- SLO minutes ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sample", "met"),
+    [
+        pytest.param(MinuteSample(T0, 1.0, 0.05, 30, 900, 0), True, id="both-within"),
+        pytest.param(MinuteSample(T0, 2.5, 0.05, 30, 900, 0), False, id="ttft-over"),
+        pytest.param(MinuteSample(T0, 1.0, 0.1 + 1e-12, 30, 900, 0), True, id="itl-at-the-bucket-bound"),
+        pytest.param(MinuteSample(T0, 1.0, 0.25, 30, 900, 0), False, id="itl-over"),
+        pytest.param(MinuteSample(T0, None, None, 0, 0, 0), True, id="idle-minute-meets"),
+        pytest.param(MinuteSample(T0, None, 0.05, 0, 500, 3), False, id="queue-never-emptied-no-first-token"),
+        pytest.param(MinuteSample(T0), None, id="no-series-not-judged"),
+    ],
+)
+def test_a_minute_is_judged_as_the_simulator_does(sample: MinuteSample, met: bool | None) -> None:
+    assert judge_minute(sample, ttft_target_s=2.0, itl_target_s=0.1) == met
+
+
+def test_attainment_goodput_cost_and_utilisation_over_the_hour() -> None:
+    record = ServiceRecord()
+    for minute in range(1, 11):  # 10 minutes, the 3rd and 4th missed, 600 tokens each
+        sample = MinuteSample(T0 + 60 * minute, 1.0, 0.05, 10, 600, 0)
+        record.add_minute(sample, met=minute not in (3, 4))
+    assert record.add_minute(MinuteSample(T0 + 600), met=True) is False  # a minute counts once
+    busy = SignalSnapshot(observed_at=T0, pods=(PodSignals("a", running_requests=2, kv_cache_utilization=0.4),
+                                               PodSignals("b", running_requests=0, kv_cache_utilization=0.2)))
+    for tick in range(0, 601, 15):
+        record.add_tick(T0 + tick, gpus=2, snapshot=busy, max_gap_s=60)
+    f = record.figures(T0 + 600, gpu_hour_usd=3.0, judged=True)
+    assert f.slo_attainment_1h_percent == pytest.approx(80.0) and f.minutes_judged_1h == 10
+    assert f.tokens_per_second == pytest.approx(10.0)
+    assert f.goodput_tokens_per_second == pytest.approx(8.0)
+    # 2 GPUs × 600 s = 1/3 GPU-hour = 1 USD, over 6,000 tokens
+    assert f.usd_per_million_tokens == pytest.approx(1.0 / 0.006)
+    assert f.busy_share == pytest.approx(0.5) and f.kv_cache_utilization_mean == pytest.approx(0.3)
+    assert record.figures(T0 + 600 + 3600, gpu_hour_usd=3.0, judged=True).slo_attainment_1h_percent is None
+    assert record.figures(T0 + 600, gpu_hour_usd=3.0, judged=False).slo_attainment_1h_percent is None
+
+
+# -- when status is written ---------------------------------------------------------------------------
+
+
+def _status(message: str, recs: list[list[float]], events: list[list[float]], slo: float, usd: float,
+            queue: float) -> dict[str, object]:
+    return {
+        "replicas": {"desired": 3, "ready": 3},
+        "signals": {"queueDepth": queue},
+        "lastDecision": {"at": "x", "interactiveReplicas": 3, "reasons": [f"queue depth {queue} over 3 ready"]},
+        "conditions": [{"type": "MetricsAvailable", "status": "True", "reason": "MetricsFresh",
+                        "message": message}],
+        "pools": {"interactive": {"sloAttainment1hPercent": slo, "usdPerMillionTokens": usd, "gpuHours24h": queue}},
+        "policyState": {"recommendations": recs, "scaleEvents": events},
+    }
+
+
+def test_a_steady_hold_writes_nothing() -> None:
+    old = _status("newest sample 3 s old", [[T0, 3]], [], 100.0, 1.20, 1.0)
+    new = _status("newest sample 12 s old", [[T0, 3], [T0 + 15, 3]], [], 100.0, 1.25, 2.5)
+    assert status_patch(old, new, now=100.0, last_written_at=None, refresh_seconds=None) is None
+    # With a refresh interval the live values are written at most that often.
+    assert status_patch(old, new, now=100.0, last_written_at=95.0, refresh_seconds=10) is None
+    assert status_patch(old, new, now=100.0, last_written_at=80.0, refresh_seconds=10) is not None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"replicas": {"desired": 4, "ready": 3}}, id="replicas"),
+        pytest.param({"conditions": [{"type": "MetricsAvailable", "status": "False", "reason": "MetricsStale",
+                                      "message": "newest sample 120 s old"}]}, id="condition-status"),
+        pytest.param({"conditions": [{"type": "MetricsAvailable", "status": "True", "reason": "MetricsFresh",
+                                      "message": "every signal read"}]}, id="condition-message-words"),
+        pytest.param({"policyState": {"recommendations": [[T0, 3], [T0 + 15, 4]], "scaleEvents": []}},
+                     id="new-recommended-count"),
+        pytest.param({"policyState": {"recommendations": [[T0, 3]], "scaleEvents": [[T0 + 15, 1]]}},
+                     id="new-scale-event"),
+        pytest.param({"pools": {"interactive": {"sloAttainment1hPercent": 98.3, "usdPerMillionTokens": 1.2}}},
+                     id="slo-share-moved"),
+        pytest.param({"pools": {"interactive": {"sloAttainment1hPercent": 100.0, "usdPerMillionTokens": 1.5}}},
+                     id="cost-moved-10-percent"),
+        pytest.param({"usageLedger": {"interactive": {"closedGpuSeconds": 3600}}}, id="a-pod-went-away"),
+    ],
+)
+def test_what_a_reader_acts_on_is_written_at_once(change: dict[str, object]) -> None:
+    old = _status("newest sample 3 s old", [[T0, 3]], [], 100.0, 1.20, 1.0)
+    steady = _status("newest sample 12 s old", [[T0, 3]], [], 100.0, 1.20, 2.0)
+    assert status_patch(old, steady, now=100.0, last_written_at=99.0, refresh_seconds=None) is None
+    patch = status_patch(old, {**steady, **change}, now=100.0, last_written_at=99.0, refresh_seconds=None)
+    assert patch is not None
+    assert patch["signals"] == {"queueDepth": 2.0}  # the volatile parts ride along
+
+
+def test_pruned_memory_and_figures_within_their_deadbands_are_not_material() -> None:
+    assert not memory_material({"recommendations": [[T0, 3], [T0 + 15, 3]], "scaleEvents": [[T0, 1]]},
+                               {"recommendations": [[T0 + 400, 3]], "scaleEvents": []})
+    assert not figures_material({"interactive": {"busyShare": 0.5, "goodputTokensPerSecond": 100}},
+                                {"interactive": {"busyShare": 0.55, "goodputTokensPerSecond": 109}})
+    assert figures_material({"interactive": {}}, {"interactive": {}, "batch": {}})
+
+
+def test_a_restart_reads_the_saved_newest_recommendation_as_held_until_now() -> None:
+    status = {"policyState": {"recommendations": [[T0, 5], [T0 + 30, 4]], "scaleEvents": []}}
+    memory = ObjectMemory().restored_policy_memory(status, T0 + 900)
+    assert memory.recommendations == ((T0, 5), (T0 + 30, 4), (T0 + 900, 4))
+    assert ObjectMemory().restored_policy_memory({}, T0).recommendations == ()
