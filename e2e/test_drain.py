@@ -105,11 +105,18 @@ def test_10_scale_down_during_long_streams_cuts_no_request(cluster: Cluster, nam
         for r in cluster.prom(f'vllm:num_requests_running{{namespace="{namespace}"}}')
     } == {a: 2.0, b: 1.0, c: 0.0}, 20)
 
+    def costs() -> dict[str, str | None]:
+        return {p.metadata.name: (p.metadata.annotations or {}).get("controller.kubernetes.io/pod-deletion-cost")
+                for p in cluster.core.list_namespaced_pod(namespace).items}
+
+    # The operator annotates each pod with its requests in flight before any scale-down (a busy
+    # machine's scrape may be late for one tick: wait for the ticks, then scale down).
+    wait_for("deletion costs from the requests in flight", lambda: (
+        (found := costs()).get(a) == "2" and found.get(b) == "1" and found.get(c) == "0"), 30)
     cluster.apply(namespace, sample(replicas={"min": 1, "max": 1}))
     wait_for("Deployment chat at 1 replica", lambda: cluster.deployment_replicas(namespace, "chat") == 1, 30)
-    costs = {p.metadata.name: (p.metadata.annotations or {}).get("controller.kubernetes.io/pod-deletion-cost")
-             for p in cluster.core.list_namespaced_pod(namespace).items}
-    assert costs.get(a) == "2" and costs.get(b) == "1" and costs.get(c) == "0", costs
+    found = costs()
+    assert found.get(a) == "2" and found.get(b) == "1" and found.get(c) == "0", found
 
     # The ReplicaSet removed the two least-loaded pods and kept the busiest.
     wait_for("pods B and C terminating", lambda: all(

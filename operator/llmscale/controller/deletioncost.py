@@ -12,7 +12,10 @@ real load: unknown is never read as idle.
 Writes are kept few. Between scale-downs an annotation is rewritten only when the load changed
 meaningfully (:func:`meaningful`: to or from idle, or by a factor of 2), so a fleet whose load
 wobbles by a request or two writes nothing; on a tick that scales the pool down, every pod whose
-cost differs at all is rewritten first, so the ReplicaSet acts on the freshest order.
+cost differs at all is rewritten first, so the ReplicaSet acts on the freshest order. A load that
+turns unknown never overwrites a measured cost: a pod missing from one snapshot (a late scrape)
+keeps its last measured place in the order, and only a pod never measured costs
+:data:`UNKNOWN_COST`.
 """
 
 from __future__ import annotations
@@ -85,10 +88,16 @@ def cost_updates(current: Mapping[str, int | None], loads: Mapping[str, int], *,
         loads: each pod's cost now (:func:`pod_loads`).
         exact: rewrite every cost that differs (a tick that scales the pool down), rather than
             only the :func:`meaningful` changes.
+
+    The last measured cost stands while a pod's load is unknown: ``cost`` :data:`UNKNOWN_COST`
+    over a measured ``old`` writes nothing (a late scrape must not reorder the pods the moment a
+    scale-down picks its victims).
     """
     out: dict[str, int] = {}
     for pod, cost in loads.items():
         old = current.get(pod)
+        if cost == UNKNOWN_COST and old is not None and old != UNKNOWN_COST:
+            continue
         if (exact and old != cost) or meaningful(old, cost):
             out[pod] = cost
     return out
