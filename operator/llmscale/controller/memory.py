@@ -9,7 +9,7 @@ history and the policy memory hold wall-clock seconds since the epoch (the polic
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llmscale.policy.types import Decision, PolicyMemory
@@ -45,6 +45,8 @@ class ObjectMemory:
             its Event once per new advice).
         last_target_error: the last message of a ``spec.scaleTargetRef`` that could not be read
             (to post its Warning Event once).
+        job_errors: batch Job name -> the API server's answer to the last refused write of its
+            ``spec.suspend`` (one Warning Event per distinct answer; cleared once a write passes).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -59,6 +61,7 @@ class ObjectMemory:
     stalled_reported: frozenset[str] = frozenset()
     last_advice: tuple[int, int] | None = None
     last_target_error: str | None = None
+    job_errors: dict[str, str] = field(default_factory=dict)
 
     def restored_policy_memory(self, status: Mapping[str, Any] | None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in

@@ -17,13 +17,18 @@ OWNED_STATUS_KEYS: tuple[str, ...] = (
     "signals",
     "lastDecision",
     "conditions",
+    "batch",
     "policyState",
 )
 
 # Status keys whose change alone does not justify a write before the refresh interval: live
 # signal values change on every tick, the policy memory grows on every tick, and the decision time
-# moves with them. ``("lastDecision", "at")`` is a nested path.
-_VOLATILE_STATUS_PATHS: tuple[tuple[str, ...], ...] = (("signals",), ("policyState",), ("lastDecision", "at"))
+# moves with them; the batch backlog's tokens and each Job's projected finish move with the Jobs'
+# progress (its counts of Jobs waiting, running and done do not wait). ``("lastDecision", "at")``
+# is a nested path.
+_VOLATILE_STATUS_PATHS: tuple[tuple[str, ...], ...] = (
+    ("signals",), ("policyState",), ("lastDecision", "at"), ("batch", "jobs"), ("batch", "tokensOutstanding"),
+)
 
 
 def merge_patch(old: Any, new: Any) -> Any:
