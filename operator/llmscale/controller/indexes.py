@@ -128,7 +128,7 @@ def index_jobs(
 
     The value keeps what :func:`~llmscale.policy.batch_jobs.parse_job` reads (name, creation time,
     labels, annotations, ``spec.suspend``/``completionMode``/``completions``, ``status.active``/
-    ``succeeded``/``conditions``) and what an Event on the Job needs (uid); not the pod template,
+    ``terminating``/``succeeded``/``conditions``) and what an Event on the Job needs (uid); not the pod template,
     which can be large and is never read.
     """
     owner = labels.get(JOB_LABEL)
@@ -146,7 +146,8 @@ def index_jobs(
             "annotations": dict(annotations),
         },
         "spec": {k: spec.get(k) for k in ("suspend", "completionMode", "completions", "parallelism") if k in spec},
-        "status": {k: status.get(k) for k in ("active", "succeeded", "failed", "conditions") if k in status},
+        "status": {k: status.get(k) for k in ("active", "terminating", "succeeded", "failed", "conditions")
+                   if k in status},
     }}
 
 
