@@ -6,6 +6,7 @@ six Jobs; the full-size figures are benchmarks/batch_day.py's. The trace: Azure 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -118,3 +119,24 @@ def test_bad_days_are_refused_naming_the_argument(base: Trace) -> None:
         batch_day(base, _spec(), batch_token_fraction=1.0)
     with pytest.raises(ValueError, match="arrive_from_h"):
         batch_day(base, _spec(), arrive_from_h=20.0, arrive_to_h=6.0)
+
+
+def test_the_benchmark_script_runs_on_a_small_day(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("batch_day_benchmark", ROOT / "benchmarks" / "batch_day.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    readme = tmp_path / "README.md"
+    readme.write_text("x\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\n"
+                      "<!-- END GENERATED: batch-day -->\ny\n", encoding="utf-8")
+    out = tmp_path / "results"
+    assert bench.main(["--peak-rps", "1", "--jobs", "3", "--hours", "32", "--concurrency", "64", "--out", str(out), "--readme", str(readme)]) == 0
+    doc = json.loads((out / "batch-day.json").read_text())
+    assert [r["mode"] for r in doc["results"]] == list(MODES)
+    assert 0.25 < doc["scenario"]["batch_token_fraction"] < 0.35
+    assert len(doc["jobs"]["trough, --concurrency 64"]) == 3
+    table = (out / "batch-day.md").read_text()
+    assert "| trough, --concurrency 64 |" in table and "--peak-rps 1 --jobs 3 --concurrency 64 --hours 32" in table
+    assert table.strip() in readme.read_text() and readme.read_text().endswith("-->\ny\n")

@@ -365,9 +365,15 @@ def _peak_gpus(result: SimResult, a: float, b: float) -> int:
 
 
 def run_batch_day(
-    sc: Scenario, day: BatchDay, mode: Mode, progress: Callable[[float], None] | None = None
+    sc: Scenario,
+    day: BatchDay,
+    mode: Mode,
+    progress: Callable[[float], None] | None = None,
+    *,
+    concurrency: int = CLIENT_CONCURRENCY,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[float, float, int]]]:
-    """Run ``day`` one way (module docstring) on the scenario's model, engine and fleet.
+    """Run ``day`` one way (module docstring) on the scenario's model, engine and fleet, each Job's
+    client keeping up to ``concurrency`` requests in flight (``llmscale batch run --concurrency``).
 
     Returns:
         ``(summary, jobs, backlog)``: :func:`~llmscale.sim.report.summarize`'s figures plus
@@ -380,7 +386,8 @@ def run_batch_day(
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    gate = None if mode == "interactive-only" else JobGate(day.jobs, to_interactive=mode == "alongside")
+    gate = (None if mode == "interactive-only"
+            else JobGate(day.jobs, to_interactive=mode == "alongside", concurrency=concurrency))
     trace = day.interactive_only() if mode == "interactive-only" else day.trace
     policy = BatchDayPolicy(sc.spec, gate if mode == "trough" else None, f"llmscale, batch {mode}")
     fleet = replace(sc.fleet_config(sc.oracle().desired_at(trace.start_s)), batch_source=gate,
@@ -395,6 +402,7 @@ def run_batch_day(
     batch = result.is_batch & finished
     summary.update({
         "mode": mode,
+        "client_concurrency": concurrency if gate is not None else None,
         "peak_gpus": _peak_gpus(result, result.start_s + sc.warmup_s, result.end_s),
         "jobs": len(jobs),
         "jobs_met": sum(1 for j in jobs if j["met"]),
