@@ -9,7 +9,7 @@ three ways on the same requests (:mod:`llmscale.sim.batchday`).
 - ``interactive-only``: the interactive traffic alone, the reference for the interactive SLO.
 
 The day: the Azure LLM inference trace 2023 (CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024;
-shipped in the package) time-rescaled to the goodput benchmark's diurnal day (peak 50 requests/s at
+shipped in the package) time-rescaled to the ``azure-day`` workload's diurnal day (peak 50 requests/s at
 15:00 UTC), plus 24 Jobs created between 06:00 and 20:00 UTC whose requests are drawn from the same
 trace; each has a 4-hour deadline annotation with probability 1/8, else the spec's 24 h completion
 window.
@@ -64,7 +64,7 @@ def markdown(scenario: dict[str, Any], rows: list[dict[str, Any]], command: str)
     by = {r["mode"]: r for r in rows}
     alone = by.get("interactive-only", {}).get("gpu_hours")
     lines = [
-        f"LLMDeployment `chat` (`benchmarks/chat-llama-70b-h100-batch.yaml`): the goodput benchmark's "
+        f"LLMDeployment `chat` (`benchmarks/chat-llama-70b-h100-batch.yaml`): the azure-day workload's "
         f"deployment with a batch pool of at most {scenario['batch_max_replicas']} replicas, trough window "
         f"{scenario['window']}. {scenario['trace']}; {scenario['jobs']} Jobs, "
         f"{scenario['batch_token_fraction']:.1%} of the first day's prompt + output tokens are batch; "

@@ -394,7 +394,8 @@ def run_batch_day(
                     batch_max_replicas=sc.spec.batch.most_replicas() if sc.spec.batch is not None else 0)
     t0 = time.perf_counter()
     result = simulate(trace, policy, sc.model, engine=sc.engine, fleet=fleet,
-                      context_limit_tokens=sc.spec.model.context_limit_tokens, progress=progress)
+                      context_limit_tokens=sc.spec.model.context_limit_tokens, itl_slo_s=sc.spec.slo.itl_p95_seconds,
+                      progress=progress)
     result.wall_s = time.perf_counter() - t0
     summary = summarize(result, sc.spec.slo, sc.spec.cost.gpu_hour_usd, sc.warmup_s)
     jobs = job_outcomes(gate) if gate is not None else []
