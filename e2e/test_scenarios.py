@@ -280,6 +280,10 @@ class TestLoadCycle:
 
 
 def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluster, namespace: str) -> None:
+    """The batch pool follows the backlog inside the window: with no Job it stays at 0 even while the
+    window is open; a suspended Job (of unknown size, so the pool runs at its bound) gives it one
+    replica in the window, reached through Service ``chat-batch``; the window closes, the Job is
+    paused and the pool drains to 0 (e2e/test_batch.py runs real batch clients)."""
     now = datetime.now(UTC)
     opens = (now + timedelta(minutes=1)).replace(second=0, microsecond=0)
     if (opens - now).total_seconds() < 8:  # too close to apply and observe it closed first
@@ -287,11 +291,26 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
     closes = opens + timedelta(minutes=1)
     window = {"start": opens.strftime("%H:%M"), "end": closes.strftime("%H:%M"), "timezone": "UTC"}
     cluster.apply(namespace, sample(batch={"windows": [window], "replicas": 1}))
+    # A suspended Job labelled for chat; its container is not the batch client, so nothing runs in
+    # its pod (the pod runner runs only `llmscale batch run`). Due in two days: tomorrow's window
+    # comes before its deadline, so it can wait for it once today's closes (with the default 24 h
+    # completion window a Job of unknown size could not, and would keep running).
+    due = (now + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cluster.apply(namespace, {"apiVersion": "batch/v1", "kind": "Job",
+                              "metadata": {"name": "nightly", "labels": {"llmscale.dev/deployment": "chat"},
+                                           "annotations": {"llmscale.dev/deadline": due}},
+                              "spec": {"suspend": True, "template": {"spec": {
+                                  "restartPolicy": "Never",
+                                  "containers": [{"name": "work", "image": "busybox", "command": ["sleep", "3600"]}]}}}})
+    batch = kubernetes.client.BatchV1Api(cluster.api)
 
     wait_for("BatchWindowOpen=False before the window", lambda: (
         (cluster.condition(namespace, "chat", "BatchWindowOpen") or {}).get("reason") == Reason.OutsideTroughWindows), 30)
+    wait_for("BacklogWaiting before the window", lambda: (
+        (cluster.condition(namespace, "chat", "BatchBacklog") or {}).get("reason") == Reason.BacklogWaiting), 30)
     assert cluster.deployment_replicas(namespace, "chat-batch") == 0
     assert not cluster.pods(namespace, "batch")
+    assert batch.read_namespaced_job("nightly", namespace).spec.suspend is True
 
     wait_for_s = (opens - datetime.now(UTC)).total_seconds()
     wait_for("batch pool scaled to 1 inside the window",
@@ -304,16 +323,20 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
     pods = wait_for("a Ready batch pod", lambda: [p for p in cluster.pods(namespace, "batch") if is_ready(p)],
                     COLD_START_S + 30)
     assert pods[0].metadata.labels["llmscale.dev/pool"] == "batch"
-    # Its engine serves: a completion through the router's pool path.
+    wait_for("the Job released onto the Ready batch replica",
+             lambda: batch.read_namespaced_job("nightly", namespace).spec.suspend is False, 15)
+    # Its engine serves, through the batch Service.
     # The pod runner routes to an engine once it answers /health, a moment after the pod is Ready.
     wait_for("the batch engine serving", lambda: cluster.pool_serving(namespace, "chat", "batch"), 20)
-    url = cluster.pool_url(namespace, "chat", "batch")
+    url = cluster.service_url(namespace, "chat-batch")
     report = asyncio.run(replay(poisson_trace(2.0, 1.0, output=8), url, MODEL, deadline_s=30))
     assert report.sent >= 1 and report.errors == 0
 
     wait_s = (closes - datetime.now(UTC)).total_seconds()
+    wait_for("the Job paused after the window", lambda: batch.read_namespaced_job("nightly", namespace).spec.suspend
+             is True, wait_s + 15)
     wait_for("batch pool drained to 0 after the window",
-             lambda: cluster.deployment_replicas(namespace, "chat-batch") == 0, wait_s + 15)
+             lambda: cluster.deployment_replicas(namespace, "chat-batch") == 0, 30)
     assert datetime.now(UTC) >= closes - timedelta(seconds=1), "the batch pool stopped before its window closed"
     wait_for("batch pods gone", lambda: not cluster.pods(namespace, "batch"), 30)
     wait_for("BatchWindowOpen=False after the window", lambda: (

@@ -544,8 +544,9 @@ def status_reference_markdown() -> str:
 
 _BLOCKS = {"spec-reference": spec_reference_markdown, "status-reference": status_reference_markdown}
 #: Generated blocks another tool owns, left as they are: ``benchmark`` (``benchmarks/workloads.py``
-#: writes the README's performance tables).
-_OTHER_GENERATORS = frozenset({"benchmark"})
+#: writes the README's performance tables) and ``batch-day`` (``benchmarks/batch_day.py``, the batch
+#: table).
+_OTHER_GENERATORS = frozenset({"benchmark", "batch-day"})
 _BLOCK_RE = re.compile(
     r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+)[^>]*-->\n)(?P<body>.*?)(<!-- END GENERATED: (?P=name) -->)",
     re.DOTALL,
@@ -557,7 +558,8 @@ def replace_generated_blocks(text: str) -> str:
 
     A block is the text between ``<!-- BEGIN GENERATED: spec-reference -->`` (or
     ``status-reference``) and ``<!-- END GENERATED: spec-reference -->``, each marker on its own line;
-    text outside the markers, and the blocks of other generators (``benchmark``), are left as they are.
+    text outside the markers, and the blocks of other generators (``benchmark``, ``batch-day``), are left
+    as they are.
 
     Raises:
         KeyError: a block names a generator that does not exist.

@@ -12,11 +12,15 @@ What it does, unattended (see docs/demo.md):
 3. replays the Azure LLM inference trace 2023 (CC-BY 4.0; Patel et al., Splitwise, ISCA 2024;
    shipped in the package, :mod:`llmscale.data`), time-rescaled onto a daily shape (:func:`llmscale.sim.trace.synthesize` with a
    :class:`~llmscale.sim.trace.DiurnalEnvelope`), a day compressed into ``--minutes`` of wall time,
-   through the router; batch work is sent to the batch pool while it serves;
+   through the router; during the compressed day suspended batch Jobs are created
+   (``llmscale batch run`` against Service ``chat-batch``, the input and the results on a hostPath
+   folder of the state dir), which the operator releases when the trough window opens, so the
+   day's batch backlog drains overnight;
 4. shows a live view (rich) of arrivals, queue, KV-cache use, TTFT p95 (from Prometheus, through
-   :mod:`llmscale.signals`) and the replicas from the LLMDeployment's status;
-5. writes ``out/demo.png`` (load, replicas and latency over time) and ``out/demo-summary.json``,
-   prints the summary, and stops everything it started, also on Ctrl-C or an error.
+   :mod:`llmscale.signals`), the replicas and the batch backlog from the LLMDeployment's status;
+5. writes ``out/demo.png`` (load, replicas, latency and the batch backlog over time) and
+   ``out/demo-summary.json``, prints the summary, and stops everything it started, also on Ctrl-C
+   or an error.
 
 The engines run at real-time speed; only the traffic's day is compressed. GPU-hours and cost are
 therefore wall-clock GPU time of the fake GPUs the pods hold, priced at ``spec.cost.gpuHourUsd``.
@@ -43,7 +47,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import aiohttp
 import numpy as np
 import yaml
 
@@ -87,7 +90,10 @@ class DemoConfig:
             on 2 shared CPU cores, which also run the control plane.
         start_hour: hour of the (UTC) trace day the replay starts at; 6 puts the morning ramp
             first and the night near the end, where the trough window is.
-        batch_rps: batch requests per wall second sent to the batch pool while it serves.
+        batch_job_hours: hours of the compressed day at which a batch Job is created (one each).
+        batch_requests: requests of each batch Job (64 output tokens each): three Jobs of 60 take
+            one batch replica of the sample about half a minute, so the one-minute window drains
+            them.
         out_dir: where the plot and the summary go.
         trace: a trace CSV in the Azure format, or the name of a bundled trace in that format
             (default: :data:`llmscale.data.DEFAULT_TRACE`, the packaged Azure LLM inference trace 2023).
@@ -97,7 +103,8 @@ class DemoConfig:
     minutes: float = 7.0
     peak_rps: float = 2.0
     start_hour: float = 6.0
-    batch_rps: float = 0.5
+    batch_job_hours: tuple[float, ...] = (9.0, 13.0, 17.0)
+    batch_requests: int = 60
     out_dir: Path = Path("out")
     trace: str | Path | None = None
     seed: int = 0
@@ -116,6 +123,9 @@ class Sample:
         ttft_p95_s: TTFT p95 over the last 30 s (Prometheus histogram), seconds, or None.
         desired / ready / headroom / batch / batch_ready: from ``status.replicas``.
         gpus: GPUs held by the LLMDeployment's live pods (starting ones included).
+        backlog_tokens: ``status.batch.tokensOutstanding`` (None before the first status).
+        jobs_waiting / jobs_running / jobs_done: ``status.batch.jobsWaiting`` / ``…Running`` /
+            ``…Done``.
     """
 
     t_s: float
@@ -130,12 +140,116 @@ class Sample:
     batch: int | None
     batch_ready: int | None
     gpus: int
+    backlog_tokens: float | None = None
+    jobs_waiting: int | None = None
+    jobs_running: int | None = None
+    jobs_done: int | None = None
 
 
 @dataclass
 class _Run:
     samples: list[Sample] = field(default_factory=list)
-    batch_results: list[RequestResult] = field(default_factory=list)
+    jobs_created: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What the day's batch Jobs did, read from their results files at the end.
+
+    Attributes:
+        jobs: Jobs created.
+        requests: requests in their inputs.
+        results: result lines written (over all Jobs).
+        unique_results: distinct ``custom_id`` among them (equal to ``results``: each written once).
+        output_tokens: completion tokens of the successful results.
+    """
+
+    jobs: int
+    requests: int
+    results: int
+    unique_results: int
+    output_tokens: int
+
+
+def batch_inputs(folder: Path, cfg: DemoConfig, model: str) -> list[tuple[str, float, dict[str, str]]]:
+    """Write one OpenAI batch input per Job under ``folder/<job>/requests.jsonl`` (completions of
+    64 tokens on short documents) and return ``(job name, creation hour, size annotations)``.
+
+    The size annotations count as ``llmscale batch size`` does (:mod:`llmscale.batch.size`, a
+    sibling layer the demo does not import): the lines, the prompt tokens as the mock engine counts
+    them (:func:`llmscale.engine.tokenizer.prompt_tokens`) and ``max_tokens`` each.
+    """
+    from llmscale.engine.tokenizer import prompt_tokens
+    from llmscale.policy.batch_jobs import (
+        ANNOTATION_INPUT_TOKENS,
+        ANNOTATION_OUTPUT_TOKENS,
+        ANNOTATION_REQUESTS,
+    )
+
+    out = []
+    max_tokens = 64
+    for k, hour in enumerate(cfg.batch_job_hours):
+        name = f"batch-{int(hour):02d}h"
+        path = folder / name / "requests.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / "results.jsonl").unlink(missing_ok=True)
+        prompt_total = 0
+        with path.open("w") as f:
+            for i in range(cfg.batch_requests):
+                prompt = f"summarise document {k}-{i}: " + "text " * 60
+                prompt_total += prompt_tokens(prompt)
+                body = {"model": model, "prompt": prompt, "max_tokens": max_tokens}
+                f.write(json.dumps({"custom_id": f"{name}-{i:04d}", "method": "POST", "url": "/v1/completions",
+                                    "body": body}) + "\n")
+        out.append((name, hour, {ANNOTATION_REQUESTS: str(cfg.batch_requests),
+                                 ANNOTATION_INPUT_TOKENS: str(prompt_total),
+                                 ANNOTATION_OUTPUT_TOKENS: str(max(cfg.batch_requests * max_tokens, 1))}))
+    return out
+
+
+def batch_job_manifest(name: str, data: Path, annotations: dict[str, str], port: int) -> dict[str, Any]:
+    """A suspended batch Job for the demo's LLMDeployment, as docs/batch.md writes one: the batch
+    client on a hostPath folder (the local cluster's nodes are this machine)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"llmscale.dev/deployment": NAME},
+                     "annotations": annotations},
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 2,
+            "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onExitCodes": {"containerName": "batch", "operator": "In", "values": [75]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]},
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{
+                    "name": "batch", "image": "llmscale:dev", "command": ["llmscale", "batch", "run"],
+                    "args": [f"--input=/data/{name}/requests.jsonl", f"--output=/data/{name}/results.jsonl",
+                             f"--url=http://{NAME}-batch:{port}", "--concurrency=16", "--grace=5",
+                             "--progress=plain"],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                }],
+                "volumes": [{"name": "data", "hostPath": {"path": str(data), "type": "Directory"}}],
+            }},
+        },
+    }
+
+
+def batch_outcome(folder: Path, jobs: list[str], requests_per_job: int) -> BatchOutcome:
+    """Read the Jobs' results files (missing: no result yet)."""
+    results = unique = tokens = 0
+    for name in jobs:
+        path = folder / name / "results.jsonl"
+        lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+        results += len(lines)
+        unique += len({r.get("custom_id") for r in lines})
+        for r in lines:
+            response = r.get("response") or {}
+            if response.get("status_code") == 200:
+                tokens += int(((response.get("body") or {}).get("usage") or {}).get("completion_tokens") or 0)
+    return BatchOutcome(len(jobs), len(jobs) * requests_per_job, results, unique, tokens)
 
 
 def find_repo(start: Path | None = None) -> Path:
@@ -192,9 +306,10 @@ def trough_window(t0: float, cfg: DemoConfig, opens_at_hour: float = 0.5) -> tup
     return opens, opens + timedelta(minutes=1)
 
 
-def summarize(results: list[RequestResult], batch: list[RequestResult], samples: list[Sample],
+def summarize(results: list[RequestResult], batch: BatchOutcome, samples: list[Sample],
               duration_s: float, ttft_slo_s: float, itl_slo_s: float, gpu_hour_usd: float,
-              sent: int, dropped: int, unfinished: int = 0) -> dict[str, Any]:
+              sent: int, dropped: int, unfinished: int = 0, start_hour: float = 0.0,
+              speedup: float = 1.0) -> dict[str, Any]:
     """Return the demo's summary (keys carry their units).
 
     A request meets the SLO when it succeeded, its client-measured TTFT is within
@@ -202,6 +317,9 @@ def summarize(results: list[RequestResult], batch: list[RequestResult], samples:
     ``itl_slo_s``. SLO attainment = such requests / requests sent; goodput = their output tokens per
     wall second. GPU-hours integrate the GPUs held by live pods over the samples (wall time); cost
     per million tokens = GPU-hours × ``gpu_hour_usd`` / (delivered tokens, interactive + batch) × 10⁶.
+    The batch backlog's peak and the compressed hour at which it drained (the first sample with
+    every Job done, after some backlog was seen; ``start_hour`` + wall seconds × ``speedup``) come
+    from the samples of ``status.batch``.
     """
     def meets(r: RequestResult) -> bool:
         if not r.ok or r.ttft_s is None or r.ttft_s > ttft_slo_s:
@@ -212,7 +330,7 @@ def summarize(results: list[RequestResult], batch: list[RequestResult], samples:
     good = [r for r in results if meets(r)]
     ok = [r for r in results if r.ok]
     tokens = sum(r.completion_tokens for r in ok)
-    batch_tokens = sum(r.completion_tokens for r in batch if r.ok)
+    batch_tokens = batch.output_tokens
     gpu_s = 0.0
     for a, b in itertools.pairwise(samples):
         gpu_s += a.gpus * (b.t_s - a.t_s)
@@ -233,8 +351,14 @@ def summarize(results: list[RequestResult], batch: list[RequestResult], samples:
         "ttft_p50_s": round(float(np.percentile(ttfts, 50)), 3) if ttfts else None,
         "ttft_p95_s": round(float(np.percentile(ttfts, 95)), 3) if ttfts else None,
         "output_tokens": tokens,
-        "batch_requests_ok": sum(1 for r in batch if r.ok),
+        "batch_jobs": batch.jobs,
+        "batch_jobs_done": max((s.jobs_done or 0 for s in samples), default=0),
+        "batch_requests": batch.requests,
+        "batch_results": batch.results,
+        "batch_results_unique": batch.unique_results,
         "batch_output_tokens": batch_tokens,
+        "batch_backlog_peak_tokens": int(max((s.backlog_tokens or 0 for s in samples), default=0)),
+        "batch_drained_at_hour": _drained_at(samples, batch.jobs, start_hour, speedup),
         "goodput_tok_s": round(sum(r.completion_tokens for r in good) / duration_s, 2) if duration_s else None,
         "replicas_min": min(desired) if desired else None,
         "replicas_max": max(desired) if desired else None,
@@ -246,8 +370,18 @@ def summarize(results: list[RequestResult], batch: list[RequestResult], samples:
     }
 
 
+def _drained_at(samples: list[Sample], jobs: int, start_hour: float, speedup: float) -> float | None:
+    seen = False
+    for s in samples:
+        seen = seen or bool(s.backlog_tokens)
+        if seen and jobs and (s.jobs_done or 0) >= jobs:
+            return round((start_hour + s.t_s * speedup / 3600.0) % 24.0, 2)
+    return None
+
+
 def plot(samples: list[Sample], path: Path, ttft_slo_s: float, window: tuple[float, float]) -> Path:
-    """Write the three-panel PNG (load and queue; replicas; TTFT p95 vs the SLO) to ``path``."""
+    """Write the four-panel PNG (load and queue; replicas; TTFT p95 vs the SLO; the batch backlog)
+    to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -258,7 +392,7 @@ def plot(samples: list[Sample], path: Path, ttft_slo_s: float, window: tuple[flo
     def col(name: str) -> Any:
         return np.array([np.nan if getattr(s, name) is None else getattr(s, name) for s in samples], dtype=float)
 
-    fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    fig, axes = plt.subplots(4, 1, figsize=(10, 11.5), sharex=True)
     ax = axes[0]
     ax.plot(t, col("arrivals_rps"), label="arrivals/s (client)")
     ax.set_ylabel("arrivals per wall second")
@@ -278,8 +412,17 @@ def plot(samples: list[Sample], path: Path, ttft_slo_s: float, window: tuple[flo
     ax.plot(t, col("ttft_p95_s"), label="TTFT p95 (Prometheus, 30 s)")
     ax.axhline(ttft_slo_s, color="red", linestyle="--", label=f"SLO {ttft_slo_s:g} s")
     ax.set_ylabel("seconds")
-    ax.set_xlabel(f"wall minutes (one day compressed; {TRACE_CITATION})")
     ax.legend(loc="upper left")
+    ax = axes[3]
+    ax.step(t, col("backlog_tokens") / 1000.0, where="post", color="tab:purple", label="batch tokens outstanding")
+    ax.set_ylabel("k tokens")
+    ax.legend(loc="upper left")
+    jobs_ax = ax.twinx()
+    jobs_ax.step(t, col("jobs_waiting"), where="post", color="tab:grey", label="Jobs waiting")
+    jobs_ax.step(t, col("jobs_done"), where="post", color="tab:green", label="Jobs done")
+    jobs_ax.set_ylabel("Jobs")
+    jobs_ax.legend(loc="upper right")
+    ax.set_xlabel(f"wall minutes (one day compressed; {TRACE_CITATION})")
     for ax in axes:
         ax.axvspan(window[0] / 60.0, window[1] / 60.0, color="grey", alpha=0.15)
     fig.tight_layout()
@@ -348,7 +491,7 @@ def _manifest(opens: datetime, closes: datetime) -> dict[str, Any]:
     # With the L40S's own cache the KV-cache target is the one derived from the model and the SLO.
     spec["scaling"]["targets"].pop("kvCacheUtilization", None)
     spec["scaling"]["scaleDown"].update({"stabilizationWindowSeconds": 30, "periodSeconds": 10})
-    spec["batch"] = {"replicas": 1, "windows": [
+    spec["batch"] = {"maxReplicas": 1, "windows": [
         {"start": opens.strftime("%H:%M"), "end": closes.strftime("%H:%M"), "timezone": "UTC"}]}
     return manifest
 
@@ -367,35 +510,9 @@ def _fmt(v: float | None, fmt: str) -> str:
     return "?" if v is None else format(v, fmt)
 
 
-async def _batch_worker(router: str, stop: asyncio.Event, rate: float, run: _Run, model: str) -> None:
-    """Send batch requests to the batch pool while it has ready engines (503 otherwise: skipped)."""
-    url = f"{router}/ns/{NAMESPACE}/pool/{NAME}:batch/v1/completions"
-    body = {"model": model, "prompt": [1] * 1024, "max_tokens": 256, "ignore_eos": True}
-    tasks: set[asyncio.Task[None]] = set()
-    async with aiohttp.ClientSession() as session:
-        async def one() -> None:
-            start = time.monotonic()
-            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
-                async with session.post(url, json=body) as resp:
-                    payload = await resp.read()
-                    if resp.status == 200:
-                        tokens = int(json.loads(payload)["usage"]["completion_tokens"])
-                        run.batch_results.append(RequestResult(start, 1024, 256, 200, time.monotonic() - start,
-                                                               None, tokens))
-        while not stop.is_set():
-            if len(tasks) < 8:
-                task = asyncio.create_task(one())
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0 / rate)
-        for task in list(tasks):
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
 async def _replay_and_watch(stack: Any, trace: Trace, speedup: float, cfg: DemoConfig, spec: dict[str, Any],
-                            window_s: tuple[float, float], t0: float, run: _Run) -> ReplayReport:
+                            window_s: tuple[float, float], t0: float, run: _Run,
+                            jobs: list[tuple[str, float, dict[str, Any]]]) -> ReplayReport:
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
@@ -412,21 +529,21 @@ async def _replay_and_watch(stack: Any, trace: Trace, speedup: float, cfg: DemoC
     offsets = (trace.arrival_s - trace.start_s) / speedup
     url = f"{stack.router_url}/ns/{NAMESPACE}/svc/{NAME}/v1/completions"
     deadline = max(cfg.minutes * 60.0, window_s[1] + 30.0)
-    stop = asyncio.Event()
     console = Console()
     replay_task = asyncio.create_task(replay(trace, url, model, speedup=speedup, deadline_s=deadline,
                                              max_in_flight=256, stream=True))
-    batch_task = asyncio.create_task(_batch_worker(stack.router_url, stop, cfg.batch_rps, run, model))
 
     def table(s: Sample) -> Table:
         tab = Table(title=f"llmscale demo — {TRACE_CITATION}", show_header=True)
-        for col in ("wall", "day", "arrivals/s", "queue", "KV", "TTFT p95", "desired", "ready", "headroom", "batch"):
+        for col in ("wall", "day", "arrivals/s", "queue", "KV", "TTFT p95", "desired", "ready", "headroom", "batch",
+                    "backlog", "Jobs done"):
             tab.add_column(col, justify="right")
 
         f = _fmt
         tab.add_row(f"{s.t_s:5.0f} s", f"{int(s.trace_hour):02d}:{int(s.trace_hour % 1 * 60):02d}",
                     f"{s.arrivals_rps:.2f}", f(s.queue, ".0f"), f(s.kv, ".2f"), f(s.ttft_p95_s, ".2f"),
-                    f(s.desired, "d"), f(s.ready, "d"), f(s.headroom, "d"), f(s.batch, "d"))
+                    f(s.desired, "d"), f(s.ready, "d"), f(s.headroom, "d"), f(s.batch, "d"),
+                    f(s.backlog_tokens, ",.0f"), f(s.jobs_done, "d"))
         return tab
 
     last_print = -1e9
@@ -442,11 +559,24 @@ async def _replay_and_watch(stack: Any, trace: Trace, speedup: float, cfg: DemoC
             except DemoError:
                 st, gpus = {}, 0
             reps = st.get("replicas", {})
+            backlog = st.get("batch") or {}
             arrivals = float(np.count_nonzero((offsets > t - 10) & (offsets <= t))) / 10.0
-            hour = (cfg.start_hour + t * speedup / 3600.0) % 24.0
+            day_hours = cfg.start_hour + t * speedup / 3600.0
+            hour = day_hours % 24.0
+            # The day's Jobs, created suspended as the compressed clock passes their hour.
+            for name, at, annotations in jobs:
+                if name not in run.jobs_created and day_hours >= at + (24.0 if at < cfg.start_hour else 0.0):
+                    manifest = batch_job_manifest(name, Path(stack.state_dir) / "batch-data", annotations,
+                                                  int(spec["engine"].get("port", 8000)))
+                    with contextlib.suppress(DemoError):
+                        await asyncio.to_thread(_kubectl, stack, "apply", "--server-side",
+                                                "--field-manager=llmscale-demo", "-f", "-",
+                                                input=yaml.safe_dump(manifest))
+                        run.jobs_created.append(name)
             s = Sample(t, hour, arrivals, snap.queue_depth, snap.kv_cache_utilization, snap.ttft_p95_s,
                        reps.get("desired"), reps.get("ready"), reps.get("headroom"), reps.get("batch"),
-                       reps.get("batchReady"), gpus)
+                       reps.get("batchReady"), gpus, backlog.get("tokensOutstanding"), backlog.get("jobsWaiting"),
+                       backlog.get("jobsRunning"), backlog.get("jobsDone"))
             run.samples.append(s)
             if live is not None:
                 live.update(table(s), refresh=True)
@@ -455,10 +585,9 @@ async def _replay_and_watch(stack: Any, trace: Trace, speedup: float, cfg: DemoC
                 print(f"[{t:5.0f} s, day {int(hour):02d}:{int(hour % 1 * 60):02d}] arrivals {arrivals:.1f}/s "
                       f"queue {_fmt(s.queue, '.0f')} KV {_fmt(s.kv, '.2f')} TTFT p95 {_fmt(s.ttft_p95_s, '.2f')} s | "
                       f"desired {_fmt(s.desired, 'd')} ready {_fmt(s.ready, 'd')} headroom {_fmt(s.headroom, 'd')} "
-                      f"batch {_fmt(s.batch, 'd')}", flush=True)
+                      f"batch {_fmt(s.batch, 'd')} backlog {_fmt(s.backlog_tokens, ',.0f')} tokens, "
+                      f"{_fmt(s.jobs_done, 'd')}/{len(run.jobs_created)} Jobs done", flush=True)
             await asyncio.wait({replay_task}, timeout=2.0)
-    stop.set()
-    await batch_task
     return replay_task.result()
 
 
@@ -514,14 +643,18 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
                      input=yaml.safe_dump(manifest))
             print(f"llmscale demo: trough window {opens:%H:%M}–{closes:%H:%M} UTC (the compressed night)", flush=True)
             run = _Run()
+            data = state / "batch-data"
+            jobs = batch_inputs(data, cfg, spec["model"]["name"])
             t0 = time.monotonic()
             start_wall = time.time()
             window_s = (opens.timestamp() - start_wall, closes.timestamp() - start_wall)
-            report = asyncio.run(_replay_and_watch(stack, trace, speedup, cfg, spec, window_s, t0, run))
+            report = asyncio.run(_replay_and_watch(stack, trace, speedup, cfg, spec, window_s, t0, run, jobs))
             duration = time.monotonic() - t0
-        summary = summarize(report.results, run.batch_results, run.samples, duration,
+        outcome = batch_outcome(data, run.jobs_created, cfg.batch_requests)
+        summary = summarize(report.results, outcome, run.samples, duration,
                             float(spec["slo"]["ttftP95Seconds"]), float(spec["slo"]["itlP95Seconds"]),
-                            float(spec.get("cost", {}).get("gpuHourUsd", 2.5)), report.sent, report.dropped, report.in_flight)
+                            float(spec.get("cost", {}).get("gpuHourUsd", 2.5)), report.sent, report.dropped,
+                            report.in_flight, start_hour=cfg.start_hour, speedup=speedup)
         out_dir.mkdir(parents=True, exist_ok=True)
         plot(run.samples, out_dir / "demo.png", float(spec["slo"]["ttftP95Seconds"]), window_s)
         (out_dir / "demo-summary.json").write_text(json.dumps(summary, indent=2) + "\n")

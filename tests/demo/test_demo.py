@@ -8,10 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from llmscale.batch.requests import read_requests
+from llmscale.batch.size import batch_size
 from llmscale.demo import (
+    BatchOutcome,
     DemoConfig,
     DemoError,
     Sample,
+    batch_inputs,
+    batch_job_manifest,
+    batch_outcome,
     demo_home,
     demo_trace,
     find_repo,
@@ -60,8 +66,8 @@ def _result(ttft: float, e2e: float, tokens: int, status: int = 200) -> RequestR
     return RequestResult(0.0, 100, tokens, status, e2e, ttft, tokens if status == 200 else 0)
 
 
-def _sample(t: float, gpus: int) -> Sample:
-    return Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, gpus, gpus, 1, 0, 0, gpus)
+def _sample(t: float, gpus: int, backlog: float | None = None, done: int | None = None) -> Sample:
+    return Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, gpus, gpus, 1, 0, 0, gpus, backlog, None, None, done)
 
 
 def test_summary_counts_slo_attainment_goodput_and_cost_per_million_tokens() -> None:
@@ -71,10 +77,11 @@ def test_summary_counts_slo_attainment_goodput_and_cost_per_million_tokens() -> 
         _result(0.5, 0.5 + 99 * 0.2, 100),    # ITL 200 ms over the 100 ms SLO
         _result(0.1, 0.2, 0, status=503),     # failed
     ]
-    batch = [_result(0.0, 10.0, 250)]
-    samples = [_sample(0, 2), _sample(1800, 4), _sample(3600, 4)]  # 2 GPUs 30 min + 4 GPUs 30 min
+    batch = BatchOutcome(jobs=2, requests=10, results=10, unique_results=10, output_tokens=250)
+    # 2 GPUs 30 min + 4 GPUs 30 min; a backlog seen at 1,800 s, both Jobs done at 3,600 s.
+    samples = [_sample(0, 2, 0.0, 0), _sample(1800, 4, 5000.0, 0), _sample(3600, 4, 0.0, 2)]
     s = summarize(results, batch, samples, duration_s=100.0, ttft_slo_s=2.0, itl_slo_s=0.1,
-                  gpu_hour_usd=2.5, sent=5, dropped=1)
+                  gpu_hour_usd=2.5, sent=5, dropped=1, start_hour=6.0, speedup=12.0)
     assert s["slo_attainment"] == pytest.approx(1 / 5)
     assert s["goodput_tok_s"] == pytest.approx(100 / 100.0)
     assert s["requests_ok"] == 3 and s["requests_failed"] == 1 and s["requests_dropped"] == 1
@@ -82,6 +89,39 @@ def test_summary_counts_slo_attainment_goodput_and_cost_per_million_tokens() -> 
     assert s["cost_usd"] == pytest.approx(7.5)
     assert s["cost_per_million_tokens_usd"] == pytest.approx(7.5 / 550 * 1e6, rel=1e-3)
     assert "Patel et al." in s["trace"]
+    assert (s["batch_jobs"], s["batch_jobs_done"], s["batch_results"], s["batch_results_unique"]) == (2, 2, 10, 10)
+    assert s["batch_backlog_peak_tokens"] == 5000
+    # Drained at wall 3,600 s: 6:00 + 3,600 s × 12 = 18:00 of the compressed day.
+    assert s["batch_drained_at_hour"] == pytest.approx(18.0)
+
+
+def test_a_backlog_never_drained_has_no_drain_hour() -> None:
+    batch = BatchOutcome(jobs=2, requests=10, results=4, unique_results=4, output_tokens=100)
+    samples = [_sample(0, 2, 5000.0, 0), _sample(60, 2, 2000.0, 1)]
+    s = summarize([], batch, samples, duration_s=60.0, ttft_slo_s=2.0, itl_slo_s=0.1, gpu_hour_usd=2.5, sent=0,
+                  dropped=0)
+    assert s["batch_drained_at_hour"] is None and s["batch_jobs_done"] == 1
+
+
+def test_the_days_jobs_are_suspended_batch_clients_on_their_hostpath_folder(tmp_path: Path) -> None:
+    cfg = DemoConfig(batch_job_hours=(9.0, 17.0), batch_requests=5)
+    jobs = batch_inputs(tmp_path, cfg, "chat")
+    assert [(name, hour) for name, hour, _ in jobs] == [("batch-09h", 9.0), ("batch-17h", 17.0)]
+    assert jobs[0][2]["llmscale.dev/batch-requests"] == "5"
+    assert jobs[0][2]["llmscale.dev/batch-output-tokens"] == str(5 * 64)
+    # The same annotations as `llmscale batch size` writes for the input.
+    assert jobs[0][2] == batch_size(read_requests(tmp_path / "batch-09h" / "requests.jsonl")).annotations()
+    job = batch_job_manifest("batch-09h", tmp_path, jobs[0][2], 8000)
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"] == {"llmscale.dev/deployment": "chat"}
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["llmscale", "batch", "run"]
+    assert "--url=http://chat-batch:8000" in container["args"]
+    assert job["spec"]["template"]["spec"]["volumes"][0]["hostPath"]["path"] == str(tmp_path)
+    # Results written by a client are read back; a Job without results yet counts none.
+    (tmp_path / "batch-09h" / "results.jsonl").write_text(
+        '{"custom_id": "batch-09h-0000", "response": {"status_code": 200, "body": {"usage": {"completion_tokens": 64}}}}\n')
+    assert batch_outcome(tmp_path, ["batch-09h", "batch-17h"], 5) == BatchOutcome(2, 10, 1, 1, 64)
 
 
 def test_the_repository_is_found_from_below_and_refused_outside(tmp_path: Path) -> None:

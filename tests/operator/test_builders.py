@@ -48,7 +48,8 @@ def args_of(argv: list[str], flag: str) -> str:
 def test_every_child_carries_the_five_labels_and_a_controller_owner_reference() -> None:
     children = child_manifests(BODY, spec(batch={"windows": [{"start": "22:00", "end": "06:00"}]}), 3, 0)
     assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
-        ("Service", "chat"), ("PodDisruptionBudget", "chat"), ("Deployment", "chat"), ("Deployment", "chat-batch"),
+        ("Service", "chat"), ("PodDisruptionBudget", "chat"), ("Service", "chat-batch"), ("Deployment", "chat"),
+        ("Deployment", "chat-batch"),
     ]
     for child in children:
         pool = "batch" if child["metadata"]["name"] == "chat-batch" else "interactive"
@@ -69,6 +70,20 @@ def test_every_child_carries_the_five_labels_and_a_controller_owner_reference() 
 def test_no_batch_deployment_without_spec_batch() -> None:
     kinds = [c["metadata"]["name"] for c in child_manifests(BODY, spec(), 2, 0) if c["kind"] == "Deployment"]
     assert kinds == ["chat"]
+    assert [c["metadata"]["name"] for c in child_manifests(BODY, spec(), 2, 0) if c["kind"] == "Service"] == ["chat"]
+
+
+def test_the_batch_service_selects_the_batch_pool_only_on_the_engine_port() -> None:
+    children = child_manifests(BODY, spec(engine={"port": 9000}, batch={"windows": [{"start": "22:00", "end": "06:00"}]}),
+                               2, 1)
+    service = next(c for c in children if c["kind"] == "Service" and c["metadata"]["name"] == "chat-batch")
+    batch = next(c for c in children if c["kind"] == "Deployment" and c["metadata"]["name"] == "chat-batch")
+    assert service["spec"]["selector"] == {"llmscale.dev/deployment": "chat", "llmscale.dev/pool": "batch"}
+    assert service["spec"]["selector"].items() <= batch["spec"]["template"]["metadata"]["labels"].items()
+    assert service["spec"]["ports"] == [{"name": "http", "port": 9000, "targetPort": "http", "protocol": "TCP"}]
+    interactive = next(c for c in children if c["kind"] == "Deployment" and c["metadata"]["name"] == "chat")
+    # The interactive pods never match it: batch work reaches only the batch pool.
+    assert not service["spec"]["selector"].items() <= interactive["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_service_and_pdb_select_the_interactive_pool_only() -> None:

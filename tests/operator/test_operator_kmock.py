@@ -38,6 +38,7 @@ SERVICES = "v1/services"
 PDBS = "policy/v1/poddisruptionbudgets"
 PODS = "v1/pods"
 EVENTS = "v1/events"
+JOBS = "batch/v1/jobs"
 NAMESPACES = "v1/namespaces"
 
 #: 2024-06-03 12:00:00 UTC, a Monday: outside the 22:00-06:00 trough window used by tests.
@@ -192,9 +193,11 @@ async def kube() -> AsyncIterator[ApplyingEmulator]:
         )
         emulator.resources[PODS] = kmock.ResourceInfo(kind="Pod", namespaced=True,
                                                       verbs={"get", "list", "watch", "patch"})
-        emulator.resources[SERVICES] = kmock.ResourceInfo(kind="Service", namespaced=True, verbs={"patch"})
+        emulator.resources[SERVICES] = kmock.ResourceInfo(kind="Service", namespaced=True, verbs={"patch", "delete"})
         emulator.resources[PDBS] = kmock.ResourceInfo(kind="PodDisruptionBudget", namespaced=True, verbs={"patch"})
         emulator.resources[EVENTS] = kmock.ResourceInfo(kind="Event", namespaced=True, verbs={"create"})
+        emulator.resources[JOBS] = kmock.ResourceInfo(kind="Job", namespaced=True, subresources={"status"},
+                                                      verbs={"get", "list", "watch", "patch"})
         # Kopf waits for namespaces to be served; with cluster scanning off (kmock 0.8 cannot
         # parse the path /api/v1/namespaces) it never lists them and watches `serving` as named.
         emulator.resources[NAMESPACES] = kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs={"list", "watch"})
@@ -391,8 +394,8 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert status["policyState"]["scaleEvents"]
     assert [c["type"] for c in status["conditions"]] == [
         "Ready", "ScalingActive", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale",
-        "ScalingLimited", "BatchWindowOpen", "PolicyStateReadable", "CapacityModel", "Diagnosis", "ChildrenApplied",
-        "SoleAutoscaler",
+        "ScalingLimited", "BatchWindowOpen", "BatchBacklog", "DeadlineAtRisk", "PolicyStateReadable",
+        "CapacityModel", "Diagnosis", "ChildrenApplied", "SoleAutoscaler",
     ]
     # The lead time the headroom looked ahead with: no pod measured yet, so coldStartSeconds.
     assert status["replicas"]["leadTimeSeconds"] > 0
@@ -492,6 +495,9 @@ async def test_removing_spec_batch_deletes_the_batch_deployment(
 
     batch = await eventually(lambda: stored(kube, DEPLOYMENTS, f"{NAME}-batch"), what="Deployment chat-batch")
     assert batch["metadata"]["labels"]["llmscale.dev/pool"] == "batch"
+    service = await eventually(lambda: stored(kube, SERVICES, f"{NAME}-batch"), what="Service chat-batch")
+    assert service["spec"]["selector"] == {"llmscale.dev/deployment": NAME, "llmscale.dev/pool": "batch"}
+    assert service["metadata"]["ownerReferences"][0]["uid"] == UID
     assert batch["spec"]["replicas"] == 0  # noon is outside the 22:00-06:00 trough
     await eventually(lambda: (stored(kube, LLMDEPLOYMENTS, NAME) or {}).get("status"), what="a first status")
 
@@ -506,6 +512,9 @@ async def test_removing_spec_batch_deletes_the_batch_deployment(
     await eventually(lambda: stored(kube, DEPLOYMENTS, f"{NAME}-batch") is None, what="chat-batch deleted")
     await eventually(lambda: events_with(kube, "BatchPoolRemoved"), what="a BatchPoolRemoved Event")
     assert stored(kube, DEPLOYMENTS, NAME) is not None
+    assert [r for r in kube if r.method == kmock.method.DELETE and r.resource == kmock.resource(SERVICES)
+            and r.name == f"{NAME}-batch"], "the batch Service was not deleted"
+    assert stored(kube, SERVICES, NAME) is not None
 
 
 async def test_unreadable_policy_state_is_a_warning_not_a_silent_reset(
@@ -540,10 +549,35 @@ TROUGH = NOON + 11 * 3600
 
 
 def with_batch_pool(replicas: int = 3) -> dict[str, Any]:
-    """The test LLMDeployment with a batch pool of ``replicas`` in a 22:00-06:00 UTC trough."""
+    """The test LLMDeployment with a batch pool of exactly ``replicas`` while a Job runs
+    (``minReplicas`` = ``replicas``) and a 22:00-06:00 UTC trough."""
     body = llmdeployment()
-    body["spec"]["batch"] = {"windows": [{"start": "22:00", "end": "06:00", "timezone": "UTC"}], "replicas": replicas}
+    body["spec"]["batch"] = {"windows": [{"start": "22:00", "end": "06:00", "timezone": "UTC"}], "replicas": replicas,
+                             "minReplicas": replicas}
     return body
+
+
+#: Tuesday 06:00 UTC: two 22:00-06:00 troughs after NOON.
+DUE_IN_TWO_NIGHTS = {"llmscale.dev/deadline": "2024-06-05T06:00:00Z"}
+
+
+def job(name: str, *, suspend: bool = True, active: int = 0, owner: str = NAME, requests: int = 1000,
+        created: str = "2024-06-03T11:00:00Z", annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """Return a batch Job labelled for ``owner``, as the API server would serve it: 1,000 requests
+    of 1,000 prompt and 200 output tokens, created at 11:00 (so due 11:00 the next day)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "creationTimestamp": created,
+            "labels": {"llmscale.dev/deployment": owner},
+            "annotations": {"llmscale.dev/batch-requests": str(requests),
+                            "llmscale.dev/batch-input-tokens": str(requests * 1000),
+                            "llmscale.dev/batch-output-tokens": str(requests * 200), **(annotations or {})},
+        },
+        "spec": {"suspend": suspend, "template": {"spec": {"containers": [{"name": "batch", "image": "llmscale:dev"}]}}},
+        "status": {"active": active},
+    }
 
 
 def stored_status(emulator: ApplyingEmulator) -> dict[str, Any]:
@@ -561,6 +595,8 @@ async def start_quiet_with_batch_pool(
     """Start the operator at noon on a quiet pool of 2 ready replicas with a (closed) batch pool,
     and wait until both Deployments exist and the first status is written."""
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = with_batch_pool()
+    # A backlog, waiting for the trough: due in two nights, so it can wait for either.
+    kube.objects[JOBS, NAMESPACE, "nightly"] = job("nightly", annotations=DUE_IN_TWO_NIGHTS)
     for name in ("chat-a", "chat-b"):
         kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
     op: RunningOperator = await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
@@ -696,3 +732,138 @@ async def test_a_scale_down_first_marks_the_idle_pod_cheapest(
     scale_down = next(i for i, r in enumerate(requests) if r in applies(kube, DEPLOYMENTS, NAME)
                       and r.data["spec"]["replicas"] == 2)
     assert last_pod < scale_down
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 13: batch Jobs released in the trough, paused when it closes
+# ------------------------------------------------------------------------------------------
+
+
+def job_applies(emulator: ApplyingEmulator, name: str) -> list[Any]:
+    return applies(emulator, JOBS, name)
+
+
+_COLLECTIONS = {PODS: f"/api/v1/namespaces/{NAMESPACE}/pods", JOBS: f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"}
+
+
+async def put(emulator: ApplyingEmulator, resource: str, obj: dict[str, Any]) -> None:
+    """Create or merge-patch ``obj`` through the emulator's API, as a kubelet or the Job
+    controller would write it, so that the operator's watch sees the change."""
+    name = obj["metadata"]["name"]
+    if stored(emulator, resource, name) is None:
+        async with emulator.post(_COLLECTIONS[resource], json=obj) as response:
+            assert response.status in (200, 201), await response.text()
+    else:
+        async with emulator.patch(f"{_COLLECTIONS[resource]}/{name}", json=obj,
+                                  headers={"Content-Type": "application/merge-patch+json"}) as response:
+            assert response.status == 200, await response.text()
+
+
+async def test_a_waiting_job_is_released_in_the_trough_and_paused_when_it_closes(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """At noon the Job waits (nothing written to it, BacklogWaiting, status.batch counts it); at
+    23:00 the pool grows from the backlog and, once a batch replica is Ready, the Job is released by
+    a server-side apply of ``spec.suspend`` alone; after 06:00 it is paused the same way. Each write
+    has its Event on the Job."""
+    op = await start_quiet_with_batch_pool(kube, start_operator)
+    status = await eventually(lambda: stored_status(kube).get("batch"), what="status.batch")
+    assert status["jobsWaiting"] == 1 and status["jobsRunning"] == 0
+    assert status["tokensOutstanding"] == 1_200_000
+    assert status["jobs"][0]["name"] == "nightly" and status["jobs"][0]["deadline"] == "2024-06-05T06:00:00Z"
+    assert status["nextWindowOpen"] == "2024-06-03T22:00:00Z"
+    backlog = condition(stored_status(kube), "BatchBacklog")
+    assert backlog is not None and (backlog["status"], backlog["reason"]) == ("True", Reason.BacklogWaiting)
+    assert (condition(stored_status(kube), "DeadlineAtRisk") or {}).get("reason") == Reason.DeadlinesOnTrack
+    assert not job_applies(kube, "nightly")
+
+    op.clock.now = TROUGH
+    await eventually(lambda: replicas_of(kube, f"{NAME}-batch") == 3, what="the batch pool sized at the trough")
+    # No batch replica Ready yet: the Job is not released onto a pool that cannot serve it.
+    await eventually(lambda: any("waits for a Ready batch replica" in r
+                                 for r in stored_status(kube).get("lastDecision", {}).get("reasons", [])),
+                     what="the Job waiting for a Ready batch replica")
+    assert not job_applies(kube, "nightly")
+    await put(kube, PODS, pod("chat-batch-a", ready=True, pool="batch"))
+
+    released = await eventually(lambda: job_applies(kube, "nightly"), what="the Job released")
+    assert released[0].data == {"apiVersion": "batch/v1", "kind": "Job",
+                                "metadata": {"name": "nightly", "namespace": NAMESPACE}, "spec": {"suspend": False}}
+    assert released[0].params.get("fieldManager") == "llmscale" and released[0].params.get("force") == "true"
+    event = (await eventually(lambda: events_with(kube, "BatchJobReleased"), what="a BatchJobReleased Event"))[0]
+    assert event["involvedObject"]["kind"] == "Job" and event["involvedObject"]["uid"] == "uid-nightly"
+    assert "a trough window is open" in event["message"]
+    # The Job controller starts its pod.
+    await put(kube, JOBS, job("nightly", suspend=False, active=1, annotations=DUE_IN_TWO_NIGHTS))
+    await eventually(lambda: (condition(stored_status(kube), "BatchBacklog") or {}).get("reason") == Reason.BacklogRunning,
+                     what="BacklogRunning")
+
+    op.clock.now = TROUGH + 8 * 3600  # 07:00: the trough closed, the next one is before the deadline
+    paused = await eventually(lambda: [r for r in job_applies(kube, "nightly") if r.data["spec"] == {"suspend": True}],
+                              what="the Job paused")
+    assert paused[0].params.get("fieldManager") == "llmscale"
+    await eventually(lambda: events_with(kube, "BatchJobPaused"), what="a BatchJobPaused Event")
+    # Its pod still drains: the pool keeps its replicas until it is gone.
+    await put(kube, JOBS, job("nightly", suspend=True, active=1, annotations=DUE_IN_TWO_NIGHTS))
+    await eventually(lambda: stored_status(kube).get("batch", {}).get("jobs", [{}])[0].get("state") == "Draining",
+                     what="the Job Draining")
+    assert replicas_of(kube, f"{NAME}-batch") == 3
+    await put(kube, JOBS, job("nightly", suspend=True, active=0, annotations=DUE_IN_TWO_NIGHTS))
+    await eventually(lambda: replicas_of(kube, f"{NAME}-batch") == 0, what="the batch pool back to 0")
+    # Only spec.suspend was ever written to the Job.
+    assert all(set(r.data["spec"]) == {"suspend"} for r in job_applies(kube, "nightly"))
+
+
+async def test_jobs_of_a_deployment_without_a_batch_pool_are_never_touched(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    kube.objects[JOBS, NAMESPACE, "orphan"] = job("orphan", created="2024-06-01T00:00:00Z")  # deadline passed
+    kube.objects[JOBS, NAMESPACE, "other"] = job("other", owner="someone-else")
+    op = await start_operator(CannedSignals(queue_depth=0.0))
+    await eventually(lambda: condition(stored_status(kube), "BatchBacklog"), what="BatchBacklog")
+    ticks = len(op.signals.asked)
+    await eventually(lambda: len(op.signals.asked) >= ticks + 2, what="two more ticks")
+    backlog = condition(stored_status(kube), "BatchBacklog")
+    assert backlog is not None and (backlog["status"], backlog["reason"]) == ("False", Reason.NoBatchPool)
+    assert "batch" not in stored_status(kube)
+    assert not job_applies(kube, "orphan") and not job_applies(kube, "other")
+
+
+async def test_a_near_deadline_is_released_before_the_window_and_others_wait(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """At noon, outside the trough: a Job due at 13:00 cannot wait for 22:00 and is released (with a
+    Ready batch replica); a Job due tomorrow waits. Only the near one is written."""
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = with_batch_pool(1)
+    kube.objects[JOBS, NAMESPACE, "urgent"] = job("urgent", requests=10,
+                                                  annotations={"llmscale.dev/deadline": "2024-06-03T13:00:00Z"})
+    kube.objects[JOBS, NAMESPACE, "nightly"] = job("nightly")
+    kube.objects[PODS, NAMESPACE, "chat-batch-a"] = pod("chat-batch-a", ready=True, pool="batch")
+    await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
+    released = await eventually(lambda: job_applies(kube, "urgent"), what="the urgent Job released")
+    assert released[0].data["spec"] == {"suspend": False}
+    event = (await eventually(lambda: events_with(kube, "BatchJobReleased"), what="its Event"))[0]
+    assert "its deadline cannot wait" in event["message"]
+    assert replicas_of(kube, f"{NAME}-batch") == 1
+    assert not job_applies(kube, "nightly")
+
+
+async def test_a_refused_job_write_is_one_warning_and_is_tried_again(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    kube.refuse(JOBS, "urgent", 422)
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = with_batch_pool(1)
+    kube.objects[JOBS, NAMESPACE, "urgent"] = job("urgent", requests=10,
+                                                  annotations={"llmscale.dev/deadline": "2024-06-03T13:00:00Z"})
+    kube.objects[PODS, NAMESPACE, "chat-batch-a"] = pod("chat-batch-a", ready=True, pool="batch")
+    op = await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
+    failed = await eventually(lambda: events_with(kube, "JobSuspendFailed"), what="a JobSuspendFailed Event")
+    assert failed[0]["type"] == "Warning" and "422" in failed[0]["message"]
+    ticks = len(op.signals.asked)
+    await eventually(lambda: len(op.signals.asked) >= ticks + 2, what="two more ticks")
+    assert len(events_with(kube, "JobSuspendFailed")) == 1
+    kube.refuse(JOBS, "urgent", None)
+    await eventually(lambda: events_with(kube, "BatchJobReleased"), what="the release once accepted")
+    text = generate_latest(op.metrics.registry).decode()
+    assert 'llmscale_apply_errors_total{kind="Job"}' in text

@@ -136,6 +136,9 @@ def test_no_size_annotations_is_unknown_without_a_problem() -> None:
         pytest.param({"suspend": False}, {"active": 1}, JobState.Running, id="released"),
         pytest.param({"suspend": False}, {}, JobState.Running, id="released-pods-not-yet-created"),
         pytest.param({"suspend": True}, {"active": 2}, JobState.Draining, id="paused-pods-still-finishing"),
+        pytest.param({"suspend": True}, {"active": 0, "terminating": 1}, JobState.Draining,
+                     id="paused-pods-deleted-not-gone"),
+        pytest.param({"suspend": True}, {"active": 0, "terminating": 0}, JobState.Waiting, id="paused-pods-gone"),
         pytest.param(
             {"suspend": False},
             {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1},

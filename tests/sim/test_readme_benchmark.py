@@ -29,3 +29,13 @@ def test_the_checked_in_results_are_a_full_run_with_every_workload_and_plot() ->
         key = entry["scenario"]["workload"]
         assert (RESULTS / f"{key}.png").exists()
         assert f"benchmarks/results/{key}.png" in readme
+
+
+def test_readme_quotes_the_checked_in_batch_day_table() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(
+        r"<!-- BEGIN GENERATED: batch-day[^>]*-->\n(.*?)<!-- END GENERATED: batch-day -->", readme, re.DOTALL
+    )
+    assert block, "README.md has no generated batch-day block"
+    table = (ROOT / "benchmarks" / "results" / "batch-day.md").read_text(encoding="utf-8").strip()
+    assert block.group(1).strip() == table, "Rerun `.venv/bin/python benchmarks/batch_day.py`"

@@ -1,5 +1,5 @@
 """The child objects of an LLMDeployment, as manifests for server-side apply: the Deployment of
-each pool, the Service and the PodDisruptionBudget. Pure: plain dicts in the wire format; the
+each pool, the Service of each pool and the PodDisruptionBudget. Pure: plain dicts in the wire format; the
 writer (:mod:`llmscale.controller.writer`) sends them.
 """
 
@@ -15,6 +15,7 @@ from llmscale.controller.names import (
     BATCH,
     INTERACTIVE,
     Pool,
+    batch_service_name,
     deployment_name,
     labels,
     owner_reference,
@@ -24,6 +25,7 @@ from llmscale.controller.podtemplate import pod_template, progress_deadline_seco
 
 __all__ = [
     "PriorityClasses",
+    "batch_service_manifest",
     "child_manifests",
     "deployment_manifest",
     "initial_replicas",
@@ -131,6 +133,26 @@ def service_manifest(
     }
 
 
+def batch_service_manifest(
+    name: str, namespace: str, spec: LLMDeploymentSpec, owner: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Return Service ``<name>-batch``: port ``spec.engine.port`` to the batch pool's ``http`` port.
+
+    Batch Jobs send their requests here (``llmscale batch run --url http://<name>-batch:<port>``),
+    so batch work reaches only the batch pool, never the interactive replicas; with no batch
+    replica Ready it has no endpoints and the client retries with backoff.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(batch_service_name(name), namespace, labels(name, spec.engine.type, BATCH), owner),
+        "spec": {
+            "selector": selector_labels(name, BATCH),
+            "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
 def pdb_manifest(name: str, namespace: str, spec: LLMDeploymentSpec, owner: Mapping[str, Any]) -> dict[str, Any]:
     """Return PodDisruptionBudget ``<name>`` for the interactive pool: ``maxUnavailable: 1``,
     ``unhealthyPodEvictionPolicy: AlwaysAllow``.
@@ -164,8 +186,8 @@ def child_manifests(
 ) -> list[dict[str, Any]]:
     """Return every child of the LLMDeployment ``body`` for server-side apply, in apply order.
 
-    The Service and the PodDisruptionBudget come first so that pods are covered by both from the
-    moment they exist; the batch Deployment only when ``spec.batch`` is set.
+    The Services and the PodDisruptionBudget come first so that pods are covered by them from the
+    moment they exist; the batch Service and Deployment only when ``spec.batch`` is set.
 
     Raises:
         UnsupportedSpecError: see :func:`engine_command`.
@@ -182,5 +204,6 @@ def child_manifests(
         deployment_manifest(name, namespace, spec, INTERACTIVE, interactive_replicas, owner, priority_classes),
     ]
     if spec.batch is not None:
+        children.insert(2, batch_service_manifest(name, namespace, spec, owner))
         children.append(deployment_manifest(name, namespace, spec, BATCH, batch_replicas, owner, priority_classes))
     return children

@@ -6,7 +6,8 @@ the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
 (:mod:`llmscale.controller.mode`). The other conditions are the policy's: ``MetricsAvailable``,
 ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable``,
 ``CapacityModel``, ``Diagnosis`` from the :class:`~llmscale.policy.types.Decision`,
-``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`);
+``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`),
+``BatchBacklog`` and ``DeadlineAtRisk`` the batch planner's (:mod:`llmscale.policy.batch`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
 and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md
 lists theirs.
@@ -21,7 +22,12 @@ from llmscale.api import Condition
 from llmscale.controller.timestamps import rfc3339
 from llmscale.policy.types import ConditionResult, PoolState
 
-__all__ = ["CONDITION_TYPES", "READY_REASONS", "merge_conditions", "ready_condition"]
+__all__ = ["BATCH_BACKLOG", "CONDITION_TYPES", "DEADLINE_AT_RISK", "READY_REASONS", "merge_conditions",
+           "ready_condition"]
+
+#: The batch planner's conditions (:class:`~llmscale.policy.batch.BatchPlan`).
+BATCH_BACKLOG = "BatchBacklog"
+DEADLINE_AT_RISK = "DeadlineAtRisk"
 
 #: Conditions the operator maintains on ``status.conditions``, in display order.
 CONDITION_TYPES: tuple[str, ...] = (
@@ -33,6 +39,8 @@ CONDITION_TYPES: tuple[str, ...] = (
     "AbleToScale",
     "ScalingLimited",
     "BatchWindowOpen",
+    "BatchBacklog",
+    "DeadlineAtRisk",
     "PolicyStateReadable",
     "CapacityModel",
     "Diagnosis",

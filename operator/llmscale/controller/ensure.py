@@ -1,6 +1,7 @@
 """Keeping an LLMDeployment's children in place: every child server-side applied on create, on a
 spec update and on resume (and by the tick when the interactive Deployment went missing), with the
-replicas the operator already set; the batch Deployment deleted when ``spec.batch`` is removed.
+replicas the operator already set; the batch Deployment and Service deleted when ``spec.batch`` is
+removed.
 A refused apply is reported (:mod:`llmscale.controller.applyfailure`) and retried.
 
 Nothing is applied or deleted when llmscale must not write to the workload: ``spec.mode``
@@ -24,7 +25,7 @@ from llmscale.controller.indexes import deployment_replicas
 from llmscale.controller.invalid import report_invalid
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.mode import writes_workload
-from llmscale.controller.names import BATCH, INTERACTIVE, batch_deployment_name
+from llmscale.controller.names import BATCH, INTERACTIVE, batch_deployment_name, batch_service_name
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.writer import ApplyRefused, apply_manifests
 
@@ -100,10 +101,10 @@ async def ensure_children(
     )
     logger.info(f"Applied children of LLMDeployment {namespace}/{name}: {kinds}")
     batch_name = batch_deployment_name(name)
-    if (
-        spec.batch is None
-        and current_batch is not None
-        and await deps.writer.delete("apps/v1", "Deployment", namespace, batch_name)
-    ):
-        logger.info(f"Deleted Deployment {namespace}/{batch_name}: spec.batch was removed")
-        post_batch_removed(body, batch_name)
+    if spec.batch is None and current_batch is not None:
+        # The Service first: no request is routed to a pool on its way out.
+        if await deps.writer.delete("v1", "Service", namespace, batch_service_name(name)):
+            logger.info(f"Deleted Service {namespace}/{batch_service_name(name)}: spec.batch was removed")
+        if await deps.writer.delete("apps/v1", "Deployment", namespace, batch_name):
+            logger.info(f"Deleted Deployment {namespace}/{batch_name}: spec.batch was removed")
+            post_batch_removed(body, batch_name)

@@ -72,8 +72,10 @@ def post_stalled(body: kopf.Body, message: str) -> None:
 
 
 def post_batch_removed(body: kopf.Body, batch_name: str) -> None:
-    """Post a ``BatchPoolRemoved`` Event: Deployment ``batch_name`` was deleted with ``spec.batch``."""
-    kopf.info(body, reason="BatchPoolRemoved", message=f"Deleted Deployment {batch_name}: spec.batch was removed")
+    """Post a ``BatchPoolRemoved`` Event: Deployment and Service ``batch_name`` were deleted with
+    ``spec.batch``."""
+    kopf.info(body, reason="BatchPoolRemoved",
+              message=f"Deleted Deployment and Service {batch_name}: spec.batch was removed")
 
 
 def post_apply_failed(body: kopf.Body, message: str) -> None:

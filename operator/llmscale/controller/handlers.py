@@ -33,11 +33,13 @@ from llmscale.controller.ensure import ensure_children
 from llmscale.controller.indexes import (
     DEPLOYMENTS_INDEX,
     HPAS_INDEX,
+    JOBS_INDEX,
     POD_COSTS_INDEX,
     PODS_INDEX,
     SCALED_OBJECTS_INDEX,
     index_deployments,
     index_hpas,
+    index_jobs,
     index_pod_costs,
     index_pods,
     index_scaled_objects,
@@ -53,6 +55,7 @@ from llmscale.controller.placeholders import (
 )
 from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.tick import tick
+from llmscale.policy.batch_jobs import LABEL_DEPLOYMENT as JOB_LABEL
 
 __all__ = ["build_registry", "configure_kopf", "connection_info"]
 
@@ -100,7 +103,7 @@ async def _tick(
     *, body: kopf.Body, namespace: str | None, name: str, patch: kopf.Patch, memo: Any, logger: _Logger,
     llmscale_deployments: Any = None, llmscale_pods: Any = None, llmscale_pod_costs: Any = None,
     llmscale_hpas: Any = None, llmscale_scaled_objects: Any = None, llmscale_placeholder_deployments: Any = None,
-    llmscale_placeholder_pods: Any = None, **_: Any,
+    llmscale_placeholder_pods: Any = None, llmscale_jobs: Any = None, **_: Any,
 ) -> None:
     """The base timer: one scaling tick of one LLMDeployment when its own tick is due."""
     assert namespace is not None, "LLMDeployment is a namespaced kind"
@@ -108,7 +111,7 @@ async def _tick(
                logger=logger, deployments=llmscale_deployments, pods=llmscale_pods, costs=llmscale_pod_costs,
                hpas=llmscale_hpas, scaled_objects=llmscale_scaled_objects,
                placeholder_deployments=llmscale_placeholder_deployments,
-               placeholder_pods=llmscale_placeholder_pods)
+               placeholder_pods=llmscale_placeholder_pods, jobs=llmscale_jobs)
 
 
 async def _forget(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
@@ -132,8 +135,9 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     handler); each object ticks when its own ``spec.scaling.tickSeconds`` is due.
     """
     # Kopf passes each index to the handlers as a keyword argument named after its id:
-    # llmscale_deployments, llmscale_pods, llmscale_pod_costs, llmscale_hpas and
-    # llmscale_scaled_objects in _children and _tick, and the placeholder indexes in _tick.
+    # llmscale_deployments, llmscale_pods, llmscale_pod_costs, llmscale_hpas,
+    # llmscale_scaled_objects and llmscale_jobs in _children and _tick, and the placeholder indexes
+    # in _tick.
     registry = kopf.OperatorRegistry()
     managed = {LABEL_MANAGED_BY: MANAGER}
     kopf.on.login(registry=registry)(_login)
@@ -153,6 +157,10 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
                registry=registry)(index_placeholder_deployments)
     kopf.index("", "v1", "pods", id=PLACEHOLDER_PODS_INDEX, labels=placeholders,
                registry=registry)(index_placeholder_pods)
+    # Batch Jobs are the users' objects: selected by the label that names their LLMDeployment
+    # (docs/batch.md), server-side (configure_kopf).
+    kopf.index("batch", "v1", "jobs", id=JOBS_INDEX, labels={JOB_LABEL: kopf.PRESENT},
+               registry=registry)(index_jobs)
     for decorator in (kopf.on.create, kopf.on.resume):
         decorator(GROUP, VERSION, PLURAL, id="children", registry=registry)(_children)
     kopf.on.update(GROUP, VERSION, PLURAL, id="children", field="spec", registry=registry)(_children)
@@ -191,6 +199,8 @@ def configure_kopf(settings: OperatorSettings) -> kopf.OperatorSettings:
     selector = f"{LABEL_MANAGED_BY}={MANAGER}"
     kopf_settings.watching.label_selectors["v1", "pods"] = selector
     kopf_settings.watching.label_selectors["apps", "v1", "deployments"] = selector
+    # Jobs: only those labelled for an LLMDeployment (an existence selector), never every Job.
+    kopf_settings.watching.label_selectors["batch", "v1", "jobs"] = JOB_LABEL
     kopf_settings.scanning.disabled = not settings.cluster_scanning
     kopf_settings.peering.standalone = settings.standalone
     if settings.peering is not None:

@@ -1,9 +1,11 @@
-"""Kopf indexes of the Deployments and pods llmscale manages, so that a tick reads the pools'
-state from memory instead of the API server.
+"""Kopf indexes of the Deployments and pods llmscale manages, and of the batch Jobs labelled for an
+LLMDeployment, so that a tick reads the pools' state and the batch backlog from memory instead of
+the API server.
 
 Kopf keeps each index up to date from its watch stream and passes it to every handler as a
-keyword argument named after the index id (:data:`DEPLOYMENTS_INDEX`, :data:`PODS_INDEX`). Keys
-are ``(namespace, LLMDeployment name, pool)``.
+keyword argument named after the index id (:data:`DEPLOYMENTS_INDEX`, :data:`PODS_INDEX`,
+:data:`JOBS_INDEX`). Keys are ``(namespace, LLMDeployment name, pool)``, or ``(namespace,
+LLMDeployment name)`` for Jobs.
 """
 
 from __future__ import annotations
@@ -18,20 +20,24 @@ from llmscale.controller.deletioncost import ANNOTATION as DELETION_COST
 from llmscale.controller.deletioncost import parse_cost
 from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL, Pool, deployment_name
 from llmscale.controller.pods import PodPhase, classify_pod
+from llmscale.policy.batch_jobs import LABEL_DEPLOYMENT as JOB_LABEL
 
 __all__ = [
     "DEPLOYMENTS_INDEX",
     "HPAS_INDEX",
+    "JOBS_INDEX",
     "PODS_INDEX",
     "POD_COSTS_INDEX",
     "SCALED_OBJECTS_INDEX",
     "DeploymentKey",
     "IndexedPod",
     "PoolKey",
+    "deployment_jobs",
     "deployment_replicas",
     "extended_requests",
     "index_deployments",
     "index_hpas",
+    "index_jobs",
     "index_pod_costs",
     "index_pods",
     "index_scaled_objects",
@@ -49,6 +55,7 @@ PODS_INDEX = "llmscale_pods"
 POD_COSTS_INDEX = "llmscale_pod_costs"
 HPAS_INDEX = "llmscale_hpas"
 SCALED_OBJECTS_INDEX = "llmscale_scaled_objects"
+JOBS_INDEX = "llmscale_jobs"
 
 #: ``(namespace, LLMDeployment name, pool)``.
 PoolKey = tuple[str, str, Pool]
@@ -153,6 +160,45 @@ def index_pod_costs(
     if key is None or classify_pod(meta, status) != "ready":
         return {}
     return {key: (name, parse_cost(annotations.get(DELETION_COST)))}
+
+
+def index_jobs(
+    *, namespace: str | None, name: str, uid: str | None, labels: Mapping[str, str], meta: kopf.Meta,
+    annotations: Mapping[str, str], spec: kopf.Spec, status: kopf.Status, **_: Any,
+) -> dict[DeploymentKey, dict[str, Any]]:
+    """Kopf index function of batch Jobs: ``{(namespace, LLMDeployment name): job}`` for a Job
+    labelled ``llmscale.dev/deployment`` (docs/batch.md, the Job contract).
+
+    The value keeps what :func:`~llmscale.policy.batch_jobs.parse_job` reads (name, creation time,
+    labels, annotations, ``spec.suspend``/``completionMode``/``completions``, ``status.active``/
+    ``terminating``/``succeeded``/``conditions``) and what an Event on the Job needs (uid); not the pod template,
+    which can be large and is never read.
+    """
+    owner = labels.get(JOB_LABEL)
+    if not owner or not namespace:
+        return {}
+    return {(namespace, owner): {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "creationTimestamp": meta.get("creationTimestamp"),
+            "labels": dict(labels),
+            "annotations": dict(annotations),
+        },
+        "spec": {k: spec.get(k) for k in ("suspend", "completionMode", "completions", "parallelism") if k in spec},
+        "status": {k: status.get(k) for k in ("active", "terminating", "succeeded", "failed", "conditions")
+                   if k in status},
+    }}
+
+
+def deployment_jobs(index: Any, key: DeploymentKey) -> list[dict[str, Any]]:
+    """Return the batch Jobs labelled for the LLMDeployment ``key`` from the Jobs index, sorted by
+    name (an empty list when there are none)."""
+    store = index.get(key) if index is not None else None
+    return sorted((dict(job) for job in store or ()), key=lambda j: str(j["metadata"]["name"]))
 
 
 def deployment_replicas(index: Any, key: PoolKey) -> int | None:

@@ -50,6 +50,8 @@ class ObjectMemory:
         applied_interactive / applied_batch: replicas the children were last applied with by
             create/update/resume, for the first tick before the Deployments show in the index
             (``None``: none applied).
+        job_errors: batch Job name -> the API server's answer to the last refused write of its
+            ``spec.suspend`` (one Warning Event per distinct answer; cleared once a write passes).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -67,6 +69,7 @@ class ObjectMemory:
     pools: dict[str, PoolObservation] = field(default_factory=dict)
     applied_interactive: int | None = None
     applied_batch: int | None = None
+    job_errors: dict[str, str] = field(default_factory=dict)
 
     def restored_policy_memory(self, status: Mapping[str, Any] | None, now: float | None = None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in

@@ -1,8 +1,9 @@
 """Names, labels and owner references of the objects llmscale creates (DESIGN.md, "Names").
 
-Children of an LLMDeployment ``<name>``: Deployment ``<name>`` (interactive pool), Deployment
-``<name>-batch`` (only when ``spec.batch`` is set), Service ``<name>`` (the interactive pool) and
-PodDisruptionBudget ``<name>``; all labelled and owned by the LLMDeployment. Pure.
+Children of an LLMDeployment ``<name>``: Deployment ``<name>`` (interactive pool), Deployment and
+Service ``<name>-batch`` (the batch pool, only when ``spec.batch`` is set), Service ``<name>`` (the
+interactive pool) and PodDisruptionBudget ``<name>``; all labelled and owned by the LLMDeployment.
+Pure.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "POOLS",
     "Pool",
     "batch_deployment_name",
+    "batch_service_name",
     "deployment_name",
     "labels",
     "owner_reference",
@@ -51,6 +53,12 @@ POOLS: tuple[Pool, ...] = (INTERACTIVE, BATCH)
 
 def batch_deployment_name(name: str) -> str:
     """Return the batch pool's Deployment name, ``<name>-batch`` (DESIGN.md)."""
+    return f"{name}-batch"
+
+
+def batch_service_name(name: str) -> str:
+    """Return the batch pool's Service name, ``<name>-batch`` (DESIGN.md), where batch Jobs send
+    their requests."""
     return f"{name}-batch"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llmscale.api import DecisionStatus, LLMDeploymentStatus, ReplicaStatus, SignalStatus
+from llmscale.api import BatchStatus, DecisionStatus, LLMDeploymentStatus, ReplicaStatus, SignalStatus
 from llmscale.controller.conditions import merge_conditions, ready_condition
 from llmscale.controller.timestamps import rfc3339
 from llmscale.policy.signal_health import engines_stalled_condition, rate_window_condition
@@ -50,6 +50,7 @@ def build_status(
     placeholders_running: int | None = None,
     pools: Mapping[str, Any] | None = None,
     usage_ledger: Mapping[str, Any] | None = None,
+    batch: BatchStatus | None = None,
 ) -> dict[str, Any]:
     """Return the operator-owned part of ``status`` after a tick, in wire format.
 
@@ -64,8 +65,9 @@ def build_status(
         now: seconds since the epoch.
         memory: the policy memory to save in ``status.policyState``; ``decision.memory`` when
             ``None`` (the operator passes the memory that matches what it applied).
-        extra_conditions: the shell's own conditions (``ChildrenApplied``, ``SoleAutoscaler``),
-            by type.
+        extra_conditions: conditions beyond the policy's, by type: the batch planner's
+            (``BatchBacklog``, ``DeadlineAtRisk``) and the shell's own (``ChildrenApplied``,
+            ``SoleAutoscaler``).
         current_interactive: the replicas the workload has now (``replicas.current``; the
             ``Ready`` condition is judged against it); ``applied_interactive`` when ``None``.
         scaling_active: the ``ScalingActive`` condition (:mod:`llmscale.controller.mode`); left out
@@ -74,6 +76,8 @@ def build_status(
             (``spec.headroom.warmNodes``); left out when ``None``.
         pools: ``status.pools`` in wire format (:mod:`llmscale.controller.report`), or ``None``.
         usage_ledger: ``status.usageLedger`` in wire format, or ``None``.
+        batch: ``status.batch`` (``None`` without ``spec.batch``: then a ``batch`` in ``previous``
+            is removed).
     """
     status = LLMDeploymentStatus(
         observed_generation=generation,
@@ -96,8 +100,11 @@ def build_status(
             reasons=list(decision.reasons),
         ),
         conditions=[],
+        batch=batch,
         policy_state=(memory if memory is not None else decision.memory).to_dict(),
     ).to_wire()
+    if batch is None and "batch" in (previous or {}):
+        status["batch"] = None  # spec.batch removed: the merge patch deletes the backlog
     status["conditions"] = merge_conditions(
         (previous or {}).get("conditions"),
         {

@@ -32,13 +32,17 @@ OWNED_STATUS_KEYS: tuple[str, ...] = (
     "conditions",
     "pools",
     "usageLedger",
+    "batch",
     "policyState",
 )
 
 # Status keys judged by rules of their own below, or never material: live signal values change on
-# every tick, and the decision time moves with them. ``("lastDecision", "at")`` is a nested path.
+# every tick, and the decision time moves with them; the batch backlog's tokens and each Job's
+# projected finish move with the Jobs' progress (its counts of Jobs waiting, running and done do
+# not wait). ``("lastDecision", "at")`` is a nested path.
 _VOLATILE_STATUS_PATHS: tuple[tuple[str, ...], ...] = (
-    ("signals",), ("policyState",), ("pools",), ("lastDecision", "at"),
+    ("signals",), ("policyState",), ("pools",), ("lastDecision", "at"), ("batch", "jobs"),
+    ("batch", "tokensOutstanding"),
 )
 
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")

@@ -6,13 +6,16 @@
    the signal history
    (:func:`llmscale.policy.history.record_snapshot`) and the policy memory (this process's, else
    ``status.policyState``);
-2. **decide**: ``deps.decide(spec, history, state, memory, now)``, pure;
+2. **decide**: ``deps.decide(spec, history, state, memory, now)``, pure; then the batch step
+   (:func:`llmscale.policy.batch_step.batch_step`, pure) plans the labelled Jobs from the Jobs index
+   and sizes the batch pool from their backlog;
 3. **apply** (``spec.mode: Active`` only): the pods' deletion costs
    (:mod:`llmscale.controller.deletioncost`), then each pool whose replicas change gets its
    Deployment server-side applied — or, with ``spec.scaleTargetRef``, its workload's ``/scale`` —
    on its own: one pool's refusal never stops or undoes the other's; a pool that another autoscaler
    targets is left alone (:mod:`llmscale.controller.autoscalers`); then the placeholder pods of the
-   node headroom (``spec.headroom.warmNodes``) follow the decision's headroom;
+   node headroom (``spec.headroom.warmNodes``) follow the decision's headroom; then the Jobs the
+   plan releases or pauses get their ``spec.suspend`` (:mod:`llmscale.controller.batch`);
 4. **record**: the policy memory that matches what was applied (:func:`memory_after`), an Event and
    a log line per applied scale (and per refusal; per new advice in ``Advisory`` mode), a Warning
    Event when a pod starts to hang, the metrics, and ``status`` when it changed.
@@ -44,7 +47,9 @@ import kopf
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.applyfailure import CHILDREN_APPLIED, applied_condition, note_apply
 from llmscale.controller.autoscalers import SOLE_AUTOSCALER, note_other_autoscalers, sole_autoscaler_condition
+from llmscale.controller.batch import apply_job_actions, read_jobs
 from llmscale.controller.children import deployment_manifest
+from llmscale.controller.conditions import BATCH_BACKLOG, DEADLINE_AT_RISK
 from llmscale.controller.costwriter import write_deletion_costs
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.ensure import ensure_children
@@ -85,6 +90,7 @@ from llmscale.controller.status import build_status
 from llmscale.controller.statuspatch import status_patch
 from llmscale.controller.targeterror import report_target_error
 from llmscale.controller.writer import ApplyRefused, apply_manifests
+from llmscale.policy.batch_step import batch_step
 from llmscale.policy.history import history_seconds, record_snapshot
 from llmscale.policy.types import ConditionResult, Decision, PoolState
 from llmscale.signals.profiles import get_profile
@@ -287,6 +293,7 @@ async def tick(
     scaled_objects: Any = None,
     placeholder_deployments: Any = None,
     placeholder_pods: Any = None,
+    jobs: Any = None,
 ) -> None:
     """Run one tick of the LLMDeployment ``body`` if its ``spec.scaling.tickSeconds`` is due.
 
@@ -298,7 +305,7 @@ async def tick(
         deps: the injected dependencies.
         mem: the object's memory; updated in place.
         body / namespace / name / patch / logger: Kopf's handler arguments.
-        deployments / pods / costs / hpas / scaled_objects: the Kopf indexes
+        deployments / pods / costs / hpas / scaled_objects / jobs: the Kopf indexes
             (:mod:`llmscale.controller.indexes`).
         placeholder_deployments / placeholder_pods: the placeholder indexes
             (:mod:`llmscale.controller.placeholders`).
@@ -389,6 +396,10 @@ async def tick(
 
     # --- decide -----------------------------------------------------------------------------
     decision = deps.decide(spec, mem.history, state, memory, wall_now)
+    # The batch pool's size comes from the backlog of labelled Jobs, planned after the decision.
+    raw_jobs, batch_jobs = read_jobs(jobs, namespace, name, spec)
+    step = batch_step(spec, batch_jobs, decision, state, snapshot, wall_now)
+    decision = step.decision
 
     # --- apply ------------------------------------------------------------------------------
     # Another autoscaler on a pool's Deployment: leave that pool's replicas to it. (Advisory and
@@ -409,6 +420,8 @@ async def tick(
                                        scaling_down=decision.interactive_replicas < state.interactive_replicas,
                                        logger=logger)
         changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger)
+        if step.plan is not None and spec.batch is not None:
+            await apply_job_actions(deps, mem, namespace, name, step.plan, raw_jobs, logger)
     errors = [c.error for c in changes if c.error is not None]
     if errors or (changes and mem.apply_error is not None):
         note_apply(mem, body, logger, "; ".join(errors) or None)
@@ -474,7 +487,9 @@ async def tick(
         decision=decision, snapshot=snapshot, state=state, applied_interactive=desired_i,
         applied_batch=desired_b, generation=body.get("metadata", {}).get("generation"),
         previous=previous, now=wall_now, memory=mem.policy_memory,
-        extra_conditions={CHILDREN_APPLIED: applied_condition(mem.apply_error),
+        batch=step.status,
+        extra_conditions={BATCH_BACKLOG: step.batch_backlog, DEADLINE_AT_RISK: step.deadline_at_risk,
+                          CHILDREN_APPLIED: applied_condition(mem.apply_error),
                           SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads)},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,
         scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,

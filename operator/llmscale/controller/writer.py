@@ -1,6 +1,7 @@
 """The writer of children: server-side apply (and delete) of Deployments, Services and
-PodDisruptionBudgets, and the deletion-cost annotation of pods, through the official Kubernetes
-client, with a refusal reported as :class:`ApplyRefused` that says whether retrying can help.
+PodDisruptionBudgets, the deletion-cost annotation of pods and ``spec.suspend`` of batch Jobs,
+through the official Kubernetes client, with a refusal reported as :class:`ApplyRefused` that says
+whether retrying can help.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ class ChildWriter(Protocol):
         """Set ``annotations`` on one pod (server-side apply of those keys only)."""
         ...
 
+    async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
+        """Set ``spec.suspend`` of one batch Job (server-side apply of that field only)."""
+        ...
+
 
 class KubernetesWriter:
     """:class:`ChildWriter` over the official (synchronous) Kubernetes client, run in threads.
@@ -56,6 +61,7 @@ class KubernetesWriter:
         self._apps = kubernetes.client.AppsV1Api(api_client)
         self._core = kubernetes.client.CoreV1Api(api_client)
         self._policy = kubernetes.client.PolicyV1Api(api_client)
+        self._batch = kubernetes.client.BatchV1Api(api_client)
 
     def _apply_sync(self, manifest: Mapping[str, Any]) -> None:
         kind = manifest["kind"]
@@ -99,11 +105,31 @@ class KubernetesWriter:
         """
         await asyncio.to_thread(self._annotate_pod_sync, namespace, name, annotations)
 
+    def _suspend_job_sync(self, namespace: str, name: str, suspend: bool) -> None:
+        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+                "spec": {"suspend": suspend}}
+        self._batch.patch_namespaced_job(name, namespace, body, field_manager=self.field_manager, force=True,
+                                         _content_type="application/apply-patch+yaml")
+
+    async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
+        """Server-side apply ``spec.suspend`` of one batch Job: this manager owns that field and
+        nothing else of the Job (docs/batch.md, the Job contract). ``force=True`` takes the field
+        from the manager that created the Job (kubectl, Argo CD, Flux).
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: the API server refused (404 once the Job is
+                gone).
+        """
+        await asyncio.to_thread(self._suspend_job_sync, namespace, name, suspend)
+
     def _delete_sync(self, kind: str, namespace: str, name: str) -> bool:
-        if kind != "Deployment":
-            raise ValueError(f"llmscale does not delete objects of kind {kind}")
         try:
-            self._apps.delete_namespaced_deployment(name, namespace, propagation_policy="Background")
+            if kind == "Deployment":
+                self._apps.delete_namespaced_deployment(name, namespace, propagation_policy="Background")
+            elif kind == "Service":
+                self._core.delete_namespaced_service(name, namespace)
+            else:
+                raise ValueError(f"llmscale does not delete objects of kind {kind}")
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -111,7 +137,7 @@ class KubernetesWriter:
         return True
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        """Delete one child Deployment (background propagation: its pods go after it).
+        """Delete one child Deployment (background propagation: its pods go after it) or Service.
 
         Raises:
             kubernetes.client.exceptions.ApiException: any refusal other than 404.

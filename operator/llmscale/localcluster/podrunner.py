@@ -20,7 +20,7 @@ cold start), but nothing runs in those pods. This process runs what the pods wou
 * it serves a small router on ``--router-port``: ``/ns/<namespace>/svc/<service>/<path>`` is
   proxied to the least-loaded Ready engine among the pods the Service (any Service) selects (as kube-proxy
   would, but least-outstanding rather than random), and ``/ns/<namespace>/pool/<deployment>/<pool>/
-  <path>`` to a pool's pods directly (the batch pool has no Service). A Service request that finds
+  <path>`` to a pool's pods directly, Service or not. A Service request that finds
   no ready engine is *held* for up to ``--hold-seconds`` until one answers, as Knative's activator
   or KEDA's HTTP interceptor hold requests for a deployment scaled to zero;
 * it serves its own ``/metrics`` (prometheus-client): ``llmscale_router_pending_requests{namespace,
@@ -28,6 +28,9 @@ cold start), but nothing runs in those pods. This process runs what the pods wou
   namespace, service}``, every request received, both present (at 0) for every Service from the
   moment the router sees it. They are a gateway's demand signals that exist at zero replicas: an
   LLMDeployment's ``spec.scaling.wake.query`` reads them to scale from zero;
+* for every Ready pod of a Job whose container runs ``llmscale batch run``, it runs that batch
+  client for real against the router, with hostPath volumes as local folders, and terminates it
+  like a node when the pod is deleted (:mod:`llmscale.localcluster.jobpods`);
 * it serves ``/sd``: Prometheus HTTP service discovery of the running engines, with the
   ``__meta_kubernetes_pod_*`` labels Kubernetes service discovery would give them (Debian's
   Prometheus is built without Kubernetes service discovery); ``/status`` lists engines and Services.
@@ -57,6 +60,8 @@ import aiohttp
 from aiohttp import web
 from kubernetes import client, config
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+
+from llmscale.localcluster.jobpods import BatchClients
 
 log = logging.getLogger("podrunner")
 
@@ -221,6 +226,7 @@ class PodRunner:
     engines: dict[str, Engine] = field(default_factory=dict)  # by pod uid
     services: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     metrics: RouterMetrics = field(default_factory=RouterMetrics)
+    jobs: BatchClients | None = None  # the batch Job pods' clients (None: not run)
 
     async def run(self) -> None:
         """Poll pods and Services forever, starting and stopping engines."""
@@ -269,6 +275,8 @@ class PodRunner:
                         engine.listening = True
                         log.info("Engine of pod %s/%s answered on %s", engine.namespace, engine.pod,
                                  engine.address)
+        if self.jobs is not None:
+            await self.jobs.sync_once()
 
     async def start(self, pod: Any) -> None:
         port = free_port()
@@ -355,6 +363,8 @@ class PodRunner:
             with contextlib.suppress(FileNotFoundError):
                 (self.state_dir / "engines" / f"{engine.namespace}_{engine.pod}.pid").unlink()
         self.engines.clear()
+        if self.jobs is not None:
+            await self.jobs.shutdown(grace_s)
 
     # ---------------------------------------------------------------------------------- routing
 
@@ -373,6 +383,7 @@ class PodRunner:
                 for e in self.engines.values()
             ],
             "services": [f"{ns}/{name}" for ns, name in self.services],
+            "batch_clients": self.jobs.status() if self.jobs is not None else [],
         }
 
 
@@ -478,7 +489,9 @@ async def metrics_handler(request: web.Request) -> web.Response:
 
 async def amain(args: argparse.Namespace) -> None:
     config.load_kube_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
-    runner = PodRunner(client.CoreV1Api(), Path(args.state_dir), args.time_scale, hold_s=args.hold_seconds)
+    core = client.CoreV1Api()
+    runner = PodRunner(core, Path(args.state_dir), args.time_scale, hold_s=args.hold_seconds)
+    runner.jobs = BatchClients(core, Path(args.state_dir), f"http://127.0.0.1:{args.router_port}", sys.executable)
     app = web.Application()
     app["runner"] = runner
     app["session"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))

@@ -11,7 +11,8 @@ Read from the Job (and nothing else):
   :data:`ANNOTATION_REQUESTS`, :data:`ANNOTATION_INPUT_TOKENS`, :data:`ANNOTATION_OUTPUT_TOKENS`
   (decimal integers; ``llmscale batch size`` prints them for an input file).
 - ``spec.suspend``, ``spec.completionMode``, ``spec.completions``.
-- ``status.active``, ``status.succeeded``, ``status.conditions`` (``Complete``, ``Failed``, and
+- ``status.active``, ``status.terminating`` (pods being deleted: Kubernetes ≥ 1.28 counts them
+  here, not in ``active``), ``status.succeeded``, ``status.conditions`` (``Complete``, ``Failed``, and
   the terminal-to-be ``SuccessCriteriaMet``/``FailureTarget`` of Kubernetes ≥ 1.31).
 
 Written to the Job by llmscale: ``spec.suspend`` only (by the operator, phase B of issue 13).
@@ -66,7 +67,8 @@ class JobState(StrEnum):
     Running = "Running"
     """Released (``spec.suspend: false``) and not finished."""
     Draining = "Draining"
-    """Suspended, but its pods are still finishing in-flight requests (``status.active > 0``)."""
+    """Suspended, but its pods are still finishing in-flight requests (``status.active`` or
+    ``status.terminating`` above 0)."""
     Done = "Done"
     """``Complete`` or ``Failed``: no more work."""
 
@@ -82,7 +84,7 @@ class BatchJob:
         created_at: ``metadata.creationTimestamp``, seconds since the Unix epoch (``None``: unknown).
         deadline: seconds since the Unix epoch (``None``: no deadline).
         deadline_source: ``annotation``, ``completionWindow`` or ``none``.
-        active_pods: ``status.active``.
+        active_pods: ``status.active`` + ``status.terminating``: pods running or still finishing.
         requests: requests in the whole input (``None``: undeclared or unreadable).
         input_tokens: prompt tokens of the whole input (``None``: unknown).
         output_tokens: output tokens of the whole input, an upper bound (``None``: unknown).
@@ -261,7 +263,9 @@ def parse_job(
     )
 
     suspended = _get(job, "spec", "suspend") is True
-    active = _int_field(_get(job, "status", "active"))
+    # A suspended Job's pods leave `active` the moment they are deleted (Kubernetes ≥ 1.28 counts
+    # them in `terminating` until they are gone, JobPodReplacementPolicy): both mean "not gone yet".
+    active = _int_field(_get(job, "status", "active")) + _int_field(_get(job, "status", "terminating"))
     if _finished(job):
         state = JobState.Done
     elif suspended:

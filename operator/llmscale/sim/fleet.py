@@ -21,7 +21,10 @@ hours). The autoscaler sees what it would see on a cluster:
 - The **router** (the Service / gateway) sends each interactive request to the ready replica with
   the fewest outstanding requests (ties: the oldest replica); with no ready replica the request
   waits at the router. Batch requests queue for the batch pool, which takes at most
-  ``2 × max_num_seqs`` outstanding requests per replica (a bounded-concurrency batch client).
+  ``2 × max_num_seqs`` outstanding requests per replica (a bounded-concurrency batch client) —
+  or, with a :class:`BatchSource` (``FleetConfig.batch_source``, the batch Jobs of
+  :mod:`llmscale.sim.batchday`), wait in it until it hands them out: to the batch pool within the
+  same per-replica room, or to the interactive router (``to_interactive``).
 
 Fast by construction: replicas advance in event-driven leaps (:mod:`llmscale.sim.replica`), the
 loop merges three sorted sources (arrivals, replica wake-ups, controller ticks) with ``heapq``.
@@ -49,6 +52,7 @@ from llmscale.sim.trace import Trace
 
 __all__ = [
     "Autoscaler",
+    "BatchSource",
     "FleetConfig",
     "Observation",
     "PodSample",
@@ -120,6 +124,27 @@ class Autoscaler(Protocol):
         ...
 
 
+class BatchSource(Protocol):
+    """Where batch requests wait until a client sends them (the batch Jobs of
+    :mod:`llmscale.sim.batchday`): the fleet hands it each batch request as it arrives, takes the
+    next one to send whenever a batch replica has room (or, ``to_interactive``, at once through the
+    interactive router), and reports each one finished."""
+
+    to_interactive: bool
+
+    def arrived(self, req: int, t: float) -> None:
+        """Batch request ``req`` (trace index) arrived at ``t`` (seconds since the epoch)."""
+        ...
+
+    def take(self, t: float) -> int | None:
+        """Return the next batch request a client sends at ``t``, or ``None``: none may be sent now."""
+        ...
+
+    def finished(self, req: int, t: float) -> None:
+        """Batch request ``req`` finished at ``t``."""
+        ...
+
+
 @dataclass(frozen=True)
 class FleetConfig:
     """How the simulated cluster behaves.
@@ -145,6 +170,8 @@ class FleetConfig:
             first scrapes show a fleet that is still filling up; a controller acting on them would
             shrink the warm pool and leave a backlog that outlasts the warm-up. Every policy gets
             the same hold; it belongs inside the excluded warm-up.
+        batch_source: holds batch requests until its clients send them (``None``: each goes to the
+            batch pool's queue as it arrives).
     """
 
     cold_start_s: float = 180.0
@@ -158,6 +185,7 @@ class FleetConfig:
     batch_max_replicas: int = 10_000
     batch_schedule: Callable[[float], int] | None = None
     hold_initial_s: float = 0.0
+    batch_source: BatchSource | None = None
 
 
 @dataclass(slots=True)
@@ -315,6 +343,7 @@ def simulate(
     inter_changes: list[tuple[float, int, int]] = []
     batch_changes: list[tuple[float, int, int]] = []
     unfinished_interactive = int(np.count_nonzero(~is_batch_arr & ~rejected))
+    source = fleet.batch_source
 
     def push(rep: _Replica, t: float) -> None:
         nonlocal seq
@@ -340,11 +369,15 @@ def simulate(
             unfinished_interactive -= 1
             counters.finished(t, table.prompt[req], table.output[req])
         rep = by_engine[eng.index]
+        if source is not None and is_batch[req]:
+            source.finished(req, t)
         if rep.state == "draining" and eng.outstanding == 0:
             rep.state = "gone"
             rep.record.gone_s = t
             (batchp if rep.record.pool == BATCH else inter).draining.remove(rep)
         elif rep.state == "ready" and rep.record.pool == BATCH and backlog:
+            dispatch_batch(t)
+        if source is not None and is_batch[req]:
             dispatch_batch(t)
 
     by_engine: list[_Replica] = []
@@ -387,6 +420,9 @@ def simulate(
             push(best, wake)
 
     def dispatch_batch(t: float) -> None:
+        if source is not None:
+            pump(t)
+            return
         for rep in batchp.ready:
             eng = rep.engine
             while backlog and eng.outstanding < batch_cap:
@@ -398,6 +434,24 @@ def simulate(
             if not backlog:
                 return
 
+    def pump(t: float) -> None:
+        """Send what the batch source hands out now (module docstring)."""
+        assert source is not None
+        if source.to_interactive:
+            while (req := source.take(t)) is not None:
+                send(req, t)
+            return
+        for rep in batchp.ready:
+            eng = rep.engine
+            while eng.outstanding < batch_cap:
+                req = source.take(t)
+                if req is None:
+                    return
+                table.replica[req] = eng.index
+                wake = eng.add(req, t)
+                if wake is not None:
+                    push(rep, wake)
+
     def make_ready(rep: _Replica, t: float) -> None:
         pool = batchp if rep.record.pool == BATCH else inter
         if rep.state != "starting":
@@ -408,7 +462,7 @@ def simulate(
         if pool is inter:
             while pending:
                 send(pending.popleft(), t)
-        elif backlog:
+        elif backlog or source is not None:
             dispatch_batch(t)
 
     ready_heap: list[tuple[float, int, _Replica]] = []
@@ -517,6 +571,8 @@ def simulate(
         if want_b != batchp.size:
             batch_changes.append((t, batchp.size, want_b))
             resize(batchp, want_b, t)
+        if source is not None:  # the autoscaler may have released Jobs
+            dispatch_batch(t)
 
     # ---------------------------------------------------------------- the loop
     inf = math.inf
@@ -556,6 +612,10 @@ def simulate(
             if rejected_l[req]:
                 continue
             if is_batch[req]:
+                if source is not None:
+                    source.arrived(req, ta)
+                    dispatch_batch(ta)
+                    continue
                 backlog.append(req)
                 if batchp.ready:
                     dispatch_batch(ta)
