@@ -42,7 +42,7 @@ class SeasonalSignals(CannedSignals):
     past_asked: list[tuple[float, float]] = field(default_factory=list)
 
     async def read_past_rates(
-        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0
+        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
     ) -> Mapping[PoolTarget, PastRates]:
         self.past_asked.append((start_s, end_s))
         if self.past_fail:

@@ -73,7 +73,7 @@ class RecordingSource:
     rate_rps: float | None = 2.0
 
     async def read_past_rates(
-        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0
+        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
     ) -> Mapping[PoolTarget, PastRates]:
         self.reads.append(([r.target for r in pools], start_s, end_s))
         if self.delay_s:

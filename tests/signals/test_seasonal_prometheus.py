@@ -77,7 +77,7 @@ def test_the_range_query_reads_each_pool_a_day_ago_on_the_grid(tmp_path: Path) -
         reader = PrometheusSignalReader(url, settings=SETTINGS)
         try:
             got = reader.read_past_rates_sync(
-                [PoolRequest(CHAT, VLLM), PoolRequest(OTHER, VLLM)], start, end, SEASONAL_STEP_S
+                [PoolRequest(CHAT, VLLM), PoolRequest(OTHER, VLLM)], start, end, SEASONAL_STEP_S, now=now
             )
         finally:
             reader.close()
@@ -145,7 +145,7 @@ async def test_prometheus_down_gives_no_history_and_is_logged_once(
 ) -> None:
     source = PrometheusSignalReader(refused_url, settings=SETTINGS)
     with pytest.raises(PastRatesUnread, match="did not answer"):
-        source.read_past_rates_sync([PoolRequest(CHAT, VLLM)], 0.0, 600.0, 60.0)
+        source.read_past_rates_sync([PoolRequest(CHAT, VLLM)], 0.0, 600.0, 60.0, now=1_717_416_000.0)
     seasonal = SeasonalReader(source, timeout_s=5.0)
     requests = [(PoolRequest(CHAT, VLLM), None)]
     try:

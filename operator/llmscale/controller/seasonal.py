@@ -72,9 +72,10 @@ class PastRateSource(Protocol):
     """A signal source that can read past request rates (the Prometheus reader can)."""
 
     async def read_past_rates(
-        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0
+        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
     ) -> Mapping[PoolTarget, PastRates]:
-        """Return each pool's request rate over ``[start_s, end_s]`` at ``step_s``; raise on failure."""
+        """Return each pool's request rate over ``[start_s, end_s]`` at ``step_s`` (``now``: the
+        wall clock, seconds since the epoch); raise on failure."""
         ...
 
 
@@ -200,7 +201,7 @@ class SeasonalReader:
             end = math.ceil((now - offset + SEASONAL_AFTER_S) / SEASONAL_STEP_S) * SEASONAL_STEP_S
             try:
                 got[offset] = await asyncio.wait_for(
-                    source.read_past_rates(requests, start, end, SEASONAL_STEP_S), self._timeout_s
+                    source.read_past_rates(requests, start, end, SEASONAL_STEP_S, now=now), self._timeout_s
                 )
             except TimeoutError:
                 error = f"did not finish within {self._timeout_s:g} s"

@@ -343,7 +343,7 @@ class PrometheusSignalReader:
         return await loop.run_in_executor(self._executor, partial(self.read_minutes_sync, pools, end_s))
 
     def read_past_rates_sync(
-        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0
+        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
     ) -> dict[PoolTarget, PastRates]:
         """Every pool's finished-request rate over ``[start_s, end_s]`` (a stretch a day or a week
         back) at ``step_s``: one range query per engine profile
@@ -355,6 +355,7 @@ class PrometheusSignalReader:
                 ago are not known).
             start_s / end_s: the stretch, seconds since the epoch (``start_s`` < ``end_s``).
             step_s: seconds between values (> 0).
+            now: the caller's time, seconds since the epoch (the scrape interval cache's clock).
 
         Returns:
             One :class:`PastRates` per pool Prometheus had a series of.
@@ -371,7 +372,7 @@ class PrometheusSignalReader:
             return {}
         s = self.settings
         profiles = [requests_[0].profile for requests_ in by_profile.values()]
-        window = self.window(profiles, end_s).promql
+        window = self.window(profiles, now).promql
         out: dict[PoolTarget, PastRates] = {}
         for requests_ in by_profile.values():
             query = past_rate_query(requests_[0].profile, s.labels, window, s.copy_labels)
@@ -386,12 +387,12 @@ class PrometheusSignalReader:
         return out
 
     async def read_past_rates(
-        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0
+        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
     ) -> dict[PoolTarget, PastRates]:
         """Async :meth:`read_past_rates_sync`, on the reader's own thread pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._executor, partial(self.read_past_rates_sync, pools, start_s, end_s, step_s)
+            self._executor, partial(self.read_past_rates_sync, pools, start_s, end_s, step_s, now=now)
         )
 
     def _query_range(self, params: Mapping[str, Any]) -> Any:
