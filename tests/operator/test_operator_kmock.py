@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.commands.run import serve
+from llmscale.controller.deps import Decider
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.settings import OperatorSettings
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
@@ -241,13 +242,14 @@ async def start_operator(
     """
     running: list[RunningOperator] = []
 
-    async def start(signals: CannedSignals | None = None, clock: FakeClock | None = None) -> RunningOperator:
+    async def start(signals: CannedSignals | None = None, clock: FakeClock | None = None,
+                    decider: Decider = decide) -> RunningOperator:
         stop, ready = threading.Event(), threading.Event()
         metrics = OperatorMetrics(CollectorRegistry())
         signals = signals or CannedSignals()
         clock = clock or FakeClock()
         coro = serve(
-            settings, kube_config=kube_config_for(kube), signals=signals, decide=decide,
+            settings, kube_config=kube_config_for(kube), signals=signals, decide=decider,
             metrics=metrics, clock=clock, stop_flag=stop, ready=ready,
         )
         thread = threading.Thread(target=asyncio.run, args=(coro,), name="operator", daemon=True)

@@ -27,6 +27,11 @@ per engine profile (``read_minutes``; :func:`llmscale.signals.queries.minute_que
 folds the new minutes of its pools into the SLO record (:meth:`FleetReader.minutes`). Minutes it
 missed (Prometheus down) are read afterwards, up to :data:`MINUTES_CAUGHT_UP` of them.
 
+At most once a minute the reader also reads, in a task of its own, every pool's request rate
+around the same time a day and a week ago for the seasonal forecast
+(:mod:`llmscale.controller.seasonal`; :meth:`FleetReader.seasonal`); a tick never waits for it,
+and a failure leaves the pools without seasonal history (the forecast uses the trend alone).
+
 Two clocks, as in the tick: the event loop's for *when* (periods, ages of reads, timeouts), the
 wall clock (``clock``) for the ``now`` handed to the source.
 """
@@ -43,6 +48,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from llmscale.controller.names import BATCH, INTERACTIVE
+from llmscale.controller.seasonal import SeasonalReader
+from llmscale.policy.types import SeasonalHistory
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.profiles import MetricProfile
 from llmscale.signals.queries import PoolRequest, PoolTarget
@@ -94,6 +101,7 @@ class _Registration:
     wake_query: str | None
     pods: Callable[[], Collection[str]]
     expires_loop_s: float
+    timezone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +137,7 @@ class FleetReader:
         self._task: asyncio.Task[None] | None = None
         self._minutes: dict[PoolTarget, deque[MinuteSample]] = {}
         self._last_minute_end: float | None = None
+        self._seasonal = SeasonalReader(source, timeout_s=timeout_s)
         self.reads = 0
         self.minute_reads = 0
 
@@ -143,6 +152,7 @@ class FleetReader:
         wake_query: str | None,
         keep_s: float,
         loop_now: float,
+        timezone: str | None = None,
     ) -> None:
         """Add or renew one pool; it is read from the next read on, until ``keep_s`` after ``loop_now``.
 
@@ -153,11 +163,14 @@ class FleetReader:
             wake_query: ``spec.scaling.wake.query``, or ``None``.
             keep_s: loop seconds the registration lasts without renewal (two of the object's ticks).
             loop_now: the event loop's time now.
+            timezone: the IANA time zone of the spec's calendar
+                (:func:`llmscale.controller.seasonal.spec_timezone`), for the wall-clock day and week
+                of the seasonal history; ``None``: fixed 24 h and 7 days.
         """
         # Re-keyed, not updated: the target's own fields beyond its identity (the pod names of a
         # pool selected by name) are the newest.
         self._pools.pop(target, None)
-        self._pools[target] = _Registration(profile, wake_query, pods, loop_now + keep_s)
+        self._pools[target] = _Registration(profile, wake_query, pods, loop_now + keep_s, timezone)
 
     def forget(self, namespace: str, name: str) -> None:
         """Stop reading every pool of the LLMDeployment ``namespace/name`` and drop its snapshots."""
@@ -167,6 +180,7 @@ class FleetReader:
             del self._results[target]
         for target in [t for t in self._minutes if (t.namespace, t.deployment) == (namespace, name)]:
             del self._minutes[target]
+        self._seasonal.forget([PoolTarget(namespace, name, pool) for pool in (INTERACTIVE, BATCH)])
 
     @property
     def pools(self) -> tuple[PoolTarget, ...]:
@@ -202,6 +216,23 @@ class FleetReader:
             observed_at=self._clock(),
             error=f"no signal read of {target} finished within {self._timeout_s:g} s",
         )
+
+    def seasonal(self, target: PoolTarget) -> SeasonalHistory | None:
+        """The request rate of ``target`` around the same time a day and a week ago, from the last
+        seasonal read (at most a few minutes old); ``None`` when not read, failed, or too old. Never
+        waits."""
+        return self._seasonal.get(target, asyncio.get_running_loop().time())
+
+    def start_seasonal_read(self) -> None:
+        """Start a seasonal read of every registered pool in a task of its own, if one is due
+        (:meth:`llmscale.controller.seasonal.SeasonalReader.start_if_due`)."""
+        pools = [(PoolRequest(t, r.profile), r.timezone) for t, r in self._pools.items()]
+        self._seasonal.start_if_due(pools, self._clock(), asyncio.get_running_loop().time())
+
+    @property
+    def seasonal_reads(self) -> int:
+        """Seasonal reads finished since the start (a test's counter)."""
+        return self._seasonal.reads
 
     def minutes(self, target: PoolTarget) -> tuple[MinuteSample, ...]:
         """The newest minute samples of ``target``, oldest first (a tick folds in the ones it has not)."""
@@ -250,6 +281,7 @@ class FleetReader:
             self._results.pop(target, None)
             for pool in (INTERACTIVE, BATCH):
                 self._minutes.pop(PoolTarget(target.namespace, target.deployment, pool), None)
+            self._seasonal.forget([target])
         requests = []
         for target, reg in self._pools.items():
             try:
@@ -288,6 +320,7 @@ class FleetReader:
             started = loop.time()
             try:
                 await self.read_once()
+                self.start_seasonal_read()
                 await self.read_minutes_due()
             except Exception:  # never let one bad read stop the reader
                 _LOG.exception("Failed a signal read round")
@@ -304,6 +337,7 @@ class FleetReader:
     async def stop(self) -> None:
         """Cancel :meth:`run` and wait for it to end."""
         task, self._task = self._task, None
+        await self._seasonal.stop()
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,7 @@ from llmscale.controller.scaletarget import (
     ScaleTargetError,
     read_target,
 )
+from llmscale.controller.seasonal import spec_timezone
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.status import build_status
 from llmscale.controller.statuspatch import status_patch
@@ -164,6 +166,7 @@ async def _read_signals(
         # Two of the object's ticks: a deleted or no longer watched object stops being read soon.
         keep_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
         loop_now=loop_now,
+        timezone=spec_timezone(spec),
     )
     snapshot = await deps.fleet.snapshot(target)
     if snapshot.error is not None:
@@ -374,6 +377,9 @@ async def tick(
     state = (observed.state if spec.scale_target_ref is not None
              else pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
                              pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b)))
+    # The rates a day and a week ago (the seasonal forecast), from the fleet reader's last seasonal
+    # read; None (the forecast uses the trend alone) when not read yet, failed or too old.
+    state = dataclasses.replace(state, seasonal=deps.fleet.seasonal(PoolTarget(namespace, name, INTERACTIVE)))
     wall_now = deps.clock()
     reports = observe_pools(
         mem, spec=spec, status=body.get("status"),

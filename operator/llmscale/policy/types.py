@@ -237,8 +237,10 @@ class SeasonalHistory:
     """The pool's request rate one period ago, around the same time, for the seasonal forecast.
 
     Each series must cover ``[now − offset − 5 min, now − offset + lead]`` for the forecast to use it
-    (the lead time is the measured cold start, a few minutes); the shell queries, e.g.,
-    ``sum(rate(vllm:request_success_total{…}[5m]))`` over that range at a 60 s step.
+    (the lead time is the measured cold start, a few minutes); the operator queries
+    ``sum by (pool) (rate(vllm:request_success_total{…}[<rate window>]))`` over
+    ``[now − offset − 10 min, now − offset + 30 min]`` at a 60 s step
+    (:mod:`llmscale.controller.seasonal`).
 
     Attributes:
         day: the rate around the same time yesterday, or ``None``.

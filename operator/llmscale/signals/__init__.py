@@ -9,6 +9,8 @@
 - :mod:`.window` — the rate window from the scrape interval (pure).
 - :mod:`.answer`, :mod:`.assemble` — answers split per pool and pod, then one snapshot per pool
   (pure).
+- :mod:`.pastrates` — :class:`PastRates`, each pool's request rate a day or a week ago, split from
+  a range query (pure; the seasonal forecast's history).
 - :mod:`.auth` — credentials and TLS for ``requests``.
 - :mod:`.prometheus` — :class:`PrometheusSignalReader`, the HTTP shell (imported lazily here so
   that pure callers such as the simulator do not load ``requests``).

@@ -32,6 +32,7 @@ import re
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -46,6 +47,7 @@ from llmscale.signals.assemble import assemble
 from llmscale.signals.auth import CredentialsUnreadable, build_http
 from llmscale.signals.config import ReaderSettings
 from llmscale.signals.minute import MinuteSample, minute_samples
+from llmscale.signals.pastrates import PastRates, PastRatesUnread, past_rates
 from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import (
     GROUPS,
@@ -55,6 +57,7 @@ from llmscale.signals.queries import (
     interval_probe_query,
     minute_query,
     parse_duration,
+    past_rate_query,
     samples_query,
     wake_expression,
     wake_query,
@@ -339,6 +342,74 @@ class PrometheusSignalReader:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, partial(self.read_minutes_sync, pools, end_s))
 
+    def read_past_rates_sync(
+        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
+    ) -> dict[PoolTarget, PastRates]:
+        """Every pool's finished-request rate over ``[start_s, end_s]`` (a stretch a day or a week
+        back) at ``step_s``: one range query per engine profile
+        (:func:`~llmscale.signals.queries.past_rate_query`), whatever the number of pools. The
+        rate window is the read's (:meth:`window`), as for the live ``request_rate``.
+
+        Args:
+            pools: the pools to read (pools selected by pod name are skipped: their pods of a day
+                ago are not known).
+            start_s / end_s: the stretch, seconds since the epoch (``start_s`` < ``end_s``).
+            step_s: seconds between values (> 0).
+            now: the caller's time, seconds since the epoch (the scrape interval cache's clock).
+
+        Returns:
+            One :class:`PastRates` per pool Prometheus had a series of.
+
+        Raises:
+            PastRatesUnread: a query failed or its answer was not a matrix (the caller then has no
+                past rates at all rather than some pools' only).
+        """
+        by_profile: dict[str, list[PoolRequest]] = {}
+        for request in pools:
+            if request.target.pods is None:
+                by_profile.setdefault(request.profile.name, []).append(request)
+        if not by_profile:
+            return {}
+        s = self.settings
+        profiles = [requests_[0].profile for requests_ in by_profile.values()]
+        window = self.window(profiles, now).promql
+        out: dict[PoolTarget, PastRates] = {}
+        for requests_ in by_profile.values():
+            query = past_rate_query(requests_[0].profile, s.labels, window, s.copy_labels)
+            if query is None:
+                continue
+            params = {"query": query, "start": start_s, "end": end_s, "step": step_s}
+            try:
+                result = self._call(lambda p=params: self._query_range(p))  # type: ignore[misc]
+            except _Failed as exc:
+                raise PastRatesUnread(exc.why) from None
+            out.update(past_rates(result, s.labels, [r.target for r in requests_], start_s, end_s, step_s))
+        return out
+
+    async def read_past_rates(
+        self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
+    ) -> dict[PoolTarget, PastRates]:
+        """Async :meth:`read_past_rates_sync`, on the reader's own thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, partial(self.read_past_rates_sync, pools, start_s, end_s, step_s, now=now)
+        )
+
+    def _query_range(self, params: Mapping[str, Any]) -> Any:
+        """``/api/v1/query_range`` of ``params`` (``query``, ``start``, ``end``, ``step``).
+
+        prometheus-api-client's ``custom_query_range`` rounds ``start``/``end`` to whole seconds;
+        the exact ones are passed again in ``params``, which it lets override them.
+        """
+        start, end = float(params["start"]), float(params["end"])
+        return self._client.custom_query_range(
+            str(params["query"]),
+            start_time=_utc(start),
+            end_time=_utc(end),
+            step=f"{float(params['step']):g}",
+            params={"start": f"{start:.3f}", "end": f"{end:.3f}"},
+        )
+
     def close(self) -> None:
         """Close the HTTP session and stop the reader's threads."""
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -495,6 +566,11 @@ class PrometheusSignalReader:
             raise _Failed(
                 f"Prometheus at {self.url} answered without data.result: {exc!r}", fatal=True
             ) from None
+
+
+def _utc(seconds: float) -> datetime:
+    """``seconds`` since the epoch as an aware UTC ``datetime``."""
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def _most_samples(answer: FleetAnswer, pools: Sequence[PoolRequest]) -> float | None:

@@ -40,6 +40,11 @@ target exposes with native buckets *only* as a native series (no ``_bucket``), s
 classic form alone would silently find nothing. Source: Prometheus docs, "Native histograms" and
 "Functions — histogram_quantile(), histogram_sum(), histogram_count()".
 
+**Past rates.** The seasonal forecast reads each pool's request rate around the same time a day
+and a week ago (:func:`past_rate_query`): one *range* query per engine profile and offset, over
+absolute past times (``query_range`` from ``now − offset − before`` to ``now − offset + after`` at a
+60 s step), summed ``by (namespace, deployment, pool)``: every pool at once.
+
 **Wake queries.** An LLMDeployment that may scale to zero gives a PromQL query of its own
 (``spec.scaling.wake.query``): a demand signal that exists while no engine runs (a gateway's queue
 or request rate). :func:`wake_query` answers every such query of a read in *one* instant query:
@@ -72,6 +77,7 @@ __all__ = [
     "interval_probe_query",
     "minute_query",
     "parse_duration",
+    "past_rate_query",
     "samples_query",
     "selector",
     "signal_queries",
@@ -576,3 +582,40 @@ def minute_query(
     return "\n  or ".join(
         f'label_replace({expr}, "{SIGNAL_LABEL}", "{name}", "", "")' for name, expr in parts.items()
     )
+
+
+def past_rate_query(
+    profile: MetricProfile,
+    labels: SelectorLabels = DEFAULT_LABELS,
+    window: str = "1m",
+    copy_labels: tuple[str, ...] = (),
+) -> str | None:
+    """Return the range query of every pool's finished-request rate, for the seasonal forecast.
+
+    ``sum by (namespace, deployment, pool) (max without (<copies>) (rate(<requests counter>{deployment!="",
+    pool!=""}[window])))``: the same counter and rate as the live ``request_rate`` (so a day-old rate
+    and today's compare like for like), summed over the pool's pods. Sent as ``query_range`` over a
+    stretch a day or a week back (no ``offset`` modifier: the answer's timestamps are the past
+    instants themselves, as :class:`llmscale.policy.types.RateSeries` wants them). Pods are not
+    filtered by name: yesterday's pods are gone.
+
+    Args:
+        profile: the engine's metric names (``requests_total``).
+        labels: the selector label names.
+        window: range of the ``rate()``, a PromQL duration (the read's rate window).
+        copy_labels: labels telling copies apart besides the profile's own.
+
+    Returns:
+        The query, or ``None`` when the profile has no finished-request counter.
+
+    Raises:
+        ValueError: ``window`` is not a PromQL duration.
+    """
+    parse_duration(window)
+    if profile.requests_total is None:
+        return None
+    copies = list(dict.fromkeys((*profile.copy_labels, *copy_labels)))
+    rate = f"rate({profile.requests_total}{{{selector(None, labels)}}}[{window}])"
+    if copies:
+        rate = f"max without ({', '.join(copies)}) ({rate})"
+    return f"sum by ({', '.join(labels.pool_labels)}) ({rate})"
