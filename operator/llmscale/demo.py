@@ -479,6 +479,25 @@ def _kubectl(stack: Any, *args: str, input: str | None = None) -> str:
     return p.stdout
 
 
+def _wait_established(stack: Any, crd: str, timeout_s: float = 90.0) -> None:
+    """Wait until ``crd`` (``crd/<name>``) is Established. ``kubectl wait`` fails outright, rather
+    than waits, while a new CRD has no status yet (``.status.conditions accessor error``), which a
+    large CRD on a busy API server shows for a moment: retry it until ``timeout_s`` seconds.
+
+    Raises:
+        DemoError: the CRD was not Established in time (with kubectl's last message).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _kubectl(stack, "wait", "--for=condition=Established", "--timeout=30s", crd)
+            return
+        except DemoError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 def _manifest(opens: datetime, closes: datetime) -> dict[str, Any]:
     manifest: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"] = {"name": NAME, "namespace": NAMESPACE}
@@ -619,7 +638,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
     try:
         stack = stack_mod.up(state)
         _kubectl(stack, "apply", "--server-side", "--force-conflicts", "-f", "-", input=crd_yaml())
-        _kubectl(stack, "wait", "--for=condition=Established", "--timeout=60s", "crd/llmdeployments.llmscale.dev")
+        _wait_established(stack, "crd/llmdeployments.llmscale.dev")
         _kubectl(stack, "apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace",
                                                                     "metadata": {"name": NAMESPACE}}))
         with _operator(stack.kubeconfig, stack.prometheus_url, state / "logs" / "demo-operator.log"):

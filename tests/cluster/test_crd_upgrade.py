@@ -71,7 +71,10 @@ def test_the_new_crd_applies_over_the_old_and_old_objects_carry_over(cluster: Lo
         old = wait_for("the old object read with the new defaults", lambda: (
             o if (o := objects.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "old"))["spec"].get("mode")
             else None))
-        assert old["spec"] == LLMDeploymentSpec.model_validate(OLD_SPEC).to_wire()
+        # The API server defaults absent fields only: a default the old CRD wrote into the object
+        # stays as written. 0.1.0 defaulted headroom.replicas to 1; it is 0 now (docs/deploy.md).
+        persisted = {**OLD_SPEC, "headroom": {"replicas": 1}}
+        assert old["spec"] == LLMDeploymentSpec.model_validate(persisted).to_wire()
         assert old["spec"]["mode"] == "Active"
         new = create(cluster, "new", {**OLD_SPEC, "batch": None, "mode": "Paused",
                                       "template": {"spec": {"nodeSelector": {"gpu": "h100"}}}})

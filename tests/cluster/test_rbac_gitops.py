@@ -71,6 +71,10 @@ NOT_A_REQUEST = {
         "the pod-deletion-cost annotation is written from per-pod load, which needs Prometheus; here "
         "every signal is unknown and nothing is written (used in the e2e scale-down scenario, "
         "e2e/test_scenarios.py::test_10, and against kmock in tests/operator)",
+    ("batch", "jobs", "patch"):
+        "a batch Job's spec.suspend is written only when the batch planner releases or pauses a Job "
+        "labelled for the LLMDeployment; this story has no Job (e2e/test_batch.py::test_16 runs Jobs "
+        "under the operator, and tests/operator against kmock)",
     # spec.scaleTargetRef (rbac.scaleTargets): this story's LLMDeployment creates its own workload;
     # tests/cluster/test_scale_targets.py shows the operator using them as the chart's
     # ServiceAccount (deployments and leaderworkersets). StatefulSets are granted for the same use.
@@ -287,22 +291,21 @@ class TestClusterWideInstall:
         wait_for("Service serving/chat", lambda: svc.read_namespaced_service("chat", SERVING))
         wait_for("PDB serving/chat",
                  lambda: kubernetes.client.PolicyV1Api(cluster.api).read_namespaced_pod_disruption_budget("chat", SERVING))
-        # 1 + headroom 1 = 2 interactive replicas; the open trough window gives the batch pool 1.
+        # 1 + headroom 1 = 2 interactive replicas. The batch pool is sized from its Jobs' backlog:
+        # with no Job outstanding it stays at 0 even inside the open window (docs/batch.md).
         wait_for("Deployment chat at 2 replicas", lambda: (d := deployment(cluster, SERVING, "chat")) and d.spec.replicas == 2)
-        wait_for("Deployment chat-batch at 1 replica",
-                 lambda: (d := deployment(cluster, SERVING, "chat-batch")) and d.spec.replicas == 1)
+        wait_for("Deployment chat-batch at 0 replicas",
+                 lambda: (d := deployment(cluster, SERVING, "chat-batch")) and d.spec.replicas == 0)
         # Pod Security admission ("restricted") admits the mock engine's pods: the ReplicaSets made them.
         wait_for("2 interactive pods admitted under restricted Pod Security", lambda: len(svc.list_namespaced_pod(
             SERVING, label_selector="llmscale.dev/deployment=chat,llmscale.dev/pool=interactive").items) == 2)
         wait_for("status.replicas with every pod ready after its cold start",
-                 lambda: {"desired": 2, "ready": 2, "batch": 1, "batchReady": 1}.items()
+                 lambda: {"desired": 2, "ready": 2, "batch": 0, "batchReady": 0}.items()
                  <= get_llmdep(cluster, SERVING)["status"]["replicas"].items())
         conditions = {c["type"]: c for c in get_llmdep(cluster, SERVING)["status"]["conditions"]}
         assert conditions["MetricsAvailable"]["status"] == "False"  # Prometheus refused: unknown, not zero
         assert conditions["BatchWindowOpen"]["status"] == "True"
-        wait_for("a ScaledUp Event for the batch pool", lambda: [
-            e for e in events(cluster, SERVING, "ScaledUp")
-            if "batch pool of LLMDeployment serving/chat from 0 to 1 replicas" in e.message])
+        assert conditions["BatchBacklog"]["status"] == "False", conditions["BatchBacklog"]
 
     def test_one_of_two_peered_replicas_works_and_the_other_takes_over(self, cluster: LocalCluster,
                                                                        clusterwide: Install) -> None:
@@ -330,7 +333,7 @@ class TestClusterWideInstall:
         wait_for("the lower-priority replica to resume and tick", lambda: tick_count(low) > mark)
 
     def test_argo_cd_reapplying_the_manifest_changes_nothing(self, cluster: LocalCluster) -> None:
-        steady = {"desired": 2, "ready": 2, "batch": 1, "batchReady": 1}
+        steady = {"desired": 2, "ready": 2, "batch": 0, "batchReady": 0}
         wait_for("a steady status", lambda: steady.items() <= get_llmdep(cluster, SERVING)["status"]["replicas"].items())
         before = get_llmdep(cluster, SERVING)
         cluster.apply([llmdeployment(SERVING)], "argocd-controller", force=True)  # a sync of unchanged Git
@@ -342,7 +345,7 @@ class TestClusterWideInstall:
         assert after["metadata"]["finalizers"] == ["llmscale.dev/finalizer"]
         assert "llmscale.dev/last-handled-configuration" in after["metadata"]["annotations"]
         assert deployment(cluster, SERVING, "chat").spec.replicas == 2
-        assert deployment(cluster, SERVING, "chat-batch").spec.replicas == 1
+        assert deployment(cluster, SERVING, "chat-batch").spec.replicas == 0
 
     def test_a_raised_min_from_git_is_applied_while_signals_are_unknown(self, cluster: LocalCluster) -> None:
         cluster.apply([llmdeployment(SERVING, min_replicas=3)], "argocd-controller", force=True)
