@@ -682,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
                     "reproduce its figures), then tables, plots and README rewritten (default --out: its folder)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
+    commit = _commit() if args.update is not None else None  # the code the runs ran
     if args.render:
         out_dir = args.out or HERE / "results"
         md = markdown(json.loads((out_dir / "workloads.json").read_text(encoding="utf-8")))
@@ -941,7 +942,7 @@ def main(argv: list[str] | None = None) -> int:
             "policies": policies,
             "workloads": [wl.key for wl in workloads],
             "utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": _commit(),
+            "commit": commit,
             "wall_s": round(wall, 1),
             "jobs": jobs_n,
             "runs": runs_made,
