@@ -22,10 +22,19 @@ Usage (from the repository root)::
 
     .venv/bin/python benchmarks/workloads.py [--trace-dir DIR] [--workloads azure-day,...]
         [--policies llmscale,oracle] [--seed N] [--jobs 2] [--quick] [--out DIR]
-        [--variant 'LABEL={"scaling": {...}}']
+        [--variant 'LABEL={"scaling": {...}}'] [--update RESULTS.json]
 
 ``--quick`` runs every workload for 20 minutes at a low rate with a two-point grid: a check that
 everything runs (the tests use it), not a result.
+
+``--update benchmarks/results/workloads.json --policies llmscale,oracle`` reruns only those policies
+(on ``--workloads``, default all) and merges them into the results: their rows, sweeps and runs are
+replaced, the others kept, and the tables, plots and README block are rewritten as a full run would.
+Each kept row is rerun once at its reported setting (its plot needs the minute series, which the
+JSON does not keep) and the update stops, writing nothing, if its figures or the calibrated
+capacities differ from the stored ones: the simulator changed, and only a full run is honest then.
+The JSON's ``run.updates`` lists every such partial rerun (command, policies, workloads, UTC time,
+commit); the tables say which rows are newer than the full run.
 """
 
 from __future__ import annotations
@@ -37,11 +46,13 @@ import math
 import multiprocessing
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +271,7 @@ class Job:
     setting: float | None = None
     variant: str | None = None
     cost: float = 0.0
+    check: bool = False  # ``--update``: a kept row rerun at its reported setting, to compare and plot
 
 
 def _calibrate_job(args: tuple[str, int, Options]) -> tuple[str, int, Capacity | None, float]:
@@ -297,11 +309,20 @@ def _by_key(key: str) -> Workload:
 
 
 def plan_jobs(
-    workloads: Sequence[Workload], policies: Sequence[str], capacities: dict[str, Capacity], opts: Options
+    workloads: Sequence[Workload],
+    policies: Sequence[str],
+    capacities: dict[str, Capacity],
+    opts: Options,
+    kept: dict[str, dict[str, float | None]] | None = None,
 ) -> list[Job]:
     """Every run, longest first (so two processes finish together); ``capacities`` are the
-    four-replica capacities the baselines' grids scale."""
+    four-replica capacities the baselines' grids scale; ``kept`` (``--update``), per workload key,
+    the kept policies and their reported settings: one check run each."""
     jobs: list[Job] = []
+    for key, rows in (kept or {}).items():
+        wl = _by_key(key)
+        weight = (QUICK_DURATION_S if opts.quick else wl.duration_s) / 86_400.0 * wl.peak_rps
+        jobs += [Job(key, name, setting, cost=weight, check=True) for name, setting in rows.items()]
     for wl in workloads:
         days = (QUICK_DURATION_S if opts.quick else wl.duration_s) / 86_400.0
         weight = days * wl.peak_rps
@@ -475,12 +496,25 @@ def markdown(doc: dict[str, Any]) -> str:
         "the wall time depends on what else the machine runs)"
         + (f"; one simulated day of one policy takes {day_cost:.0f} s of CPU (llmscale, mean over workloads)"
            if day_cost else "")
-        + ". A minute meets the SLO when its `histogram_quantile(0.95)` of TTFT and of per-token ITL "
+        + "."
+        + "".join(_update_text(u) for u in run.get("updates", []))
+        + " A minute meets the SLO when its `histogram_quantile(0.95)` of TTFT and of per-token ITL "
         "(vLLM's histograms) are within the targets; goals: ≥ 99 % of minutes, ≤ 1.10× the oracle's "
         "GPU-h, ≤ 0.60× static-peak's where the oracle gets there, the best goodput per GPU-hour of "
         "the non-oracle policies that meet the SLO."
     )
     return "\n\n".join([*parts, tail]) + "\n"
+
+
+def _update_text(update: dict[str, Any]) -> str:
+    """One sentence per ``--update``: what it reran, when, on which commit."""
+    commit = f", commit {update['commit'][:12]}" if update.get("commit") else ""
+    return (
+        f" Then `{update['command']}` reran {', '.join(update['policies'])} on {', '.join(update['workloads'])} "
+        f"({update['utc']}{commit}; {update['runs']} runs in {update['wall_s'] / 60:.0f} min): those rows are "
+        "newer than the full run's; every other row was rerun at its reported setting and reproduced its "
+        "figures on that code."
+    )
 
 
 def spec_summary(spec: LLMDeploymentSpec) -> str:
@@ -511,12 +545,97 @@ def update_readme(path: Path, table: str) -> None:
     path.write_text(_BLOCK.sub(lambda m: m.group(1) + table.strip() + "\n" + m.group(3), text), encoding="utf-8")
 
 
+# --------------------------------------------------------------------------- --update
+
+#: Figures a kept row must reproduce when ``--update`` reruns it at its reported setting.
+CHECK_KEYS = ("gpu_hours", "minutes_meeting_slo_fraction", "ttft_p95_s", "itl_p95_s", "goodput_tokens_per_gpu_hour")
+#: Relative tolerance of that comparison: the simulation is deterministic, so only float noise.
+CHECK_RTOL = 1e-6
+
+
+def row_family(policy: str) -> str:
+    """The policy a reported row belongs to: ``"llmscale (kv 0.14)"`` → ``"llmscale"``."""
+    return policy.split(" ")[0]
+
+
+def figures_differ(stored: dict[str, Any], rerun: dict[str, Any]) -> list[str]:
+    """The :data:`CHECK_KEYS` on which a rerun's summary differs from the stored row, as
+    ``"key stored → rerun"`` texts (empty when it reproduces them)."""
+    out = []
+    for key in CHECK_KEYS:
+        a, b = stored.get(key), rerun.get(key)
+        same = (a is None and b is None) or (
+            a is not None and b is not None and math.isclose(float(a), float(b), rel_tol=CHECK_RTOL, abs_tol=1e-12)
+        )
+        if not same:
+            out.append(f"{key} {a} → {b}")
+    return out
+
+
+def _in_policy_order(names: Sequence[str]) -> list[str]:
+    order = {name: i for i, name in enumerate(POLICY_NAMES)}
+    return sorted(names, key=lambda n: (order.get(row_family(n), 99), n))
+
+
+def merge_entry(old: dict[str, Any], new: dict[str, Any], policies: Sequence[str]) -> dict[str, Any]:
+    """A workload's results entry after rerunning ``policies`` (``--update``).
+
+    Takes the stored entry ``old`` and the entry ``new`` of the rerun (both shaped as the JSON's
+    ``workloads[i]``) and returns a new entry: the reported rows, sweeps, choices and runs of
+    ``policies`` (and of their ``--variant`` rows) from ``new``, every other one from ``old``, the
+    scenario from ``new``, every row judged again (the ratios follow the rerun oracle). Neither
+    argument is changed.
+    """
+    rerun = set(policies)
+
+    def pick(part: str) -> dict[str, Any]:
+        merged = {k: v for k, v in old[part].items() if row_family(k) not in rerun}
+        merged |= {k: v for k, v in new[part].items() if row_family(k) in rerun}
+        return {k: merged[k] for k in _in_policy_order(list(merged))}
+
+    rows = {r["policy"]: dict(r) for r in old["reported"] if row_family(r["policy"]) not in rerun}
+    rows |= {r["policy"]: dict(r) for r in new["reported"] if row_family(r["policy"]) in rerun}
+    reported = [rows[name] for name in _in_policy_order(list(rows))]
+    judge(reported)
+    all_runs = [r for r in old["all_runs"] if row_family(r["policy"]) not in rerun]
+    all_runs += [r for r in new["all_runs"] if row_family(r["policy"]) in rerun]
+    return {"scenario": new["scenario"], "reported": reported, "sweeps": pick("sweeps"), "chosen": pick("chosen"),
+            "why": pick("why"), "all_runs": all_runs}
+
+
+def _commit() -> str | None:
+    """The repository's ``HEAD`` commit (with ``+dirty`` when the tree has changes), or ``None``
+    outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def _llmscale_day_cost(entries: Sequence[dict[str, Any]]) -> float | None:
+    """CPU seconds llmscale's run takes per simulated day, mean over the workloads."""
+    costs = [r["cpu_s"] / (r["duration_s"] + r["warmup_s"]) * 86_400.0
+             for e in entries for r in e["reported"] if r["policy"] == "llmscale"]
+    return float(np.mean(costs)) if costs else None
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 # --------------------------------------------------------------------------- main
 
 
 @dataclass
 class _Collected:
     runs: dict[str, list[tuple[Job, dict[str, Any], dict[str, np.ndarray]]]] = field(default_factory=dict)
+    checks: dict[str, list[tuple[Job, dict[str, Any], dict[str, np.ndarray]]]] = field(default_factory=dict)
 
 
 def _parse_variants(items: list[str]) -> tuple[tuple[str, dict[str, Any]], ...]:
@@ -557,8 +676,13 @@ def main(argv: list[str] | None = None) -> int:
                     "writing to benchmarks/results)")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite workloads.md (and the README block) from the JSON in --out")
+    ap.add_argument("--update", type=Path, default=None, metavar="RESULTS.json",
+                    help="rerun only --policies (on --workloads) and merge them into this results JSON: their "
+                    "rows replaced, the others kept (each rerun once at its reported setting and required to "
+                    "reproduce its figures), then tables, plots and README rewritten (default --out: its folder)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
+    commit = _commit() if args.update is not None else None  # the code the runs ran
     if args.render:
         out_dir = args.out or HERE / "results"
         md = markdown(json.loads((out_dir / "workloads.json").read_text(encoding="utf-8")))
@@ -570,6 +694,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     results_dir = HERE / "results"
+    stored: dict[str, Any] | None = None
+    if args.update is not None:
+        try:
+            stored = json.loads(args.update.read_text(encoding="utf-8"))
+            stored_entries = {e["scenario"]["workload"]: e for e in stored["workloads"]}
+            stored_quick = bool(stored["run"]["quick"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            ap.error(f"--update {args.update}: not a results JSON of this benchmark ({exc})")
+        if args.policies == ",".join(POLICY_NAMES):
+            ap.error("--update needs --policies, the policies to rerun (a full run is the plain command)")
+        if args.variant:
+            ap.error("--update reruns policies at their defaults; --variant rows come from a full run")
+        if stored_quick != args.quick:
+            ap.error(f"--update {args.update} holds a {'--quick' if stored_quick else 'full'} run: "
+                     + ("pass --quick" if stored_quick else "drop --quick"))
+        if args.out is None:
+            args.out = args.update.parent
     if args.out is None:
         if args.quick:
             ap.error("--quick needs --out (the checked-in results are full runs)")
@@ -583,6 +724,21 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown policies {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
     opts = Options(args.trace_dir, args.quick, args.seed, _parse_variants(args.variant))
+    kept: dict[str, dict[str, float | None]] | None = None
+    if stored is not None:
+        kept = {}
+        for wl in workloads:
+            entry = stored_entries.get(wl.key)
+            if entry is None:
+                ap.error(f"--update: {args.update} has no workload {wl.key}; a full run adds one")
+            if entry["scenario"]["seed"] != workload_seed(wl, opts):
+                ap.error(f"--update: {wl.key} was run with seed {entry['scenario']['seed']}, not "
+                         f"{workload_seed(wl, opts)}: pass the same --seed")
+            rows = [r for r in entry["reported"] if row_family(r["policy"]) not in policies]
+            variants = [r["policy"] for r in rows if r["policy"] != row_family(r["policy"])]
+            if variants:
+                ap.error(f"--update: {wl.key}'s rows {', '.join(variants)} are --variant rows: rerun llmscale too")
+            kept[wl.key] = {r["policy"]: r["setting"] for r in rows}
     for wl in workloads:
         path = opts.trace_dir / TRACE_FILES[wl.trace]
         if not path.exists():
@@ -606,14 +762,14 @@ def main(argv: list[str] | None = None) -> int:
             if not curve:
                 raise SystemExit(f"Calibration of {key} found no capacity at any fleet size: see above")
         capacities = {key: curve.get(4) or curve[max(curve)] for key, curve in curves.items()}
-        jobs = plan_jobs(workloads, policies, capacities, opts)
+        jobs = plan_jobs(workloads, policies, capacities, opts, kept)
         print(f"Calibrated {len(workloads)} workloads; running {len(jobs)} simulations on {jobs_n} processes "
               "(and a few more where a baseline's best setting is at the edge of its grid)",
               file=sys.stderr, flush=True)
         collected = _Collected()
-        grid_sizes = {(j.workload, j.policy): 0 for j in jobs if j.setting is not None}
+        grid_sizes = {(j.workload, j.policy): 0 for j in jobs if j.setting is not None and not j.check}
         for j in jobs:
-            if j.setting is not None:
+            if j.setting is not None and not j.check:
                 grid_sizes[(j.workload, j.policy)] += 1
         open_runs = dict.fromkeys(grid_sizes, 0)
         sweeps: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in grid_sizes}
@@ -624,14 +780,16 @@ def main(argv: list[str] | None = None) -> int:
             """Keep a finished run; return the extension it calls for (if its sweep is complete)."""
             nonlocal done
             done += 1
-            collected.runs.setdefault(job.workload, []).append((job, summary, series))
+            (collected.checks if job.check else collected.runs).setdefault(job.workload, []).append(
+                (job, summary, series))
             print(f"[{done}/{total}] {job.workload} {summary['policy']}"
                   + (f" @ {job.setting:.3g}" if job.setting is not None else "")
                   + f": {summary['gpu_hours']:,.0f} GPU-h, {summary['minutes_meeting_slo_fraction']:.1%} of minutes"
-                  + f" ({summary['cpu_s']:.0f} s CPU, {(time.perf_counter() - t_start) / 60:.1f} min so far)",
+                  + f" ({summary['cpu_s']:.0f} s CPU, {(time.perf_counter() - t_start) / 60:.1f} min so far)"
+                  + (" [check of a kept row]" if job.check else ""),
                   file=sys.stderr, flush=True)
             key = (job.workload, job.policy)
-            if job.setting is None or job.variant is not None or key not in sweeps:
+            if job.setting is None or job.variant is not None or job.check or key not in sweeps:
                 return []
             sweeps[key].append(summary)
             open_runs[key] -= 1
@@ -646,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
             return job, opts, curves[job.workload]
 
         for j in jobs:
-            if j.setting is not None:
+            if j.setting is not None and not j.check:
                 open_runs[(j.workload, j.policy)] += 1
         if pool is None:
             queue = list(jobs)
@@ -674,7 +832,8 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     entries = []
-    llm_day_cost: list[float] = []
+    plots: list[tuple[dict[str, Any], dict[str, dict[str, np.ndarray]], str]] = []
+    mismatches: list[str] = []
     for wl in workloads:
         runs = collected.runs.get(wl.key, [])
         doc, spec = load_spec(wl)
@@ -706,8 +865,6 @@ def main(argv: list[str] | None = None) -> int:
                 _, s, ser = items[0]
                 reported.append(dict(s))
                 series[name] = ser
-                if name == "llmscale":
-                    llm_day_cost.append(s["cpu_s"] / (s["duration_s"] + s["warmup_s"]) * 86_400.0)
         judge(reported)
         scenario = {
             "workload": wl.key,
@@ -737,31 +894,71 @@ def main(argv: list[str] | None = None) -> int:
         }
         entry = {"scenario": scenario, "reported": reported, "sweeps": sweeps, "chosen": chosen, "why": why,
                  "all_runs": [s for _, s, _ in runs]}
+        if stored is not None:
+            old = stored_entries[wl.key]
+            old_curve = old["scenario"]["capacity_rps_per_replica_by_fleet_size"]
+            if old_curve != scenario["capacity_rps_per_replica_by_fleet_size"]:
+                mismatches.append(f"{wl.key}: calibrated capacity {old_curve} → "
+                                  f"{scenario['capacity_rps_per_replica_by_fleet_size']}")
+            stored_rows = {r["policy"]: r for r in old["reported"]}
+            for _, check, ser in collected.checks.get(wl.key, []):
+                diff = figures_differ(stored_rows[check["policy"]], check)
+                if diff:
+                    mismatches.append(f"{wl.key} {check['policy']}: {'; '.join(diff)}")
+                series[check["policy"]] = ser
+            entry = merge_entry(old, entry, policies)
         entries.append(entry)
+        plots.append((entry, series, f"{wl.key}: {wl.title} — {run.source}"))
+    if mismatches:
+        print(f"The kept rows of {args.update} do not reproduce on this code, so merging new rows into them "
+              "would compare runs of different simulators; nothing written. Run the full benchmark. Differences:\n  "
+              + "\n  ".join(mismatches), file=sys.stderr)
+        return 1
+    for entry, series, title in plots:
         plot_day(
-            {r["policy"]: {k: np.asarray(v) for k, v in series[r["policy"]].items()} for r in reported},
-            out / f"{wl.key}.png",
-            title=f"{wl.key}: {wl.title} — {run.source}",
-            footnote=f"Trace: {scenario['trace_citation']}",
-            warmup_s=scenario["warmup_s"],
+            {r["policy"]: {k: np.asarray(v) for k, v in series[r["policy"]].items()} for r in entry["reported"]},
+            out / f"{entry['scenario']['workload']}.png",
+            title=title,
+            footnote=f"Trace: {entry['scenario']['trace_citation']}",
+            warmup_s=entry["scenario"]["warmup_s"],
         )
     wall = time.perf_counter() - t_start
     command = ".venv/bin/python benchmarks/workloads.py" + (" --quick" if opts.quick else "") + (
         f" --seed {opts.seed}" if opts.seed is not None else ""
     ) + ("" if args.workloads == ",".join(w.key for w in WORKLOADS) else f" --workloads {args.workloads}") + (
+        f" --update {_display(args.update)}" if args.update is not None else ""
+    ) + (
         "" if args.policies == ",".join(POLICY_NAMES) else f" --policies {args.policies}"
     ) + "".join(f" --variant '{v}'" for v in args.variant)
-    doc_out = {
-        "run": {
+    runs_made = sum(len(v) for v in collected.runs.values()) + sum(len(v) for v in collected.checks.values())
+    if stored is not None:
+        doc_out = stored
+        updated = {e["scenario"]["workload"]: e for e in entries}
+        doc_out["workloads"] = [updated.get(e["scenario"]["workload"], e) for e in stored["workloads"]]
+        doc_out["run"]["runs"] = sum(len(e["all_runs"]) for e in doc_out["workloads"])
+        doc_out["run"]["llmscale_cpu_s_per_simulated_day"] = _llmscale_day_cost(doc_out["workloads"])
+        doc_out["run"].setdefault("updates", []).append({
             "command": command,
+            "policies": policies,
+            "workloads": [wl.key for wl in workloads],
+            "utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit,
             "wall_s": round(wall, 1),
             "jobs": jobs_n,
-            "runs": sum(len(v) for v in collected.runs.values()),
-            "quick": opts.quick,
-            "llmscale_cpu_s_per_simulated_day": float(np.mean(llm_day_cost)) if llm_day_cost else None,
-        },
-        "workloads": entries,
-    }
+            "runs": runs_made,
+        })
+    else:
+        doc_out = {
+            "run": {
+                "command": command,
+                "wall_s": round(wall, 1),
+                "jobs": jobs_n,
+                "runs": runs_made,
+                "quick": opts.quick,
+                "llmscale_cpu_s_per_simulated_day": _llmscale_day_cost(entries),
+            },
+            "workloads": entries,
+        }
     (out / "workloads.json").write_text(json.dumps(doc_out, indent=1, default=float) + "\n", encoding="utf-8")
     md = markdown(doc_out)
     (out / "workloads.md").write_text(md, encoding="utf-8")
