@@ -355,8 +355,13 @@ def test_6_not_enough_gpus_leaves_pods_pending_and_the_operator_stops_adding(clu
     # The engine simulates one GPU whatever the pod requests (engine args come last and argparse
     # keeps the last value): a tensor-parallel mock would step so fast that two replicas never queue.
     engine = {"args": [*sample()["spec"]["engine"]["args"], "--gpus", "1"]}
+    # The policy's model, though, sizes a replica of `per_replica` GPUs, far faster than the engine
+    # it gets: its load signal could find the test's load light. An ITL SLO no replica can meet
+    # makes any arrival need every replica the spec allows, so the demand beyond the GPUs is
+    # certain whatever the model thinks of them (the queue and KV signals still read the engines).
     cluster.apply(namespace, sample(resources={"gpusPerReplica": per_replica}, engine=engine,
-                                    replicas={"min": fits + 1, "max": fits + 4}))
+                                    replicas={"min": fits + 1, "max": fits + 4},
+                                    slo={"itlP95Seconds": 0.001}))
 
     def pending() -> list[Any]:
         return [p for p in cluster.pods(namespace, "interactive")
