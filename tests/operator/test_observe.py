@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from llmscale.controller.coldstart import ColdStarts, pod_start_seconds, quantile
+from llmscale.controller.coldstart import ColdStarts, pod_start_seconds
 from llmscale.controller.gpuledger import GpuLedger, LivePod
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.servicerecord import ServiceRecord, judge_minute
 from llmscale.controller.statuspatch import figures_material, memory_material, status_patch
+from llmscale.policy.leadtime import lead_time
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
@@ -18,7 +19,7 @@ T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z, a whole hour
 # -- cold start -----------------------------------------------------------------------------------
 
 
-def test_cold_start_is_creation_to_ready_p90_nearest_rank() -> None:
+def test_cold_start_is_creation_to_ready() -> None:
     created, ready = pod_start_seconds(
         {"creationTimestamp": "2026-01-01T00:00:00Z"},
         {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:03:05Z"}]},
@@ -26,18 +27,26 @@ def test_cold_start_is_creation_to_ready_p90_nearest_rank() -> None:
     assert (created, ready) == (T0, T0 + 185)
     assert pod_start_seconds({"creationTimestamp": "2026-01-01T00:00:00Z"},
                              {"conditions": [{"type": "Ready", "status": "False"}]})[1] is None
-    assert quantile(range(1, 21)) == 18  # P90 of 20 starts: the 18th
-    assert quantile([]) is None
 
 
 def test_cold_starts_keep_the_newest_and_count_each_pod_once() -> None:
     starts = ColdStarts(keep=3)
     starts.observe([("a", T0, T0 + 100), ("b", T0, T0 + 200), ("c", T0, None), ("d", None, T0)])
     starts.observe([("a", T0, T0 + 999)])  # the same pod flapping Ready counts with its first start
-    assert len(starts) == 2 and starts.p90_seconds() == 200
+    assert len(starts) == 2 and starts.p90_seconds() == pytest.approx(190)  # 100 + 0.9 × (200 − 100)
     starts.observe([("e", T0 + 10, T0 + 310), ("f", T0 + 20, T0 + 420)])
     assert sorted(starts.starts) == ["b", "e", "f"]  # "a" was the oldest Ready
-    assert starts.p90_seconds() == 400
+    assert starts.p90_seconds() == pytest.approx(380)
+    assert ColdStarts().p90_seconds() is None
+
+
+@pytest.mark.parametrize("seconds", [[185.0], [280.0, 300.0, 310.0, 900.0], [float(s) for s in range(100, 3100, 100)]])
+def test_status_cold_start_and_policy_lead_time_agree(seconds: list[float]) -> None:
+    """``coldStartP90Seconds`` and ``leadTimeSeconds`` are one figure on the same starts (one
+    definition, :func:`llmscale.policy.leadtime.cold_start_p90`), also past the sample count."""
+    starts = ColdStarts()
+    starts.observe((f"pod-{i}", T0 + i, T0 + i + s) for i, s in enumerate(seconds))
+    assert starts.p90_seconds() == pytest.approx(lead_time(seconds, prior_s=180.0).seconds)
 
 
 # -- GPU ledger -----------------------------------------------------------------------------------

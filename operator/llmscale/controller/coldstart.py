@@ -3,13 +3,14 @@
 A pod's cold start is the time from ``metadata.creationTimestamp`` to the ``lastTransitionTime``
 of its ``Ready`` condition (status ``True``): scheduling, image pull, weights read, kernels
 compiled, CUDA graphs captured — everything between asking for a replica and its serving. The
-pool's figure is the 90th percentile (nearest rank) of the last :data:`RECENT_STARTS` starts seen,
-so one slow node does not set it and one fast restart does not hide a slow image.
+pool's figure is the 90th percentile of the last :data:`RECENT_STARTS` starts seen, so one slow
+node does not set it and one fast restart does not hide a slow image.
 
 This module gives ``status.pools.<pool>.coldStartP90Seconds`` (what people read). The policy's
 lead time comes from the same pod time stamps through
 :attr:`llmscale.policy.types.PoolState.interactive_cold_starts_s` and
-:func:`llmscale.policy.leadtime.lead_time` (shown as ``status.replicas.leadTimeSeconds``).
+:func:`llmscale.policy.leadtime.lead_time` (shown as ``status.replicas.leadTimeSeconds``); both
+take the quantile with :func:`llmscale.policy.leadtime.cold_start_p90`, one definition.
 
 Caveat: ``lastTransitionTime`` moves each time ``Ready`` flips. A pod that became Ready, failed a
 probe and came back reads as a longer start; :class:`ColdStarts` keeps the first value it saw of
@@ -18,19 +19,18 @@ each pod, so within one operator process a pod counts once, with its first start
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["COLD_START_QUANTILE", "RECENT_STARTS", "ColdStarts", "parse_time", "pod_start_seconds", "quantile"]
+from llmscale.policy.leadtime import COLD_START_SAMPLES, cold_start_p90
 
-#: Starts a pool's figure is taken over (the newest by Ready time). 20: a P90 over 20 starts is
-#: the second slowest, so a single outlier never sets it; a rollout of a 20-replica pool renews it.
-RECENT_STARTS = 20
-#: The quantile reported: P90, the lead time that covers nine starts in ten.
-COLD_START_QUANTILE = 0.9
+__all__ = ["RECENT_STARTS", "ColdStarts", "parse_time", "pod_start_seconds"]
+
+#: Starts a pool's figure is taken over (the newest by Ready time): the policy's own sample count,
+#: so the figure people read and the lead time the policy uses cover the same starts.
+RECENT_STARTS = COLD_START_SAMPLES
 
 
 def parse_time(value: object) -> float | None:
@@ -55,20 +55,6 @@ def pod_start_seconds(metadata: Mapping[str, Any], status: Mapping[str, Any]) ->
         if isinstance(cond, Mapping) and cond.get("type") == "Ready" and cond.get("status") == "True":
             ready = parse_time(cond.get("lastTransitionTime"))
     return created, ready
-
-
-def quantile(values: Iterable[float], q: float = COLD_START_QUANTILE) -> float | None:
-    """Return the nearest-rank ``q`` quantile of ``values`` (``None`` when empty).
-
-    Nearest rank: the ``ceil(q × n)``-th smallest, a value that occurred (P90 of 20 starts is the
-    18th). Raises ``ValueError`` for ``q`` outside (0, 1].
-    """
-    if not 0.0 < q <= 1.0:
-        raise ValueError(f"quantile {q} is outside (0, 1]")
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 @dataclass
@@ -99,7 +85,9 @@ class ColdStarts:
 
     def p90_seconds(self) -> float | None:
         """The P90 cold start of the recorded starts, seconds; ``None`` before the first."""
-        return quantile(seconds for _, seconds in self.starts.values())
+        by_ready = sorted(self.starts.values())
+        p90 = cold_start_p90([seconds for _, seconds in by_ready])
+        return None if p90 is None else p90[0]
 
     def __len__(self) -> int:
         return len(self.starts)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["COLD_START_QUANTILE", "COLD_START_SAMPLES", "LeadTime", "lead_time"]
+__all__ = ["COLD_START_QUANTILE", "COLD_START_SAMPLES", "LeadTime", "cold_start_p90", "lead_time"]
 
 #: The quantile of the measured cold starts taken as the lead time: 0.9.
 COLD_START_QUANTILE = 0.9
@@ -46,20 +46,42 @@ class LeadTime:
         return f"lead time {self.seconds:.0f} s (spec.headroom.coldStartSeconds; no cold start measured yet)"
 
 
+def cold_start_p90(measured_s: Sequence[float]) -> tuple[float, int] | None:
+    """Return the P90 of a pool's recent measured cold starts and how many it is taken over.
+
+    The one definition of a measured cold start figure: the policy's lead time (:func:`lead_time`)
+    and ``status.pools.<pool>.coldStartP90Seconds`` (:mod:`llmscale.controller.coldstart`) both
+    come from here, so the two never disagree on the same starts.
+
+    Args:
+        measured_s: creation → Ready durations, seconds, oldest first; only the last
+            :data:`COLD_START_SAMPLES` count, and values that are not finite and non-negative are
+            ignored (a clock skew between nodes can make one negative).
+
+    Returns:
+        ``(seconds, count)``, the :data:`COLD_START_QUANTILE` quantile with numpy's linear
+        interpolation (``[280, 300, 310, 900]`` → 717 s: 310 + 0.7 × (900 − 310)); ``None`` when
+        no valid value is left.
+    """
+    valid = [float(x) for x in measured_s[-COLD_START_SAMPLES:] if math.isfinite(x) and x >= 0]
+    if not valid:
+        return None
+    return float(np.quantile(np.asarray(valid), COLD_START_QUANTILE)), len(valid)
+
+
 def lead_time(measured_s: Sequence[float], prior_s: float) -> LeadTime:
     """Return the lead time of a pool: the P90 of its recent measured cold starts, else the prior.
 
     Args:
-        measured_s: creation → Ready durations of the pool's recent pods, seconds, oldest first;
-            only the last :data:`COLD_START_SAMPLES` count, and values that are not finite and
-            non-negative are ignored (a clock skew between nodes can make one negative).
+        measured_s: creation → Ready durations of the pool's recent pods, seconds, oldest first
+            (:func:`cold_start_p90` says which count).
         prior_s: ``spec.headroom.coldStartSeconds``, used while nothing is measured.
 
     Returns:
-        A :class:`LeadTime` (seconds). E.g. ``[280, 300, 310, 900]`` → 717 s (numpy's linear
-        interpolation: 310 + 0.7 × (900 − 310)); ``[]`` with prior 300 → 300 s.
+        A :class:`LeadTime` (seconds). E.g. ``[280, 300, 310, 900]`` → 717 s; ``[]`` with prior
+        300 → 300 s.
     """
-    valid = [float(x) for x in measured_s[-COLD_START_SAMPLES:] if math.isfinite(x) and x >= 0]
-    if not valid:
+    p90 = cold_start_p90(measured_s)
+    if p90 is None:
         return LeadTime(max(float(prior_s), 0.0), 0)
-    return LeadTime(float(np.quantile(np.asarray(valid), COLD_START_QUANTILE)), len(valid))
+    return LeadTime(*p90)
