@@ -311,6 +311,59 @@ def absence_checked(profile: MetricProfile) -> dict[str, tuple[str, ...]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Expr:
+    """The pieces every query of this module is written with: the selector, the copy labels to
+    collapse, the two groupings and the range. One place, so the live signals, the minute judge
+    and the seasonal range query select and deduplicate the same series the same way."""
+
+    sel: str
+    copies: tuple[str, ...]
+    pool_by: str
+    pod_by: str
+    window: str
+
+    @classmethod
+    def of(
+        cls,
+        profile: MetricProfile,
+        labels: SelectorLabels,
+        window: str,
+        scope: PoolTarget | None = None,
+        copy_labels: tuple[str, ...] = (),
+    ) -> _Expr:
+        pool_by = ", ".join(labels.pool_labels)
+        return cls(
+            sel=selector(scope, labels),
+            copies=tuple(dict.fromkeys((*profile.copy_labels, *copy_labels))),
+            pool_by=pool_by,
+            pod_by=f"{pool_by}, {labels.pod}",
+            window=window,
+        )
+
+    def m(self, name: str) -> str:
+        """``name{selector}``."""
+        return f"{name}{{{self.sel}}}"
+
+    def dedup(self, expr: str) -> str:
+        """``expr`` with the copies of one series (an HA Prometheus pair, a federated copy) collapsed."""
+        return f"max without ({', '.join(self.copies)}) ({expr})" if self.copies else expr
+
+    def hist(self, fn: str, hist: str, classic: str, by: str) -> str:
+        """``fn(sum by (by) (rate(hist[window])))`` in native form, else the classic series."""
+        return f"{fn}(sum by ({by}) (rate({self.m(hist)}[{self.window}]))) or " + (
+            f"sum by ({by}) (rate({self.m(hist + classic)}[{self.window}]))"
+        )
+
+    def quantile_of(self, q: float, hist: str) -> str:
+        """The pool's ``q`` quantile of a histogram over the window (native form first)."""
+        native = f"histogram_quantile({q:g}, sum by ({self.pool_by}) (rate({self.m(hist)}[{self.window}])))"
+        classic = (
+            f"histogram_quantile({q:g}, sum by ({self.pool_by}, le) (rate({self.m(hist + '_bucket')}[{self.window}])))"
+        )
+        return f"{native} or {classic}"
+
+
 def signal_queries(
     profile: MetricProfile,
     labels: SelectorLabels = DEFAULT_LABELS,
@@ -343,37 +396,11 @@ def signal_queries(
     parse_duration(window)
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile {quantile} is outside 0-1")
-    sel = selector(scope, labels)
-    copies = list(dict.fromkeys((*profile.copy_labels, *copy_labels)))
-    pool_by = ", ".join(labels.pool_labels)
-    pod_by = f"{pool_by}, {labels.pod}"
-    w = window
-
-    def m(name: str) -> str:
-        return f"{name}{{{sel}}}"
-
-    def dedup(expr: str) -> str:
-        return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
+    e = _Expr.of(profile, labels, window, scope, copy_labels)
+    m, w, pool_by, pod_by = e.m, e.window, e.pool_by, e.pod_by
 
     def per_pod(agg: str, expr: str) -> str:
-        return f"{agg} by ({pod_by}) ({dedup(expr)})"
-
-    def hist_per_pod(fn: str, suffix: str, hist: str) -> str:
-        # Native form first: histogram_sum/histogram_count of the summed native rate; else the
-        # classic _sum/_count series.
-        native = f"{fn}(sum by ({pod_by}) (rate({m(hist)}[{w}])))"
-        classic = f"sum by ({pod_by}) (rate({m(hist + suffix)}[{w}]))"
-        return f"{native} or {classic}"
-
-    def quantile_of(q: float, hist: str) -> str:
-        native = f"histogram_quantile({q:g}, sum by ({pool_by}) (rate({m(hist)}[{w}])))"
-        classic = f"histogram_quantile({q:g}, sum by ({pool_by}, le) (rate({m(hist + '_bucket')}[{w}])))"
-        return f"{native} or {classic}"
-
-    def observations(hist: str) -> str:
-        native = f"histogram_count(sum by ({pool_by}) (rate({m(hist)}[{w}])))"
-        classic = f"sum by ({pool_by}) (rate({m(hist + '_count')}[{w}]))"
-        return f"{native} or {classic}"
+        return f"{agg} by ({pod_by}) ({e.dedup(expr)})"
 
     q: dict[str, str] = {
         "queue_depth": per_pod("sum", m(profile.waiting)),
@@ -404,14 +431,14 @@ def signal_queries(
     hists = profile.histograms
     for key in ("prompt", "generation"):
         if key in hists:
-            q[f"{key}_tokens_sum_rate"] = hist_per_pod("histogram_sum", "_sum", hists[key])
-            q[f"{key}_tokens_count_rate"] = hist_per_pod("histogram_count", "_count", hists[key])
-            q[f"{key}_tokens_p90"] = quantile_of(0.9, hists[key])
-            q[f"{key}_tokens_p95"] = quantile_of(0.95, hists[key])
-    q["ttft_p95_s"] = quantile_of(quantile, profile.ttft_histogram)
-    q["itl_p95_s"] = quantile_of(quantile, profile.itl_histogram)
-    q["ttft_observations_rate"] = observations(profile.ttft_histogram)
-    q["itl_observations_rate"] = observations(profile.itl_histogram)
+            q[f"{key}_tokens_sum_rate"] = e.hist("histogram_sum", hists[key], "_sum", pod_by)
+            q[f"{key}_tokens_count_rate"] = e.hist("histogram_count", hists[key], "_count", pod_by)
+            q[f"{key}_tokens_p90"] = e.quantile_of(0.9, hists[key])
+            q[f"{key}_tokens_p95"] = e.quantile_of(0.95, hists[key])
+    q["ttft_p95_s"] = e.quantile_of(quantile, profile.ttft_histogram)
+    q["itl_p95_s"] = e.quantile_of(quantile, profile.itl_histogram)
+    q["ttft_observations_rate"] = e.hist("histogram_count", profile.ttft_histogram, "_count", pool_by)
+    q["itl_observations_rate"] = e.hist("histogram_count", profile.itl_histogram, "_count", pool_by)
     return q
 
 
@@ -547,26 +574,12 @@ def minute_query(
     """
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile {quantile} is outside 0-1")
-    sel = selector(None, labels)
-    copies = list(dict.fromkeys((*profile.copy_labels, *copy_labels)))
-    pool_by = ", ".join(labels.pool_labels)
-    pod_by = f"{pool_by}, {labels.pod}"
-    w = MINUTE
-
-    def m(name: str) -> str:
-        return f"{name}{{{sel}}}"
-
-    def dedup(expr: str) -> str:
-        return f"max without ({', '.join(copies)}) ({expr})" if copies else expr
-
-    def quantile_of(hist: str) -> str:
-        native = f"histogram_quantile({quantile:g}, sum by ({pool_by}) (rate({m(hist)}[{w}])))"
-        classic = f"histogram_quantile({quantile:g}, sum by ({pool_by}, le) (rate({m(hist + '_bucket')}[{w}])))"
-        return f"{native} or {classic}"
+    e = _Expr.of(profile, labels, MINUTE, None, copy_labels)
+    m, w, pool_by, pod_by, dedup = e.m, e.window, e.pool_by, e.pod_by, e.dedup
 
     parts = {
-        "minute_ttft_p95_s": quantile_of(profile.ttft_histogram),
-        "minute_itl_p95_s": quantile_of(profile.itl_histogram),
+        "minute_ttft_p95_s": e.quantile_of(quantile, profile.ttft_histogram),
+        "minute_itl_p95_s": e.quantile_of(quantile, profile.itl_histogram),
         "minute_ttft_observations": (
             f"histogram_count(sum by ({pool_by}) (increase({m(profile.ttft_histogram)}[{w}]))) or "
             f"sum by ({pool_by}) (increase({m(profile.ttft_histogram + '_count')}[{w}]))"
@@ -614,8 +627,5 @@ def past_rate_query(
     parse_duration(window)
     if profile.requests_total is None:
         return None
-    copies = list(dict.fromkeys((*profile.copy_labels, *copy_labels)))
-    rate = f"rate({profile.requests_total}{{{selector(None, labels)}}}[{window}])"
-    if copies:
-        rate = f"max without ({', '.join(copies)}) ({rate})"
-    return f"sum by ({', '.join(labels.pool_labels)}) ({rate})"
+    e = _Expr.of(profile, labels, window, None, copy_labels)
+    return f"sum by ({e.pool_by}) ({e.dedup(f'rate({e.m(profile.requests_total)}[{window}])')})"
