@@ -160,6 +160,10 @@ class TestKubectlDeployment:
         assert policy.list_namespaced_pod_disruption_budget(NS_DEPLOY).items == []
         writes = workload_writes(cluster, NS_DEPLOY, since)
         assert writes and all(w.startswith("patch deployments/scale vllm -> 200") for w in writes), writes
+        # The pool figures come from the workload's own pods (found by its /scale selector).
+        wait_for("status.pools.interactive: 2 cold starts measured", lambda: (
+            status(cluster, NS_DEPLOY, "chat").get("pools", {}).get("interactive", {}).get("coldStartsMeasured") == 2))
+        assert status(cluster, NS_DEPLOY, "chat")["pools"]["interactive"]["coldStartP90Seconds"] >= 0
 
     def test_advisory_reports_the_advice_and_writes_nothing(self, cluster: LocalCluster) -> None:
         since = cluster.audit_offset()

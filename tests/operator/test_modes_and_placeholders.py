@@ -85,6 +85,21 @@ def test_a_workloads_pods_are_classified_and_terminating_ones_left_out() -> None
     assert (got.count("ready"), got.count("starting"), got.count("unschedulable")) == (1, 1, 1)
 
 
+def test_a_workloads_pods_carry_what_the_pool_figures_need() -> None:
+    """The pods of a ``scaleTargetRef`` workload are kept as the pods index keeps llmscale's own
+    (creation and Ready times, GPU requests), so GPU-hours, the cold start and the lead time come
+    from them too."""
+    ready = pod("vllm-1", ready=True)
+    ready["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    ready["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T00:04:10Z"
+    ready["spec"] = {"containers": [{"name": "engine", "resources": {"requests": {"nvidia.com/gpu": "4", "cpu": "8"}}}]}
+    got = pods_of([ready, pod("vllm-2")])
+    first = got.pods[0]
+    assert (first.name, first.phase, first.ready_s - first.created_s) == ("vllm-1", "ready", 250.0)
+    assert dict(first.requests) == {"nvidia.com/gpu": 4.0}
+    assert got.pods[1].ready_s is None
+
+
 def test_pods_selected_by_name_for_a_workload_and_by_labels_otherwise() -> None:
     assert selector(PoolTarget("ml", "chat", "interactive", pods=("vllm-a.1", "vllm-b"))) == (
         'namespace="ml", pod=~"^(?:vllm-a\\\\.1|vllm-b)$"')

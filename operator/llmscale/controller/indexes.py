@@ -10,7 +10,7 @@ LLMDeployment name)`` for Jobs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import kopf
@@ -141,11 +141,21 @@ def index_pods(
     key = _pool_of(namespace, labels)
     if key is None:
         return {}
+    pod = indexed_pod(name, meta, status, spec)
+    return {} if pod is None else {key: pod}
+
+
+def indexed_pod(
+    name: str, meta: Mapping[str, Any], status: Mapping[str, Any], spec: Mapping[str, Any] | None
+) -> IndexedPod | None:
+    """Return what llmscale keeps of one pod (wire-format ``metadata``, ``status``, ``spec``), or
+    ``None`` for a terminating or finished pod. The pods index and the pods of a
+    ``spec.scaleTargetRef`` workload (:func:`llmscale.controller.scaletarget.pods_of`) both use it."""
     phase = classify_pod(meta, status)
     if phase is None:
-        return {}
+        return None
     created, ready = pod_start_seconds(meta, status)
-    return {key: IndexedPod(name, phase, created, ready, extended_requests(spec or {}))}
+    return IndexedPod(name, phase, created, ready, extended_requests(spec or {}))
 
 
 def index_pod_costs(
@@ -220,7 +230,13 @@ def pod_cold_starts(index: Any, key: PoolKey) -> list[tuple[float, float] | None
     """Return ``(ready_at, cold start seconds)`` of every live pod of the pool from the pods index
     (``None`` for a pod not Ready or without readable time stamps)."""
     store = index.get(key) if index is not None else None
-    return [_cold_start(pod) for pod in store] if store else []
+    return cold_starts_of(store or ())
+
+
+def cold_starts_of(pods: Iterable[IndexedPod]) -> list[tuple[float, float] | None]:
+    """Return ``(ready_at, cold start seconds)`` of each pod (``None`` for a pod not Ready or
+    without readable time stamps), seconds since the epoch and seconds."""
+    return [_cold_start(pod) for pod in pods]
 
 
 def _cold_start(pod: IndexedPod) -> tuple[float, float] | None:

@@ -31,8 +31,9 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from llmscale.api import ScaleTargetRef
+from llmscale.controller.indexes import IndexedPod, indexed_pod
 from llmscale.controller.names import MANAGER
-from llmscale.controller.pods import PodPhase, classify_pod
+from llmscale.controller.pods import PodPhase
 
 __all__ = [
     "FAILED_GET_SCALE",
@@ -84,12 +85,22 @@ class TargetPods:
     """The pods of a workload, found by its selector.
 
     Attributes:
-        names: names of the live pods (not terminating, not finished).
-        phases: :func:`~llmscale.controller.pods.classify_pod` of each live pod.
+        pods: the live pods (not terminating, not finished), sorted by name, as the pods index
+            keeps llmscale's own (phase, creation and Ready times, extended-resource requests):
+            the pool figures (GPU-hours, cold start) and the lead time come from them.
     """
 
-    names: tuple[str, ...]
-    phases: tuple[PodPhase, ...]
+    pods: tuple[IndexedPod, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Names of the live pods."""
+        return tuple(pod.name for pod in self.pods)
+
+    @property
+    def phases(self) -> tuple[PodPhase, ...]:
+        """:func:`~llmscale.controller.pods.classify_pod` of each live pod."""
+        return tuple(pod.phase for pod in self.pods)
 
     def count(self, phase: PodPhase) -> int:
         """Return how many pods are in ``phase``."""
@@ -245,15 +256,14 @@ class KubernetesScaleClient:
 
 
 def pods_of(pods: Iterable[Mapping[str, Any]]) -> TargetPods:
-    """Return the live pods of ``pods`` (wire-format dicts) with their phases, sorted by name."""
-    live: list[tuple[str, PodPhase]] = []
+    """Return the live pods of ``pods`` (wire-format dicts), sorted by name."""
+    live: list[IndexedPod] = []
     for pod in pods:
-        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-        phase = classify_pod(meta, status)
-        if phase is not None:
-            live.append((str(meta.get("name", "")), phase))
-    live.sort()
-    return TargetPods(tuple(n for n, _ in live), tuple(p for _, p in live))
+        meta = pod.get("metadata") or {}
+        entry = indexed_pod(str(meta.get("name", "")), meta, pod.get("status") or {}, pod.get("spec"))
+        if entry is not None:
+            live.append(entry)
+    return TargetPods(tuple(sorted(live, key=lambda p: p.name)))
 
 
 async def read_target(client: ScaleClient, namespace: str, ref: ScaleTargetRef) -> tuple[ScaleReading, TargetPods]:
@@ -264,5 +274,5 @@ async def read_target(client: ScaleClient, namespace: str, ref: ScaleTargetRef) 
     """
     reading = await client.read(namespace, ref)
     if reading.selector is None:
-        return reading, TargetPods((), ())
+        return reading, TargetPods()
     return reading, await client.pods(namespace, reading.selector)

@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,8 @@ from llmscale.controller.events import (
     scaled_message,
 )
 from llmscale.controller.indexes import (
+    IndexedPod,
+    cold_starts_of,
     deployment_replicas,
     indexed_pods,
     other_autoscalers,
@@ -77,13 +80,14 @@ from llmscale.controller.merge import merge_template
 from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
 from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deployment_name, owner_reference
 from llmscale.controller.placeholders import placeholder_state, sync_placeholders
-from llmscale.controller.pods import pool_state
+from llmscale.controller.pods import pool_state, recent_cold_starts
 from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import observe_pools, record_metrics
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
     FAILED_UPDATE_SCALE,
     ScaleTargetError,
+    TargetPods,
     read_target,
 )
 from llmscale.controller.seasonal import spec_timezone
@@ -138,11 +142,14 @@ class Observed:
         batch_exists: whether the batch workload exists.
         signal_pods: the interactive pods to read signals of by name (a workload llmscale did not
             create: its pods carry none of llmscale's labels); ``None`` to select by labels.
+        target_pods: the pods of each pool's ``scaleTargetRef`` workload, found by its selector
+            (the pool figures come from them); ``None``: llmscale's own, from the pods index.
     """
 
     state: PoolState
     batch_exists: bool
     signal_pods: tuple[str, ...] | None = None
+    target_pods: Mapping[Pool, tuple[IndexedPod, ...]] | None = None
 
 
 def _direction(old: int, new: int) -> str:
@@ -264,20 +271,23 @@ async def _observe_targets(deps: Dependencies, spec: LLMDeploymentSpec, namespac
     if deps.scales is None:
         raise ScaleTargetError(FAILED_GET_SCALE, "this operator has no /scale client")
     reading, pods = await read_target(deps.scales, namespace, spec.scale_target_ref)
-    batch_replicas, batch_ready = 0, 0
+    batch_replicas, batch_pods = 0, TargetPods()
     batch_ref = spec.batch.scale_target_ref if spec.batch is not None else None
     if batch_ref is not None:
         batch_reading, batch_pods = await read_target(deps.scales, namespace, batch_ref)
-        batch_replicas, batch_ready = batch_reading.replicas, batch_pods.count("ready")
+        batch_replicas = batch_reading.replicas
     state = PoolState(
         interactive_replicas=reading.replicas,
         interactive_ready=pods.count("ready"),
         interactive_starting=pods.count("starting"),
         interactive_unschedulable=pods.count("unschedulable"),
         batch_replicas=batch_replicas,
-        batch_ready=batch_ready,
+        batch_ready=batch_pods.count("ready"),
+        interactive_cold_starts_s=recent_cold_starts(cold_starts_of(pods.pods)),
+        batch_cold_starts_s=recent_cold_starts(cold_starts_of(batch_pods.pods)),
     )
-    return Observed(state, batch_exists=batch_ref is not None, signal_pods=pods.names)
+    return Observed(state, batch_exists=batch_ref is not None, signal_pods=pods.names,
+                    target_pods={INTERACTIVE: pods.pods, BATCH: batch_pods.pods})
 
 
 async def tick(
@@ -383,7 +393,8 @@ async def tick(
     wall_now = deps.clock()
     reports = observe_pools(
         mem, spec=spec, status=body.get("status"),
-        pods={INTERACTIVE: indexed_pods(pods, key_i), BATCH: indexed_pods(pods, key_b)},
+        pods=(observed.target_pods if observed.target_pods is not None
+              else {INTERACTIVE: indexed_pods(pods, key_i), BATCH: indexed_pods(pods, key_b)}),
         snapshot=snapshot,
         minutes={pool: deps.fleet.minutes(PoolTarget(namespace, name, pool)) for pool in POOLS},
         now=wall_now, max_gap_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
