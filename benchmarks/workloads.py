@@ -681,6 +681,13 @@ def main(argv: list[str] | None = None) -> int:
                     "rows replaced, the others kept (each rerun once at its reported setting and required to "
                     "reproduce its figures), then tables, plots and README rewritten (default --out: its folder)")
     args = ap.parse_args(argv)
+    if args.readme is not None:
+        # Checked before any simulation: a full run takes hours and writes the README last.
+        try:
+            if not _BLOCK.search(args.readme.read_text(encoding="utf-8")):
+                ap.error(f"--readme {args.readme}: no '<!-- BEGIN GENERATED: benchmark -->' block to replace")
+        except OSError as exc:
+            ap.error(f"--readme {args.readme}: {exc.strerror or exc}")
     t_start = time.perf_counter()
     commit = _commit() if args.update is not None else None  # the code the runs ran
     if args.render:

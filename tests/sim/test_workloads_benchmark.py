@@ -81,6 +81,21 @@ def test_a_missing_trace_folder_is_a_clear_error(tmp_path: Path, capsys: pytest.
     assert "pass --trace-dir" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", [None, "# no generated block here\n"], ids=["missing file", "no block"])
+def test_a_readme_it_cannot_write_is_refused_before_any_simulation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | None
+) -> None:
+    readme = tmp_path / "README.md"
+    if text is not None:
+        readme.write_text(text, encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        # An empty trace folder: had the README been accepted, the run would stop on the traces instead.
+        main(["--readme", str(readme), "--trace-dir", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--readme {readme}" in err and "pass --trace-dir" not in err
+
+
 def row(policy: str, gpu_h: float, minutes: float, goodput: float, setting: float | None = None) -> dict[str, Any]:
     return {"policy": policy, "gpu_hours": gpu_h, "minutes_meeting_slo_fraction": minutes,
             "goodput_tokens_per_gpu_hour": goodput, "setting": setting}
