@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 
 from llmscale.controller.coldstart import ColdStarts, pod_start_seconds
@@ -115,6 +118,39 @@ def test_attainment_goodput_cost_and_utilisation_over_the_hour() -> None:
     assert f.busy_share == pytest.approx(0.5) and f.kv_cache_utilization_mean == pytest.approx(0.3)
     assert record.figures(T0 + 600 + 3600, gpu_hour_usd=3.0, judged=True).slo_attainment_1h_percent is None
     assert record.figures(T0 + 600, gpu_hour_usd=3.0, judged=False).slo_attainment_1h_percent is None
+
+
+def test_cost_per_million_tokens_of_a_steady_pool_stays_put_between_minutes() -> None:
+    """Issue 14: tokens arrive a minute at a time, GPU time at every tick; the figure must not
+    climb through each minute (past the 10 % status deadband while the history is short)."""
+    record = ServiceRecord()
+    by_minute: dict[float, list[float]] = {}
+    for tick in range(0, 15 * 60 + 1, 15):  # a 15 s tick, each minute read 5 s after it ends
+        now = T0 + 7 + tick  # ticks not aligned to the minute: gaps straddle its boundaries
+        end = math.floor((now - 5) / 60) * 60
+        if end > T0:
+            record.add_minute(MinuteSample(end, 1.0, 0.05, 10, 600, 0), met=True)
+        record.add_tick(now, gpus=1, snapshot=None, max_gap_s=60)
+        usd = record.figures(now, gpu_hour_usd=3.0, judged=True).usd_per_million_tokens
+        if usd is not None:
+            by_minute.setdefault(end, []).append(usd)
+    # Between two minutes read, the figure does not move at all ...
+    assert all(max(v) == pytest.approx(min(v), rel=1e-9) for v in by_minute.values()), by_minute
+    # ... and it converges on 1 GPU-minute at 3 USD/h (0.05 USD) per 600 tokens, from the first
+    # minute on (whose GPU time began at the first tick, 7 s in).
+    firsts = [v[0] for _, v in sorted(by_minute.items())]
+    assert firsts[-1] == pytest.approx(0.05 / 600e-6, rel=0.01)
+    assert all(abs(b - a) / a < 0.1 for a, b in itertools.pairwise(firsts[1:])), firsts
+
+
+def test_gpu_time_of_a_tick_gap_lands_in_the_minutes_it_spans() -> None:
+    record = ServiceRecord()
+    record.add_tick(T0 + 50, gpus=2, snapshot=None, max_gap_s=60)
+    record.add_tick(T0 + 70, gpus=2, snapshot=None, max_gap_s=60)
+    record.add_minute(MinuteSample(T0 + 60, generation_tokens=1000), met=True)
+    # 10 s of the gap before the minute's end, 10 s after it: only the first are priced
+    assert record.figures(T0 + 70, gpu_hour_usd=3.6, judged=True).usd_per_million_tokens == pytest.approx(
+        2 * 10 * 0.001 / 1000e-6)
 
 
 # -- when status is written ---------------------------------------------------------------------------

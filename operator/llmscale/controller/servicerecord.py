@@ -12,7 +12,12 @@ answer is not judged, and counts neither way.
 the last 24 hours (to the hour: the oldest of 24 hour buckets may be partly older). **Goodput** is
 the tokens generated in minutes that met it, per second of minutes whose token count is known;
 **tokens/s** the same for every minute. **Cost per million tokens** is the GPU time of the pool
-over the last 24 hours at ``spec.cost.gpuHourUsd``, over the million tokens generated in it.
+over the last 24 hours at ``spec.cost.gpuHourUsd``, over the million tokens generated in it —
+both up to the end of the newest minute folded in: tokens arrive a whole minute at a time while GPU
+time accrues at every tick, so counting the GPU time of the minute in progress would make the
+figure climb through each minute and drop at the next (by a tenth at ten minutes of history, past
+the status deadband: a young pool, or every pool after a restart, would rewrite its status twice
+a minute). GPU time is split at minute boundaries for the same reason.
 **Busy share** is the share of the pool's reporting pods with a running request, and **KV use**
 their mean KV-cache utilisation, both sampled at every tick over the last hour.
 
@@ -163,7 +168,12 @@ class ServiceRecord:
         ``max_gap_s`` so that a pause of the operator is not billed twice), and the utilisation of
         the snapshot's contributing pods."""
         if self.last_tick_s is not None and now > self.last_tick_s:
-            self._add(now, _GPU_S, gpus * min(now - self.last_tick_s, max_gap_s))
+            # Each second lands in the minute it belongs to (a 15 s tick gap often straddles two).
+            t = max(self.last_tick_s, now - max_gap_s)
+            while t < now:
+                edge = min(now, (math.floor(t / _MINUTE_S) + 1) * _MINUTE_S)
+                self._add(t, _GPU_S, gpus * (edge - t))
+                t = edge
         self.last_tick_s = now
         if snapshot is None or snapshot.error is not None:
             return
@@ -195,7 +205,10 @@ class ServiceRecord:
         def per_second(value: float, minutes: float) -> float | None:
             return value / (minutes * _MINUTE_S) if minutes > 0 else None
 
-        usd = day[_GPU_S] / _HOUR_S * gpu_hour_usd
+        # GPU time after the newest folded minute has no tokens yet (module docstring).
+        pending_gpu_s = sum(bucket[_GPU_S] for key, bucket in self.minutes.data.items()
+                            if self.last_minute_end_s is not None and self.last_minute_end_s <= key <= now)
+        usd = max(0.0, day[_GPU_S] - pending_gpu_s) / _HOUR_S * gpu_hour_usd
         return PoolFigures(
             slo_attainment_1h_percent=share(hour),
             slo_attainment_24h_percent=share(day),
