@@ -67,8 +67,19 @@ class ApplyingEmulator(kmock.KubernetesEmulator):
         else:
             refusals[resource, name] = status
 
+    def delay(self, resource: str, name: str, seconds: float) -> None:
+        """Answer server-side applies of ``resource`` ``name`` only after ``seconds`` (an API
+        server behind a queue of writes, as in a creation burst)."""
+        self.__dict__.setdefault("delays", {})[resource, name] = seconds
+
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
+        for (resource, name), seconds in self.__dict__.get("delays", {}).items():
+            if (
+                request.method == kmock.method.PATCH and content_type.startswith("application/apply-patch")
+                and request.resource == kmock.resource(resource) and request.name == name
+            ):
+                await asyncio.sleep(seconds)
         for (resource, name), status in self.__dict__.get("refusals", {}).items():
             if (
                 request.method == kmock.method.PATCH and content_type.startswith("application/apply-patch")
@@ -700,6 +711,27 @@ async def test_a_refused_service_gets_a_condition_an_event_and_a_retry(
     await eventually(lambda: (condition(stored_status(kube), "ChildrenApplied") or {}).get("status") == "True",
                      timeout=10, what="ChildrenApplied=True")
     assert len(events_with(kube, "ApplyFailed")) == 1  # one Event per distinct answer
+
+
+async def test_a_tick_does_not_apply_the_children_again_while_their_apply_is_in_flight(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: in a creation burst of 1,000 objects the create handlers' applies queued for
+    minutes; every tick found the Deployment missing past the grace and queued the children
+    again (1,800 Service applies, 45 Deployments in three minutes). A tick now waits for the
+    apply in flight."""
+    monkeypatch.setattr("llmscale.controller.tick.CHILDREN_GRACE_S", 0.3)
+    kube.delay(SERVICES, NAME, 3.0)  # ten 0.3 s graces, three 1 s ticks
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
+    op = await start_operator()
+
+    await eventually(lambda: stored(kube, DEPLOYMENTS, NAME), timeout=20, what="Deployment chat")
+    await eventually(lambda: ticks(op) >= 1, timeout=10, what="a tick that decided")
+    # Requests in the order received: one Service apply before the first Deployment apply, however
+    # many ticks ran while it was held (Kopf may run the handler again afterwards: not a tick).
+    first_deployment = applies(kube, DEPLOYMENTS, NAME)[0]
+    services = [r for r in applies(kube, SERVICES, NAME) if r.id < first_deployment.id]
+    assert len(services) == 1, "the Service was applied again while its apply was in flight"
 
 
 async def test_a_scale_down_first_marks_the_idle_pod_cheapest(

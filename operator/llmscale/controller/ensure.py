@@ -86,11 +86,14 @@ async def ensure_children(
     manifests = child_manifests(body, spec, interactive, current_batch if current_batch is not None else 0,
                                 deps.priority_classes)
     mem.last_invalid = None
+    mem.children_applying = True
     try:
         await apply_manifests(deps.writer, manifests, deps.metrics)
     except ApplyRefused as exc:
         record_apply(deps, mem, body, patch, logger, str(exc))
         raise retry_error(exc) from exc
+    finally:
+        mem.children_applying = False
     record_apply(deps, mem, body, patch, logger, None)
     mem.children_applied_loop_s = asyncio.get_running_loop().time()
     mem.applied_interactive = interactive

@@ -37,6 +37,9 @@ class ObjectMemory:
         children_applied_loop_s: loop time the children were last applied by create/update/resume.
         children_missing_since_loop_s: loop time a tick first found the interactive Deployment
             missing (``None`` while it exists).
+        children_applying: an apply of the children is in flight (queued behind other writes in
+            a creation burst, it may take longer than a tick); a tick does not apply them again
+            meanwhile.
         apply_error: the API server's answer to the last failed apply of a child (``None`` once
             one passes), for the ``ChildrenApplied`` condition and one Event per distinct answer.
         other_autoscalers: the HPAs and ScaledObjects last seen targeting a child Deployment
@@ -61,6 +64,7 @@ class ObjectMemory:
     last_invalid: str | None = None
     children_applied_loop_s: float | None = None
     children_missing_since_loop_s: float | None = None
+    children_applying: bool = False
     apply_error: str | None = None
     other_autoscalers: tuple[str, ...] = ()
     stalled_reported: frozenset[str] = frozenset()

@@ -365,7 +365,11 @@ async def tick(
         if mem.children_missing_since_loop_s is None:
             mem.children_missing_since_loop_s = now_loop
         applied = mem.children_applied_loop_s
-        if (now_loop - mem.children_missing_since_loop_s >= CHILDREN_GRACE_S
+        # Not while an apply is in flight: in a creation burst the create handlers' applies queue
+        # behind each other for longer than a tick, and applying again would only lengthen the
+        # queue (issue 14: 1,000 objects got their Services applied 1,800 times, their
+        # Deployments 45 times, in the first three minutes).
+        if (now_loop - mem.children_missing_since_loop_s >= CHILDREN_GRACE_S and not mem.children_applying
                 and (applied is None or now_loop - applied >= CHILDREN_GRACE_S)):
             # Once per failure: while the apply keeps failing, ApplyFailed says it (once per answer).
             log = logger.debug if mem.apply_error is not None else logger.warning
