@@ -38,6 +38,7 @@ from llmscale.controller.settings import (
     load_settings,
     with_peering_priority,
 )
+from llmscale.controller.tlsbuffers import shrink_tls_read_buffers
 from llmscale.controller.writer import KubernetesWriter
 
 if TYPE_CHECKING:
@@ -240,6 +241,8 @@ def main(args: argparse.Namespace) -> int:
     except kubernetes.config.ConfigException as exc:
         print(f"llmscale run: no Kubernetes credentials: {exc}")
         return 2
+    # Before any connection opens: Kopf holds one TLS connection per watch stream and request.
+    shrink_tls_read_buffers()
     try:
         asyncio.run(serve(settings, kube_config=config))
     except PeeringConflict as exc:
