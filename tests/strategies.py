@@ -264,7 +264,7 @@ def decide_inputs(draw: st.DrawFn) -> tuple[LLMDeploymentSpec, list[SignalSnapsh
 # --------------------------------------------------------------------------------------------
 
 from llmscale.api import ResourcesSpec  # noqa: E402
-from llmscale.policy.batch import BatchPoolState, InteractiveState  # noqa: E402
+from llmscale.policy.batch import BatchPoolState, InteractiveState, ReplicaRate  # noqa: E402
 from llmscale.policy.batch_jobs import BatchJob, JobState  # noqa: E402
 
 __all__ += ["batch_jobs", "batch_plan_inputs", "batch_pool_states", "interactive_states", "planner_specs"]
@@ -298,7 +298,8 @@ def planner_specs(draw: st.DrawFn) -> LLMDeploymentSpec:
 @st.composite
 def batch_jobs(draw: st.DrawFn, now: float, name: str) -> BatchJob:
     """A :class:`BatchJob` created up to 2 days before ``now``, due from a day before ``now`` to
-    5 days after (or without a deadline), of known (up to 5 G tokens) or unknown size."""
+    5 days after (or without a deadline), of known (up to 5 G tokens) or unknown size, whose
+    clients keep 1–1,024 requests in flight (or an unknown number)."""
     state = draw(st.sampled_from(list(JobState)))
     sized = draw(st.booleans())
     requests = draw(st.integers(1, 100_000)) if sized else None
@@ -313,8 +314,25 @@ def batch_jobs(draw: st.DrawFn, now: float, name: str) -> BatchJob:
         requests=requests,
         input_tokens=draw(st.integers(0, 4_000_000_000)) if sized else None,
         output_tokens=draw(st.integers(1, 1_000_000_000)) if sized else None,
+        concurrency=draw(st.none() | st.integers(1, 1024)),
         requests_done=draw(st.floats(0, requests)) if requests else 0.0,
     )
+
+
+def saturating_rate(peak_tok_s: float, half_at: float) -> ReplicaRate:
+    """A :class:`ReplicaRate` that rises as ``peak × q / (q + half_at)`` with ``q`` requests in
+    flight per replica (half the peak at ``half_at``, its :attr:`~ReplicaRate.fill`): the shape of
+    :func:`llmscale.model.batch.batch_throughput` against ``in_flight``."""
+    return ReplicaRate(peak_tok_s, lambda q: peak_tok_s * q / (q + half_at), half_at)
+
+
+@st.composite
+def replica_rates(draw: st.DrawFn) -> float | ReplicaRate:
+    """One batch replica's tokens/s (100–50,000), flat or rising with the requests in flight."""
+    peak = draw(st.floats(100, 50_000))
+    if draw(st.booleans()):
+        return peak
+    return saturating_rate(peak, float(draw(st.integers(1, 256))))
 
 
 @st.composite
@@ -347,7 +365,7 @@ def batch_plan_inputs(
     draw: st.DrawFn,
 ) -> tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float, float]:
     """The arguments of :func:`llmscale.policy.batch.plan_batch`: spec, 0–6 Jobs, interactive
-    state, batch pool, one replica's tokens/s (100–50,000) and the instant."""
+    state, batch pool, one replica's tokens/s (100–50,000; :func:`replica_rates`) and the instant."""
     now = draw(instants())
     jobs = [draw(batch_jobs(now, f"job-{i}")) for i in range(draw(st.integers(0, 6)))]
     return (
@@ -355,6 +373,6 @@ def batch_plan_inputs(
         jobs,
         draw(interactive_states()),
         draw(batch_pool_states()),
-        draw(st.floats(100, 50_000)),
+        draw(replica_rates()),
         now,
     )

@@ -14,10 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscale.policy.batch_jobs import (
+    ANNOTATION_CONCURRENCY,
     ANNOTATION_DEADLINE,
     ANNOTATION_INPUT_TOKENS,
     ANNOTATION_OUTPUT_TOKENS,
     ANNOTATION_REQUESTS,
+    DEFAULT_CLIENT_CONCURRENCY,
     LABEL_DEPLOYMENT,
     JobState,
     parse_job,
@@ -276,3 +278,43 @@ def test_never_raises_on_any_object(body: dict[str, Any], requests_done: float |
     assert 0.0 <= got.done_fraction <= 1.0
     tokens = got.outstanding_tokens
     assert tokens is None or tokens >= 0
+
+
+# --------------------------------------------------------------------------------------------
+# Requests in flight: the annotation, the client's --concurrency, its default; × pods at once
+# --------------------------------------------------------------------------------------------
+
+
+def _template(*args: str, command: tuple[str, ...] = ("llmscale", "batch", "run")) -> dict[str, Any]:
+    return {"template": {"spec": {"containers": [
+        {"name": "sidecar", "image": "busybox", "args": ["--concurrency=999"]},
+        {"name": "batch", "image": "ghcr.io/llmscale/llmscale:0.1.0", "command": list(command), "args": list(args)},
+    ]}}}
+
+
+CONCURRENCY = [
+    ("no-template-default", None, {}, DEFAULT_CLIENT_CONCURRENCY, 0),
+    ("client-default", None, _template("--input=/d/in.jsonl"), 64, 0),
+    ("flag-equals", None, _template("--concurrency=16"), 16, 0),
+    ("flag-space", None, _template("--concurrency", "200"), 200, 0),
+    ("in-command", None, _template(command=("llmscale", "batch", "run", "--concurrency=8")), 8, 0),
+    ("annotation-wins", "32", _template("--concurrency=16"), 32, 0),
+    ("parallel-pods", None, {**_template("--concurrency=16"), "parallelism": 4}, 64, 0),
+    ("indexed-left", None, {**_template("--concurrency=16"), "parallelism": 4, "completions": 8,
+                            "completionMode": "Indexed"}, 32, 6),
+    ("bad-annotation", "many", _template("--concurrency=16"), 64, 0),
+    ("bad-flag", None, _template("--concurrency=zero"), 64, 0),
+]
+
+
+@pytest.mark.parametrize(("annotation", "spec", "expected", "succeeded"),
+                         [pytest.param(*c[1:], id=c[0]) for c in CONCURRENCY])
+def test_concurrency_from_the_job(annotation: str | None, spec: dict[str, Any], expected: int, succeeded: int) -> None:
+    """Requests in flight per pod (the annotation, else the ``--concurrency`` of the container that
+    runs ``llmscale batch run``, else the client's default 64) × the pods at once (``parallelism``,
+    at most the indexes an Indexed Job has left); an unreadable value is a problem and the default."""
+    annotations = dict(SIZE) | ({ANNOTATION_CONCURRENCY: annotation} if annotation is not None else {})
+    got = parse_job(job(annotations=annotations, spec=spec, status={"succeeded": succeeded}), completion_window_s=DAY)
+    assert got.concurrency == expected
+    bad = "bad" in (annotation or "") or annotation == "many" or "zero" in str(spec)
+    assert bool(got.problems) == bad, got.problems

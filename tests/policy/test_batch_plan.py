@@ -236,12 +236,13 @@ def test_status_while_waiting_names_the_next_window() -> None:
     assert (status["jobsWaiting"], status["jobsRunning"], status["jobsDone"]) == (1, 0, 0)
     assert status["tokensOutstanding"] == 72_000_000
     [listed] = status["jobs"]
-    # 72 M tokens at the bound (4 × 10,000 tokens/s) take 30 min of window: 22:30 BST.
+    # 72 M tokens at the bound (4 × 10,000 tokens/s) take 30 min of window after the pool's
+    # 3-minute cold start (no replica yet): 22:33 BST.
     assert listed == {
         "name": "nightly",
         "state": "Waiting",
         "deadline": "2024-06-05T12:00:00Z",
-        "projectedFinish": "2024-06-03T21:30:00Z",
+        "projectedFinish": "2024-06-03T21:33:00Z",
         "atRisk": False,
         "outstandingTokens": 72_000_000,
     }
@@ -316,7 +317,8 @@ def test_projected_late_at_the_bound() -> None:
 # Daylight saving time and midnight
 # --------------------------------------------------------------------------------------------
 
-# 1.08 G tokens due at noon UTC: 4 × 10,000 tokens/s do it in 7.5 h of window.
+# 864 M tokens due at noon UTC: 4 × 10,000 tokens/s do them in 6 h of window; with the 25 %
+# margin and the pool's 3-minute cold start they need 7.55 h: an 8 h night holds them, a 7 h one not.
 DST = [
     ("ordinary-night-8h-waits", "2024-03-23T21:00", "2024-03-24T12:00", None),
     ("spring-forward-night-7h-cannot-wait", "2024-03-30T21:00", "2024-03-31T12:00", RunMode.Deadline),
@@ -325,16 +327,16 @@ DST = [
 
 @pytest.mark.parametrize(("now", "deadline", "mode"), [pytest.param(*r[1:], id=r[0]) for r in DST])
 def test_spring_forward_night_is_an_hour_short(now: str, deadline: str, mode: RunMode | None) -> None:
-    job = bjob("dst", tokens=1.08e9, deadline=deadline, created=now)
+    job = bjob("dst", tokens=0.864e9, deadline=deadline, created=now)
     plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(0), TOK_S, utc(now))
     assert plan.jobs[0].mode is mode
 
 
 def test_fall_back_night_is_an_hour_long() -> None:
-    """1.224 G tokens (8.5 h at the bound) due at noon UTC: the 9 h fall-back night holds them, an
-    ordinary 8 h night does not."""
-    fall = bjob("dst", tokens=1.224e9, deadline="2024-10-27T12:00", created="2024-10-26T20:00")
-    ordinary = bjob("dst", tokens=1.224e9, deadline="2024-10-20T12:00", created="2024-10-19T20:00")
+    """960 M tokens (6.67 h at the bound; 8.38 h with the 25 % margin and the 3-minute cold start)
+    due at noon UTC: the 9 h fall-back night holds them, an ordinary 8 h night does not."""
+    fall = bjob("dst", tokens=0.96e9, deadline="2024-10-27T12:00", created="2024-10-26T20:00")
+    ordinary = bjob("dst", tokens=0.96e9, deadline="2024-10-20T12:00", created="2024-10-19T20:00")
     assert (
         plan_batch(SPEC, [fall], QUIET, BatchPoolState(0), TOK_S, utc("2024-10-26T20:00")).jobs[0].mode
         is None

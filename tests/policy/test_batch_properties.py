@@ -17,10 +17,18 @@ from tests.strategies import batch_plan_inputs
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import batch_window_open
-from llmscale.policy.batch import BatchPlan, BatchPoolState, InteractiveState, JobAction, RunMode, plan_batch
+from llmscale.policy.batch import (
+    BatchPlan,
+    BatchPoolState,
+    InteractiveState,
+    JobAction,
+    ReplicaRate,
+    RunMode,
+    plan_batch,
+)
 from llmscale.policy.batch_jobs import BatchJob, JobState
 
-Inputs = tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float, float]
+Inputs = tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float | ReplicaRate, float]
 EXAMPLES = settings(max_examples=200, deadline=None)
 
 

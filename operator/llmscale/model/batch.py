@@ -39,7 +39,7 @@ class BatchThroughput:
     Attributes:
         tokens_per_s: prompt + output tokens completed per second.
         requests_per_s: requests completed per second.
-        running: sequences decoding at once (the goodput-peak batch).
+        running: sequences decoding at once (the goodput-peak batch; ``in_flight`` when fewer).
         seconds_per_request: replica time one request costs, seconds (``1 / requests_per_s``).
         prompt_tokens: mean prompt of the mix, tokens.
         output_tokens: mean output of the mix, tokens.
@@ -47,14 +47,19 @@ class BatchThroughput:
 
     tokens_per_s: float
     requests_per_s: float
-    running: int
+    running: float
     seconds_per_request: float
     prompt_tokens: float
     output_tokens: float
 
 
 def batch_throughput(
-    model: ReplicaModel, *, prompt_tokens: float, output_tokens: float, min_tok_s_per_user: float
+    model: ReplicaModel,
+    *,
+    prompt_tokens: float,
+    output_tokens: float,
+    min_tok_s_per_user: float,
+    in_flight: float | None = None,
 ) -> BatchThroughput:
     """Return one replica's throughput on requests of mean prompt ``prompt_tokens`` and mean output
     ``output_tokens`` (module docstring: the formula and why it is conservative).
@@ -64,15 +69,22 @@ def batch_throughput(
         prompt_tokens: mean prompt per request, tokens (> 0).
         output_tokens: mean output per request, tokens (≥ 1).
         min_tok_s_per_user: per-sequence decode floor, tokens/s (> 0); ``1 / spec.slo.itlP95Seconds``.
+        in_flight: requests the clients keep in flight on this replica (≥ 1; ``None``: enough to
+            fill it). The replica then runs ``B = min(in_flight, goodput batch)`` sequences: a
+            closed-loop client with ``in_flight`` requests outstanding never gives it more, and
+            the formula above holds with that ``B`` (below the goodput batch the decode steps are
+            shared by fewer sequences, so each request costs more replica time).
 
     Raises:
-        ValueError: a token count or the floor out of range.
+        ValueError: a token count, the floor or ``in_flight`` out of range.
         ModelDoesNotFit: not one sequence of the mix's mean context fits the KV cache.
     """
     if prompt_tokens <= 0 or output_tokens < 1:
         raise ValueError("prompt_tokens must be positive and output_tokens at least 1")
     if min_tok_s_per_user <= 0:
         raise ValueError("min_tok_s_per_user must be positive")
+    if in_flight is not None and not in_flight >= 1:
+        raise ValueError(f"in_flight must be at least 1, got {in_flight}")
     context = prompt_tokens + output_tokens / 2
     fit = int(model.kv_cache_capacity_tokens // context)
     if fit < 1:
@@ -80,7 +92,9 @@ def batch_throughput(
             f"not one sequence of {context:,.0f} tokens fits the {model.kv_cache_capacity_tokens:,}-token KV cache"
         )
     # Below the floor even at batch 1, the replica still works, one sequence at a time.
-    running = max(1, min(model.max_batch_at_speed(min_tok_s_per_user, context), fit))
+    running: float = max(1, min(model.max_batch_at_speed(min_tok_s_per_user, context), fit))
+    if in_flight is not None:
+        running = min(running, in_flight)
     decode_share_s = output_tokens * model.decode_step_time(running, context) / running
     seconds = model.prefill_time(prompt_tokens) + decode_share_s
     return BatchThroughput(

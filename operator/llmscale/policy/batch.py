@@ -54,7 +54,7 @@ times are seconds since the Unix epoch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -74,6 +74,8 @@ from llmscale.policy.window_intervals import (
 from llmscale.policy.windows import batch_window_open, describe_window
 
 __all__ = [
+    "DEADLINE_SAFETY",
+    "FILL_FRACTION",
     "STATUS_JOBS",
     "BatchLimit",
     "BatchPlan",
@@ -81,8 +83,10 @@ __all__ = [
     "InteractiveState",
     "JobAction",
     "JobPlan",
+    "ReplicaRate",
     "RunMode",
     "backlog_mix",
+    "batch_replica_rate",
     "batch_replica_tok_s",
     "plan_batch",
 ]
@@ -90,6 +94,16 @@ __all__ = [
 #: Most Jobs listed in ``status.batch.jobs`` (earliest deadline first): enough for a night's
 #: backlog, small enough that the status stays far below etcd's 1.5 MiB object limit.
 STATUS_JOBS = 50
+
+#: A replica is worth adding to the batch pool only while the requests in flight leave it at
+#: least this share of its peak tokens/s (:attr:`ReplicaRate.fill`): the pool never grows past
+#: ``floor(requests in flight / fill)`` replicas, what the released Jobs' clients can keep busy.
+FILL_FRACTION = 0.5
+
+#: Margin on a Job's projected run time when deciding whether it can wait and when sizing the pool:
+#: it is planned to finish in ``1 / (1 + DEADLINE_SAFETY)`` of the time left, so the performance
+#: model's error and the pool's start-up do not make it late.
+DEADLINE_SAFETY = 0.25
 
 # ceil() of a ratio that is an integer up to float rounding must not round up.
 _EPS = 1e-9
@@ -166,6 +180,67 @@ class BatchPoolState:
     replicas: int
     ready: int = 0
     gpus_free: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaRate:
+    """One batch replica's tokens/s (prompt + output) as a function of the requests in flight on it.
+
+    A replica reaches its peak only with about its goodput batch of requests in flight; the Jobs'
+    clients keep a fixed number in flight (:attr:`BatchJob.concurrency`), spread over the pool's
+    replicas, so the pool's throughput is ``n × tok_s(Q / n)`` for ``Q`` requests in flight over
+    ``n`` replicas, and one request advances at ``tok_s(q) / q`` tokens/s (``q`` per replica).
+
+    Attributes:
+        peak_tok_s: tokens/s with enough requests in flight (> 0).
+        curve: tokens/s at ``q ≥ 1`` requests in flight per replica, non-decreasing in ``q``
+            (:func:`batch_replica_rate`: the performance model); ``None``: the peak at any ``q``.
+        fill: the fewest requests in flight per replica at which it does :data:`FILL_FRACTION` of
+            its peak (1 for a flat rate).
+    """
+
+    peak_tok_s: float
+    curve: Callable[[float], float] | None = None
+    fill: float = 1.0
+
+    def tok_s(self, in_flight: float) -> float:
+        """Tokens/s of one replica with ``in_flight`` requests on it (``inf``: the peak)."""
+        if self.curve is None or math.isinf(in_flight):
+            return self.peak_tok_s
+        return min(self.peak_tok_s, self.curve(max(in_flight, 1.0)))
+
+    def pool_tok_s(self, in_flight: float, replicas: int) -> float:
+        """Tokens/s of ``replicas`` replicas sharing ``in_flight`` requests (``inf``: clients that
+        fill any pool); replicas beyond the requests in flight get none and add nothing."""
+        if replicas <= 0 or in_flight <= 0:
+            return 0.0
+        busy = replicas if math.isinf(in_flight) else min(replicas, max(1, math.floor(in_flight)))
+        return busy * self.tok_s(in_flight / busy)
+
+    def job_tok_s(self, concurrency: int | None, in_flight: float, replicas: int) -> float:
+        """Tokens/s of one Job keeping ``concurrency`` of the ``in_flight`` requests in flight on
+        ``replicas`` replicas: its share ``concurrency / in_flight`` of the pool (``None``
+        concurrency, or ``inf`` in flight: the whole pool)."""
+        pool = self.pool_tok_s(in_flight, replicas)
+        if concurrency is None or math.isinf(in_flight):
+            return pool
+        return pool * min(1.0, concurrency / in_flight)
+
+    def most_useful(self, in_flight: float, bound: int) -> int:
+        """The most replicas ``in_flight`` requests keep busy: ``floor(in_flight / fill)``, at
+        least 1 and at most ``bound``."""
+        if bound <= 0:
+            return 0
+        if math.isinf(in_flight):
+            return bound
+        return min(bound, max(1, math.floor(in_flight / self.fill + _EPS)))
+
+
+def _in_flight(jobs: Sequence[BatchJob]) -> float:
+    """Requests the Jobs' clients keep in flight together (``inf`` when one is not known)."""
+    if any(j.concurrency is None for j in jobs):
+        return math.inf
+    return float(sum(j.concurrency or 0 for j in jobs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +372,10 @@ def _edf_key(job: BatchJob) -> tuple[float, float, str]:
     )
 
 
+def _requests(n: float) -> str:
+    return "unknown requests" if math.isinf(n) else f"{n:,.0f} requests"
+
+
 def _names(jobs: Sequence[BatchJob], most: int = 3) -> str:
     shown = ", ".join(j.name for j in jobs[:most])
     return shown + (f" and {len(jobs) - most} more" if len(jobs) > most else "")
@@ -337,6 +416,37 @@ def batch_replica_tok_s(spec: LLMDeploymentSpec, jobs: Sequence[BatchJob]) -> fl
     return batch_throughput(
         model, prompt_tokens=mix[0], output_tokens=mix[1], min_tok_s_per_user=1.0 / spec.slo.itl_p95_seconds
     ).tokens_per_s
+
+
+def batch_replica_rate(spec: LLMDeploymentSpec, jobs: Sequence[BatchJob]) -> ReplicaRate:
+    """Return one batch replica's tokens/s on the backlog's mix as a function of the requests in
+    flight on it: :func:`llmscale.model.batch.batch_throughput` with ``in_flight`` (the mix and the
+    floor as in :func:`batch_replica_tok_s`, which is its peak).
+
+    Raises:
+        ModelDoesNotFit: the model, or one sequence of the mix, does not fit the replica.
+    """
+    mix = backlog_mix(jobs) or (float(TRACE_MEAN_PROMPT_TOKENS), float(TRACE_MEAN_OUTPUT_TOKENS))
+    model = ReplicaModel.from_spec(spec)
+    if not model.fits:
+        raise ModelDoesNotFit(f"{spec.model.name}: the weights leave no room for a KV cache")
+    floor = 1.0 / spec.slo.itl_p95_seconds
+    peak = batch_throughput(model, prompt_tokens=mix[0], output_tokens=mix[1], min_tok_s_per_user=floor)
+
+    def curve(in_flight: float) -> float:
+        return batch_throughput(
+            model, prompt_tokens=mix[0], output_tokens=mix[1], min_tok_s_per_user=floor, in_flight=in_flight
+        ).tokens_per_s
+
+    # The fewest in flight reaching FILL_FRACTION of the peak (the curve rises with in_flight).
+    lo, hi = 1, max(1, math.ceil(peak.running))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if curve(mid) >= FILL_FRACTION * peak.tokens_per_s:
+            hi = mid
+        else:
+            lo = mid + 1
+    return ReplicaRate(peak.tokens_per_s, curve, float(lo))
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,8 +504,9 @@ def _idle(spec: LLMDeploymentSpec, interactive: InteractiveState, pool: BatchPoo
 
 @dataclass(frozen=True, slots=True)
 class _Sized:
-    raw: float  # replicas the running Jobs need (fractional), math.inf for "the bound"
+    raw: float  # replicas the running Jobs need (fractional), math.inf for "as many as useful"
     message: str
+    top: int  # the most replicas worth running (the bound, or what the requests in flight keep busy)
 
 
 def _time_left(job: BatchJob, mode: RunMode, now: float, intervals: Sequence[tuple[float, float]]) -> float:
@@ -409,36 +520,69 @@ def _time_left(job: BatchJob, mode: RunMode, now: float, intervals: Sequence[tup
 
 def _size(
     running: Sequence[tuple[BatchJob, RunMode]],
-    replica_tok_s: float,
+    rate: ReplicaRate,
     now: float,
     intervals: Sequence[tuple[float, float]],
+    most: int,
+    cold: float,
 ) -> _Sized:
+    """Step 5: the fewest replicas, up to what the running Jobs' requests in flight keep busy
+    (:meth:`ReplicaRate.most_useful`), at which every Job's EDF prefix fits the pool's rate and
+    every Job its own clients' rate, in its time left (for a Job run for its deadline, less ``cold``
+    and over ``1 + DEADLINE_SAFETY``)."""
     unknown = [job for job, _ in running if job.outstanding_tokens is None]
     if unknown:
-        return _Sized(math.inf, f"{_names(unknown)} declare no size: the pool runs at its bound")
+        return _Sized(math.inf, f"{_names(unknown)} declare no size: the pool runs at its bound", most)
+    in_flight = _in_flight([job for job, _ in running])
+    top = rate.most_useful(in_flight, most)
+    due: list[tuple[BatchJob, float, float]] = []  # (job, EDF prefix, usable seconds)
     prefix = 0.0
-    raw = 0.0
-    worst = ""
     for job, mode in running:
         prefix += job.outstanding_tokens or 0.0
-        left = _time_left(job, mode, now, intervals)
+        # A Job run for its deadline is sized with the margin its release was judged with; the
+        # others have the windows' time before their deadlines, which that judgement kept free.
+        urgent = mode is RunMode.Deadline
+        left = _time_left(job, mode, now, intervals) - (cold if urgent else 0.0)
         if left <= 0:
-            return _Sized(math.inf, f"no time left for {job.name}: the pool runs at its bound")
-        need = prefix / (replica_tok_s * left)
-        if need >= raw:
-            raw = need
-            kind = "seconds to its deadline" if mode is RunMode.Deadline else "window seconds"
-            worst = (
-                f"{_tokens(prefix)} due by {job.name} ÷ {replica_tok_s:,.0f} tokens/s per replica ÷ "
-                f"{left:,.0f} {kind} = {need:.2f} replicas"
-            )
-    return _Sized(raw, worst)
+            return _Sized(math.inf, f"no time left for {job.name}: the pool runs at {top} replicas, what "
+                                    f"the {_requests(in_flight)} in flight keep busy", top)
+        due.append((job, prefix, left / (1 + DEADLINE_SAFETY) if urgent else left))
+
+    def need(n: int) -> float:
+        """The largest share of its time left a Job (or an EDF prefix) needs at ``n`` replicas."""
+        pool = rate.pool_tok_s(in_flight, n)
+        worst = 0.0
+        for job, p, t in due:
+            own = rate.job_tok_s(job.concurrency, in_flight, n)
+            if pool <= 0 or own <= 0:
+                return math.inf
+            worst = max(worst, p / (pool * t), (job.outstanding_tokens or 0.0) / (own * t))
+        return worst
+
+    where = f"{_requests(in_flight)} in flight"
+    if need(top) > 1 + _EPS:
+        return _Sized(math.inf, f"the Jobs due cannot all finish in time even on {top} replicas (the most "
+                                f"the {where} keep busy)", top)
+    lo, hi = 1, top
+    while lo < hi:  # the pool's and each Job's rate rise with the replicas
+        mid = (lo + hi) // 2
+        if need(mid) <= 1 + _EPS:
+            hi = mid
+        else:
+            lo = mid + 1
+    # Fractional replicas for the hysteresis: exact when the rate is the same at any in flight.
+    raw = max(lo * need(lo), lo - 1.0)
+    return _Sized(raw, (
+        f"{_tokens(prefix)} due; {lo} replicas at {rate.tok_s(in_flight / lo):,.0f} tokens/s each for the "
+        f"{where} finish every Job in time (at most {top} kept busy)"
+    ), top)
 
 
 def _target(raw: float, current: int, tolerance: float, most: int) -> tuple[int, str]:
-    """Step 5's hysteresis: grow to ``ceil(raw)`` at once, shrink only past the tolerance."""
+    """Step 5's hysteresis: grow to ``ceil(raw)`` at once, shrink only past the tolerance
+    (``raw`` infinite: ``most``, the most replicas worth running)."""
     if math.isinf(raw):
-        return most, f"needs the bound {most}"
+        return most, f"needs the most worth running, {most}"
     want = _ceil(raw)
     if want >= current:
         return want, f"needs {want}"
@@ -453,7 +597,7 @@ def plan_batch(
     jobs: Sequence[BatchJob],
     interactive: InteractiveState,
     pool: BatchPoolState,
-    replica_tok_s: float,
+    replica_tok_s: float | ReplicaRate,
     now: float,
 ) -> BatchPlan:
     """Decide which batch Jobs run, the batch pool's size and the batch conditions (module
@@ -468,8 +612,9 @@ def plan_batch(
         jobs: the labelled Jobs, parsed by :func:`~llmscale.policy.batch_jobs.parse_job`.
         interactive: the interactive pool this tick.
         pool: the batch pool and the GPUs free.
-        replica_tok_s: one batch replica's tokens/s on the backlog's mix (> 0;
-            :func:`batch_replica_tok_s`).
+        replica_tok_s: one batch replica's tokens/s on the backlog's mix as a function of the
+            requests in flight on it (:func:`batch_replica_rate`), or a number (> 0): the same
+            tokens/s at any number in flight.
         now: seconds since the Unix epoch.
 
     Returns:
@@ -480,8 +625,9 @@ def plan_batch(
         ValueError: ``replica_tok_s`` is not a positive finite number.
         zoneinfo.ZoneInfoNotFoundError: a window names an unknown time zone.
     """
-    if not (math.isfinite(replica_tok_s) and replica_tok_s > 0):
-        raise ValueError(f"replica_tok_s must be positive and finite, got {replica_tok_s}")
+    rate = replica_tok_s if isinstance(replica_tok_s, ReplicaRate) else ReplicaRate(float(replica_tok_s))
+    if not (math.isfinite(rate.peak_tok_s) and rate.peak_tok_s > 0):
+        raise ValueError(f"replica_tok_s must be positive and finite, got {rate.peak_tok_s}")
     ordered = sorted((j for j in jobs if j.state is not JobState.Done), key=_edf_key)
     finished = sorted((j for j in jobs if j.state is JobState.Done), key=lambda j: j.name)
     if spec.batch is None:
@@ -510,9 +656,17 @@ def plan_batch(
     else:
         reasons.append(f"no trough window open; the next opens {_clock(next_open)}")
 
-    # 2. Deadlines that cannot wait (EDF prefix against window time at the bound).
-    rate_max = most * replica_tok_s
-    last_urgent = -1
+    # 2. Deadlines that cannot wait: the EDF prefix against the pool's window time at the bound,
+    # and each Job alone at the rate its own clients reach there, both with the safety margin and
+    # the pool's cold start.
+    in_flight_all = _in_flight(ordered)
+    window_pool = rate.most_useful(in_flight_all, most)
+    rate_max = rate.pool_tok_s(in_flight_all, window_pool)
+    # Every replica added for a Job starts cold: its time left is counted from after a cold start
+    # (whether or not the pool has replicas now, so the judgement does not flip once they start).
+    cold = float(spec.headroom.cold_start_seconds)
+    last_urgent = -1  # the EDF prefix up to here cannot wait
+    urgent: set[int] = set()  # these cannot wait at their own clients' rate
     prefix = 0.0
     for i, job in enumerate(ordered):
         work = job.outstanding_tokens
@@ -520,30 +674,40 @@ def plan_batch(
         if job.deadline is None:
             continue
         if job.deadline <= now:
-            cannot_wait = True
-        elif work is None:
-            cannot_wait = not window_open and (next_open is None or next_open >= job.deadline)
-        else:
-            cannot_wait = prefix > rate_max * open_seconds(intervals, now, job.deadline) * (1 + _EPS)
-        if cannot_wait:
             last_urgent = i
+            continue
+        if work is None:
+            if not window_open and (next_open is None or next_open >= job.deadline):
+                last_urgent = i
+            continue
+        # A Job already running keeps running on a wider margin, so it does not flap at the edge.
+        safety = 1 + DEADLINE_SAFETY * (2 if job.state is JobState.Running and not window_open else 1)
+        usable = max(0.0, open_seconds(intervals, now, job.deadline) - cold)
+        if prefix * safety > rate_max * usable * (1 + _EPS):
+            last_urgent = i
+        own = rate.job_tok_s(job.concurrency, in_flight_all, window_pool)
+        if work * safety > own * usable * (1 + _EPS):
+            urgent.add(i)
     if last_urgent >= 0 and most > 0:
-        urgent = ordered[: last_urgent + 1]
+        urgent.update(range(last_urgent + 1))
+    if urgent and most > 0:
+        late = [ordered[i] for i in sorted(urgent)]
         reasons.append(
-            f"{ordered[last_urgent].name} cannot meet its deadline {_clock(ordered[last_urgent].deadline)} by waiting "
-            f"for the windows: it and the Jobs due before it run now ({_names(urgent)})"
+            f"{_names(late)} cannot meet their deadlines by waiting for the windows (at "
+            f"{rate_max:,.0f} tokens/s for the backlog's {_requests(in_flight_all)} in flight on at most "
+            f"{window_pool} replicas, {DEADLINE_SAFETY:.0%} margin and {cold:.0f} s cold start): they run now"
         )
 
     # 3–4. Modes.
     idle = _idle(spec, interactive, pool)
     idle_running = (
-        any(j.state is JobState.Running for i, j in enumerate(ordered) if i > last_urgent) and not window_open
+        any(j.state is JobState.Running for i, j in enumerate(ordered) if i not in urgent) and not window_open
     )
     modes: list[RunMode | None] = []
     for i, job in enumerate(ordered):
         if most == 0:
             modes.append(None)
-        elif i <= last_urgent:
+        elif i in urgent:
             modes.append(RunMode.Deadline)
         elif window_open:
             modes.append(RunMode.Window)
@@ -575,9 +739,9 @@ def plan_batch(
     if most == 0:
         desired, line = 0, "batch pool bound is 0 (spec.batch.maxReplicas, or replicas): nothing runs"
     elif running:
-        sized = _size(running, replica_tok_s, now, intervals)
+        sized = _size(running, rate, now, intervals, most, cold)
         unbounded = math.isinf(sized.raw)
-        desired, verdict = _target(sized.raw, current, spec.scaling.tolerance, most)
+        desired, verdict = _target(sized.raw, current, spec.scaling.tolerance, sized.top)
         line = f"size: {sized.message}; {verdict}"
     else:
         desired, line = 0, "size: no Job runs now: 0 replicas"
@@ -654,8 +818,7 @@ def plan_batch(
 
     # 7. Actions.
     plans: list[JobPlan] = []
-    rate_now = (desired if desired > 0 else most) * replica_tok_s
-    projections = _project(ordered, modes, rate_now, now, intervals)
+    projections = _project(ordered, modes, rate, desired, most, now, intervals, cold if pool.ready < 1 else 0.0)
     for job, mode, (finish, at_risk) in zip(ordered, modes, projections, strict=True):
         action, message = _action(job, mode, desired, limited_by, pool, interactive, window_open, next_open)
         plans.append(JobPlan(job, mode, action, message, finish, at_risk))
@@ -731,23 +894,45 @@ def _action(
 def _project(
     ordered: Sequence[BatchJob],
     modes: Sequence[RunMode | None],
-    rate: float,
+    rate: ReplicaRate,
+    replicas: int,
+    most: int,
     now: float,
     intervals: Sequence[tuple[float, float]],
+    cold: float,
 ) -> list[tuple[float | None, bool | None]]:
-    """Step 8: ``(projected finish, at risk)`` per Job, EDF at ``rate`` tokens/s."""
+    """Step 8: ``(projected finish, at risk)`` per Job. The Jobs that run now share the pool of
+    ``replicas`` (the most their requests in flight keep busy while it has none), each at its own
+    clients' share (:meth:`ReplicaRate.job_tok_s`) and no faster than their EDF prefix at the
+    pool's rate: wall-clock time for Jobs that run outside a window, window time for the rest. The
+    others run in the windows with the whole backlog, on the most replicas its requests keep busy.
+    Each first waits ``cold`` seconds (the caller's: the cold start while no batch replica is Ready)."""
+    now_jobs = [j for j, m in zip(ordered, modes, strict=True) if m is not None]
+    in_now = _in_flight(now_jobs)
+    n_now = replicas if replicas > 0 else rate.most_useful(in_now, most)
+    in_all = _in_flight(ordered)
+    n_all = rate.most_useful(in_all, most)
+    lead = cold
     out: list[tuple[float | None, bool | None]] = []
-    prefix = 0.0
+    prefix_now = prefix_all = 0.0
     for job, mode in zip(ordered, modes, strict=True):
         work = job.outstanding_tokens
         passed = job.deadline is not None and job.deadline <= now
         if work is None:
             out.append((None, True if passed else None))
             continue
-        prefix += work
-        seconds = prefix / rate if rate > 0 else math.inf
+        prefix_all += work
+        if mode is not None:
+            prefix_now += work
+            pool, own, prefix = (rate.pool_tok_s(in_now, n_now), rate.job_tok_s(job.concurrency, in_now, n_now),
+                                 prefix_now)
+        else:
+            pool, own, prefix = (rate.pool_tok_s(in_all, n_all), rate.job_tok_s(job.concurrency, in_all, n_all),
+                                 prefix_all)
+        seconds = max(prefix / pool, work / own) + lead if pool > 0 and own > 0 else math.inf
+        finish: float | None
         if math.isinf(seconds):
-            finish: float | None = None
+            finish = None
         elif mode in (RunMode.Deadline, RunMode.IdleCapacity):
             finish = now + seconds
         else:

@@ -10,6 +10,9 @@ Read from the Job (and nothing else):
 - The annotations :data:`ANNOTATION_DEADLINE` (RFC 3339) and the size annotations
   :data:`ANNOTATION_REQUESTS`, :data:`ANNOTATION_INPUT_TOKENS`, :data:`ANNOTATION_OUTPUT_TOKENS`
   (decimal integers; ``llmscale batch size`` prints them for an input file).
+- The annotation :data:`ANNOTATION_CONCURRENCY` (requests in flight per pod), else the
+  ``--concurrency`` argument of a container that runs ``llmscale batch run`` in the pod template,
+  else the client's default :data:`DEFAULT_CLIENT_CONCURRENCY`; and ``spec.parallelism``.
 - ``spec.suspend``, ``spec.completionMode``, ``spec.completions``.
 - ``status.active``, ``status.terminating`` (pods being deleted: Kubernetes ≥ 1.28 counts them
   here, not in ``active``), ``status.succeeded``, ``status.conditions`` (``Complete``, ``Failed``, and
@@ -28,10 +31,12 @@ from enum import StrEnum
 from typing import Any, Literal
 
 __all__ = [
+    "ANNOTATION_CONCURRENCY",
     "ANNOTATION_DEADLINE",
     "ANNOTATION_INPUT_TOKENS",
     "ANNOTATION_OUTPUT_TOKENS",
     "ANNOTATION_REQUESTS",
+    "DEFAULT_CLIENT_CONCURRENCY",
     "LABEL_DEPLOYMENT",
     "BatchJob",
     "JobState",
@@ -49,6 +54,12 @@ ANNOTATION_REQUESTS = "llmscale.dev/batch-requests"
 ANNOTATION_INPUT_TOKENS = "llmscale.dev/batch-input-tokens"
 #: Output tokens the whole input may generate (the sum of its ``max_tokens``): an upper bound.
 ANNOTATION_OUTPUT_TOKENS = "llmscale.dev/batch-output-tokens"
+
+#: Requests each of the Job's pods keeps in flight, for a client other than ``llmscale batch run``
+#: (or to override what its arguments say).
+ANNOTATION_CONCURRENCY = "llmscale.dev/batch-concurrency"
+#: ``llmscale batch run --concurrency``'s default (``llmscale.batch.client.ClientSettings``).
+DEFAULT_CLIENT_CONCURRENCY = 64
 
 # Instants past this are refused: every later step formats times with datetime, which stops at
 # year 9999 (a deadline a few hours before it would overflow when a completion window is added).
@@ -88,6 +99,11 @@ class BatchJob:
         requests: requests in the whole input (``None``: undeclared or unreadable).
         input_tokens: prompt tokens of the whole input (``None``: unknown).
         output_tokens: output tokens of the whole input, an upper bound (``None``: unknown).
+        concurrency: requests the Job's pods keep in flight together when it runs: per pod
+            (:data:`ANNOTATION_CONCURRENCY`, the ``--concurrency`` of its ``llmscale batch run``
+            container, or :data:`DEFAULT_CLIENT_CONCURRENCY`) × pods running at once
+            (``spec.parallelism``, at most the indexes left of an Indexed Job). ``None``: not known
+            (a Job built by hand); the planner then assumes it fills any pool.
         requests_done: requests done, estimated from the progress the Job shows (0 when none).
         progress_source: where ``requests_done`` came from: ``finished``, ``completions`` (an
             Indexed Job's succeeded indexes), ``client`` (the batch client's own count, passed in),
@@ -105,6 +121,7 @@ class BatchJob:
     requests: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    concurrency: int | None = None
     requests_done: float = 0.0
     progress_source: Literal["finished", "completions", "client", "none"] = "none"
     problems: tuple[str, ...] = ()
@@ -190,6 +207,67 @@ def _int_field(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return 0
     return max(0, int(value))
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of ``--flag=V`` or ``--flag V`` in ``argv`` (the last one wins, as argparse's)."""
+    value: str | None = None
+    for i, arg in enumerate(argv):
+        if arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+        elif arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+    return value
+
+
+def _client_concurrency(job: Mapping[str, Any], problems: list[str]) -> int:
+    """Requests in flight per pod: the annotation, else the ``--concurrency`` of a container running
+    ``llmscale batch run``, else the client's default."""
+    annotations = _get(job, "metadata", "annotations")
+    if isinstance(annotations, Mapping) and annotations.get(ANNOTATION_CONCURRENCY) is not None:
+        value = _count(annotations.get(ANNOTATION_CONCURRENCY), f"annotation {ANNOTATION_CONCURRENCY}", [], least=1)
+        if value is not None:
+            return value
+        problems.append(
+            f"annotation {ANNOTATION_CONCURRENCY} is not a positive integer: "
+            f"{DEFAULT_CLIENT_CONCURRENCY} requests in flight per pod assumed"
+        )
+        return DEFAULT_CLIENT_CONCURRENCY
+    containers = _get(job, "spec", "template", "spec", "containers")
+    for container in containers if isinstance(containers, list) else []:
+        if not isinstance(container, Mapping):
+            continue
+        argv = [str(a) for part in ("command", "args") if isinstance(container.get(part), list)
+                for a in container[part]]
+        if not any(a == "batch" for a in argv) or "run" not in argv:
+            continue
+        text = _flag_value(argv, "--concurrency")
+        if text is None:
+            return DEFAULT_CLIENT_CONCURRENCY
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value >= 1:
+            return value
+        problems.append(
+            f"--concurrency {text!r} of container {container.get('name')!r} is not a positive integer: "
+            f"{DEFAULT_CLIENT_CONCURRENCY} assumed"
+        )
+        return DEFAULT_CLIENT_CONCURRENCY
+    return DEFAULT_CLIENT_CONCURRENCY
+
+
+def _pods_at_once(job: Mapping[str, Any]) -> int:
+    """Pods the Job runs at once: ``spec.parallelism`` (1 when unset), at most the indexes an
+    Indexed Job has left."""
+    parallelism = _get(job, "spec", "parallelism")
+    pods = 1 if parallelism is None else _int_field(parallelism)
+    completions = _get(job, "spec", "completions")
+    if completions is not None and _int_field(completions) > 0:
+        left = _int_field(completions) - _int_field(_get(job, "status", "succeeded"))
+        pods = min(pods, max(left, 0))
+    return max(pods, 1)
 
 
 def _finished(job: Mapping[str, Any]) -> bool:
@@ -287,6 +365,8 @@ def parse_job(
         if requests_done is not None and math.isfinite(requests_done) and requests_done > done:
             done, progress = min(float(requests), requests_done), "client"
 
+    concurrency = _client_concurrency(job, problems) * _pods_at_once(job)
+
     return BatchJob(
         name=name,
         deployment=deployment if isinstance(deployment, str) else None,
@@ -298,6 +378,7 @@ def parse_job(
         requests=requests,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        concurrency=concurrency,
         requests_done=done,
         progress_source=progress,
         problems=tuple(problems),

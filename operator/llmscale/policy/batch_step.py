@@ -26,7 +26,8 @@ from llmscale.policy.batch import (
     BatchPlan,
     BatchPoolState,
     InteractiveState,
-    batch_replica_tok_s,
+    ReplicaRate,
+    batch_replica_rate,
     plan_batch,
 )
 from llmscale.policy.batch_jobs import BatchJob, JobState
@@ -145,10 +146,10 @@ def batch_step(
         The :class:`BatchStep`.
     """
     outstanding = [j for j in jobs if j.state is not JobState.Done]
-    tok_s = 1.0  # not read: with no Job outstanding nothing is sized or projected
+    rate = ReplicaRate(1.0)  # not read: with no Job outstanding nothing is sized or projected
     if spec.batch is not None and outstanding:
         try:
-            tok_s = batch_replica_tok_s(spec, jobs)
+            rate = batch_replica_rate(spec, jobs)
         except ModelDoesNotFit as exc:
             message = (f"the performance model gives no batch throughput ({exc}): the batch pool holds "
                        f"{state.batch_replicas} replicas and no Job is released or paused")
@@ -163,7 +164,7 @@ def batch_step(
         jobs,
         interactive_state(spec, decision, state, snapshot, now),
         BatchPoolState(state.batch_replicas, state.batch_ready, gpus_free),
-        tok_s,
+        rate,
         now,
     )
     window = decision.batch_window_open

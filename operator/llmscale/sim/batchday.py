@@ -284,7 +284,8 @@ class JobGate:
             out.append(BatchJob(
                 name=job.name, deployment="day", state=state, created_at=job.created_s, deadline=job.deadline_s,
                 deadline_source=job.deadline_source, active_pods=int(run.in_flight > 0), requests=n,
-                input_tokens=job.prompt_tokens, output_tokens=job.output_tokens, requests_done=float(run.done),
+                input_tokens=job.prompt_tokens, output_tokens=job.output_tokens, concurrency=self.concurrency,
+                requests_done=float(run.done),
                 progress_source="client",
             ))
         return out
