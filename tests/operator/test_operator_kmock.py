@@ -901,3 +901,31 @@ async def test_a_refused_job_write_is_one_warning_and_is_tried_again(
     await eventually(lambda: events_with(kube, "BatchJobReleased"), what="the release once accepted")
     text = generate_latest(op.metrics.registry).decode()
     assert 'llmscale_apply_errors_total{kind="Job"}' in text
+
+
+@pytest.mark.parametrize("mode", ["Advisory", "Paused"])
+async def test_advisory_and_paused_release_and_pause_no_job(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any], mode: str
+) -> None:
+    """In the trough with a Ready batch replica, a Waiting Job that Active would release and, at noon,
+    a Running one that Active would pause: in Advisory and Paused neither is written, while the plan
+    is still reported (status.batch, BatchBacklog)."""
+    body = with_batch_pool(1)
+    body["spec"]["mode"] = mode
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = body
+    kube.objects[JOBS, NAMESPACE, "nightly"] = job("nightly", annotations=DUE_IN_TWO_NIGHTS)
+    kube.objects[JOBS, NAMESPACE, "running"] = job("running", suspend=False, active=1, annotations=DUE_IN_TWO_NIGHTS)
+    kube.objects[PODS, NAMESPACE, "chat-batch-a"] = pod("chat-batch-a", ready=True, pool="batch")
+    op = await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
+    await eventually(lambda: stored_status(kube).get("batch"), what="status.batch at noon")
+    ticks = len(op.signals.asked)
+    await eventually(lambda: len(op.signals.asked) >= ticks + 2, what="two more ticks at noon")
+    op.clock.now = TROUGH
+    await eventually(lambda: stored_status(kube).get("batch", {}).get("nextWindowOpen") is None,
+                     what="status.batch in the trough")
+    ticks = len(op.signals.asked)
+    await eventually(lambda: len(op.signals.asked) >= ticks + 2, what="two more ticks in the trough")
+    backlog = condition(stored_status(kube), "BatchBacklog")
+    assert backlog is not None and backlog["status"] == "True"
+    assert not job_applies(kube, "nightly") and not job_applies(kube, "running")
+    assert not events_with(kube, "BatchJobReleased") and not events_with(kube, "BatchJobPaused")
