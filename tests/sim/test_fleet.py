@@ -151,3 +151,43 @@ def test_the_warm_pool_is_not_shrunk_while_it_is_still_filling_up() -> None:
     assert changes[0] == (35, 4, 6)  # the scale-up went through during the hold
     assert changes[1] == (65, 6, 4)  # the scale-down stopped at the initial size
     assert changes[2] == (125, 4, 1)  # and completed once the hold was over
+
+
+class _Client:
+    """A batch source: one client keeping ``concurrency`` requests in flight, released from the start."""
+
+    to_interactive = False
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.pending: list[int] = []
+        self.in_flight = 0
+        self.most_per_replica: list[int] = []
+
+    def arrived(self, req: int, t: float) -> None:
+        self.pending.append(req)
+
+    def take(self, t: float) -> int | None:
+        if not self.pending or self.in_flight >= self.concurrency:
+            return None
+        self.in_flight += 1
+        return self.pending.pop(0)
+
+    def finished(self, req: int, t: float) -> None:
+        self.in_flight -= 1
+
+
+def test_a_batch_clients_requests_are_spread_over_the_batch_replicas() -> None:
+    """The <name>-batch Service spreads a client's requests: 64 in flight on 4 Ready batch replicas
+    run 16 on each (not 64 on the first while three idle), so each batch replica serves a share."""
+    n = 2000
+    trace = Trace(np.full(n, T0 + 1.0), np.full(n, 1000), np.full(n, 200), np.ones(n, dtype=bool), T0, 3600.0)
+    client = _Client(64)
+    res = simulate(trace, Script([], batch=4), MODEL,
+                   fleet=FleetConfig(initial_replicas=1, cold_start_s=10, batch_source=client))
+    served = np.array(res.requests.replica)
+    finished = np.array(res.requests.finish) > 0
+    batch_replicas = [k for k, r in enumerate(res.replicas) if r.pool == "batch"]
+    assert len(batch_replicas) == 4 and finished.all()
+    counts = [int(np.sum(served == k)) for k in batch_replicas]
+    assert min(counts) > 0.15 * n, counts  # an even share is 25 %

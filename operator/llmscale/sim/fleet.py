@@ -24,7 +24,9 @@ hours). The autoscaler sees what it would see on a cluster:
   ``2 × max_num_seqs`` outstanding requests per replica (a bounded-concurrency batch client) —
   or, with a :class:`BatchSource` (``FleetConfig.batch_source``, the batch Jobs of
   :mod:`llmscale.sim.batchday`), wait in it until it hands them out: to the batch pool within the
-  same per-replica room, or to the interactive router (``to_interactive``).
+  same per-replica room, each to the ready batch replica with the fewest outstanding requests (the
+  ``<name>-batch`` Service spreads the clients' connections), or to the interactive router
+  (``to_interactive``).
 
 Fast by construction: replicas advance in event-driven leaps (:mod:`llmscale.sim.replica`), the
 loop merges three sorted sources (arrivals, replica wake-ups, controller ticks) with ``heapq``.
@@ -441,16 +443,21 @@ def simulate(
             while (req := source.take(t)) is not None:
                 send(req, t)
             return
-        for rep in batchp.ready:
+        # The <name>-batch Service spreads the clients' requests over the ready batch replicas (the
+        # client's connections land on endpoints at random): each goes to the one with the fewest
+        # outstanding (ties: the oldest), within the per-replica room.
+        while batchp.ready:
+            rep = min(batchp.ready, key=lambda r: r.engine.outstanding)
             eng = rep.engine
-            while eng.outstanding < batch_cap:
-                req = source.take(t)
-                if req is None:
-                    return
-                table.replica[req] = eng.index
-                wake = eng.add(req, t)
-                if wake is not None:
-                    push(rep, wake)
+            if eng.outstanding >= batch_cap:
+                return
+            req = source.take(t)
+            if req is None:
+                return
+            table.replica[req] = eng.index
+            wake = eng.add(req, t)
+            if wake is not None:
+                push(rep, wake)
 
     def make_ready(rep: _Replica, t: float) -> None:
         pool = batchp if rep.record.pool == BATCH else inter
