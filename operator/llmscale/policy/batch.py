@@ -10,12 +10,20 @@ The steps, in order (each writes a line to :attr:`BatchPlan.reasons`):
 1. **Backlog.** Outstanding Jobs (not ``Done``) in earliest-deadline-first order (EDF: deadline,
    then creation, then name; no deadline last). Their outstanding tokens are the declared size less
    the progress the Job shows (:mod:`llmscale.policy.batch_jobs`).
-2. **Deadlines that cannot wait.** Job ``i`` cannot wait when the work due by its deadline, the EDF
-   prefix ``W_1 + … + W_i`` tokens, is more than the pool at its bound could do inside trough
-   windows before the deadline: ``W_≤i > maxReplicas × replica_tok_s × open_seconds(now, deadline_i)``
-   (a passed deadline cannot wait either; a Job of unknown size cannot when no window opens
-   before its deadline). Such a Job and every Job due before it run now, window or not. EDF is
-   the order that meets every deadline one resource can meet (Liu & Layland, JACM 1973).
+2. **Deadlines that cannot wait.** The Jobs' clients keep a fixed number of requests in flight
+   (:attr:`BatchJob.concurrency`, ``c_i``; ``Q`` for the backlog), and one replica's tokens/s
+   rises with the requests on it (:class:`ReplicaRate`, ``r(q)``, from the performance model), so
+   in a window the pool does at most ``R = n_w × r(Q / n_w)`` with ``n_w`` the most replicas the
+   backlog keeps busy (``min(bound, floor(Q / fill))``), and Job ``i`` alone at most its share
+   ``R × c_i / Q``. Job ``i`` cannot wait when, with the margin ``m = 1 +``
+   :data:`DEADLINE_SAFETY` (``1 + 2 ×`` it for a Job already running outside a window, so it does not
+   flap), either its EDF prefix ``W_1 + … + W_i`` or its own work does not fit the window time
+   before its deadline less one cold start (``spec.headroom.coldStartSeconds``):
+   ``m × W_≤i > R × (open_seconds(now, deadline_i) − cold)`` — then it and every Job due before it
+   run now — or ``m × W_i > R × c_i / Q × (open_seconds − cold)`` — then it runs now, alone (the
+   Jobs before it share the pool with it, they do not hold it up). A passed deadline cannot wait;
+   a Job of unknown size cannot when no window opens before its deadline. EDF is the order that
+   meets every deadline one resource can meet (Liu & Layland, JACM 1973).
 3. **Windows.** Inside a trough window every outstanding Job runs.
 4. **Idle GPUs** (``spec.batch.releaseOnIdleCapacity``). Outside a window, Jobs are released onto
    GPUs the interactive pool leaves idle when its SLO is safe: its signals were usable, its p95
@@ -26,11 +34,16 @@ The steps, in order (each writes a line to :attr:`BatchPlan.reasons`):
    released keep running while ``batch replicas + idle ≥ 1`` and no interactive pod is
    unschedulable (no latency check: batch runs on its own GPUs and cannot slow interactive
    requests), so the pool does not flap at the edge.
-5. **Size.** For the Jobs that run, in EDF order, ``ceil(max_i W_≤i / (replica_tok_s × T_i))``
-   replicas, with ``T_i`` the time left to Job ``i``'s deadline: wall-clock seconds for a Job that
-   cannot wait, open window seconds for the others (a Job without a deadline: to the end of the
-   current or next window). A Job of unknown size asks for the bound. The pool grows at once and
-   shrinks only past ``spec.scaling.tolerance`` (``ceil(raw × (1 + tolerance)) < current``).
+5. **Size.** For the Jobs that run (``Q`` requests in flight), the fewest replicas ``n`` at which,
+   for each Job in EDF order, the prefix ``W_≤i ≤ n × r(Q / n) × T_i`` and the Job alone
+   ``W_i ≤ n × r(Q / n) × c_i / Q × T_i``, with ``T_i`` the time left: wall-clock seconds to the
+   deadline less a cold start, over ``1 +`` :data:`DEADLINE_SAFETY`, for a Job that cannot wait;
+   open window seconds before the deadline for the others (a Job without a deadline: to the end
+   of the current or next window). Never more than ``floor(Q / fill)`` (:meth:`ReplicaRate.most_useful`:
+   more replicas would each run below :data:`FILL_FRACTION` of their peak); when even that many
+   cannot meet a deadline, that many. A Job of unknown size asks for the bound; a Job of unknown
+   concurrency is taken to fill any pool. The pool grows at once and shrinks only past
+   ``spec.scaling.tolerance`` (``ceil(raw × (1 + tolerance)) < current``).
 6. **Limits**, each a small function returning ``(replicas, limit, message)`` as the HPA's
    helpers do: ``minReplicas`` (and at least 1 while a Job runs) and ``maxReplicas``; held at its
    size while a Job paused on this tick or before still drains (its client finishes the requests
@@ -42,12 +55,16 @@ The steps, in order (each writes a line to :attr:`BatchPlan.reasons`):
    Waiting Job that runs is released only while a batch replica is Ready and no interactive pod is
    unschedulable; a Draining Job waits until its pods are gone, so two clients never share its
    output. When the limits leave the pool at 0, every Job that should run is paused.
-8. **Projection.** Each Job's finish, EDF, at the pool's size (its bound while it has none):
-   wall-clock time for Jobs that run now outside a window, window time for the rest. It is the
+8. **Projection.** Each Job's finish at the rate its clients reach: the Jobs that run now on the
+   pool's size (the most they keep busy while it has none), the others with the whole backlog on
+   the most replicas it keeps busy in the windows; the later of its EDF prefix at the pool's rate
+   and its own work at its share, after a cold start while no batch replica is Ready; wall-clock
+   time for Jobs that run now outside a window, window time for the rest. It is the
    ``DeadlineAtRisk`` condition; the counts and the next window are the ``BatchBacklog`` one.
 
 Units: tokens are prompt + output tokens; ``replica_tok_s`` is one replica's tokens/s on the
-backlog's mix (:func:`batch_replica_tok_s`, from :func:`llmscale.model.batch.batch_throughput`);
+backlog's mix against the requests in flight on it (:func:`batch_replica_rate`, from
+:func:`llmscale.model.batch.batch_throughput`);
 times are seconds since the Unix epoch.
 """
 
