@@ -14,9 +14,8 @@ shipped in the package) time-rescaled to the ``azure-day`` workload's diurnal da
 trace; each has a 4-hour deadline annotation with probability 1/8, else the spec's 24 h completion
 window.
 Each Job's client keeps ``--concurrency`` requests in flight: the trough and alongside modes run
-once at ``llmscale batch run``'s default, 64, and once at 512, which fills the batch pool (the
-planner sizes the pool from the model's per-replica throughput, which 64 requests spread over many
-replicas do not reach). Simulated for 48 h (the day, and the next one, by whose end every Job is due) with the LLMDeployment in
+once at ``llmscale batch run``'s default, 64, and once at 512 (the planner reads each Job's
+requests in flight and sizes the pool to what they keep busy). Simulated for 48 h (the day, and the next one, by whose end every Job is due) with the LLMDeployment in
 ``benchmarks/chat-llama-70b-h100-batch.yaml``. Writes:
 
 - ``benchmarks/results/batch-day.md``   — the Markdown table the README quotes, with the command;
