@@ -45,8 +45,10 @@ from typing import Any, TypeVar
 import kubernetes
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmscale.localcluster import SAMPLE
+from llmscale.localcluster import cluster as local_cluster
 from llmscale.localcluster import stack as local_stack
 from llmscale.localcluster.prometheus_config import write_operator_targets
 
@@ -94,6 +96,8 @@ class Cluster:
     local_state: Path | None = None
     service_proxy: str | None = None
     operator: subprocess.Popen[bytes] | None = None
+    #: The running operator's /metrics port (``--metrics-port``).
+    operator_port: int | None = None
     #: The file service discovery file through which Prometheus scrapes the operator's /metrics:
     #: the local cluster's, or LLMSCALE_E2E_OPERATOR_TARGETS on an external cluster (docs/e2e.md).
     operator_targets: Path | None = None
@@ -181,6 +185,7 @@ class Cluster:
         ``args`` (later flags win) and ``env`` added to its environment; wait for ``/readyz``."""
         self.stop_operator()
         self.operator, port = _start_operator(self.kubeconfig, self.prometheus_url, self.operator_log, args, env)
+        self.operator_port = port
         if self.operator_targets is not None:
             write_operator_targets(self.operator_targets, [f"127.0.0.1:{port}"])
 
@@ -193,6 +198,7 @@ class Cluster:
         if self.operator is not None:
             _stop(self.operator)
             self.operator = None
+            self.operator_port = None
 
     def _serving_pods(self, namespace: str, deployment: str, pool: str) -> list[Any]:
         return [p for p in self.pods(namespace, pool) if p.metadata.labels.get("llmscale.dev/deployment") == deployment
@@ -215,6 +221,26 @@ class Cluster:
             pod = self._serving_pods(namespace, deployment, pool)[0].metadata.name
             return f"{self.service_proxy}/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/v1/completions"
         return f"{self.router_url}/ns/{namespace}/pool/{deployment}:{pool}/v1/completions"
+
+    def operator_metric(self, sample_name: str, /, **labels: str) -> float | None:
+        """The value of one sample of the running operator's ``/metrics`` (read directly, not
+        through Prometheus): the sample ``sample_name`` (e.g. ``llmscale_signal_read_errors_total``)
+        whose labels include ``labels``; ``None`` when there is none."""
+        assert self.operator_port is not None, "no operator runs"
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.operator_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items()):
+                    return float(s.value)
+        return None
+
+    def restart_apiserver(self, down_s: float = 0.0) -> None:
+        """Stop the API server by PID and start it again on the same port and etcd (local cluster
+        only: :func:`llmscale.localcluster.cluster.restart_apiserver`); return once it is ready."""
+        if self.local_state is None:
+            pytest.fail("restarting the API server needs the local cluster (an external one has no PID here)")
+        local_cluster.restart_apiserver(self.local_state, down_s=down_s)
 
     def stop_prometheus(self) -> None:
         if self.local_state is not None:

@@ -1,20 +1,38 @@
-"""Scenario 15 (issue 14, chaos): the operator killed with SIGKILL in the middle of a scale-up.
+"""Chaos scenarios (issue 14): the operator, the API server and Prometheus go away in the middle of
+the work, and the operator neither doubles a scale-up, nor scales on missing data, nor loses a
+request, and its conditions say what happened.
 
-The scale-up rate limit is one replica a minute. Under a load the pool cannot carry, the operator
-adds one replica; the moment the child Deployment shows it, the operator process is killed with
-SIGKILL (no shutdown, no last status write) and started again. The restarted operator must take
-its policy memory from ``status.policyState`` (what the last tick wrote with the scale): no second
-replica inside the minute (a double scale-up), PolicyStateReadable=True, then the next step once
-the minute has passed (the limit, not a dead operator, held it). Nothing is lost: every request of
-the load is answered and no pod is deleted.
+15. The operator killed with SIGKILL in the middle of a scale-up. The scale-up rate limit is one
+    replica a minute. Under a load the pool cannot carry, the operator adds one replica; the moment
+    the child Deployment shows it, the operator process is killed with SIGKILL (no shutdown, no
+    last status write) and started again. The restarted operator must take its policy memory from
+    ``status.policyState`` (what the last tick wrote with the scale): no second replica inside the
+    minute (a double scale-up), PolicyStateReadable=True, then the next step once the minute has
+    passed (the limit, not a dead operator, held it). Nothing is lost: every request of the load is
+    answered and no pod is deleted.
+17. The API server restarted in the middle of the same scale-up: stopped by PID the moment the
+    Deployment shows the first step, down for 3 s, started again on the same port and etcd
+    (:func:`llmscale.localcluster.cluster.restart_apiserver`). The operator process lives through
+    it and carries on over new watches: no second step inside the minute, the next one after it,
+    every request answered, no pod deleted, and Ready, ChildrenApplied, PolicyStateReadable and
+    MetricsAvailable True afterwards.
+18. Prometheus flapping: stopped and started three times over about a minute while a load runs.
+    Each time the operator says so (``MetricsAvailable=False``, ``MetricsMissing`` or
+    ``MetricsStale``) and holds the Deployment and ``status.replicas.desired`` while it does, with
+    no scale-down window (an operator reading missing data as zero demand would step down at once);
+    each failed read is counted in ``llmscale_signal_read_errors_total`` (read from the operator's
+    own ``/metrics``); once Prometheus stays up it scales again, down to ``min`` after the load.
 """
 
 from __future__ import annotations
 
 import signal
 import time
+from typing import Any
 
 from conftest import Cluster, sample, wait_for
+from llmscale.loadgen import ReplayReport
+from llmscale.policy import Reason
 from test_scenarios import apply_and_wait_ready, start_load
 
 PERIOD_S = 60.0
@@ -52,3 +70,132 @@ def test_15_sigkill_in_a_scale_up_neither_doubles_it_nor_loses_work(cluster: Clu
     assert report.sent > 0 and report.errors == 0, report
     gone = pods_before - {p.metadata.name for p in cluster.pods(namespace)}
     assert not gone, f"pods deleted during the scale-up: {sorted(gone)}"
+
+
+# ------------------------------------------------------------------------------------------ 17
+
+
+def _assert_nothing_lost(report: ReplayReport) -> None:
+    """Every request the load sent was answered with a 200 and none was left open. (Arrivals beyond
+    the load generator's 64 open requests are ``dropped`` before they are sent: the client's cap
+    while a limited scale-up lags the load, not a loss.)"""
+    assert report.sent > 0 and report.errors == 0, (report.sent, report.errors)
+    assert report.in_flight == 0 and len(report.results) == report.sent, (report.sent, len(report.results),
+                                                                          report.in_flight)
+
+
+def _condition_of(llmdep: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((dict(c) for c in (llmdep.get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
+
+
+def test_17_api_server_restart_in_a_scale_up_neither_doubles_it_nor_loses_work(
+    cluster: Cluster, namespace: str,
+) -> None:
+    manifest = sample(scaling={"scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerPeriod": 1,
+                                           "periodSeconds": int(PERIOD_S)}})
+    apply_and_wait_ready(cluster, namespace, manifest, ready=2)  # min 1 + headroom 1
+    load = start_load(cluster, namespace, rate_rps=4.0, duration_s=90.0)
+    assert cluster.operator is not None
+    operator = cluster.operator
+
+    try:
+        wait_for("the first scale-up step (2 -> 3)", lambda: cluster.deployment_replicas(namespace, "chat") == 3, 60)
+        scaled_at = time.monotonic()
+        pods_before = {p.metadata.name for p in cluster.pods(namespace)}
+        # Down for 3 s (every client's connections refused, watches ended), then the same port and etcd.
+        cluster.restart_apiserver(down_s=3.0)
+        assert operator.poll() is None, f"the operator exited ({operator.returncode}) when the API server went away"
+
+        # Inside the minute: never a fourth replica, whatever the queue says.
+        most = 3
+        while time.monotonic() < scaled_at + PERIOD_S - 5:
+            most = max(most, cluster.deployment_replicas(namespace, "chat") or 0)
+            assert most <= 3, f"a second scale-up {time.monotonic() - scaled_at:.0f} s after the first (limit 1/min)"
+            time.sleep(0.25)
+        # After the minute the next step comes: the operator resumed over the new watches.
+        wait_for("the next scale-up step once the minute has passed",
+                 lambda: (cluster.deployment_replicas(namespace, "chat") or 0) >= 4, 40)
+        assert time.monotonic() >= scaled_at + PERIOD_S - 5
+        assert operator.poll() is None and cluster.operator is operator, "the operator was not the same process"
+    finally:
+        report = load.result(timeout=240)
+    _assert_nothing_lost(report)
+    gone = pods_before - {p.metadata.name for p in cluster.pods(namespace)}
+    assert not gone, f"pods deleted around the restart: {sorted(gone)}"
+
+    # The conditions are right again: serving, children applied, memory read, metrics known.
+    def conditions_settled() -> dict[str, dict[str, Any]] | None:
+        obj = cluster.llmdep(namespace, "chat")
+        conds = {t: _condition_of(obj, t) for t in ("Ready", "ChildrenApplied", "PolicyStateReadable",
+                                                    "MetricsAvailable")}
+        ok = (conds["Ready"].get("status") == "True" and conds["PolicyStateReadable"].get("status") == "True"
+              and conds["MetricsAvailable"].get("status") == "True"
+              and conds["ChildrenApplied"].get("status", "True") == "True")
+        return conds if ok else None
+
+    conds = wait_for("Ready, PolicyStateReadable, MetricsAvailable True after the restart", conditions_settled, 60)
+    assert conds["Ready"]["reason"] in ("AllReplicasReady", "Serving"), conds["Ready"]
+    status = cluster.status(namespace, "chat")
+    assert status["replicas"]["desired"] == cluster.deployment_replicas(namespace, "chat"), status["replicas"]
+
+
+# ------------------------------------------------------------------------------------------ 18
+
+#: Prometheus is stopped and started this many times, each outage lasting until the operator has
+#: said so and held for a while, the restarts a few seconds apart: about a minute in all.
+FLAPS = 3
+#: Seconds each outage is watched after the operator has said the metrics are gone.
+HELD_S = 5.0
+
+
+def test_18_prometheus_flapping_holds_replicas_counts_read_errors_and_scaling_resumes(
+    cluster: Cluster, namespace: str,
+) -> None:
+    # No scale-down window: right after the load, while its arrivals leave the rate window, the
+    # policy steps down one replica per 5 s on known metrics. An operator that read missing
+    # metrics as zero demand would step down during the outages too; this one must hold.
+    manifest = sample(scaling={"scaleDown": {"stabilizationWindowSeconds": 0}})
+    apply_and_wait_ready(cluster, namespace, manifest, ready=2)
+    errors_before = cluster.operator_metric("llmscale_signal_read_errors_total", namespace=namespace, name="chat") or 0.0
+    report = start_load(cluster, namespace, rate_rps=4.0, duration_s=30.0).result(timeout=120)
+    _assert_nothing_lost(report)
+    peak = cluster.deployment_replicas(namespace, "chat") or 0
+    assert peak > 2, f"the load did not scale the pool up (replicas {peak})"
+
+    reasons: set[str] = set()
+    held_at: list[int] = []
+    for flap in range(FLAPS):
+        cluster.stop_prometheus()
+        try:
+            # Until the operator says the metrics are gone it may still act on its last fresh snapshot.
+            cond = wait_for(f"MetricsAvailable=False (outage {flap + 1})", lambda: (
+                c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status")
+                == "False" else None), 30)
+            reasons.add(cond["reason"])
+            held = cluster.deployment_replicas(namespace, "chat") or 0
+            held_at.append(held)
+            # While it says so, nothing moves: the Deployment and status.replicas.desired hold.
+            until = time.monotonic() + HELD_S
+            while time.monotonic() < until:
+                obj = cluster.llmdep(namespace, "chat")
+                replicas = cluster.deployment_replicas(namespace, "chat")
+                assert replicas == held, f"replicas {held} -> {replicas} without metrics (outage {flap + 1})"
+                assert obj["status"]["replicas"]["desired"] == held, obj["status"]["replicas"]
+                assert _condition_of(obj, "MetricsAvailable").get("status") == "False", obj["status"]["conditions"]
+                time.sleep(0.5)
+        finally:
+            cluster.start_prometheus()
+        wait_for(f"MetricsAvailable=True after outage {flap + 1}", lambda: (
+            cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "True", 60)
+    assert reasons and reasons <= {Reason.MetricsMissing, Reason.MetricsStale}, reasons
+    # The first outage came while the pool was above its size at rest: the hold was a real one.
+    assert held_at[0] > 2, held_at
+    errors_after = cluster.operator_metric("llmscale_signal_read_errors_total", namespace=namespace, name="chat")
+    assert errors_after is not None and errors_after >= errors_before + FLAPS, (errors_before, errors_after)
+
+    # With Prometheus back the operator scales again: down to spec.replicas.min (as in scenario 4)
+    # once the load has left the rate window.
+    wait_for("the scale-down to min 1 on fresh metrics", lambda: cluster.deployment_replicas(namespace, "chat") == 1,
+             120)
+    cond = cluster.condition(namespace, "chat", "MetricsAvailable") or {}
+    assert cond.get("status") == "True" and cond.get("reason") in (Reason.MetricsFresh, Reason.MetricsPartial), cond

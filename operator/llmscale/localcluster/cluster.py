@@ -5,6 +5,7 @@
     python3 e2e/cluster/cluster.py status   # what runs, ports, nodes
     python3 e2e/cluster/cluster.py down     # stop everything by PID (SIGTERM, then SIGKILL)
     python3 e2e/cluster/cluster.py env      # print `export KUBECONFIG=...` lines
+    python3 e2e/cluster/cluster.py restart-apiserver [--down S]  # chaos: stop it, start it again
 
 (``e2e/cluster/cluster.py`` runs :func:`main`; so does ``python -m llmscale.localcluster.cluster``.)
 Real upstream components, built by build.sh (``e2e/cluster/build.sh``) from pinned Go modules: etcd,
@@ -56,7 +57,10 @@ OWNED = [
     "env.sh",
     "kcm-certs",
     "scheduler-certs",
+    "kube-apiserver.argv.json",
 ]
+#: The kube-apiserver's command line as ``up`` started it (JSON list), for :func:`restart_apiserver`.
+APISERVER_ARGV = "kube-apiserver.argv.json"
 
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
@@ -570,6 +574,43 @@ def cmd_up(a: argparse.Namespace) -> int:
     return 0
 
 
+def apiserver_argv(sd: Path, bins: Path, ports: dict[str, int]) -> list[str]:
+    """The kube-apiserver command line of the cluster in ``sd``: ``bins``, the ports of ``up``
+    (``apiserver``, ``etcd_client``) and ``$LLMSCALE_APISERVER_EXTRA_ARGS`` as it is now."""
+    pki = sd / "pki"
+    etcd_url = f"http://127.0.0.1:{ports['etcd_client']}"
+    return [
+        str(bins / "kube-apiserver"),
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['apiserver']}",
+        "--advertise-address=127.0.0.1",
+        "--endpoint-reconciler-type=none",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        # Front proxy (aggregation layer); also fills extension-apiserver-authentication,
+        # which controller-manager and scheduler read for delegated authentication.
+        f"--requestheader-client-ca-file={pki / 'ca.crt'}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+        "--authorization-mode=Node,RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--allow-privileged=true",
+        "--profiling=false",
+        "--v=1",
+        # Extra flags for tests, e.g. an audit log or admission plugins (tests/cluster/).
+        *shlex.split(os.environ.get("LLMSCALE_APISERVER_EXTRA_ARGS", "")),
+    ]
+
+
 def start_all(a: argparse.Namespace, sd: Path, bins: Path, ports: dict[str, int], server: str) -> None:
     pki = sd / "pki"
     kc = sd / "kubeconfigs"
@@ -594,40 +635,9 @@ def start_all(a: argparse.Namespace, sd: Path, bins: Path, ports: dict[str, int]
     )
     wait_for("etcd /health", lambda: '"health":"true"' in http_get(f"{etcd_url}/health")[1], 30, sd, ["etcd"])
 
-    spawn(
-        sd,
-        "kube-apiserver",
-        [
-            str(bins / "kube-apiserver"),
-            f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={ports['apiserver']}",
-            "--advertise-address=127.0.0.1",
-            "--endpoint-reconciler-type=none",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            # Front proxy (aggregation layer); also fills extension-apiserver-authentication,
-            # which controller-manager and scheduler read for delegated authentication.
-            f"--requestheader-client-ca-file={pki / 'ca.crt'}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-            "--authorization-mode=Node,RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--allow-privileged=true",
-            "--profiling=false",
-            "--v=1",
-            # Extra flags for tests, e.g. an audit log or admission plugins (tests/cluster/).
-            *shlex.split(os.environ.get("LLMSCALE_APISERVER_EXTRA_ARGS", "")),
-        ],
-    )
+    argv = apiserver_argv(sd, bins, ports)
+    (sd / APISERVER_ARGV).write_text(json.dumps(argv) + "\n")  # for restart_apiserver
+    spawn(sd, "kube-apiserver", argv)
     wait_for(
         "kube-apiserver /readyz",
         lambda: https_get(f"{server}/readyz", sd)[0] == 200,
@@ -773,6 +783,40 @@ def do_down(sd: Path, grace: float) -> int:
     return stopped
 
 
+def restart_apiserver(sd: Path, down_s: float = 0.0, grace: float = 10.0, timeout: float = 120.0) -> int:
+    """Stop the kube-apiserver of the cluster in ``sd`` by PID (SIGTERM, SIGKILL after ``grace``
+    seconds), leave it down ``down_s`` seconds, and start it again with the command line ``up``
+    gave it (same port, certificates and etcd, so every object and client survives); return once
+    its ``/readyz`` answers 200, with the new PID.
+
+    For the chaos scenarios of the e2e suite: clients see their connections refused and their
+    watches end, as in a control-plane upgrade.
+
+    Raises:
+        SystemExit: no cluster in ``sd`` (no ``cluster.json`` or saved command line), or the new
+            process exited or was not ready within ``timeout`` seconds.
+    """
+    info_path, argv_path = sd / "cluster.json", sd / APISERVER_ARGV
+    if not info_path.exists() or not argv_path.exists():
+        raise SystemExit(f"no cluster in {sd} started by this version of cluster.py (missing {argv_path})")
+    server = json.loads(info_path.read_text())["server"]
+    argv = json.loads(argv_path.read_text())
+    stop(sd, "kube-apiserver", grace)
+    if down_s > 0:
+        time.sleep(down_s)
+    pid = spawn(sd, "kube-apiserver", argv)
+    wait_for("kube-apiserver /readyz after the restart", lambda: https_get(f"{server}/readyz", sd)[0] == 200,
+             timeout, sd, ["etcd", "kube-apiserver"])
+    return pid
+
+
+def cmd_restart_apiserver(a: argparse.Namespace) -> int:
+    sd = state_dir()
+    pid = restart_apiserver(sd, down_s=a.down, grace=a.grace)
+    print(f"restart-apiserver: kube-apiserver running again (pid {pid})")
+    return 0
+
+
 def cmd_down(a: argparse.Namespace) -> int:
     sd = state_dir()
     n = do_down(sd, a.grace)
@@ -873,10 +917,15 @@ def main(argv: list[str] | None = None) -> int:
         "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)"
     )
     down.add_argument("--purge", action="store_true", help="also remove the state dir")
+    restart = sub.add_parser("restart-apiserver", help="stop the kube-apiserver by PID and start it again")
+    restart.add_argument("--down", type=float, default=0.0, help="seconds to leave it stopped (default 0)")
+    restart.add_argument("--grace", type=float, default=10.0)
     sub.add_parser("status", help="print what runs; exit 1 unless all components run")
     sub.add_parser("env", help="print export lines for KUBECONFIG and PATH")
     a = p.parse_args(argv)
-    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "env": cmd_env}[a.cmd](a)
+    commands = {"up": cmd_up, "down": cmd_down, "restart-apiserver": cmd_restart_apiserver, "status": cmd_status,
+                "env": cmd_env}
+    return commands[a.cmd](a)
 
 
 if __name__ == "__main__":
