@@ -10,24 +10,29 @@ request, and its conditions say what happened.
     minute (a double scale-up), PolicyStateReadable=True, then the next step once the minute has
     passed (the limit, not a dead operator, held it). Nothing is lost: every request of the load is
     answered and no pod is deleted.
-17. The API server restarted in the middle of the same scale-up: stopped by PID the moment the
-    Deployment shows the first step, down for 3 s, started again on the same port and etcd
+17. The API server restarted in the middle of the same scale-up (the same LLMDeployment, load and
+    namespace as 15: ordered tests of one class): stopped by PID the moment the Deployment shows
+    the second step (3 -> 4), down for 3 s, started again on the same port and etcd
     (:func:`llmscale.localcluster.cluster.restart_apiserver`). The operator process lives through
-    it and carries on over new watches: no second step inside the minute, the next one after it,
-    every request answered, no pod deleted, and Ready, ChildrenApplied, PolicyStateReadable and
-    MetricsAvailable True afterwards.
-18. Prometheus flapping: stopped and started three times over about a minute while a load runs.
-    Each time the operator says so (``MetricsAvailable=False``, ``MetricsMissing`` or
-    ``MetricsStale``) and holds the Deployment and ``status.replicas.desired`` while it does, with
-    no scale-down window (an operator reading missing data as zero demand would step down at once);
-    each failed read is counted in ``llmscale_signal_read_errors_total`` (read from the operator's
-    own ``/metrics``); once Prometheus stays up it scales again, down to ``min`` after the load.
+    it and carries on over new watches: no fifth replica inside the minute, the next step after
+    it, every request of the load answered, no pod deleted, and Ready, ChildrenApplied,
+    PolicyStateReadable and MetricsAvailable True afterwards.
+18. Prometheus flapping: a 30 s load scales the pool up; with no scale-down window, Prometheus is
+    then stopped and started three times over about a minute, while the load leaves the rate
+    window and the policy steps down on known metrics. Each time the operator says so
+    (``MetricsAvailable=False``, ``MetricsMissing`` or ``MetricsStale``) and holds the Deployment
+    and ``status.replicas.desired`` while it does (an operator reading missing data as zero demand
+    would step down at once), the first time above the size at rest; each failed read is counted
+    in ``llmscale_signal_read_errors_total`` (read from the operator's own ``/metrics``); once
+    Prometheus stays up it scales again, down to ``min``. Scenario 7 (one outage at rest) is the
+    short form of this one.
 """
 
 from __future__ import annotations
 
 import signal
 import time
+from concurrent.futures import Future
 from typing import Any
 
 from conftest import Cluster, sample, wait_for
@@ -36,43 +41,6 @@ from llmscale.policy import Reason
 from test_scenarios import apply_and_wait_ready, start_load
 
 PERIOD_S = 60.0
-
-
-def test_15_sigkill_in_a_scale_up_neither_doubles_it_nor_loses_work(cluster: Cluster, namespace: str) -> None:
-    manifest = sample(scaling={"scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerPeriod": 1,
-                                           "periodSeconds": int(PERIOD_S)}})
-    apply_and_wait_ready(cluster, namespace, manifest, ready=2)  # min 1 + headroom 1
-    load = start_load(cluster, namespace, rate_rps=4.0, duration_s=130.0)
-
-    wait_for("the first scale-up step (2 -> 3)", lambda: cluster.deployment_replicas(namespace, "chat") == 3, 60)
-    scaled_at = time.monotonic()
-    pods_before = {p.metadata.name for p in cluster.pods(namespace)}
-    assert cluster.operator is not None
-    cluster.operator.send_signal(signal.SIGKILL)
-    cluster.operator.wait(timeout=10)
-    cluster.run_operator()  # the session's operator, started again
-
-    try:
-        # Inside the minute: never a fourth replica, whatever the queue says.
-        most = 3
-        while time.monotonic() < scaled_at + PERIOD_S - 5:
-            most = max(most, cluster.deployment_replicas(namespace, "chat") or 0)
-            assert most <= 3, f"a second scale-up {time.monotonic() - scaled_at:.0f} s after the first (limit 1/min)"
-            time.sleep(0.25)
-        cond = cluster.condition(namespace, "chat", "PolicyStateReadable") or {}
-        assert cond.get("status") == "True", cond
-        # After the minute the next step comes: the restarted operator scales.
-        wait_for("the next scale-up step once the minute has passed",
-                 lambda: (cluster.deployment_replicas(namespace, "chat") or 0) >= 4, 40)
-        assert time.monotonic() >= scaled_at + PERIOD_S - 5
-    finally:
-        report = load.result(timeout=240)
-    assert report.sent > 0 and report.errors == 0, report
-    gone = pods_before - {p.metadata.name for p in cluster.pods(namespace)}
-    assert not gone, f"pods deleted during the scale-up: {sorted(gone)}"
-
-
-# ------------------------------------------------------------------------------------------ 17
 
 
 def _assert_nothing_lost(report: ReplayReport) -> None:
@@ -88,55 +56,92 @@ def _condition_of(llmdep: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((dict(c) for c in (llmdep.get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
 
 
-def test_17_api_server_restart_in_a_scale_up_neither_doubles_it_nor_loses_work(
-    cluster: Cluster, namespace: str,
-) -> None:
-    manifest = sample(scaling={"scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerPeriod": 1,
-                                           "periodSeconds": int(PERIOD_S)}})
-    apply_and_wait_ready(cluster, namespace, manifest, ready=2)  # min 1 + headroom 1
-    load = start_load(cluster, namespace, rate_rps=4.0, duration_s=90.0)
-    assert cluster.operator is not None
-    operator = cluster.operator
+def _hold_then_step(cluster: Cluster, namespace: str, scaled_at: float, at: int) -> float:
+    """Check that the Deployment stays at ``at`` replicas until the minute since ``scaled_at`` has
+    nearly passed (no double scale-up), then that the next step comes; return when it was seen."""
+    most = at
+    while time.monotonic() < scaled_at + PERIOD_S - 5:
+        most = max(most, cluster.deployment_replicas(namespace, "chat") or 0)
+        assert most <= at, f"a second scale-up {time.monotonic() - scaled_at:.0f} s after the step to {at} (limit 1/min)"
+        time.sleep(0.25)
+    wait_for(f"the next scale-up step ({at} -> {at + 1}) once the minute has passed",
+             lambda: (cluster.deployment_replicas(namespace, "chat") or 0) >= at + 1, 40)
+    assert time.monotonic() >= scaled_at + PERIOD_S - 5
+    return time.monotonic()
 
-    try:
-        wait_for("the first scale-up step (2 -> 3)", lambda: cluster.deployment_replicas(namespace, "chat") == 3, 60)
+
+class TestScaleUpChaos:
+    """One LLMDeployment under a load it cannot carry, scaled up one replica a minute: the operator
+    is killed at the first step (15), the API server restarted at the second (17). Ordered tests
+    of one class, sharing the namespace, the load and the scale-up (one setup and ramp, not two)."""
+
+    load: Future[ReplayReport]
+    pods_before: set[str]
+    scaled_at: float
+
+    def test_15_sigkill_in_a_scale_up_neither_doubles_it_nor_loses_work(
+        self, cluster: Cluster, class_namespace: str,
+    ) -> None:
+        ns = class_namespace
+        manifest = sample(scaling={"scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerPeriod": 1,
+                                               "periodSeconds": int(PERIOD_S)}})
+        apply_and_wait_ready(cluster, ns, manifest, ready=2)  # min 1 + headroom 1
+        # Long enough for both tests' steps (2 -> 3 -> 4 -> 5, a minute apart).
+        TestScaleUpChaos.load = start_load(cluster, ns, rate_rps=4.0, duration_s=150.0)
+
+        wait_for("the first scale-up step (2 -> 3)", lambda: cluster.deployment_replicas(ns, "chat") == 3, 60)
         scaled_at = time.monotonic()
-        pods_before = {p.metadata.name for p in cluster.pods(namespace)}
-        # Down for 3 s (every client's connections refused, watches ended), then the same port and etcd.
-        cluster.restart_apiserver(down_s=3.0)
-        assert operator.poll() is None, f"the operator exited ({operator.returncode}) when the API server went away"
+        pods_before = {p.metadata.name for p in cluster.pods(ns)}
+        assert cluster.operator is not None
+        cluster.operator.send_signal(signal.SIGKILL)
+        cluster.operator.wait(timeout=10)
+        cluster.run_operator()  # the session's operator, started again
 
-        # Inside the minute: never a fourth replica, whatever the queue says.
-        most = 3
-        while time.monotonic() < scaled_at + PERIOD_S - 5:
-            most = max(most, cluster.deployment_replicas(namespace, "chat") or 0)
-            assert most <= 3, f"a second scale-up {time.monotonic() - scaled_at:.0f} s after the first (limit 1/min)"
-            time.sleep(0.25)
-        # After the minute the next step comes: the operator resumed over the new watches.
-        wait_for("the next scale-up step once the minute has passed",
-                 lambda: (cluster.deployment_replicas(namespace, "chat") or 0) >= 4, 40)
-        assert time.monotonic() >= scaled_at + PERIOD_S - 5
-        assert operator.poll() is None and cluster.operator is operator, "the operator was not the same process"
-    finally:
-        report = load.result(timeout=240)
-    _assert_nothing_lost(report)
-    gone = pods_before - {p.metadata.name for p in cluster.pods(namespace)}
-    assert not gone, f"pods deleted around the restart: {sorted(gone)}"
+        # Inside the minute: never a fourth replica, whatever the queue says; then the next step
+        # (the limit, not a dead operator, held it).
+        TestScaleUpChaos.scaled_at = _hold_then_step(cluster, ns, scaled_at, 3)
+        cond = cluster.condition(ns, "chat", "PolicyStateReadable") or {}
+        assert cond.get("status") == "True", cond
+        pods_now = {p.metadata.name for p in cluster.pods(ns)}
+        assert not pods_before - pods_now, f"pods deleted during the scale-up: {sorted(pods_before - pods_now)}"
+        TestScaleUpChaos.pods_before = pods_now
+        assert not TestScaleUpChaos.load.done(), "the load ended before scenario 17"
 
-    # The conditions are right again: serving, children applied, memory read, metrics known.
-    def conditions_settled() -> dict[str, dict[str, Any]] | None:
-        obj = cluster.llmdep(namespace, "chat")
-        conds = {t: _condition_of(obj, t) for t in ("Ready", "ChildrenApplied", "PolicyStateReadable",
-                                                    "MetricsAvailable")}
-        ok = (conds["Ready"].get("status") == "True" and conds["PolicyStateReadable"].get("status") == "True"
-              and conds["MetricsAvailable"].get("status") == "True"
-              and conds["ChildrenApplied"].get("status", "True") == "True")
-        return conds if ok else None
+    def test_17_api_server_restart_in_a_scale_up_neither_doubles_it_nor_loses_work(
+        self, cluster: Cluster, class_namespace: str,
+    ) -> None:
+        ns = class_namespace
+        assert cluster.operator is not None
+        operator = cluster.operator
+        try:
+            # The second step (3 -> 4) has just come. Down for 3 s (every client's connections
+            # refused, watches ended), then the same port and etcd.
+            assert cluster.deployment_replicas(ns, "chat") == 4
+            cluster.restart_apiserver(down_s=3.0)
+            assert operator.poll() is None, f"the operator exited ({operator.returncode}) when the API server went away"
+            # Inside the minute: no fifth replica; after it, the next step, over the new watches.
+            _hold_then_step(cluster, ns, TestScaleUpChaos.scaled_at, 4)
+            assert operator.poll() is None and cluster.operator is operator, "the operator was not the same process"
+        finally:
+            report = TestScaleUpChaos.load.result(timeout=240)
+        _assert_nothing_lost(report)
+        gone = TestScaleUpChaos.pods_before - {p.metadata.name for p in cluster.pods(ns)}
+        assert not gone, f"pods deleted around the restart: {sorted(gone)}"
 
-    conds = wait_for("Ready, PolicyStateReadable, MetricsAvailable True after the restart", conditions_settled, 60)
-    assert conds["Ready"]["reason"] in ("AllReplicasReady", "Serving"), conds["Ready"]
-    status = cluster.status(namespace, "chat")
-    assert status["replicas"]["desired"] == cluster.deployment_replicas(namespace, "chat"), status["replicas"]
+        # The conditions are right again: serving, children applied, memory read, metrics known.
+        def conditions_settled() -> dict[str, dict[str, Any]] | None:
+            obj = cluster.llmdep(ns, "chat")
+            conds = {t: _condition_of(obj, t) for t in ("Ready", "ChildrenApplied", "PolicyStateReadable",
+                                                        "MetricsAvailable")}
+            ok = (conds["Ready"].get("status") == "True" and conds["PolicyStateReadable"].get("status") == "True"
+                  and conds["MetricsAvailable"].get("status") == "True"
+                  and conds["ChildrenApplied"].get("status", "True") == "True")
+            return conds if ok else None
+
+        conds = wait_for("Ready, PolicyStateReadable, MetricsAvailable True after the restart", conditions_settled, 60)
+        assert conds["Ready"]["reason"] in ("AllReplicasReady", "Serving"), conds["Ready"]
+        status = cluster.status(ns, "chat")
+        assert status["replicas"]["desired"] == cluster.deployment_replicas(ns, "chat"), status["replicas"]
 
 
 # ------------------------------------------------------------------------------------------ 18

@@ -2,13 +2,15 @@
 
 Each scenario asserts on what the cluster really holds: API objects, Events, conditions, and the
 series in Prometheus. Times are short (the sample llmscale/localcluster/chat-mock.yaml): cold start 8 s,
-tick 1 s, scrape 1 s, scale-down stabilisation 20 s, one replica removed per 5 s. The engine is
+tick 1 s, scrape 1 s, rate window 30 s, scale-down stabilisation 20 s, one replica removed per 5 s. The engine is
 the mock Llama-3.1-8B on an L40S at real-time speed with 4 running requests per replica: a
 200-token answer takes ~4 s of decode (19 ms a step), so one replica serves about one request a
 second and 4 requests/s build a queue on one or two replicas.
 
 The numbered scenarios 1-9 are those of issue 4; 2, 3 and 4 are one load cycle on one
-LLMDeployment (ordered tests of one class). 10 is in test_drain.py. 11 and 12 are issue 10's:
+LLMDeployment (ordered tests of one class); 7 (Prometheus stopped: replicas held, the right
+condition, recovery) is the short form of test_chaos.py's 18 (Prometheus flapping), which checks
+all it did three times over, so it runs there. 10 is in test_drain.py. 11 and 12 are issue 10's:
 scale from zero on the router's queue, and an operator reading a Prometheus that demands TLS and
 basic auth.
 """
@@ -48,9 +50,9 @@ MODEL = "llama-3.1-8b-instruct"
 COLD_START_S = 8.0
 STABILISATION_S = 20.0
 SCALE_DOWN_PERIOD_S = 5.0
-#: The arrival rate's rate window (the signals' default 1m): the load signal reads 0 requests/s only this
-#: long after the last request finished.
-RATE_WINDOW_S = 60.0
+#: The arrival rate's rate window (the e2e operator's --prometheus-min-rate-window, default 1m): the load
+#: signal reads 0 requests/s only this long after the last request finished.
+RATE_WINDOW_S = 30.0
 LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/name", "app.kubernetes.io/instance",
           "llmscale.dev/deployment", "llmscale.dev/pool")
 
@@ -167,7 +169,7 @@ class TestLoadCycle:
                                                                        class_namespace: str) -> None:
         ns = class_namespace
         # A lenient TTFT SLO: this cycle checks the leading signals. With the sample's 2 s, the
-        # ramp's queueing keeps TTFT p95 over the 1-minute rate window above the SLO for a minute
+        # ramp's queueing keeps TTFT p95 over the rate window above the SLO for a window
         # after the queue is gone, and the latency guard adds a replica per cold start up to max.
         apply_and_wait_ready(cluster, ns, sample(slo={"ttftP95Seconds": 30}), ready=2)
         TestLoadCycle.recorder = Recorder(cluster, ns)
@@ -371,7 +373,9 @@ def test_6_not_enough_gpus_leaves_pods_pending_and_the_operator_stops_adding(clu
     wait_for("an Unschedulable pod", pending, 60)
     wait_for("ready pods", lambda: (cluster.status(namespace, "chat").get("replicas", {}).get("ready") or 0) >= 1,
              COLD_START_S + 40)
-    load = start_load(cluster, namespace, rate_rps=4.0, duration_s=35.0)
+    # Any arrival needs every replica (the ITL SLO above): a light, short load is enough, and leaves
+    # no backlog for the end of the test to wait on.
+    load = start_load(cluster, namespace, rate_rps=2.0, duration_s=25.0)
     cond = wait_for("ScalingLimited=InsufficientCapacity", lambda: (
         c if (c := cluster.condition(namespace, "chat", "ScalingLimited") or {}).get("reason") == Reason.InsufficientCapacity
         else None), 40)
@@ -383,31 +387,6 @@ def test_6_not_enough_gpus_leaves_pods_pending_and_the_operator_stops_adding(clu
     assert len(cluster.pods(namespace, "interactive")) == fits + 1
     assert pending(), "the pod should still be Pending"
     load.result(timeout=120)
-
-
-# ------------------------------------------------------------------------------------------ 7
-
-
-def test_7_prometheus_outage_holds_replicas_and_recovers(cluster: Cluster, namespace: str) -> None:
-    apply_and_wait_ready(cluster, namespace, sample(), ready=2)
-    before = cluster.deployment_replicas(namespace, "chat")
-    cluster.stop_prometheus()
-    try:
-        cond = wait_for("MetricsAvailable=False", lambda: (
-            c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "False"
-            else None), 30)
-        assert cond["reason"] in (Reason.MetricsMissing, Reason.MetricsStale), cond
-        for _ in range(8):
-            assert cluster.deployment_replicas(namespace, "chat") == before, "replicas changed without metrics"
-            time.sleep(0.5)
-        assert cluster.status(namespace, "chat")["replicas"]["desired"] == before
-    finally:
-        cluster.start_prometheus()
-    cond = wait_for("MetricsAvailable=True again", lambda: (
-        c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("status") == "True"
-        else None), 60)
-    assert cond["reason"] in (Reason.MetricsFresh, Reason.MetricsPartial), cond
-    assert cluster.deployment_replicas(namespace, "chat") == before
 
 
 # ------------------------------------------------------------------------------------------ 8
@@ -499,7 +478,7 @@ def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(clust
     load_done = time.monotonic()
 
     # Idle: down one replica per 5 s, no sooner than the 20 s scale-down window allows, which starts
-    # once the load signal's arrival rate (finished requests over the 60 s rate window) reads 0.
+    # once the load signal's arrival rate (finished requests over the 30 s rate window) reads 0.
     wait_for("the pool at zero replicas", lambda: cluster.deployment_replicas(namespace, "chat") == 0,
              RATE_WINDOW_S + STABILISATION_S + 10 + 2 * (SCALE_DOWN_PERIOD_S + 3) + 30)
     at_zero = time.monotonic()
