@@ -17,7 +17,7 @@ Two ways to get a cluster:
   Prometheus-outage scenario needs ``LLMSCALE_E2E_PROMETHEUS_STOP`` / ``..._START`` shell commands.
 
 Either way the CRD is installed with server-side apply and the operator runs as a process
-(``llmscale run``, one-second base tick, 30 s rate window, log in the state dir), stopped by PID. A scenario that needs
+(``llmscale run``, one-second base tick, log in the state dir), stopped by PID. A scenario that needs
 the operator configured otherwise (the authenticated-Prometheus one) stops it and starts its own
 with :meth:`Cluster.run_operator`, and :meth:`Cluster.restore_operator` puts the session's back.
 Each test gets its own namespace. When the cluster cannot be had, the suite FAILS with the reason; it never skips.
@@ -280,10 +280,7 @@ def _start_operator(
     argv = [
         str(Path(sys.executable).with_name("llmscale")), "run", "--all-namespaces", "--standalone",
         "--prometheus-url", prometheus_url, "--tick-base-seconds", "1",
-        "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--kubeconfig", str(kubeconfig),
-        # A compressed minute like the sample's windows: a 30 s rate window (default 1m) halves the
-        # wait for a finished load to leave the arrival rate (scenarios 4, 11, 18). 30 scrapes of 1 s.
-        "--prometheus-min-rate-window", "30s", *extra,
+        "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--kubeconfig", str(kubeconfig), *extra,
     ]
     # Status writes at most every second (default 60 s), so scenarios see the live signals.
     env = {**os.environ, "LLMSCALE_STATUS_REFRESH_SECONDS": "1", "KUBECONFIG": str(kubeconfig), **(extra_env or {})}
