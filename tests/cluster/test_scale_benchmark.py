@@ -34,7 +34,8 @@ def test_the_scale_benchmark_prints_its_figures_and_the_shards_keep_to_their_nam
     assert (small["deployments"], big["deployments"]) == (4, 10)
     # Four fleet queries per shard and base period (5 s), whatever the number of objects; a minute
     # or seasonal read may fall into one hold, but a query per pool would make 10 objects cost 2.5x.
-    assert small["queries_per_tick"] >= 8 and big["queries_per_tick"] >= 8
+    # (Counted over the hold's wall time: a read period that ends just outside it reads as 7.998.)
+    assert small["queries_per_tick"] >= 8 * 0.9 and big["queries_per_tick"] >= 8 * 0.9, (small, big)
     assert big["queries_per_tick"] <= 1.5 * small["queries_per_tick"], (small, big)
     assert figures["signal_read_errors"] == 0
     assert all(0 < mb < 200 for mb in big["rss_steady_mb"]), big
