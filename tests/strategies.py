@@ -360,6 +360,16 @@ def batch_pool_states(draw: st.DrawFn) -> BatchPoolState:
     )
 
 
+#: The arguments :func:`batch_plan_inputs` draws, as the batch planner's property tests unpack them.
+BatchPlanInputs = tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float | ReplicaRate, float]
+
+
+def most_batch_replicas(spec: LLMDeploymentSpec) -> int:
+    """``spec.batch``'s upper bound on batch replicas (the spec must have a batch pool)."""
+    assert spec.batch is not None
+    return spec.batch.most_replicas()
+
+
 @st.composite
 def batch_plan_inputs(
     draw: st.DrawFn,

@@ -20,7 +20,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.policy.test_batch_plan import QUIET, SPEC, bjob, utc
+from tests.strategies import BatchPlanInputs as Inputs
 from tests.strategies import batch_plan_inputs, saturating_rate
+from tests.strategies import most_batch_replicas as _most
 
 from llmscale.api import LLMDeployment, LLMDeploymentSpec
 from llmscale.batch.client import ClientSettings
@@ -30,7 +32,6 @@ from llmscale.policy.batch import (
     DEADLINE_SAFETY,
     FILL_FRACTION,
     BatchPoolState,
-    InteractiveState,
     JobAction,
     ReplicaRate,
     RunMode,
@@ -42,16 +43,10 @@ from llmscale.policy.window_intervals import open_intervals, open_seconds
 
 EXAMPLES = settings(max_examples=200, deadline=None)
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "chat-llama-70b-h100-batch.yaml"
-Inputs = tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float | ReplicaRate, float]
 
 
 def _rate(x: float | ReplicaRate) -> ReplicaRate:
     return x if isinstance(x, ReplicaRate) else ReplicaRate(x)
-
-
-def _most(spec: LLMDeploymentSpec) -> int:
-    assert spec.batch is not None
-    return spec.batch.most_replicas()
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,28 +13,21 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.policy.test_reasons import CONDITIONS
+from tests.strategies import BatchPlanInputs as Inputs
 from tests.strategies import batch_plan_inputs
+from tests.strategies import most_batch_replicas as _most
 
-from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import batch_window_open
 from llmscale.policy.batch import (
     BatchPlan,
     BatchPoolState,
-    InteractiveState,
     JobAction,
-    ReplicaRate,
     RunMode,
     plan_batch,
 )
 from llmscale.policy.batch_jobs import BatchJob, JobState
 
-Inputs = tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float | ReplicaRate, float]
 EXAMPLES = settings(max_examples=200, deadline=None)
-
-
-def _most(spec: LLMDeploymentSpec) -> int:
-    assert spec.batch is not None
-    return spec.batch.most_replicas()
 
 
 @EXAMPLES

@@ -426,13 +426,23 @@ def batch_replica_tok_s(spec: LLMDeploymentSpec, jobs: Sequence[BatchJob]) -> fl
     Raises:
         ModelDoesNotFit: the model, or one sequence of the mix, does not fit the replica.
     """
+    model, mix, floor = _replica_and_mix(spec, jobs)
+    return batch_throughput(model, prompt_tokens=mix[0], output_tokens=mix[1], min_tok_s_per_user=floor).tokens_per_s
+
+
+def _replica_and_mix(spec: LLMDeploymentSpec, jobs: Sequence[BatchJob]) -> tuple[ReplicaModel, tuple[float, float], float]:
+    """The replica model, the backlog's ``(prompt, output)`` mean tokens (the trace's means when no
+    Job declares its size) and the per-user floor ``1 / spec.slo.itlP95Seconds`` (tokens/s) that
+    :func:`batch_replica_tok_s` and :func:`batch_replica_rate` evaluate the model at.
+
+    Raises:
+        ModelDoesNotFit: the weights leave no room for a KV cache.
+    """
     mix = backlog_mix(jobs) or (float(TRACE_MEAN_PROMPT_TOKENS), float(TRACE_MEAN_OUTPUT_TOKENS))
     model = ReplicaModel.from_spec(spec)
     if not model.fits:
         raise ModelDoesNotFit(f"{spec.model.name}: the weights leave no room for a KV cache")
-    return batch_throughput(
-        model, prompt_tokens=mix[0], output_tokens=mix[1], min_tok_s_per_user=1.0 / spec.slo.itl_p95_seconds
-    ).tokens_per_s
+    return model, mix, 1.0 / spec.slo.itl_p95_seconds
 
 
 def batch_replica_rate(spec: LLMDeploymentSpec, jobs: Sequence[BatchJob]) -> ReplicaRate:
@@ -443,11 +453,7 @@ def batch_replica_rate(spec: LLMDeploymentSpec, jobs: Sequence[BatchJob]) -> Rep
     Raises:
         ModelDoesNotFit: the model, or one sequence of the mix, does not fit the replica.
     """
-    mix = backlog_mix(jobs) or (float(TRACE_MEAN_PROMPT_TOKENS), float(TRACE_MEAN_OUTPUT_TOKENS))
-    model = ReplicaModel.from_spec(spec)
-    if not model.fits:
-        raise ModelDoesNotFit(f"{spec.model.name}: the weights leave no room for a KV cache")
-    floor = 1.0 / spec.slo.itl_p95_seconds
+    model, mix, floor = _replica_and_mix(spec, jobs)
     peak = batch_throughput(model, prompt_tokens=mix[0], output_tokens=mix[1], min_tok_s_per_user=floor)
 
     def curve(in_flight: float) -> float:
