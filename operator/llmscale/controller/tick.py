@@ -80,7 +80,7 @@ from llmscale.controller.merge import merge_template
 from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
 from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deployment_name, owner_reference
 from llmscale.controller.placeholders import placeholder_state, sync_placeholders
-from llmscale.controller.pods import pool_state, recent_cold_starts
+from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import observe_pools, record_metrics
 from llmscale.controller.scaletarget import (
@@ -276,16 +276,8 @@ async def _observe_targets(deps: Dependencies, spec: LLMDeploymentSpec, namespac
     if batch_ref is not None:
         batch_reading, batch_pods = await read_target(deps.scales, namespace, batch_ref)
         batch_replicas = batch_reading.replicas
-    state = PoolState(
-        interactive_replicas=reading.replicas,
-        interactive_ready=pods.count("ready"),
-        interactive_starting=pods.count("starting"),
-        interactive_unschedulable=pods.count("unschedulable"),
-        batch_replicas=batch_replicas,
-        batch_ready=batch_pods.count("ready"),
-        interactive_cold_starts_s=recent_cold_starts(cold_starts_of(pods.pods)),
-        batch_cold_starts_s=recent_cold_starts(cold_starts_of(batch_pods.pods)),
-    )
+    state = pool_state(reading.replicas, batch_replicas, pods.phases, batch_pods.phases,
+                       cold_starts_of(pods.pods), cold_starts_of(batch_pods.pods))
     return Observed(state, batch_exists=batch_ref is not None, signal_pods=pods.names,
                     target_pods={INTERACTIVE: pods.pods, BATCH: batch_pods.pods})
 
