@@ -36,6 +36,7 @@ SAMPLES: dict[str, Sample] = {
     "signal_history_seconds": Sample("1200", 1200.0),
     "status_refresh_seconds": Sample("30", 30.0),
     "signal_timeout_seconds": Sample("12", 12.0),
+    "api_requests": Sample("4", 4),
     "prometheus_url": Sample("https://prometheus.example:9091", "https://prometheus.example:9091"),
     "prometheus_namespace_label": Sample("kubernetes_namespace", "kubernetes_namespace"),
     "prometheus_deployment_label": Sample("llmdeployment", "llmdeployment"),

@@ -1,5 +1,6 @@
 """The Kopf wiring of the operator: thin handlers on a registry built per process, Kopf's own
-settings for llmscale, and the login that shares the official client's credentials.
+settings for llmscale, and the login that shares the official client's credentials
+(:mod:`llmscale.controller.apisession`: a session with a bounded connection pool).
 
 Each handler only takes Kopf's keyword arguments, fetches the injected
 :class:`~llmscale.controller.deps.Dependencies` (``memo.deps``) and the object's
@@ -25,9 +26,9 @@ import logging
 from typing import Any
 
 import kopf
-import kubernetes.client
 
 from llmscale.api import GROUP, PLURAL, VERSION
+from llmscale.controller.apisession import connection_budget, session_login
 from llmscale.controller.deps import dependencies
 from llmscale.controller.ensure import ensure_children
 from llmscale.controller.indexes import (
@@ -57,36 +58,9 @@ from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.tick import tick
 from llmscale.policy.batch_jobs import LABEL_DEPLOYMENT as JOB_LABEL
 
-__all__ = ["build_registry", "configure_kopf", "connection_info"]
+__all__ = ["build_registry", "configure_kopf"]
 
 _Logger = logging.Logger | logging.LoggerAdapter[Any]
-
-
-def connection_info(config: kubernetes.client.Configuration) -> kopf.ConnectionInfo:
-    """Return Kopf's credentials from the official client's configuration, so that Kopf and the
-    writer talk to the same API server as the same user (after a token refresh where the
-    configuration has a refresh hook, e.g. in-cluster service account tokens)."""
-    hook = getattr(config, "refresh_api_key_hook", None)
-    if callable(hook):
-        hook(config)
-    header = config.get_api_key_with_prefix("BearerToken") or config.get_api_key_with_prefix("authorization")
-    parts = header.split(" ", 1) if header else []
-    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    return kopf.ConnectionInfo(
-        server=config.host,
-        ca_path=config.ssl_ca_cert,
-        insecure=not config.verify_ssl,
-        username=config.username or None,
-        password=config.password or None,
-        scheme=scheme,
-        token=token,
-        certificate_path=config.cert_file,
-        private_key_path=config.key_file,
-    )
-
-
-async def _login(*, memo: Any, **_: Any) -> kopf.ConnectionInfo:
-    return connection_info(dependencies(memo).kube_config)
 
 
 async def _children(
@@ -140,7 +114,8 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     # in _tick.
     registry = kopf.OperatorRegistry()
     managed = {LABEL_MANAGED_BY: MANAGER}
-    kopf.on.login(registry=registry)(_login)
+    kopf.on.login(registry=registry)(session_login(lambda memo: dependencies(memo).kube_config,
+                                                   lambda: connection_budget(registry, settings)))
     kopf.on.startup(id="fleet-reader", registry=registry)(_start_reading)
     kopf.on.cleanup(id="fleet-reader", registry=registry)(_stop_reading)
     kopf.index("apps", "v1", "deployments", id=DEPLOYMENTS_INDEX, labels=managed,

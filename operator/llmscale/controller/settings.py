@@ -262,6 +262,17 @@ class OperatorSettings(BaseSettings):
         "manifests never fight over it.",
         min_length=1, json_schema_extra=_names(metavar="NAME"),
     )
+    api_requests: int = Field(
+        32,
+        title="concurrent requests to the API server besides watch streams",
+        description="Connections to the API server for concurrent requests (status patches, Events, "
+        "lists), besides one per watch stream (1-1024): the operator holds at most that many more, "
+        "and further requests wait for one. Each TLS connection costs memory; unbounded, a creation "
+        "burst of 1,000 LLMDeployments held ~1,000. 32 keeps a burst's patches flowing on the "
+        "benchmark's API server. Unbounded where a namespace pattern may match namespaces created "
+        "later (docs/operator.md, Scale).",
+        ge=1, le=1024, json_schema_extra=_names(metavar="N"),
+    )
 
     interactive_priority_class: str | None = Field(
         None,

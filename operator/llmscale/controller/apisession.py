@@ -1,0 +1,194 @@
+"""The operator's HTTP session to the API server: one aiohttp connection pool for Kopf's watch
+streams and requests, with a limit that can never deadlock.
+
+Kopf's own session has no limit (``aiohttp.TCPConnector(limit=0)``, Kopf 1.45
+``kopf/_cogs/clients/auth.py``): in a creation burst of 1,000 LLMDeployments the operator held
+about 1,000 TLS connections to the API server, one per status patch in flight, most of its peak
+memory (issue 14). Kopf accepts a session of our own from a login handler
+(``kopf.AiohttpSession``); :func:`session_login` returns one built from the same credentials Kopf
+would use (:func:`connection_info`: CA, client certificate and key, bearer token or basic auth;
+the same ``kopf/<version>`` User-Agent, which Kopf adds to any session that has none), whose
+connector holds at most :attr:`ConnectionBudget.limit` connections.
+
+A watch stream holds its connection for its whole life, so the limit is the number of streams Kopf
+opens (:func:`connection_budget`, from the registry and the namespaces served) plus
+``settings.api_requests`` for everything else (patches, Events, the LIST before each watch, the
+peering heartbeat): requests beyond that wait for a free connection instead of opening one.
+Where the namespaces served are not known in advance (a pattern such as ``team-*`` with cluster
+scanning: a namespace created later gets its own streams), the pool is left unbounded as Kopf
+leaves it, and the login says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import kopf
+import kubernetes.client
+
+from llmscale.controller.settings import OperatorSettings
+
+__all__ = [
+    "PEERING_RESOURCES",
+    "ConnectionBudget",
+    "connection_budget",
+    "connection_info",
+    "exact_namespaces",
+    "session_login",
+    "watched_resources",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: Peering resources Kopf may watch in each namespace served (or once, cluster-wide): both
+#: ``kopfpeerings.kopf.dev`` and the legacy ``kopfpeerings.zalando.org`` where both CRDs are
+#: installed (Kopf 1.45 ``kopf/_core/engines/peering.py``, ``guess_selectors``).
+PEERING_RESOURCES = 2
+
+#: Sessions remembered per login: Kopf's vault keeps the last 3 invalidated credentials of a login
+#: handler and ignores them when returned again (``kopf/_cogs/structs/credentials.py``,
+#: ``Vault.invalidate``), one more for the current one.
+_REMEMBERED_SESSIONS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionBudget:
+    """How many connections to the API server the operator may hold.
+
+    Attributes:
+        streams: watch streams Kopf opens (each holds a connection for its whole life); ``None``
+            when the namespaces served are not known in advance.
+        requests: connections for concurrent requests besides the streams (>= 1).
+    """
+
+    streams: int | None
+    requests: int
+
+    @property
+    def limit(self) -> int:
+        """The connector's limit: ``streams + requests``; 0 (aiohttp: no limit) when ``streams`` is
+        unknown."""
+        return 0 if self.streams is None else self.streams + self.requests
+
+
+def watched_resources(registry: kopf.OperatorRegistry) -> int:
+    """Return the number of distinct resources the registry's handlers and indexes watch (one watch
+    stream each per namespace served).
+
+    The same union of selectors Kopf watches (Kopf 1.45 ``kopf/_core/reactor/observation.py``,
+    ``revise_resources``: indexing, watching, spawning and changing handlers); several handlers
+    or indexes on one resource share its stream.
+    """
+    selectors = (registry._indexing.get_all_selectors() | registry._watching.get_all_selectors()
+                 | registry._spawning.get_all_selectors() | registry._changing.get_all_selectors())
+    return len(selectors)
+
+
+def exact_namespaces(patterns: tuple[str, ...]) -> frozenset[str] | None:
+    """Return the namespace names ``patterns`` name exactly, or ``None`` when one of them is a
+    pattern (``*``, ``?``, ``[``, a negation ``!`` or a comma-separated list; Kopf 1.45
+    ``kopf/_cogs/structs/references.py``, ``select_specific_namespaces`` and ``match_namespace``).
+    """
+    if any(any(c in p for c in "*?[!,") for p in patterns):
+        return None
+    return frozenset(patterns)
+
+
+def connection_budget(registry: kopf.OperatorRegistry, settings: OperatorSettings) -> ConnectionBudget:
+    """Return the connections the operator needs: a stream per watched resource per namespace
+    served (once per resource cluster-wide with ``all_namespaces``), the peering streams, the
+    Namespace and CRD watches of cluster scanning, plus ``settings.api_requests``.
+
+    With ``cluster_scanning`` off Kopf serves only the namespaces named exactly (patterns are
+    ignored); with it on, a pattern may match namespaces created later, so the streams are
+    unknown (``None``).
+    """
+    resources = watched_resources(registry)
+    peering = 0 if settings.peering is None else PEERING_RESOURCES
+    # Kopf's resource observer watches CRDs; its namespace observer watches Namespaces unless it
+    # serves the whole cluster (kopf/_core/reactor/observation.py).
+    observers = 0 if not settings.cluster_scanning else 1 if settings.all_namespaces else 2
+    if settings.all_namespaces:
+        return ConnectionBudget(resources + peering + observers, settings.api_requests)
+    names = exact_namespaces(settings.namespaces)
+    if names is None:
+        if settings.cluster_scanning:
+            return ConnectionBudget(None, settings.api_requests)
+        names = frozenset(p for p in settings.namespaces if exact_namespaces((p,)) is not None)
+    return ConnectionBudget(len(names) * (resources + peering) + observers, settings.api_requests)
+
+
+def connection_info(config: kubernetes.client.Configuration) -> kopf.ConnectionInfo:
+    """Return Kopf's credentials from the official client's configuration, so that Kopf and the
+    writer talk to the same API server as the same user (after a token refresh where the
+    configuration has a refresh hook, e.g. in-cluster service account tokens)."""
+    hook = getattr(config, "refresh_api_key_hook", None)
+    if callable(hook):
+        hook(config)
+    header = config.get_api_key_with_prefix("BearerToken") or config.get_api_key_with_prefix("authorization")
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    return kopf.ConnectionInfo(
+        server=config.host,
+        ca_path=config.ssl_ca_cert,
+        insecure=not config.verify_ssl,
+        username=config.username or None,
+        password=config.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=config.cert_file,
+        private_key_path=config.key_file,
+    )
+
+
+def _session(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
+    """An aiohttp session as Kopf builds one for ``info`` (``APIContext.__init__``), with a
+    connector of at most ``limit`` connections (0: no limit)."""
+    connector = aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context())
+    session = aiohttp.ClientSession(connector=connector, headers=info.as_http_headers(),
+                                    proxy=info.proxy_url, trust_env=info.trust_env)
+    return kopf.AiohttpSession(server=info.server, default_namespace=info.default_namespace,
+                               aiohttp_session=session)
+
+
+def session_login(
+    config: Callable[[Any], kubernetes.client.Configuration],
+    budget: Callable[[], ConnectionBudget],
+) -> Callable[..., Awaitable[kopf.AiohttpSession]]:
+    """Return a Kopf login handler that logs in with a bounded session.
+
+    Args:
+        config: the official client's configuration, from Kopf's ``memo``.
+        budget: the connections allowed, asked at each login (the registry is complete by then).
+
+    Returns:
+        An async ``on.login`` handler returning a ``kopf.AiohttpSession``. Kopf closes a session
+        when its credentials are invalidated (a 401) and at exit (``Vault._flush_caches``); a
+        re-login with the same credentials returns the session already handed out for them, which
+        Kopf's vault recognises as invalid and does not retry, as it does for a ``ConnectionInfo``
+        returned twice, so no session is opened that the vault would never close.
+    """
+    handed: OrderedDict[kopf.ConnectionInfo, kopf.AiohttpSession] = OrderedDict()
+
+    async def login(*, memo: Any, **_: Any) -> kopf.AiohttpSession:
+        info = connection_info(config(memo))
+        if info in handed:
+            return handed[info]
+        allowed = budget()
+        if allowed.streams is None:
+            _LOG.info("Left connections to the API server unbounded: a namespace pattern may match "
+                      "namespaces created later")
+        else:
+            _LOG.info(f"Limited connections to the API server to {allowed.limit}: {allowed.streams} watch "
+                      f"streams and {allowed.requests} requests")
+        handed[info] = _session(info, allowed.limit)
+        while len(handed) > _REMEMBERED_SESSIONS:
+            handed.popitem(last=False)
+        return handed[info]
+
+    return login

@@ -1,0 +1,153 @@
+"""The operator's session to the API server: a connection limit of the watch streams plus a request
+budget, derived from the registry and the namespaces served (issue 14), and Kopf's re-login
+closing each session it drops (Kopf's own vault and API context, not stand-ins)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import kopf
+import kubernetes.client
+import pytest
+from kopf._cogs.clients.auth import APIContext
+from kopf._cogs.structs.credentials import Vault
+
+from llmscale.controller.apisession import (
+    PEERING_RESOURCES,
+    ConnectionBudget,
+    connection_budget,
+    connection_info,
+    exact_namespaces,
+    session_login,
+    watched_resources,
+)
+from llmscale.controller.handlers import build_registry
+from llmscale.controller.settings import OperatorSettings
+
+#: llmscale's registry watches LLMDeployments, Deployments, pods, Jobs, HPAs and ScaledObjects.
+OURS = 6
+
+
+def _settings(**kw: Any) -> OperatorSettings:
+    return OperatorSettings(**kw)
+
+
+def test_the_registry_watches_one_stream_per_resource_not_per_index() -> None:
+    assert watched_resources(build_registry(_settings(namespaces=("a",)))) == OURS
+    registry = kopf.OperatorRegistry()
+    kopf.index("", "v1", "pods", id="one", registry=registry)(lambda **_: None)
+    kopf.index("", "v1", "pods", id="two", registry=registry)(lambda **_: None)
+    kopf.on.create("apps", "v1", "deployments", registry=registry)(lambda **_: None)
+    kopf.on.login(registry=registry)(lambda **_: None)  # activities hold no stream
+    assert watched_resources(registry) == 2
+
+
+@pytest.mark.parametrize(("settings", "streams"), [
+    # A stream per resource and peering resource per namespace, plus the CRD and Namespace watches.
+    (dict(namespaces=("a",)), 1 * (OURS + PEERING_RESOURCES) + 2),
+    (dict(namespaces=("a", "b", "c"), api_requests=2), 3 * (OURS + PEERING_RESOURCES) + 2),
+    (dict(namespaces=("a", "b", "a")), 2 * (OURS + PEERING_RESOURCES) + 2),
+    (dict(namespaces=("a", "b"), standalone=True), 2 * OURS + 2),
+    (dict(namespaces=("a", "b"), standalone=True, cluster_scanning=False, api_requests=1), 2 * OURS),
+    # Cluster-wide: one stream per resource whatever the number of namespaces, and no Namespace watch.
+    (dict(all_namespaces=True), OURS + PEERING_RESOURCES + 1),
+    (dict(all_namespaces=True, standalone=True, cluster_scanning=False), OURS),
+    # Without scanning Kopf serves only the names given exactly; patterns are ignored.
+    (dict(namespaces=("a", "team-*"), cluster_scanning=False), 1 * (OURS + PEERING_RESOURCES)),
+])
+def test_the_limit_is_the_streams_plus_the_requests(settings: dict[str, Any], streams: int) -> None:
+    s = _settings(**settings)
+    budget = connection_budget(build_registry(s), s)
+    assert budget == ConnectionBudget(streams, s.api_requests)
+    assert budget.limit == streams + s.api_requests
+
+
+def test_the_limit_follows_the_registry() -> None:
+    s = _settings(namespaces=("a", "b"), standalone=True, cluster_scanning=False, api_requests=3)
+    registry = kopf.OperatorRegistry()
+    kopf.on.create("llmscale.dev", "v1alpha1", "llmdeployments", registry=registry)(lambda **_: None)
+    assert connection_budget(registry, s).limit == 2 * 1 + 3
+
+
+@pytest.mark.parametrize("pattern", ["team-*", "team-?", "team-[ab]", "!kube-system", "a,b"])
+def test_a_namespace_pattern_with_scanning_leaves_the_pool_unbounded(pattern: str) -> None:
+    s = _settings(namespaces=("a", pattern))
+    budget = connection_budget(build_registry(s), s)
+    assert budget.streams is None and budget.limit == 0  # aiohttp: no limit, as Kopf's own session
+    assert exact_namespaces(("a", pattern)) is None
+    assert exact_namespaces(("a", "b-1")) == frozenset({"a", "b-1"})
+
+
+def test_the_request_budget_is_at_least_one() -> None:
+    with pytest.raises(ValueError, match="api_requests"):
+        _settings(namespaces=("a",), api_requests=0)
+
+
+def _config(token: str) -> kubernetes.client.Configuration:
+    config = kubernetes.client.Configuration(host="https://127.0.0.1:6443")
+    config.api_key = {"authorization": token}
+    config.api_key_prefix = {"authorization": "Bearer"}
+    return config
+
+
+async def test_the_session_has_the_limit_the_credentials_and_kopfs_user_agent() -> None:
+    config = _config("t0k3n")
+    login = session_login(lambda memo: config, lambda: ConnectionBudget(10, 2))
+    ctx = await login(memo=None)
+    try:
+        assert isinstance(ctx, kopf.AiohttpSession) and ctx.server == "https://127.0.0.1:6443"
+        session = ctx.aiohttp_session
+        assert isinstance(session.connector, aiohttp.TCPConnector) and session.connector.limit == 12
+        assert session.headers["Authorization"] == "Bearer t0k3n"
+        # Kopf names its session after itself (managedFields say `kopf`, docs/operator.md).
+        assert APIContext(ctx).session.headers["User-Agent"].startswith("kopf/")
+    finally:
+        await ctx.aiohttp_session.close()
+
+
+async def test_basic_auth_and_client_certificates_are_kept(tmp_path: Any) -> None:
+    config = kubernetes.client.Configuration(host="https://127.0.0.1:6443", username="u", password="p")
+    info = connection_info(config)
+    assert info.username == "u" and info.password == "p"
+    ctx = await session_login(lambda memo: config, lambda: ConnectionBudget(1, 1))(memo=None)
+    try:
+        assert ctx.aiohttp_session.headers["Authorization"] == aiohttp.encode_basic_auth("u", "p")
+    finally:
+        await ctx.aiohttp_session.close()
+    certs = kubernetes.client.Configuration(host="https://h:6443")
+    certs.cert_file, certs.key_file, certs.ssl_ca_cert = "/c.crt", "/c.key", "/ca.crt"
+    info = connection_info(certs)
+    assert (info.certificate_path, info.private_key_path, info.ca_path) == ("/c.crt", "/c.key", "/ca.crt")
+
+
+async def test_a_relogin_closes_the_old_session_and_never_reopens_failed_credentials() -> None:
+    config = _config("first")
+    login = session_login(lambda memo: config, lambda: ConnectionBudget(4, 1))
+    vault = Vault()
+    first = await login(memo=None)
+    await vault.populate({"login": first})
+    key, info, context = await anext(aiter(vault.extended(APIContext, "contexts")))
+    assert context.session is first.aiohttp_session
+    # A 401: Kopf's vault drops the credentials, closes their session and waits for a re-login.
+    waiting = asyncio.create_task(vault.invalidate(key, info, exc=RuntimeError("401 Unauthorized")))
+    await asyncio.sleep(0)
+    assert first.aiohttp_session.closed
+    # The same credentials again: the session already handed out (closed), which the vault ignores,
+    # as it ignores a ConnectionInfo returned twice; no new session is opened for them.
+    assert await login(memo=None) is first
+    await vault.populate({"login": first})
+    assert vault.is_empty()
+    with pytest.raises(kopf.LoginError):
+        await waiting
+    # A refreshed token: a new, open session with the same limit.
+    config.api_key = {"authorization": "second"}
+    second = await login(memo=None)
+    assert second is not first and not second.aiohttp_session.closed
+    assert second.aiohttp_session.connector is not None and second.aiohttp_session.connector.limit == 5
+    await vault.populate({"login": second})
+    _, _, context = await anext(aiter(vault.extended(APIContext, "contexts")))
+    assert context.session is second.aiohttp_session
+    await vault.close()  # the operator's exit
+    assert second.aiohttp_session.closed
