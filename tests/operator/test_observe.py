@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -10,8 +11,14 @@ import pytest
 from llmscale.controller.coldstart import ColdStarts, pod_start_seconds
 from llmscale.controller.gpuledger import GpuLedger, LivePod
 from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.observe import pool_report
 from llmscale.controller.servicerecord import ServiceRecord, judge_minute
-from llmscale.controller.statuspatch import figures_material, memory_material, status_patch
+from llmscale.controller.statuspatch import (
+    FIGURES_SETTLE_SECONDS,
+    figures_material,
+    memory_material,
+    status_patch,
+)
 from llmscale.policy.leadtime import lead_time
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import PodSignals, SignalSnapshot
@@ -190,10 +197,9 @@ def test_a_steady_hold_writes_nothing() -> None:
                      id="new-recommended-count"),
         pytest.param({"policyState": {"recommendations": [[T0, 3]], "scaleEvents": [[T0 + 15, 1]]}},
                      id="new-scale-event"),
-        pytest.param({"pools": {"interactive": {"sloAttainment1hPercent": 98.3, "usdPerMillionTokens": 1.2}}},
-                     id="slo-share-moved"),
-        pytest.param({"pools": {"interactive": {"sloAttainment1hPercent": 100.0, "usdPerMillionTokens": 1.5}}},
-                     id="cost-moved-10-percent"),
+        pytest.param({"pools": {"interactive": {"sloAttainment1hPercent": 100.0, "usdPerMillionTokens": 1.2,
+                                                "busyShare": 0.5}}}, id="a-figure-appeared"),
+        pytest.param({"pools": {"interactive": {"sloAttainment1hPercent": 100.0}, "batch": {}}}, id="a-pool-appeared"),
         pytest.param({"usageLedger": {"interactive": {"closedGpuSeconds": 3600}}}, id="a-pod-went-away"),
     ],
 )
@@ -204,6 +210,29 @@ def test_what_a_reader_acts_on_is_written_at_once(change: dict[str, object]) -> 
     patch = status_patch(old, {**steady, **change}, now=100.0, last_written_at=99.0, refresh_seconds=None)
     assert patch is not None
     assert patch["signals"] == {"queueDepth": 2.0}  # the volatile parts ride along
+
+
+@pytest.mark.parametrize(
+    "pools",
+    [
+        pytest.param({"interactive": {"sloAttainment1hPercent": 98.3, "usdPerMillionTokens": 1.2}}, id="slo-share-moved"),
+        pytest.param({"interactive": {"sloAttainment1hPercent": 100.0, "usdPerMillionTokens": 1.5}},
+                     id="cost-moved-10-percent"),
+    ],
+)
+def test_a_figure_moving_past_its_deadband_is_written_five_minutes_after_the_last_write(
+        pools: dict[str, object]) -> None:
+    old = _status("newest sample 3 s old", [[T0, 3]], [], 100.0, 1.20, 1.0)
+    moved = {**_status("newest sample 12 s old", [[T0, 3]], [], 100.0, 1.20, 2.0), "pools": pools}
+    assert status_patch(old, moved, now=100.0, last_written_at=99.0, refresh_seconds=None) is None
+    assert status_patch(old, moved, now=398.0, last_written_at=99.0, refresh_seconds=None) is None
+    for written_at in (99.0 - FIGURES_SETTLE_SECONDS, None):  # long ago, or not by this process
+        patch = status_patch(old, moved, now=100.0, last_written_at=written_at, refresh_seconds=None)
+        assert patch is not None and patch["pools"]["interactive"]
+    # It rides along with a material write at once.
+    replicas = {**moved, "replicas": {"desired": 4, "ready": 3}}
+    patch = status_patch(old, replicas, now=100.0, last_written_at=99.0, refresh_seconds=None)
+    assert patch is not None and "pools" in patch
 
 
 def test_pruned_memory_and_figures_within_their_deadbands_are_not_material() -> None:
@@ -219,3 +248,62 @@ def test_a_restart_reads_the_saved_newest_recommendation_as_held_until_now() -> 
     memory = ObjectMemory().restored_policy_memory(status, T0 + 900)
     assert memory.recommendations == ((T0, 5), (T0 + 30, 4), (T0 + 900, 4))
     assert ObjectMemory().restored_policy_memory({}, T0).recommendations == ()
+
+
+def _apply_merge_patch(target: object, patch: object) -> object:
+    """RFC 7386: ``patch`` applied to ``target`` (what the API server does with a status patch)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _apply_merge_patch(out.get(key), value)
+    return out
+
+
+def _young_pool_writes(minutes: int, ready_s: float) -> list[float]:
+    """Seconds after creation of each status write of a pool created at T0 + 7 (its GPU billed from
+    then), Ready ``ready_s`` after T0 (the first minute's tokens are a partial minute's unless it is
+    Ready on a minute), then a steady load of 600 tokens a minute, with a 15 s tick and each minute
+    read 5 s after it ends; conditions and replicas never change."""
+    record = ServiceRecord()
+    status: dict[str, object] = {}
+    written_at: float | None = None
+    writes: list[float] = []
+    for tick in range(0, minutes * 60 + 1, 15):
+        now = T0 + 7 + tick
+        end = math.floor((now - 5) / 60) * 60
+        share = min(1.0, (end - (T0 + ready_s)) / 60)  # of the minute ending at `end`
+        if end > T0 and share > 0:
+            record.add_minute(MinuteSample(end, 1.0, 0.05, 10 * share, 600 * share, 0), met=True)
+        record.add_tick(now, gpus=1, snapshot=None, max_gap_s=60)
+        figures = record.figures(now, gpu_hour_usd=3.0, judged=True)
+        desired = {"replicas": {"desired": 1, "ready": 1},
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "AllReplicasReady", "message": ""}],
+                   "pools": {"interactive": pool_report(figures, now)}}
+        patch = status_patch(status, desired, now=now, last_written_at=written_at, refresh_seconds=None)
+        if patch is not None:
+            status = _apply_merge_patch(status, patch)  # type: ignore[assignment]
+            written_at = now
+            writes.append(now - T0)
+    return writes
+
+
+@pytest.mark.parametrize("ready_s", [90.0, 60.0, 200.0, 400.0])
+def test_a_young_pools_settling_figures_are_written_at_most_every_five_minutes(ready_s: float) -> None:
+    """Issue 14: a young object's figures converge over its first minutes (a partial first minute
+    of tokens, the cold start's GPU time) and each crossed its deadband at another minute: a status
+    write every minute (7, 127, 187, 247, 307, 427 and 787 s after creation, Ready at 90 s). A
+    figure's move now waits five minutes after the last write (7, 127, 427 and 787 s); a figure
+    appearing is still written at once."""
+    writes = _young_pool_writes(120, ready_s)
+    assert writes[0] == 7  # the first tick writes the conditions
+    # The figures appear at the first minute read after Ready; their moves then wait 300 s.
+    appeared = min(t for t in writes if t > ready_s)
+    settling = [t for t in writes if t > appeared]
+    assert all(b - a >= FIGURES_SETTLE_SECONDS for a, b in itertools.pairwise([appeared, *settling])), writes
+    # The day's cost still converges on the cold start's share (a move of 10 % is one write, each
+    # further apart): at most one write in the second hour.
+    assert len([t for t in writes if t > 3600]) <= 1, writes

@@ -5,8 +5,16 @@ What is *material* (written at once): replicas, the decided replica counts, ``ob
 each condition's status, reason and message with its numbers masked (``newest sample 12 s old``
 and ``newest sample 3 s old`` are the same message), the decision's reasons with numbers masked,
 ``status.usageLedger`` (it changes only when a pod goes away), a new scale event or a new
-recommended replica count in ``policyState`` (:func:`memory_material`), and a headline figure of
-``status.pools`` moving past its deadband (:func:`figures_material`).
+recommended replica count in ``policyState`` (:func:`memory_material`), and a pool or a headline
+figure of ``status.pools`` appearing or going away (:func:`figures_appeared`).
+
+What *settles* (written with a material change, or on its own :data:`FIGURES_SETTLE_SECONDS` after
+the last status write): a headline figure moving past its deadband (:func:`figures_material`). A
+young pool's figures converge over its first minutes — the first minute's tokens are a partial
+minute's, its GPU time includes the cold start — and each crossed its deadband at a different
+minute, so an object a few minutes old wrote its status about every two minutes (0.83 patches/s
+from 100 objects 3–5 minutes old, issue 14); held back, a settling figure costs one write per
+:data:`FIGURES_SETTLE_SECONDS` at most, and nothing once it has settled.
 
 What is *volatile* (written only with a material change, or every ``refresh_seconds`` when that is
 set): the live signal values, the numbers inside messages and reasons, the decision's time, the
@@ -21,7 +29,23 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["OWNED_STATUS_KEYS", "figures_material", "material", "memory_material", "merge_patch", "status_patch"]
+__all__ = [
+    "FIGURES_SETTLE_SECONDS",
+    "OWNED_STATUS_KEYS",
+    "figures_appeared",
+    "figures_material",
+    "material",
+    "memory_material",
+    "merge_patch",
+    "status_patch",
+]
+
+#: Seconds after the last status write before a headline figure's move past its deadband is
+#: written on its own (it rides along with any earlier material write). Five minutes: the figures
+#: move a whole minute at a time, and a person reading ``kubectl get`` or a GitOps tool's diff acts
+#: on conditions and replicas at once, on an hour's SLO share or a day's cost per million tokens
+#: within minutes; the live values are on /metrics.
+FIGURES_SETTLE_SECONDS = 300.0
 
 #: Top-level ``status`` keys the operator owns; any other key (e.g. Kopf's own) is never touched.
 OWNED_STATUS_KEYS: tuple[str, ...] = (
@@ -106,9 +130,9 @@ def memory_material(old: object, new: object) -> bool:
     return bool(new_events - old_events) or (new_newest is not None and new_newest != old_newest)
 
 
-def figures_material(old: object, new: object) -> bool:
-    """Whether ``status.pools`` ``new`` moved past a deadband from ``old`` (a pool or a figure
-    appearing or going away is material)."""
+def figures_appeared(old: object, new: object) -> bool:
+    """Whether a pool, or a deadbanded figure of a pool, of ``status.pools`` is in only one of
+    ``old`` and ``new``."""
     old_pools = old if isinstance(old, Mapping) else {}
     new_pools = new if isinstance(new, Mapping) else {}
     if set(old_pools) != set(new_pools):
@@ -119,10 +143,24 @@ def figures_material(old: object, new: object) -> bool:
             if figures != before:
                 return True
             continue
+        if any((before.get(key) is None) != (figures.get(key) is None) for key in _DEADBANDS):
+            return True
+    return False
+
+
+def figures_material(old: object, new: object) -> bool:
+    """Whether ``status.pools`` ``new`` moved past a deadband from ``old`` (a pool or a figure
+    appearing or going away, :func:`figures_appeared`, is material too)."""
+    if figures_appeared(old, new):
+        return True
+    old_pools = old if isinstance(old, Mapping) else {}
+    new_pools = new if isinstance(new, Mapping) else {}
+    for pool, figures in new_pools.items():
+        before = old_pools.get(pool)
+        if not isinstance(figures, Mapping) or not isinstance(before, Mapping):
+            continue  # equal: figures_appeared compared them
         for key, (kind, step) in _DEADBANDS.items():
             a, b = before.get(key), figures.get(key)
-            if (a is None) != (b is None):
-                return True
             if a is None or b is None:
                 continue
             if kind == "abs" and abs(float(b) - float(a)) >= step:
@@ -132,14 +170,19 @@ def figures_material(old: object, new: object) -> bool:
     return False
 
 
-def material(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+def material(old: Mapping[str, Any], new: Mapping[str, Any], *, figure_moves: bool = True) -> bool:
     """Whether the operator-owned status ``new`` differs from ``old`` in something a reader acts on
-    (module docstring)."""
+    (module docstring); with ``figure_moves=False``, a headline figure moving past its deadband does
+    not count (one appearing or going away still does)."""
     if merge_patch(_stable(old), _stable(new)):
         return True
     if "policyState" in new and memory_material(old.get("policyState"), new.get("policyState")):
         return True
-    return "pools" in new and figures_material(old.get("pools"), new.get("pools"))
+    if "pools" not in new:
+        return False
+    if figure_moves:
+        return figures_material(old.get("pools"), new.get("pools"))
+    return figures_appeared(old.get("pools"), new.get("pools"))
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -183,10 +226,11 @@ def status_patch(
     """Return the merge patch of ``status`` to write now, or ``None`` when nothing should be written.
 
     Only :data:`OWNED_STATUS_KEYS` present in ``desired`` are compared; other status keys are left
-    alone. A :func:`material` change is written at once, with the volatile parts riding along; a
-    change of only volatile parts is written when ``refresh_seconds`` is set and that long has
-    passed since ``last_written_at`` (loop-clock seconds; ``None`` = not written by this process),
-    else never.
+    alone. A :func:`material` change is written at once, with the volatile parts riding along,
+    except a headline figure's move past its deadband, written once :data:`FIGURES_SETTLE_SECONDS`
+    have passed since ``last_written_at`` (loop-clock seconds; ``None`` = not written by this
+    process: at once); a change of only volatile parts is written when ``refresh_seconds`` is set
+    and that long has passed since ``last_written_at``, else never.
 
     Args:
         previous: the object's current ``status``.
@@ -199,7 +243,8 @@ def status_patch(
     patch = merge_patch(old, new)
     if not patch:
         return None
-    if material(old, new):
+    figure_moves = last_written_at is None or now - last_written_at >= FIGURES_SETTLE_SECONDS
+    if material(old, new, figure_moves=figure_moves):
         return patch  # type: ignore[no-any-return]
     if refresh_seconds is not None and (last_written_at is None or now - last_written_at >= refresh_seconds):
         return patch  # type: ignore[no-any-return]

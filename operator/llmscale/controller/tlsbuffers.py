@@ -4,8 +4,9 @@ asyncio allocates a read buffer of ``SSLProtocol.max_size`` bytes (256 KiB, zero
 resident at once) for each TLS connection it opens (CPython ``Lib/asyncio/sslproto.py``,
 ``SSLProtocol.__init__`` and ``get_buffer``; Python 3.11 and later). Kopf keeps one connection per
 watch stream — one per watched resource and namespace, 60 for ten namespaces — and opens one more
-per concurrent request to the API server with no limit (``aiohttp.TCPConnector(limit=0)``). In a
-creation burst of 300 LLMDeployments the operator held 360 connections to the API server: 74 MB
+per concurrent request to the API server, with no limit in its own session
+(``aiohttp.TCPConnector(limit=0)``; llmscale's login now bounds them, :mod:`llmscale.controller.apisession`).
+In a creation burst of 300 LLMDeployments the operator held 360 connections to the API server: 74 MB
 of read buffers (``tracemalloc``, issue 14), and the heap they fragmented did not shrink after the
 burst. A 32 KiB buffer holds any watch event or status answer in a few reads (an LLMDeployment
 with its status is about 10 KiB of JSON); a large LIST is read in more, smaller reads.
