@@ -78,6 +78,9 @@ class CannedPrometheus:
     groups: list[str] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     targets_calls: int = 0
+    in_flight: list[str] = field(default_factory=list)  # groups of the queries being answered now
+    most_in_flight: int = 0  # the most queries answered at once
+    alongside: list[tuple[str, list[str]]] = field(default_factory=list)  # (group, others in flight) per arrival
 
     def answer(self, *answers: Answer, group: str | None = None) -> None:
         """Give these answers to the next requests of ``group`` (every group when ``None``), in order."""
@@ -111,7 +114,13 @@ async def canned() -> AsyncIterator[CannedPrometheus]:
         state.groups.append(group)
         state.headers.append(dict(request.headers))
         answers = state.answers[group]
-        return await reply(answers.pop(0) if len(answers) > 1 else answers[0])
+        state.alongside.append((group, list(state.in_flight)))
+        state.in_flight.append(group)
+        state.most_in_flight = max(state.most_in_flight, len(state.in_flight))
+        try:
+            return await reply(answers.pop(0) if len(answers) > 1 else answers[0])
+        finally:
+            state.in_flight.remove(group)
 
     async def targets(request: web.Request) -> web.Response:
         state.targets_calls += 1
