@@ -34,6 +34,15 @@ def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
+#: The ClusterRole of the GPUs free (operator.readNodes, llmscale.controller.gpusfree): list only.
+NODE_RULES = {("", "nodes", "list"), ("", "pods", "list")}
+
+
+def work_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ClusterRoles but the GPUs-free one (``<release>-nodes``)."""
+    return [r for r in by_kind(docs, "ClusterRole") if not r["metadata"]["name"].endswith("-nodes")]
+
+
 def rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     return {
         (group, resource, verb)
@@ -70,8 +79,9 @@ def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Pat
 
 def test_defaults_render_the_expected_objects(helm: Path) -> None:
     kinds = sorted(d["kind"] for d in template(helm))
-    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy",
-                     "PriorityClass", "PriorityClass", "PriorityClass", "Service", "ServiceAccount"]
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+                     "Deployment", "NetworkPolicy", "PriorityClass", "PriorityClass", "PriorityClass", "Service",
+                     "ServiceAccount"]
 
 
 def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:
@@ -199,9 +209,9 @@ CRD_RULES = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in (
 def test_cluster_rbac_is_exactly_the_documented_rules(helm: Path) -> None:
     peering = {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")}
     for variant in ("defaults", "leader-election-cluster"):
-        (role,) = by_kind(template(helm, *VARIANTS[variant]), "ClusterRole")
+        (role,) = work_roles(template(helm, *VARIANTS[variant]))
         assert rules(role) == WORK_RULES | CRD_RULES | peering | CHECK_NAMESPACED_PEERS, variant
-    (role,) = by_kind(template(helm, *VARIANTS["standalone"]), "ClusterRole")
+    (role,) = work_roles(template(helm, *VARIANTS["standalone"]))
     assert rules(role) == WORK_RULES | CRD_RULES | CHECK_CLUSTER_PEERS | CHECK_NAMESPACED_PEERS
 
 
@@ -210,7 +220,7 @@ def test_namespaced_rbac_is_roles_in_watched_namespaces_plus_read_only_discovery
     (role,) = by_kind(docs, "Role")
     assert role["metadata"]["namespace"] == "serving"
     assert rules(role) == WORK_RULES | {("kopf.dev", "kopfpeerings", v) for v in ("list", "watch", "patch")}
-    (discovery,) = by_kind(docs, "ClusterRole")
+    (discovery,) = work_roles(docs)
     assert rules(discovery) == CRD_RULES | {("", "namespaces", "list"), ("", "namespaces", "watch")} | CHECK_CLUSTER_PEERS
     (peering,) = by_kind(docs, "KopfPeering")
     assert peering["metadata"] == peering["metadata"] | {"name": "llmscale", "namespace": "serving"}
@@ -222,11 +232,24 @@ def test_namespaced_rbac_is_roles_in_watched_namespaces_plus_read_only_discovery
 
 
 def test_rbac_never_grants_wildcards_secrets_or_nodes(helm: Path) -> None:
+    """No wildcard, secret or ConfigMap anywhere; nodes only listed, by the GPUs-free ClusterRole."""
     for sets in VARIANTS.values():
-        for role in by_kind(template(helm, *sets), "ClusterRole") + by_kind(template(helm, *sets), "Role"):
+        for role in work_roles(template(helm, *sets)) + by_kind(template(helm, *sets), "Role"):
             for group, resource, verb in rules(role):
                 assert "*" not in (group, resource, verb), role["metadata"]["name"]
                 assert resource not in {"secrets", "nodes", "configmaps", "serviceaccounts/token"}, resource
+
+
+@pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
+def test_the_gpus_free_read_is_list_of_nodes_and_pods_and_can_be_turned_off(helm: Path, sets: list[str]) -> None:
+    docs = template(helm, *sets)
+    (nodes,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
+    assert rules(nodes) == NODE_RULES
+    (binding,) = [b for b in by_kind(docs, "ClusterRoleBinding") if b["roleRef"]["name"] == nodes["metadata"]["name"]]
+    assert binding["subjects"][0]["name"] == by_kind(docs, "ServiceAccount")[0]["metadata"]["name"]
+    off = template(helm, *sets, "operator.readNodes=false")
+    assert not [r for r in by_kind(off, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
+    assert _env(off)["LLMSCALE_READ_NODES"] == "false"
 
 
 def test_cluster_peering_object_with_leader_election(helm: Path) -> None:
@@ -370,8 +393,8 @@ def test_prometheus_credentials_from_a_mounted_secret(helm: Path, tmp_path: Path
 
 def test_scale_targets_are_listed_resources_only(helm: Path) -> None:
     """rbac.scaleTargets grants get and patch of <resource>/scale and nothing of the resource itself."""
-    (role,) = by_kind(template(helm, "rbac.scaleTargets[0].apiGroup=argoproj.io",
-                               "rbac.scaleTargets[0].resources[0]=rollouts"), "ClusterRole")
+    (role,) = work_roles(template(helm, "rbac.scaleTargets[0].apiGroup=argoproj.io",
+                                  "rbac.scaleTargets[0].resources[0]=rollouts"))
     scale = {r for r in rules(role) if r[1].endswith("/scale")}
     assert scale == {("argoproj.io", "rollouts/scale", "get"), ("argoproj.io", "rollouts/scale", "patch")}
     assert not {r for r in rules(role) if r[0] == "argoproj.io"} - scale

@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from llmscale.commands.logformat import formatter
 from llmscale.controller.deps import Decider, Dependencies, SignalSource
 from llmscale.controller.fleet import FleetReader
+from llmscale.controller.gpusfree import GpuReader
 from llmscale.controller.handlers import build_registry, configure_kopf
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.peers import PeeringConflict, check_peering
@@ -177,6 +178,9 @@ async def serve(
     own_reader: PrometheusSignalReader | None = None
     if signals is None:
         signals = own_reader = prometheus_reader(settings)
+    if not settings.read_nodes:
+        _LOG.info("Left the GPUs free unknown for every LLMDeployment: the node read is off (read_nodes); "
+                  "batch Jobs are released by windows and deadlines only")
     deps = Dependencies(
         settings=settings,
         writer=KubernetesWriter(api_client, settings.field_manager),
@@ -188,6 +192,7 @@ async def serve(
         kube_config=kube_config,
         clock=clock,
         scales=KubernetesScaleClient(api_client, settings.field_manager),
+        gpus=GpuReader(api_client if settings.read_nodes else None),
     )
     try:
         async with _serving(health_app(metrics, ready), settings.metrics_host, settings.metrics_port) as runner:

@@ -17,6 +17,7 @@ import kubernetes.client
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.children import PriorityClasses
 from llmscale.controller.fleet import FleetReader, SignalSource
+from llmscale.controller.gpusfree import GpuReader
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.scaletarget import ScaleClient
 from llmscale.controller.settings import OperatorSettings
@@ -49,6 +50,9 @@ class Dependencies:
             fake. Scheduling and throttling use the event loop's clock instead.
         scales: reads and writes the ``/scale`` of workloads named by ``spec.scaleTargetRef``
             (``None``: such LLMDeployments are reported as not scalable).
+        gpus: the shared read of the GPUs free for the batch planner
+            (:mod:`llmscale.controller.gpusfree`; ``None``: unknown, nothing is released onto idle
+            GPUs and batch pools are not bounded by GPUs free).
     """
 
     settings: OperatorSettings
@@ -60,6 +64,7 @@ class Dependencies:
     kube_config: kubernetes.client.Configuration
     clock: Callable[[], float]
     scales: ScaleClient | None = None
+    gpus: GpuReader | None = None
 
     @property
     def priority_classes(self) -> PriorityClasses:

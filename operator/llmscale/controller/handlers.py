@@ -99,7 +99,10 @@ async def _start_reading(*, memo: Any, **_: Any) -> None:
 
 
 async def _stop_reading(*, memo: Any, **_: Any) -> None:
-    await dependencies(memo).fleet.stop()
+    deps = dependencies(memo)
+    await deps.fleet.stop()
+    if deps.gpus is not None:
+        await deps.gpus.stop()
 
 
 def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:

@@ -146,6 +146,16 @@ class OperatorSettings(BaseSettings):
         "(cluster-wide list/watch on both). Turn off for a namespace-only RBAC with exact namespace "
         "names: the operator then watches exactly those namespaces and must start after the CRD.",
     )
+    read_nodes: bool = Field(
+        True,
+        title="read nodes and bound pods cluster-wide for the GPUs free (off: no cluster-wide list)",
+        description="List the nodes and the pods bound to them, cluster-wide, once per 15 s (one shared "
+        "read, whatever the number of LLMDeployments), so that the batch planner knows the GPUs free: "
+        "batch Jobs are released onto idle GPUs before a window (spec.batch.releaseOnIdleCapacity) and "
+        "the batch pool never grows past the GPUs free. Needs list on nodes and pods cluster-wide (the "
+        "chart's ClusterRole <release>-nodes). Off: the GPUs free are unknown, windows and deadlines "
+        "alone release Jobs, and the operator needs no cluster-wide pod or node access.",
+    )
 
     # --- how it ticks ---------------------------------------------------------------------------
     tick_base_seconds: float = Field(

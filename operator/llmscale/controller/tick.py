@@ -8,7 +8,8 @@
    ``status.policyState``);
 2. **decide**: ``deps.decide(spec, history, state, memory, now)``, pure; then the batch step
    (:func:`llmscale.policy.batch_step.batch_step`, pure) plans the labelled Jobs from the Jobs index
-   and sizes the batch pool from their backlog;
+   and sizes the batch pool from their backlog, bounded by the GPUs free from the shared node read
+   (:mod:`llmscale.controller.gpusfree`);
 3. **apply** (``spec.mode: Active`` only): the pods' deletion costs
    (:mod:`llmscale.controller.deletioncost`), then each pool whose replicas change gets its
    Deployment server-side applied — or, with ``spec.scaleTargetRef``, its workload's ``/scale`` —
@@ -411,7 +412,13 @@ async def tick(
     decision = deps.decide(spec, mem.history, state, memory, wall_now)
     # The batch pool's size comes from the backlog of labelled Jobs, planned after the decision.
     raw_jobs, batch_jobs = read_jobs(jobs, namespace, name, spec)
-    step = batch_step(spec, batch_jobs, decision, state, snapshot, wall_now)
+    # The GPUs free around the pools, from the shared node read (None while unknown: nothing is
+    # released onto idle GPUs and the pool is not bounded by them); the interactive pool counted
+    # at this decision when it grows, since interactive demand always wins.
+    gpus_free = (deps.gpus.free(spec, namespace, name, max(decision.interactive_replicas, state.interactive_replicas),
+                                state.batch_replicas)
+                 if deps.gpus is not None and spec.batch is not None else None)
+    step = batch_step(spec, batch_jobs, decision, state, snapshot, wall_now, gpus_free)
     decision = step.decision
 
     # --- apply ------------------------------------------------------------------------------
