@@ -16,14 +16,16 @@ window.
 Each Job's client keeps ``--concurrency`` requests in flight: the trough and alongside modes run
 once at ``llmscale batch run``'s default, 64, and once at 512 (the planner reads each Job's
 requests in flight and sizes the pool to what they keep busy). Simulated for 48 h (the day, and the next one, by whose end every Job is due) with the LLMDeployment in
-``benchmarks/chat-llama-70b-h100-batch.yaml``. Writes:
+``benchmarks/chat-llama-70b-h100-batch.yaml``. With ``--cluster-gpus N`` each trough row is run a
+second time on a cluster of N GPUs, whose GPUs free the planner is told each tick (as the operator
+reads them from the nodes): Jobs are then also released onto idle GPUs before the window. Writes:
 
 - ``benchmarks/results/batch-day.md``   — the Markdown table the README quotes, with the command;
 - ``benchmarks/results/batch-day.json`` — every figure of every mode and every Job's outcome.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/batch_day.py [--peak-rps 50] [--seed 0] [--jobs 24]
+    .venv/bin/python benchmarks/batch_day.py [--peak-rps 50] [--seed 0] [--jobs 24] [--cluster-gpus N]
 """
 
 from __future__ import annotations
@@ -114,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="each Job client's requests in flight (llmscale batch run --concurrency), one row "
                     "per value for the trough and alongside modes (default %(default)s: the client's default "
                     "and one that fills the batch pool)")
+    ap.add_argument("--cluster-gpus", type=int, default=None,
+                    help="also run each trough row on a cluster of this many GPUs, the planner told the GPUs "
+                    "free (cluster less both pools) each tick, so Jobs also run early on idle GPUs "
+                    "(default: none; the GPUs free unknown, as an operator without the node read)")
     ap.add_argument("--warmup", type=float, default=600.0, help="seconds excluded from the figures")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results"))
@@ -125,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     concurrencies = [int(c) for c in args.concurrency.split(",") if c.strip()]
     if not concurrencies or min(concurrencies) < 1:
         print("batch_day.py: --concurrency takes positive integers, comma-separated", file=sys.stderr)
+        return 2
+    if args.cluster_gpus is not None and args.cluster_gpus < 1:
+        print("batch_day.py: --cluster-gpus takes a positive integer", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     doc = yaml.safe_load(Path(args.spec).read_text(encoding="utf-8"))
@@ -138,10 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     sc = Scenario.build(spec, day.trace, base, warmup_s=args.warmup, seed=args.seed)
     rows: list[dict[str, Any]] = []
     jobs: dict[str, list[dict[str, Any]]] = {}
-    runs = [(mode, c) for mode in MODES if mode != "interactive-only" for c in concurrencies]
-    for mode, c in [*runs, ("interactive-only", concurrencies[0])]:
-        summary, outcomes, _ = run_batch_day(sc, day, mode, concurrency=c)
+    clusters: list[int | None] = [None] if args.cluster_gpus is None else [None, args.cluster_gpus]
+    runs = [(mode, c, g) for mode in MODES if mode != "interactive-only" for c in concurrencies
+            for g in (clusters if mode == "trough" else [None])]
+    for mode, c, gpus in [*runs, ("interactive-only", concurrencies[0], None)]:
+        summary, outcomes, _ = run_batch_day(sc, day, mode, concurrency=c, cluster_gpus=gpus)
         label = mode if mode == "interactive-only" else f"{mode}, --concurrency {c}"
+        if gpus is not None:
+            label += f", idle GPUs of a {gpus}-GPU cluster"
         summary["row"] = label
         rows.append(summary)
         jobs[label] = outcomes
@@ -170,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         f" --peak-rps {args.peak_rps:g}" if args.peak_rps != 50.0 else "") + (
         f" --seed {args.seed}" if args.seed else "") + (f" --jobs {args.jobs}" if args.jobs != 24 else "") + (
         f" --concurrency {args.concurrency}" if args.concurrency != "64,512" else "") + (
-        f" --hours {args.hours:g}" if args.hours != 48.0 else "")
+        f" --hours {args.hours:g}" if args.hours != 48.0 else "") + (
+        f" --cluster-gpus {args.cluster_gpus}" if args.cluster_gpus is not None else "")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "batch-day.json").write_text(json.dumps({"scenario": scenario, "results": rows, "jobs": jobs}, indent=2)

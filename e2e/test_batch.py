@@ -11,6 +11,8 @@ the wall clock, a minute or two ahead.
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
 import time
 from collections import Counter
@@ -23,9 +25,12 @@ import kubernetes
 import pytest
 
 from conftest import Cluster, sample, wait_for
+from llmscale.api import LLMDeploymentSpec
 from llmscale.batch.requests import read_requests
 from llmscale.batch.size import batch_size
+from llmscale.controller.gpusfree import GpuReader, pool_gpus_free
 from llmscale.policy import Reason
+from test_scenarios import start_load
 
 ZONE = ZoneInfo("Asia/Kolkata")
 MODEL = "llama-3.1-8b-instruct"
@@ -185,3 +190,133 @@ def test_16_jobs_wait_for_their_window_a_near_deadline_goes_first_and_a_closing_
         and cluster.deployment_replicas(namespace, "chat-batch") == 0), 30)
     final = cluster.status(namespace, "chat").get("batch") or {}
     assert final.get("jobsDone") == 2 and final.get("tokensOutstanding") == 0, final
+
+
+# ------------------------------------------------------------------------------------------ idle GPUs
+
+
+def free_gpus_by_node(cluster: Cluster) -> dict[str, int]:
+    """``{node: nvidia.com/gpu allocatable − requested by bound pods not finished}`` of the Ready
+    nodes, read here independently of the operator (as ``kubectl describe node`` sums them)."""
+    used: Counter[str] = Counter()
+    for pod in cluster.core.list_pod_for_all_namespaces(
+            field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed").items:
+        for c in pod.spec.containers:
+            wanted = {**((c.resources and c.resources.limits) or {}), **((c.resources and c.resources.requests) or {})}
+            used[pod.spec.node_name] += int(wanted.get(GPU, 0))
+    return {n.metadata.name: int(n.status.allocatable.get(GPU, 0)) - used[n.metadata.name]
+            for n in cluster.core.list_node().items
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])}
+
+
+def hog(name: str, node: str, gpus: int) -> dict[str, Any]:
+    """A pod bound to ``node`` (no scheduler) holding ``gpus`` GPUs: another team's workload."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"e2e": "hog"}},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0, "containers": [{
+                "name": "hog", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"limits": {GPU: str(gpus)}, "requests": {GPU: str(gpus)}}}]}}
+
+
+def idle_reason(cluster: Cluster, namespace: str) -> str | None:
+    reasons = (cluster.status(namespace, "chat").get("lastDecision") or {}).get("reasons") or []
+    return next((r for r in reasons if "idle GPUs:" in r), None)
+
+
+GPU = "nvidia.com/gpu"
+
+
+@pytest.mark.timeout(300)
+def test_16b_a_job_runs_early_on_idle_gpus_only_when_gpus_are_free_and_the_pool_stays_within_them(
+    cluster: Cluster, namespace: str
+) -> None:
+    """Issue 13, idle capacity: outside any window, with the interactive SLO safe, a suspended Job
+    waits while other pods hold every GPU, is released onto idle GPUs once one is free, and the batch
+    pool (up to 2 replicas) never grows past the GPUs free. The interactive pool is fixed at 1
+    replica (min = max), so no GPU is kept back for its growth."""
+    if cluster.local_state is None:
+        pytest.fail("this scenario needs the local cluster: the Jobs' hostPath folder is on this machine")
+    batch = kubernetes.client.BatchV1Api(cluster.api)
+    data = cluster.local_state / "batch-data" / namespace
+    write_input(data / "early" / "requests.jsonl", 200, max_tokens=64)
+    # The only window is 6 hours away: nothing but idle GPUs may release the Job now.
+    opens = (datetime.now(UTC) + timedelta(hours=6)).replace(second=0, microsecond=0)
+    cluster.apply(namespace, sample(replicas={"min": 1, "max": 1}, batch={
+        "windows": [local_window(opens, opens + timedelta(hours=1))], "maxReplicas": 2}))
+    wait_for("the interactive replica Ready", lambda: cluster.status(namespace, "chat").get("replicas", {}).get("ready")
+             == 1, 90)
+
+    # Every free GPU taken by pods bound to the nodes: one 1-GPU pod per node plus the rest.
+    free = free_gpus_by_node(cluster)
+    assert sum(free.values()) >= 2, free
+    ones = []
+    for i, (node, gpus) in enumerate(sorted(free.items())):
+        if gpus > 1:
+            cluster.core.create_namespaced_pod(namespace, hog(f"hog-{i}-rest", node, gpus - 1))
+        if gpus > 0:
+            cluster.core.create_namespaced_pod(namespace, hog(f"hog-{i}-one", node, 1))
+            ones.append(f"hog-{i}-one")
+    wait_for("no GPU free", lambda: sum(free_gpus_by_node(cluster).values()) == 0, 30)
+
+    load = start_load(cluster, namespace, rate_rps=0.5, duration_s=170)
+    size = batch_size(read_requests(data / "early" / "requests.jsonl")).annotations()
+    cluster.apply(namespace, batch_job("early", "early", data, size))
+
+    # The planner knows the GPUs (none free) and the SLO is safe: the Job still waits.
+    reason = wait_for("the planner judging idle GPUs with the interactive SLO safe", lambda: (
+        r if (r := idle_reason(cluster, namespace)) and "GPUs free =" in r and "interactive SLO safe" in r
+        else None), 90)
+    assert batch.read_namespaced_job("early", namespace).spec.suspend is True, reason
+    until = time.monotonic() + 10
+    while time.monotonic() < until:
+        assert batch.read_namespaced_job("early", namespace).spec.suspend is True, "released with no GPU free"
+        assert (cluster.deployment_replicas(namespace, "chat-batch") or 0) == 0
+        time.sleep(1)
+
+    # One GPU comes free: the Job is released onto it, and the pool stays at that one GPU though
+    # its maxReplicas is 2 and the Job's clients would keep two replicas busy.
+    cluster.core.delete_namespaced_pod(ones[0], namespace, grace_period_seconds=0)
+    wait_for("one GPU free", lambda: sum(free_gpus_by_node(cluster).values()) == 1, 30)
+
+    pool_sizes: list[int] = []
+
+    def released() -> bool:
+        pool_sizes.append(cluster.deployment_replicas(namespace, "chat-batch") or 0)
+        return bool(batch.read_namespaced_job("early", namespace).spec.suspend is False)
+
+    wait_for("the Job released onto the idle GPU", released, 60)
+    assert max(pool_sizes) <= 1, f"batch pool past the GPUs free: {pool_sizes}"
+    (event,) = wait_for("its BatchJobReleased Event", lambda: job_events(cluster, namespace, "early",
+                                                                      "BatchJobReleased"), 10)
+    assert "the interactive pool leaves GPUs idle" in event.message, event.message
+    until = time.monotonic() + 20
+    while time.monotonic() < until:
+        assert (cluster.deployment_replicas(namespace, "chat-batch") or 0) <= 1, "batch pool past the GPUs free"
+        time.sleep(1)
+    assert cluster.deployment_replicas(namespace, "chat-batch") == 1
+    load.cancel()
+
+
+def test_16c_without_rbac_on_nodes_the_gpus_free_stay_unknown_and_say_why(cluster: Cluster, namespace: str) -> None:
+    """The operator's read of the GPUs free as a ServiceAccount with no ClusterRole: refused (403),
+    no answer rather than a guess, and the reason names the RBAC; with the session's credentials it
+    reads every GPU node."""
+    cluster.core.create_namespaced_service_account(namespace, {"metadata": {"name": "bare"}})
+    request = kubernetes.client.AuthenticationV1TokenRequest(
+        spec=kubernetes.client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))
+    token = wait_for("a token", lambda: getattr(cluster.core.create_namespaced_service_account_token(
+        "bare", namespace, request).status, "token", None), 10)
+    config = copy.copy(cluster.api.configuration)
+    config.api_key, config.api_key_prefix = {"authorization": token}, {"authorization": "Bearer"}
+    config.cert_file = config.key_file = None
+    reader = GpuReader(kubernetes.client.ApiClient(config))
+    assert asyncio.run(reader.read_once()) is None
+    assert reader.unknown_because is not None and "403" in reader.unknown_because, reader.unknown_because
+    assert "operator.readNodes" in reader.unknown_because
+
+    full = GpuReader(cluster.api)
+    read = asyncio.run(full.read_once())
+    assert read is not None and full.unknown_because is None
+    gpu_nodes = [n for n in read.nodes if n.allocatable.get(GPU, 0) > 0]
+    assert gpu_nodes and all(n.usable for n in gpu_nodes), read.nodes
+    spec = LLMDeploymentSpec.model_validate(sample()["spec"])
+    assert pool_gpus_free(read, spec, namespace, "chat", 0, 0) == sum(free_gpus_by_node(cluster).values())

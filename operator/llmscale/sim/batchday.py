@@ -23,8 +23,17 @@ Three ways to run it, on the same requests (:func:`run_batch_day`):
 
 Each Job's client is ``llmscale batch run`` at its default ``--concurrency`` (64 requests in
 flight); a paused Job's client sends nothing new and its requests in flight finish (the client's
-grace period). GPUs free are unknown to the planner, as in the operator (no RBAC on nodes), so
-nothing is released onto idle GPUs: the comparison is windows and deadlines only.
+grace period).
+
+The cluster's size: with ``cluster_gpus`` given, the planner is told the GPUs free each tick, as
+the operator reads them from the nodes (:mod:`llmscale.controller.gpusfree`): the cluster's GPUs
+less ``gpusPerReplica`` × the replicas of both pools (the interactive pool at this tick's decision
+when it grows), never below 0. Jobs are then also released onto idle GPUs before the window
+(``spec.batch.releaseOnIdleCapacity``) and the batch pool never grows past the GPUs free.
+Simplifications: the interactive pool itself is not bounded by the cluster (the simulated fleet
+has no scheduler: a decision above the cluster just leaves no GPU free), and replicas draining
+after a scale-down are not counted. Without ``cluster_gpus`` the GPUs free are unknown (an operator
+without the node read): windows and deadlines alone release Jobs.
 """
 
 from __future__ import annotations
@@ -310,12 +319,22 @@ class BatchDayPolicy:
         spec: the LLMDeployment spec.
         gate: the Jobs (the ``trough`` mode), or ``None``.
         name: the policy name in reports.
+        cluster_gpus: the cluster's GPUs (module docstring), or ``None``: the GPUs free unknown.
+
+    Attributes:
+        gpus: per tick with a gate, ``(t, GPUs free told the planner (None: unknown), interactive
+            replicas decided, batch replicas before, batch replicas decided)``.
     """
 
-    def __init__(self, spec: LLMDeploymentSpec, gate: JobGate | None, name: str) -> None:
+    def __init__(self, spec: LLMDeploymentSpec, gate: JobGate | None, name: str,
+                 cluster_gpus: int | None = None) -> None:
+        if cluster_gpus is not None and cluster_gpus < 0:
+            raise ValueError(f"cluster_gpus must be >= 0, not {cluster_gpus}")
         self.spec = spec
         self.gate = gate
         self.name = name
+        self.cluster_gpus = cluster_gpus
+        self.gpus: list[tuple[float, int | None, int, int, int]] = []
         self.tick_s = float(spec.scaling.tick_seconds)
         self.keep_s = history_seconds(spec)
         self.history: tuple[SignalSnapshot, ...] = ()
@@ -329,7 +348,13 @@ class BatchDayPolicy:
         self.memory = d.memory
         if self.gate is None:
             return ScaleDecision(d.interactive_replicas, 0)
-        step = batch_step(self.spec, self.gate.batch_jobs(), d, obs.state, obs.snapshot, obs.now)
+        free = None
+        if self.cluster_gpus is not None:
+            held = max(d.interactive_replicas, obs.state.interactive_replicas) + obs.state.batch_replicas
+            free = max(0, self.cluster_gpus - self.spec.resources.gpus_per_replica * held)
+        step = batch_step(self.spec, self.gate.batch_jobs(), d, obs.state, obs.snapshot, obs.now, free)
+        self.gpus.append((obs.now, free, d.interactive_replicas, obs.state.batch_replicas,
+                          step.decision.batch_replicas))
         if step.plan is not None:
             self.gate.apply(step.plan, obs.now)
         tokens = step.status.tokens_outstanding if step.status is not None else 0
@@ -372,25 +397,32 @@ def run_batch_day(
     progress: Callable[[float], None] | None = None,
     *,
     concurrency: int = CLIENT_CONCURRENCY,
+    cluster_gpus: int | None = None,
+    policy_out: list[BatchDayPolicy] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[float, float, int]]]:
     """Run ``day`` one way (module docstring) on the scenario's model, engine and fleet, each Job's
-    client keeping up to ``concurrency`` requests in flight (``llmscale batch run --concurrency``).
+    client keeping up to ``concurrency`` requests in flight (``llmscale batch run --concurrency``),
+    on a cluster of ``cluster_gpus`` GPUs (``None``: the GPUs free unknown to the planner; only the
+    ``trough`` mode reads it). ``policy_out``, when given, receives the run's
+    :class:`BatchDayPolicy` (its per-tick :attr:`~BatchDayPolicy.gpus`).
 
     Returns:
         ``(summary, jobs, backlog)``: :func:`~llmscale.sim.report.summarize`'s figures plus
         ``peak_gpus`` (both pools at once), ``jobs_met`` / ``jobs`` / ``batch_tokens_done`` (batch
-        requests' prompt + output tokens finished) and ``mode``; :func:`job_outcomes`; and the
+        requests' prompt + output tokens finished), ``mode`` and ``cluster_gpus``; :func:`job_outcomes`; and the
         planner's ``(t, tokens outstanding, batch replicas)`` per tick (``trough`` only).
 
     Raises:
-        ValueError: an unknown mode.
+        ValueError: an unknown mode, or ``cluster_gpus`` < 0.
     """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     gate = (None if mode == "interactive-only"
             else JobGate(day.jobs, to_interactive=mode == "alongside", concurrency=concurrency))
     trace = day.interactive_only() if mode == "interactive-only" else day.trace
-    policy = BatchDayPolicy(sc.spec, gate if mode == "trough" else None, f"llmscale, batch {mode}")
+    policy = BatchDayPolicy(sc.spec, gate if mode == "trough" else None, f"llmscale, batch {mode}", cluster_gpus)
+    if policy_out is not None:
+        policy_out.append(policy)
     fleet = replace(sc.fleet_config(sc.oracle().desired_at(trace.start_s)), batch_source=gate,
                     batch_max_replicas=sc.spec.batch.most_replicas() if sc.spec.batch is not None else 0)
     t0 = time.perf_counter()
@@ -404,6 +436,7 @@ def run_batch_day(
     batch = result.is_batch & finished
     summary.update({
         "mode": mode,
+        "cluster_gpus": cluster_gpus,
         "client_concurrency": concurrency if gate is not None else None,
         "peak_gpus": _peak_gpus(result, result.start_s + sc.warmup_s, result.end_s),
         "jobs": len(jobs),
