@@ -46,6 +46,8 @@ from tests.cluster.helpers import (
     wait_for,
 )
 
+from llmscale.controller.gpusfree import BOUND_PODS
+
 pytestmark = pytest.mark.slow
 
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
@@ -406,8 +408,16 @@ class TestClusterWideInstall:
         reads = [e for e in operator_requests(cluster, clusterwide.username)
                  if e["verb"] in ("list", "watch") and (e.get("objectRef") or {}).get("resource") in ("pods", "deployments")]
         assert {e["objectRef"]["resource"] for e in reads} == {"pods", "deployments"}, [describe(e) for e in reads]
-        unselected = [e["requestURI"] for e in reads if urllib.parse.parse_qs(urllib.parse.urlsplit(
-            e["requestURI"]).query).get("labelSelector") != ["app.kubernetes.io/managed-by=llmscale"]]
+        def query(e: dict[str, Any]) -> dict[str, list[str]]:
+            return urllib.parse.parse_qs(urllib.parse.urlsplit(e["requestURI"]).query)
+
+        # The GPUs free (llmscale.controller.gpusfree): a paginated list of the bound pods every 15 s,
+        # by field selector, never a watch: the one read of every pod the operator makes.
+        gpus_free = [e for e in reads if query(e).get("fieldSelector") == [BOUND_PODS]]
+        assert gpus_free and all(e["verb"] == "list" and query(e).get("limit") for e in gpus_free), \
+            [describe(e) for e in gpus_free]
+        unselected = [e["requestURI"] for e in reads if e not in gpus_free
+                      and query(e).get("labelSelector") != ["app.kubernetes.io/managed-by=llmscale"]]
         assert unselected == [], unselected
 
     def test_no_request_was_refused_and_every_permission_was_used(self, cluster: LocalCluster, clusterwide: Install) -> None:
