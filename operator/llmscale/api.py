@@ -544,7 +544,9 @@ class BatchSpec(_Model):
     release_on_idle_capacity: bool = True
     """Release Jobs before a window onto GPUs the interactive pool leaves idle: only while its
     signals are fresh, its latency within ``spec.slo``, none of its pods unschedulable, and GPUs
-    stay free for a warm headroom more of interactive replicas. Batch gives them back first."""
+    stay free for a warm headroom more of interactive replicas. Batch gives them back first. Needs
+    the GPUs free, which the operator reads from the nodes (cluster-wide list of nodes and pods:
+    Helm value operator.readNodes); without them only windows and deadlines release Jobs."""
     scale_target_ref: ScaleTargetRef | None = None
     """The existing workload of the batch pool, scaled through ``/scale`` (required with
     ``spec.scaleTargetRef``, which makes llmscale create no workload; not allowed without it)."""
