@@ -4,11 +4,14 @@ yet bound; and the reader's answer when it cannot read."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import kubernetes.client
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kubernetes.client.exceptions import ApiException
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.gpusfree import (
@@ -148,3 +151,56 @@ async def test_a_reader_that_is_off_answers_unknown_and_says_why() -> None:
     assert reader.free(spec(), "ns", "chat", 1, 1) is None
     assert reader.unknown_because is not None and "off" in reader.unknown_because
     assert await reader.read_once() is None
+
+
+class _Listed(GpuReader):
+    """The reader with its two lists answered from memory (the lists themselves run against the real
+    API server in e2e/test_batch.py::test_16c): what the reader does with an answer or a refusal."""
+
+    def __init__(self, now: list[float]) -> None:
+        super().__init__(kubernetes.client.ApiClient(), period_s=15.0, loop_time=lambda: now[0])
+        self.answer: ClusterGPUs | ApiException = cluster_gpus([node("a", 8)], [pod("a", 2)])
+
+    def _read_sync(self) -> ClusterGPUs:
+        if isinstance(self.answer, ApiException):
+            raise self.answer
+        return self.answer
+
+
+async def test_the_reader_answers_from_its_newest_read_until_it_is_stale() -> None:
+    now = [1000.0]
+    reader = _Listed(now)
+    assert reader.latest() is None
+    assert await reader.read_once() is not None
+    try:
+        assert reader.free(spec(), "ns", "chat", 0, 0) == 6
+        assert reader.free(spec(template={"spec": {"nodeSelector": {"pool": "other"}}}), "ns", "chat", 0, 0) == 0
+        now[0] += 4 * 15.0
+        assert reader.free(spec(), "ns", "chat", 0, 0) == 6
+        now[0] += 1.0
+        assert reader.free(spec(), "ns", "chat", 0, 0) is None  # older than four periods
+        # A scaleTargetRef workload's placement is not known here.
+        target = spec(scaleTargetRef={"apiVersion": "apps/v1", "kind": "Deployment", "name": "w"},
+                      batch={"maxReplicas": 8, "windows": [{"start": "01:00", "end": "05:00"}],
+                             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "w-batch"}})
+        await reader.read_once()
+        assert reader.free(target, "ns", "chat", 0, 0) is None
+    finally:
+        await reader.stop()
+
+
+async def test_a_refused_read_is_logged_once_and_its_recovery_once(caplog: pytest.LogCaptureFixture) -> None:
+    reader = _Listed([0.0])
+    reader.answer = ApiException(status=403, reason="Forbidden")
+    with caplog.at_level(logging.INFO, logger="llmscale.controller.gpusfree"):
+        assert await reader.read_once() is None
+        assert await reader.read_once() is None
+        refused = [r.getMessage() for r in caplog.records]
+        assert len(refused) == 1 and "403 Forbidden" in refused[0] and "operator.readNodes" in refused[0], refused
+        assert reader.unknown_because is not None and "403" in reader.unknown_because
+        reader.answer = cluster_gpus([node("a", 8)], [])
+        assert await reader.read_once() is not None
+        assert await reader.read_once() is not None
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and lines[1].startswith("Read the GPUs free on 1 nodes again"), lines
+    assert reader.unknown_because is None

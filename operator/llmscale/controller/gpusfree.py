@@ -218,14 +218,17 @@ def free_on_nodes(cluster: ClusterGPUs, resource: str, selector: Mapping[str, st
 
 
 def pool_gpus_free(cluster: ClusterGPUs, spec: LLMDeploymentSpec, namespace: str, name: str,
-                   interactive_replicas: int, batch_replicas: int) -> int:
+                   interactive_replicas: int, batch_replicas: int,
+                   on_nodes: Callable[[str, Mapping[str, str], Sequence[Toleration]], float] | None = None) -> int:
     """Return the GPUs the batch pool of LLMDeployment ``namespace/name`` could take now (module
     docstring): free on its nodes, less the GPUs its pools are sized for (``interactive_replicas``
     and ``batch_replicas`` replicas of ``spec.resources.gpusPerReplica``) but not yet hold on a
-    node; a whole number ≥ 0. Pure."""
+    node; a whole number ≥ 0. ``on_nodes(resource, selector, tolerations)`` replaces
+    :func:`free_on_nodes` on ``cluster`` (the reader's cache). Pure."""
     resource = spec.resources.gpu_resource_name
     selector, tolerations = _placement(spec)
-    free = free_on_nodes(cluster, resource, selector, tolerations)
+    free = (on_nodes(resource, selector, tolerations) if on_nodes is not None
+            else free_on_nodes(cluster, resource, selector, tolerations))
     held = sum(cluster.pools.get((namespace, name, pool), {}).get(resource, 0.0) for pool in (INTERACTIVE, BATCH))
     sized = spec.resources.gpus_per_replica * (max(interactive_replicas, 0) + max(batch_replicas, 0))
     return max(0, math.floor(free - max(0.0, sized - held) + 1e-9))
@@ -265,6 +268,9 @@ class GpuReader:
         self._loop_time = loop_time
         self._task: asyncio.Task[None] | None = None
         self._latest: ClusterGPUs | None = None
+        # free_on_nodes of the newest read per (resource, selector, tolerations): LLMDeployments that
+        # share a placement (most do) cost one pass over the nodes per read, not one per tick each.
+        self._on_nodes: dict[tuple[str, frozenset[tuple[str, str]], tuple[Toleration, ...]], float] = {}
         self._latest_at: float | None = None
         #: Why the GPUs free are unknown now (``None``: they are known, or not read yet).
         self.unknown_because: str | None = None if api_client is not None else "the node read is off (read_nodes)"
@@ -291,7 +297,15 @@ class GpuReader:
         cluster = self.latest()
         if cluster is None:
             return None
-        return pool_gpus_free(cluster, spec, namespace, name, interactive_replicas, batch_replicas)
+        return pool_gpus_free(cluster, spec, namespace, name, interactive_replicas, batch_replicas,
+                              on_nodes=lambda r, sel, tol: self._cached(cluster, r, sel, tol))
+
+    def _cached(self, cluster: ClusterGPUs, resource: str, selector: Mapping[str, str],
+                tolerations: Sequence[Toleration]) -> float:
+        key = (resource, frozenset(selector.items()), tuple(tolerations))
+        if key not in self._on_nodes:
+            self._on_nodes[key] = free_on_nodes(cluster, resource, selector, tolerations)
+        return self._on_nodes[key]
 
     def start(self) -> None:
         """Start the periodic read in the running event loop, unless it runs already or is off."""
@@ -327,7 +341,7 @@ class GpuReader:
         except (OSError, urllib3.exceptions.HTTPError, ValueError) as exc:
             self._unknown(f"could not list nodes or pods: {exc!r}")
             return None
-        self._latest, self._latest_at = cluster, self._now()
+        self._latest, self._latest_at, self._on_nodes = cluster, self._now(), {}
         if self._logged is not None:
             _LOG.info(f"Read the GPUs free on {len(cluster.nodes)} nodes again")
         self.unknown_because = self._logged = None
