@@ -117,7 +117,9 @@ def test_16_jobs_wait_for_their_window_a_near_deadline_goes_first_and_a_closing_
     t0 = (now + timedelta(seconds=80 + 59)).replace(second=0, microsecond=0)
     w1 = (t0, t0 + timedelta(minutes=1))
     w2 = (t0 + timedelta(minutes=2), t0 + timedelta(minutes=5))
-    cluster.apply(namespace, sample(batch={"windows": [local_window(*w1), local_window(*w2)], "maxReplicas": 1}))
+    # Windows and deadlines only: the idle GPUs of the local cluster are scenario 16b's.
+    cluster.apply(namespace, sample(batch={"windows": [local_window(*w1), local_window(*w2)], "maxReplicas": 1,
+                                           "releaseOnIdleCapacity": False}))
     wait_for("the batch Service chat-batch", lambda: cluster.core.read_namespaced_service("chat-batch", namespace), 30)
 
     size = {k: v for k, v in batch_size(read_requests(data / "nightly" / "requests.jsonl")).annotations().items()}
