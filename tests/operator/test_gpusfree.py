@@ -204,3 +204,12 @@ async def test_a_refused_read_is_logged_once_and_its_recovery_once(caplog: pytes
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and lines[1].startswith("Read the GPUs free on 1 nodes again"), lines
     assert reader.unknown_because is None
+
+
+def test_a_template_of_the_wrong_shape_reads_as_no_placement() -> None:
+    """The API server validates the template against the pod schema; a spec read otherwise (a
+    stale CRD) must not crash the tick: a selector or tolerations of the wrong type read as absent."""
+    cluster = cluster_gpus([node("a", 8)], [])
+    odd = spec().model_copy(update={"template": {"spec": {"nodeSelector": ["gpu"], "tolerations": "all"}}})
+    assert pool_gpus_free(cluster, odd, "ns", "chat", 0, 0) == 8
+    assert pool_gpus_free(cluster, spec().model_copy(update={"template": {"spec": "x"}}), "ns", "chat", 0, 0) == 8

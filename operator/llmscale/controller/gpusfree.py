@@ -191,12 +191,15 @@ def tolerates(tolerations: Sequence[Toleration], taint: tuple[str, str, str]) ->
 
 def _placement(spec: LLMDeploymentSpec) -> tuple[dict[str, str], list[Toleration]]:
     """The pod template's ``nodeSelector`` and ``tolerations`` (empty without a template)."""
-    pod = (spec.template or {}).get("spec") or {}
-    selector = {str(k): str(v) for k, v in (pod.get("nodeSelector") or {}).items()}
+    pod = (spec.template or {}).get("spec")
+    pod = pod if isinstance(pod, Mapping) else {}
+    # The API server validates the template against the pod schema; anything else reads as absent.
+    chosen, listed = pod.get("nodeSelector"), pod.get("tolerations")
+    selector = {str(k): str(v) for k, v in chosen.items()} if isinstance(chosen, Mapping) else {}
     tolerations = [
         (str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
          str(t.get("effect") or ""))
-        for t in pod.get("tolerations") or () if isinstance(t, Mapping)
+        for t in (listed if isinstance(listed, list) else ()) if isinstance(t, Mapping)
     ]
     return selector, tolerations
 
