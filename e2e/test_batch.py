@@ -197,16 +197,19 @@ def test_16_jobs_wait_for_their_window_a_near_deadline_goes_first_and_a_closing_
 # ------------------------------------------------------------------------------------------ idle GPUs
 
 
-def free_gpus_by_node(cluster: Cluster) -> dict[str, int]:
-    """``{node: nvidia.com/gpu allocatable − requested by bound pods not finished}`` of the Ready
-    nodes, read here independently of the operator (as ``kubectl describe node`` sums them)."""
+def free_gpus_by_node(cluster: Cluster, *, terminating: bool = True) -> dict[str, int]:
+    """``{node: nvidia.com/gpu allocatable − requested by bound pods not finished, at least 0}`` of
+    the Ready nodes, read here independently of the operator (as ``kubectl describe node`` sums
+    them); ``terminating=False`` leaves out the pods being deleted (their GPUs come free soon)."""
     used: Counter[str] = Counter()
     for pod in cluster.core.list_pod_for_all_namespaces(
             field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed").items:
+        if not terminating and pod.metadata.deletion_timestamp is not None:
+            continue
         for c in pod.spec.containers:
             wanted = {**((c.resources and c.resources.limits) or {}), **((c.resources and c.resources.requests) or {})}
             used[pod.spec.node_name] += int(wanted.get(GPU, 0))
-    return {n.metadata.name: int(n.status.allocatable.get(GPU, 0)) - used[n.metadata.name]
+    return {n.metadata.name: max(0, int(n.status.allocatable.get(GPU, 0)) - used[n.metadata.name])
             for n in cluster.core.list_node().items
             if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])}
 
@@ -247,8 +250,10 @@ def test_16b_a_job_runs_early_on_idle_gpus_only_when_gpus_are_free_and_the_pool_
     wait_for("the interactive replica Ready", lambda: cluster.status(namespace, "chat").get("replicas", {}).get("ready")
              == 1, 90)
 
-    # Every free GPU taken by pods bound to the nodes: one 1-GPU pod per node plus the rest.
-    free = free_gpus_by_node(cluster)
+    # Every free GPU taken by pods bound to the nodes: one 1-GPU pod per node plus the rest. The GPUs
+    # of pods still terminating (an earlier scenario's namespace) are taken too, so that nothing
+    # comes free when they are gone: until then the nodes are overcommitted, and free reads 0.
+    free = free_gpus_by_node(cluster, terminating=False)
     assert sum(free.values()) >= 2, free
     ones = []
     for i, (node, gpus) in enumerate(sorted(free.items())):
@@ -270,8 +275,9 @@ def test_16b_a_job_runs_early_on_idle_gpus_only_when_gpus_are_free_and_the_pool_
     assert batch.read_namespaced_job("early", namespace).spec.suspend is True, reason
     until = time.monotonic() + 10
     while time.monotonic() < until:
+        assert sum(free_gpus_by_node(cluster).values()) == 0, "a GPU came free: the scenario's premise is gone"
         assert batch.read_namespaced_job("early", namespace).spec.suspend is True, "released with no GPU free"
-        assert (cluster.deployment_replicas(namespace, "chat-batch") or 0) == 0
+        assert (cluster.deployment_replicas(namespace, "chat-batch") or 0) == 0, "batch pool grown with no GPU free"
         time.sleep(1)
 
     # One GPU comes free: the Job is released onto it, and the pool stays at that one GPU though
