@@ -28,7 +28,7 @@ from conftest import Cluster, sample, wait_for
 from llmscale.api import LLMDeploymentSpec
 from llmscale.batch.requests import read_requests
 from llmscale.batch.size import batch_size
-from llmscale.controller.gpusfree import GpuReader, pool_gpus_free
+from llmscale.controller.gpusfree import READ_PERIOD_S, GpuReader, pool_gpus_free
 from llmscale.policy import Reason
 from test_scenarios import start_load
 
@@ -263,6 +263,9 @@ def test_16b_a_job_runs_early_on_idle_gpus_only_when_gpus_are_free_and_the_pool_
             cluster.core.create_namespaced_pod(namespace, hog(f"hog-{i}-one", node, 1))
             ones.append(f"hog-{i}-one")
     wait_for("no GPU free", lambda: sum(free_gpus_by_node(cluster).values()) == 0, 30)
+    # The operator reads the GPUs every READ_PERIOD_S: a read from before the hogs would still show
+    # GPUs free (the documented lag; docs/batch.md, "Limits"). The Job comes after a newer read.
+    time.sleep(READ_PERIOD_S + 3)
 
     load = start_load(cluster, namespace, rate_rps=0.5, duration_s=170)
     size = batch_size(read_requests(data / "early" / "requests.jsonl")).annotations()
