@@ -328,8 +328,10 @@ async def test_four_queries_per_read_with_the_pool_selector(canned: CannedPromet
     r = reader(canned.url)
     snap = await r.read(VLLM, TARGET, now=NOW)
     assert snap.window is not None and snap.window.promql == "60s"
-    assert canned.queries == list(r.queries_for(VLLM, TARGET, "60s").values())
-    sent = canned.queries[1]
+    wanted = r.queries_for(VLLM, TARGET, "60s")
+    assert canned.queries[0] == wanted["pods"], "the first query goes alone"
+    assert sorted(canned.queries) == sorted(wanted.values()), "each query once"
+    sent = wanted["rates"]
     assert 'llmscale_dev_deployment="chat"' in sent and 'llmscale_dev_pool="interactive"' in sent
     assert "rate(vllm:num_preemptions_total{" in sent, "the counter is read through rate(), never raw"
 
