@@ -283,7 +283,10 @@ def _start_operator(
         "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--kubeconfig", str(kubeconfig), *extra,
     ]
     # Status writes at most every second (default 60 s), so scenarios see the live signals.
-    env = {**os.environ, "LLMSCALE_STATUS_REFRESH_SECONDS": "1", "KUBECONFIG": str(kubeconfig), **(extra_env or {})}
+    # The GPUs-free read is off by default (a fixed set of GPU nodes turns it on): the local
+    # cluster's KWOK nodes are fixed, and scenario 16b releases a Job onto idle GPUs.
+    env = {**os.environ, "LLMSCALE_STATUS_REFRESH_SECONDS": "1", "LLMSCALE_READ_NODES": "true",
+           "KUBECONFIG": str(kubeconfig), **(extra_env or {})}
     with log_path.open("ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 

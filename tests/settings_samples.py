@@ -32,7 +32,7 @@ SAMPLES: dict[str, Sample] = {
     "namespaces": Sample("a,b", ("a", "b"), helm=("watch.allNamespaces=false", "watch.namespaces={a,b}")),
     "all_namespaces": Sample("1", True, helm=("watch.allNamespaces=true",)),
     "cluster_scanning": Sample("false", False),
-    "read_nodes": Sample("false", False),
+    "read_nodes": Sample("true", True),
     "tick_base_seconds": Sample("2.5", 2.5),
     "signal_history_seconds": Sample("1200", 1200.0),
     "status_refresh_seconds": Sample("30", 30.0),

@@ -546,7 +546,8 @@ class BatchSpec(_Model):
     signals are fresh, its latency within ``spec.slo``, none of its pods unschedulable, and GPUs
     stay free for a warm headroom more of interactive replicas. Batch gives them back first. Needs
     the GPUs free, which the operator reads from the nodes (cluster-wide list of nodes and pods:
-    Helm value operator.readNodes); without them only windows and deadlines release Jobs."""
+    Helm value operator.readNodes, off by default); without them only windows and deadlines release
+    Jobs."""
     scale_target_ref: ScaleTargetRef | None = None
     """The existing workload of the batch pool, scaled through ``/scale`` (required with
     ``spec.scaleTargetRef``, which makes llmscale create no workload; not allowed without it)."""

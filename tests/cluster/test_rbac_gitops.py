@@ -270,12 +270,13 @@ SERVING = "serving"
 
 @pytest.fixture(scope="class")
 def clusterwide(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
-    """The chart's cluster-wide install (ClusterRole) with leader election and two replicas; the
-    LLMDeployments' namespace enforces the "restricted" Pod Security Standard."""
+    """The chart's cluster-wide install (ClusterRole) with leader election, two replicas and the
+    GPUs-free read (operator.readNodes, off by default); the LLMDeployments' namespace enforces the
+    "restricted" Pod Security Standard."""
     cluster.create_namespace(SERVING, {"pod-security.kubernetes.io/enforce": "restricted",
                                        "pod-security.kubernetes.io/enforce-version": "latest"})
     inst = install(cluster, helm, tmp_path_factory.mktemp("clusterwide"), "llmscale-system",
-                   ["leaderElection.enabled=true", "replicaCount=2"], operators=2)
+                   ["leaderElection.enabled=true", "replicaCount=2", "operator.readNodes=true"], operators=2)
     try:
         yield inst
     finally:

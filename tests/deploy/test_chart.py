@@ -79,7 +79,7 @@ def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Pat
 
 def test_defaults_render_the_expected_objects(helm: Path) -> None:
     kinds = sorted(d["kind"] for d in template(helm))
-    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding",
                      "Deployment", "NetworkPolicy", "PriorityClass", "PriorityClass", "PriorityClass", "Service",
                      "ServiceAccount"]
 
@@ -241,8 +241,11 @@ def test_rbac_never_grants_wildcards_secrets_or_nodes(helm: Path) -> None:
 
 
 @pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
-def test_the_gpus_free_read_is_list_of_nodes_and_pods_and_can_be_turned_off(helm: Path, sets: list[str]) -> None:
-    docs = template(helm, *sets)
+def test_the_gpus_free_read_is_list_of_nodes_and_pods_and_off_by_default(helm: Path, sets: list[str]) -> None:
+    default = template(helm, *sets)
+    assert not [r for r in by_kind(default, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
+    assert _env(default)["LLMSCALE_READ_NODES"] == "false"
+    docs = template(helm, *sets, "operator.readNodes=true")
     (nodes,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
     assert rules(nodes) == NODE_RULES
     (binding,) = [b for b in by_kind(docs, "ClusterRoleBinding") if b["roleRef"]["name"] == nodes["metadata"]["name"]]

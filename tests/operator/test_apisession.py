@@ -80,6 +80,15 @@ def test_a_namespace_pattern_with_scanning_leaves_the_pool_unbounded(pattern: st
     assert exact_namespaces(("a", "b-1")) == frozenset({"a", "b-1"})
 
 
+def test_without_scanning_the_streams_follow_kopfs_own_rule_for_exact_names() -> None:
+    # Kopf 1.45 select_specific_namespaces: without scanning, "[" is no pattern and the name is
+    # watched as it is; the patterns with "*", "?", "!" or "," are dropped (review).
+    s = _settings(namespaces=("a", "team-[ab]", "team-*"), cluster_scanning=False)
+    one = _settings(namespaces=("a",), cluster_scanning=False)
+    streams = connection_budget(build_registry(s), s).streams
+    assert streams is not None and streams == 2 * connection_budget(build_registry(one), one).streams
+
+
 def test_the_request_budget_is_at_least_one() -> None:
     with pytest.raises(ValueError, match="api_requests"):
         _settings(namespaces=("a",), api_requests=0)

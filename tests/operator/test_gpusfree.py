@@ -4,6 +4,7 @@ yet bound; and the reader's answer when it cannot read."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -72,16 +73,33 @@ def test_only_ready_uncordoned_nodes_count_and_an_overcommitted_node_counts_zero
 
 
 def test_node_selector_and_taints_choose_the_nodes() -> None:
-    tainted = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-    cluster = cluster_gpus([node("h100", 8, labels={"gpu": "h100"}, taints=tainted),
+    dedicated = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    cluster = cluster_gpus([node("h100", 8, labels={"gpu": "h100"}, taints=dedicated),
                             node("a100", 8, labels={"gpu": "a100"}),
                             node("soft", 8, labels={"gpu": "h100"},
                                  taints=[{"key": "x", "effect": "PreferNoSchedule"}])], [])
     assert free_on_nodes(cluster, GPU, {"gpu": "h100"}) == 8  # the tainted one is not tolerated
-    assert free_on_nodes(cluster, GPU, {"gpu": "h100"}, [("nvidia.com/gpu", "Exists", "", "")]) == 16
+    assert free_on_nodes(cluster, GPU, {"gpu": "h100"}, [("dedicated", "Exists", "", "")]) == 16
     assert free_on_nodes(cluster, GPU, {}, [("", "Exists", "", "")]) == 24
     assert free_on_nodes(cluster, GPU, {"gpu": "v100"}) == 0
     assert free_on_nodes(cluster, "amd.com/gpu", {}) == 0
+
+
+@pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
+def test_a_taint_keyed_by_the_gpu_resource_is_tolerated_as_the_admission_plugin_does(effect: str) -> None:
+    """GKE taints every GPU node nvidia.com/gpu=present:NoSchedule; pods requesting nvidia.com/gpu get
+    the toleration from the ExtendedResourceToleration admission plugin, so templates carry none.
+    Read as untolerated, every GPU node counted 0 free and no batch pool could grow (review)."""
+    gke = [{"key": GPU, "value": "present", "effect": effect}]
+    cluster = cluster_gpus([node("g1", 8, taints=gke), node("g2", 8, taints=[*gke, {"key": "team", "value": "a",
+                                                                                    "effect": "NoSchedule"}])],
+                           [pod("g1", 3)])
+    assert free_on_nodes(cluster, GPU, {}) == 5, "the resource's own taint is tolerated"
+    assert free_on_nodes(cluster, GPU, {}, [("team", "Equal", "a", "NoSchedule")]) == 13
+    assert pool_gpus_free(cluster, spec(), "ns", "chat", 0, 0) == 5
+    amd = cluster_gpus([{**node("m1", 0, taints=gke), "status": {
+        "allocatable": {"amd.com/gpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}}], [])
+    assert free_on_nodes(amd, "amd.com/gpu", {}) == 0, "another resource's taint still needs a toleration"
 
 
 @pytest.mark.parametrize(
@@ -213,3 +231,41 @@ def test_a_template_of_the_wrong_shape_reads_as_no_placement() -> None:
     odd = spec().model_copy(update={"template": {"spec": {"nodeSelector": ["gpu"], "tolerations": "all"}}})
     assert pool_gpus_free(cluster, odd, "ns", "chat", 0, 0) == 8
     assert pool_gpus_free(cluster, spec().model_copy(update={"template": {"spec": "x"}}), "ns", "chat", 0, 0) == 8
+
+
+async def test_a_stale_read_is_said_once_and_a_stopped_reader_stays_stopped(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    reader = _Listed(now)
+    with caplog.at_level(logging.INFO, logger="llmscale.controller.gpusfree"):
+        assert await reader.read_once() is not None
+        now[0] += 5 * 15.0
+        assert reader.latest() is None and reader.latest() is None
+    stale = [r.getMessage() for r in caplog.records]
+    assert len(stale) == 1 and "has not read the nodes for more than 60 s" in stale[0], stale
+    assert reader.unknown_because is not None and "60 s" in reader.unknown_because
+    await reader.stop()
+    assert reader.free(spec(), "ns", "chat", 0, 0) is None
+    assert reader._task is None, "a tick after the cleanup does not start the read again"
+
+
+async def test_an_unexpected_failure_of_a_read_keeps_the_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = _Listed([0.0])
+    calls: list[float] = []
+
+    def broken() -> ClusterGPUs:
+        calls.append(1.0)
+        raise KeyError("items")
+
+    monkeypatch.setattr(reader, "_read_sync", broken)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 3:
+            raise asyncio.CancelledError
+
+    monkeypatch.setattr("llmscale.controller.gpusfree.asyncio.sleep", sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await reader.run()
+    assert slept == [15.0, 15.0, 15.0] and len(calls) == 3, "one read a period, not a busy loop"
+    assert reader.unknown_because is not None and "KeyError" in reader.unknown_because

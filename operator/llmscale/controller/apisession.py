@@ -119,7 +119,9 @@ def connection_budget(registry: kopf.OperatorRegistry, settings: OperatorSetting
     if names is None:
         if settings.cluster_scanning:
             return ConnectionBudget(None, settings.api_requests)
-        names = frozenset(p for p in settings.namespaces if exact_namespaces((p,)) is not None)
+        # Kopf's own rule without scanning (``select_specific_namespaces``): ``[`` is no pattern
+        # there, so such a name is watched as it is and its streams are counted.
+        names = frozenset(p for p in settings.namespaces if not any(c in p for c in "*?!,"))
     return ConnectionBudget(len(names) * (resources + peering) + observers, settings.api_requests)
 
 

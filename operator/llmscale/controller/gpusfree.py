@@ -82,6 +82,9 @@ STALE_AFTER_READS = 4
 #: The field selector of the pods that hold resources on a node (as ``kubectl describe node``).
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 _PAGE = 500
+#: ``(connect, read)`` timeouts of one page, seconds: a hung connection fails the read (the GPUs
+#: free turn unknown) instead of holding the reader's thread for ever.
+_TIMEOUT_S = (5.0, 30.0)
 #: Taint effects that keep a pod off a node (``PreferNoSchedule`` only prefers).
 _BLOCKING = frozenset({"NoSchedule", "NoExecute"})
 
@@ -214,7 +217,10 @@ def free_on_nodes(cluster: ClusterGPUs, resource: str, selector: Mapping[str, st
             continue
         if any(node.labels.get(k) != v for k, v in selector.items()):
             continue
-        if not all(tolerates(tolerations, taint) for taint in node.taints):
+        # A taint keyed by the resource itself (GKE's nvidia.com/gpu=present:NoSchedule) is
+        # tolerated by every pod that requests it: the ExtendedResourceToleration admission plugin
+        # adds the toleration (kubernetes plugin/pkg/admission/extendedresourcetoleration).
+        if not all(taint[0] == resource or tolerates(tolerations, taint) for taint in node.taints):
             continue
         free += max(0.0, node.allocatable[resource] - cluster.used.get(node.name, {}).get(resource, 0.0))
     return free
@@ -241,7 +247,8 @@ def _pages(call: Callable[..., Any], **kwargs: Any) -> Iterator[dict[str, Any]]:
     """Every item of a paginated list, one page (``_PAGE`` items) parsed at a time."""
     token: str | None = None
     while True:
-        response = call(limit=_PAGE, _continue=token, _preload_content=False, **kwargs)
+        response = call(limit=_PAGE, _continue=token, _preload_content=False, _request_timeout=_TIMEOUT_S,
+                        **kwargs)
         try:
             page = json.loads(response.data)
         finally:
@@ -278,6 +285,7 @@ class GpuReader:
         #: Why the GPUs free are unknown now (``None``: they are known, or not read yet).
         self.unknown_because: str | None = None if api_client is not None else "the node read is off (read_nodes)"
         self._logged: str | None = None
+        self._stopped = False
 
     def _now(self) -> float:
         return self._loop_time() if self._loop_time is not None else asyncio.get_running_loop().time()
@@ -287,6 +295,7 @@ class GpuReader:
         if self._latest is None or self._latest_at is None:
             return None
         if self._now() - self._latest_at > STALE_AFTER_READS * self.period_s:
+            self._unknown(f"has not read the nodes for more than {STALE_AFTER_READS * self.period_s:g} s")
             return None
         return self._latest
 
@@ -312,11 +321,12 @@ class GpuReader:
 
     def start(self) -> None:
         """Start the periodic read in the running event loop, unless it runs already or is off."""
-        if self._core is not None and (self._task is None or self._task.done()):
+        if self._core is not None and not self._stopped and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self.run(), name="llmscale-gpu-reader")
 
     async def stop(self) -> None:
-        """Stop the periodic read (idempotent)."""
+        """Stop the periodic read for good (idempotent): a tick afterwards does not start it again."""
+        self._stopped = True
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -326,7 +336,10 @@ class GpuReader:
     async def run(self) -> None:
         """Read every ``period_s`` until cancelled; never raises otherwise."""
         while True:
-            await self.read_once()
+            try:
+                await self.read_once()
+            except Exception as exc:  # a bug in the read must not turn the period into a busy loop
+                self._unknown(f"failed to read the nodes: {exc!r}")
             await asyncio.sleep(self.period_s)
 
     async def read_once(self) -> ClusterGPUs | None:

@@ -147,14 +147,17 @@ class OperatorSettings(BaseSettings):
         "names: the operator then watches exactly those namespaces and must start after the CRD.",
     )
     read_nodes: bool = Field(
-        True,
-        title="read nodes and bound pods cluster-wide for the GPUs free (off: no cluster-wide list)",
+        False,
+        title="read nodes and bound pods cluster-wide for the GPUs free (off by default)",
         description="List the nodes and the pods bound to them, cluster-wide, once per 15 s (one shared "
         "read, whatever the number of LLMDeployments), so that the batch planner knows the GPUs free: "
         "batch Jobs are released onto idle GPUs before a window (spec.batch.releaseOnIdleCapacity) and "
         "the batch pool never grows past the GPUs free. Needs list on nodes and pods cluster-wide (the "
         "chart's ClusterRole <release>-nodes). Off: the GPUs free are unknown, windows and deadlines "
-        "alone release Jobs, and the operator needs no cluster-wide pod or node access.",
+        "alone release Jobs, and the operator needs no cluster-wide pod or node access. Off by "
+        "default: listing pods cluster-wide reads every pod spec (its env included), and on a cluster "
+        "whose GPU nodes are added on demand (Cluster Autoscaler, Karpenter) the bound would keep a "
+        "window's batch pool from asking for nodes; turn it on for a fixed set of GPU nodes.",
     )
 
     # --- how it ticks ---------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import logging
 import re
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -167,8 +167,10 @@ class PrometheusSignalReader:
         )
         self._executor = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="llmscale-signals")
         # The queries of one read sent together (:meth:`_ask`): a pool apart from the reads' own
-        # threads, which wait on them, so a read never waits for a thread another read holds.
-        self._queries = ThreadPoolExecutor(len(GROUPS) - 1, thread_name_prefix="llmscale-queries")
+        # threads, which wait on them; three per read thread, so reads in parallel never queue.
+        self._queries = ThreadPoolExecutor(
+            self.settings.max_workers * (len(GROUPS) - 1), thread_name_prefix="llmscale-queries"
+        )
         self._lock = threading.Lock()
         self._interval: tuple[float | None, str, float] | None = None  # (seconds, source, read at)
 
@@ -541,6 +543,9 @@ class PrometheusSignalReader:
             except _Failed as exc:
                 answer.failed[group] = exc.why
                 fatal = fatal or (exc.why if exc.fatal else None)
+                continue
+            except CancelledError:  # close() cancelled it: the operator is stopping
+                answer.failed[group] = "the reader was closed before the query was sent"
                 continue
             parse_group(answer, group, result, self.settings.labels)
         if fatal is not None:  # the same cause, told alike (the wake query is then not sent)
