@@ -292,7 +292,10 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
         opens += timedelta(minutes=1)
     closes = opens + timedelta(minutes=1)
     window = {"start": opens.strftime("%H:%M"), "end": closes.strftime("%H:%M"), "timezone": "UTC"}
-    cluster.apply(namespace, sample(batch={"windows": [window], "replicas": 1}))
+    # Windows only: with the operator's read of the nodes (the e2e operator has it on), the local
+    # cluster's idle GPUs would keep the Job running after the window (releaseOnIdleCapacity;
+    # e2e/test_batch.py::test_16b covers that).
+    cluster.apply(namespace, sample(batch={"windows": [window], "replicas": 1, "releaseOnIdleCapacity": False}))
     # A suspended Job labelled for chat; its container is not the batch client, so nothing runs in
     # its pod (the pod runner runs only `llmscale batch run`). Due in two days: tomorrow's window
     # comes before its deadline, so it can wait for it once today's closes (with the default 24 h
