@@ -570,46 +570,55 @@ async def _replay_and_watch(stack: Any, trace: Trace, speedup: float, cfg: DemoC
 
     last_print = -1e9
     live = Live(console=console, auto_refresh=False) if console.is_terminal else None
-    with live if live is not None else contextlib.nullcontext():
-        while not replay_task.done():
-            now = time.time()
-            t = time.monotonic() - t0
-            snap = await reader.read(profile, target, now)
-            try:
-                st = await asyncio.to_thread(_status, stack)
-                gpus = await asyncio.to_thread(_gpus, stack, per_gpu)
-            except DemoError:
-                st, gpus = {}, 0
-            reps = st.get("replicas", {})
-            backlog = st.get("batch") or {}
-            arrivals = float(np.count_nonzero((offsets > t - 10) & (offsets <= t))) / 10.0
-            day_hours = cfg.start_hour + t * speedup / 3600.0
-            hour = day_hours % 24.0
-            # The day's Jobs, created suspended as the compressed clock passes their hour.
-            for name, at, annotations in jobs:
-                if name not in run.jobs_created and day_hours >= at + (24.0 if at < cfg.start_hour else 0.0):
-                    manifest = batch_job_manifest(name, Path(stack.state_dir) / "batch-data", annotations,
-                                                  int(spec["engine"].get("port", 8000)))
-                    with contextlib.suppress(DemoError):
-                        await asyncio.to_thread(_kubectl, stack, "apply", "--server-side",
-                                                "--field-manager=llmscale-demo", "-f", "-",
-                                                input=yaml.safe_dump(manifest))
-                        run.jobs_created.append(name)
-            s = Sample(t, hour, arrivals, snap.queue_depth, snap.kv_cache_utilization, snap.ttft_p95_s,
-                       reps.get("desired"), reps.get("ready"), reps.get("headroom"), reps.get("batch"),
-                       reps.get("batchReady"), gpus, backlog.get("tokensOutstanding"), backlog.get("jobsWaiting"),
-                       backlog.get("jobsRunning"), backlog.get("jobsDone"))
-            run.samples.append(s)
-            if live is not None:
-                live.update(table(s), refresh=True)
-            elif t - last_print >= 10:  # not a terminal (CI, a log file): one line every 10 s
-                last_print = t
-                print(f"[{t:5.0f} s, day {int(hour):02d}:{int(hour % 1 * 60):02d}] arrivals {arrivals:.1f}/s "
-                      f"queue {_fmt(s.queue, '.0f')} KV {_fmt(s.kv, '.2f')} TTFT p95 {_fmt(s.ttft_p95_s, '.2f')} s | "
-                      f"desired {_fmt(s.desired, 'd')} ready {_fmt(s.ready, 'd')} headroom {_fmt(s.headroom, 'd')} "
-                      f"batch {_fmt(s.batch, 'd')} backlog {_fmt(s.backlog_tokens, ',.0f')} tokens, "
-                      f"{_fmt(s.jobs_done, 'd')}/{len(run.jobs_created)} Jobs done", flush=True)
-            await asyncio.wait({replay_task}, timeout=2.0)
+    # Watch until the replay is over and, after it, until every Job created is done or the
+    # window has been closed for 30 s: the window can open as late as the day's last minute (it
+    # starts on a whole wall minute), and a replay that ran out of requests first used to end the
+    # demo with the Jobs' work written but not yet counted done.
+    jobs_done: int | None = None
+    while not replay_task.done() or (
+        time.monotonic() - t0 < deadline and (jobs_done is None or jobs_done < len(run.jobs_created))
+    ):
+        now = time.time()
+        t = time.monotonic() - t0
+        snap = await reader.read(profile, target, now)
+        try:
+            st = await asyncio.to_thread(_status, stack)
+            gpus = await asyncio.to_thread(_gpus, stack, per_gpu)
+        except DemoError:
+            st, gpus = {}, 0
+        reps = st.get("replicas", {})
+        backlog = st.get("batch") or {}
+        arrivals = float(np.count_nonzero((offsets > t - 10) & (offsets <= t))) / 10.0
+        day_hours = cfg.start_hour + t * speedup / 3600.0
+        hour = day_hours % 24.0
+        # The day's Jobs, created suspended as the compressed clock passes their hour.
+        for name, at, job_annotations in jobs:
+            if name not in run.jobs_created and day_hours >= at + (24.0 if at < cfg.start_hour else 0.0):
+                manifest = batch_job_manifest(name, Path(stack.state_dir) / "batch-data", job_annotations,
+                                              int(spec["engine"].get("port", 8000)))
+                with contextlib.suppress(DemoError):
+                    await asyncio.to_thread(_kubectl, stack, "apply", "--server-side",
+                                            "--field-manager=llmscale-demo", "-f", "-",
+                                            input=yaml.safe_dump(manifest))
+                    run.jobs_created.append(name)
+        s = Sample(t, hour, arrivals, snap.queue_depth, snap.kv_cache_utilization, snap.ttft_p95_s,
+                   reps.get("desired"), reps.get("ready"), reps.get("headroom"), reps.get("batch"),
+                   reps.get("batchReady"), gpus, backlog.get("tokensOutstanding"), backlog.get("jobsWaiting"),
+                   backlog.get("jobsRunning"), backlog.get("jobsDone"))
+        run.samples.append(s)
+        jobs_done = s.jobs_done
+        if live is not None:
+            live.update(table(s), refresh=True)
+        elif t - last_print >= 10:  # not a terminal (CI, a log file): one line every 10 s
+            last_print = t
+            print(f"[{t:5.0f} s, day {int(hour):02d}:{int(hour % 1 * 60):02d}] arrivals {arrivals:.1f}/s "
+                  f"queue {_fmt(s.queue, '.0f')} KV {_fmt(s.kv, '.2f')} TTFT p95 {_fmt(s.ttft_p95_s, '.2f')} s | "
+                  f"desired {_fmt(s.desired, 'd')} ready {_fmt(s.ready, 'd')} headroom {_fmt(s.headroom, 'd')} "
+                  f"batch {_fmt(s.batch, 'd')} backlog {_fmt(s.backlog_tokens, ',.0f')} tokens, "
+                  f"{_fmt(s.jobs_done, 'd')}/{len(run.jobs_created)} Jobs done", flush=True)
+        await asyncio.wait({replay_task}, timeout=2.0)
+        if replay_task.done():
+            await asyncio.sleep(2.0)
     return replay_task.result()
 
 
