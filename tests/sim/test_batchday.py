@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
+from tests.sim.batchday_spec import ROOT, WINDOW_OPENS_H, trough_spec
 
-from llmscale.api import LLMDeployment, LLMDeploymentSpec
+from llmscale.api import LLMDeploymentSpec
 from llmscale.data import trace_path
 from llmscale.sim.batchday import MODES, BatchDay, JobGate, batch_day, run_batch_day
 from llmscale.sim.runner import Scenario
@@ -25,14 +25,9 @@ from llmscale.sim.trace import Trace, load_azure_csv
 #: can pass the suite's 300 s per-test limit, which counts a module fixture's setup in its first test.
 pytestmark = pytest.mark.timeout(900)
 
-ROOT = Path(__file__).resolve().parents[2]
-WINDOW_OPENS_H = 24.0  # 00:00 UTC of the second day: the window 00:00–06:00
-
 
 def _spec() -> LLMDeploymentSpec:
-    doc = yaml.safe_load((ROOT / "benchmarks" / "chat-llama-70b-h100.yaml").read_text())
-    doc["spec"]["batch"] = {"maxReplicas": 8, "windows": [{"start": "00:00", "end": "06:00", "timezone": "UTC"}]}
-    return LLMDeployment.model_validate(doc).spec
+    return trough_spec(8)
 
 
 @pytest.fixture(scope="module")

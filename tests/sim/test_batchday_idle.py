@@ -6,13 +6,12 @@ Small: 1 request/s at the peak, three Jobs, 32 h. The trace: Azure LLM inference
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from tests.sim.batchday_spec import WINDOW_OPENS_H, trough_spec
 
-from llmscale.api import LLMDeployment, LLMDeploymentSpec
+from llmscale.api import LLMDeploymentSpec
 from llmscale.data import trace_path
 from llmscale.sim.batchday import BatchDay, BatchDayPolicy, batch_day, run_batch_day
 from llmscale.sim.runner import Scenario
@@ -20,14 +19,9 @@ from llmscale.sim.trace import load_azure_csv
 
 pytestmark = pytest.mark.timeout(600)
 
-ROOT = Path(__file__).resolve().parents[2]
-WINDOW_OPENS_H = 24.0  # 00:00 UTC of the second day: the window 00:00–06:00
-
 
 def _spec() -> LLMDeploymentSpec:
-    doc = yaml.safe_load((ROOT / "benchmarks" / "chat-llama-70b-h100.yaml").read_text())
-    doc["spec"]["batch"] = {"maxReplicas": 4, "windows": [{"start": "00:00", "end": "06:00", "timezone": "UTC"}]}
-    return LLMDeployment.model_validate(doc).spec
+    return trough_spec(4)
 
 
 @pytest.fixture(scope="module")
