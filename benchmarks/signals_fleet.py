@@ -22,7 +22,7 @@ from typing import Any
 from llmscale.signals import PoolTarget, RateWindow, get_profile
 from llmscale.signals.answer import FleetAnswer, parse_group
 from llmscale.signals.assemble import assemble
-from llmscale.signals.queries import GROUPS, SIGNAL_LABEL, SelectorLabels
+from llmscale.signals.queries import GROUP_OF, GROUPS, POOL_GROUP, SIGNAL_LABEL, SelectorLabels
 
 PROFILE = get_profile("vllm")
 LABELS = SelectorLabels()
@@ -37,11 +37,11 @@ POD_VALUES = {
     "running_min": 30.0,
 }
 RATE_VALUES = {signal: 1.5 for signal in GROUPS["rates"] if signal != "prefix_cache_hit_rate_gauge"}
-POOL_VALUES = {signal: 0.4 for signal in GROUPS["pools"]}
+POOL_VALUES = {signal: 0.4 for signal in POOL_GROUP}
 
 
 def answers(pools: list[PoolTarget], pods: int) -> dict[str, str]:
-    """The JSON bodies' ``data.result`` of the four groups for ``pools``, as JSON text (every metric
+    """The JSON bodies' ``data.result`` of the query groups for ``pools``, as JSON text (every metric
     exported, so the ``absent`` group answers no series)."""
     out: dict[str, list[Any]] = {group: [] for group in GROUPS}
 
@@ -60,7 +60,8 @@ def answers(pools: list[PoolTarget], pods: int) -> dict[str, str]:
             pod = f"{pool.deployment}-{pool.pool}-{i}"
             out["pods"] += [series(pool, s, v, pod=pod) for s, v in POD_VALUES.items()]
             out["rates"] += [series(pool, s, v, pod=pod) for s, v in RATE_VALUES.items()]
-        out["pools"] += [series(pool, s, v) for s, v in POOL_VALUES.items()]
+        for s, v in POOL_VALUES.items():
+            out[GROUP_OF[s]].append(series(pool, s, v))
     return {group: json.dumps(result) for group, result in out.items()}
 
 
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     }
     print(f"{args.deployments} LLMDeployments, {len(pools)} pools, {args.pods} pods a pool")
     print(
-        f"answers: {series} series, {size / 2**20:.1f} MiB of JSON in 4 queries (per-pool reads: {4 * len(pools)} queries)"
+        f"answers: {series} series, {size / 2**20:.1f} MiB of JSON in {len(GROUPS)} queries (per-pool reads: {len(GROUPS) * len(pools)} queries)"
     )
     print(
         f"fleet read, decode + split + assemble: {fleet_s * 1000:.0f} ms a tick ({fleet_s / len(pools) * 1e6:.0f} µs a pool)"

@@ -38,7 +38,7 @@ from tests.signals.conftest import CannedPrometheus, series
 
 from llmscale.policy import Reason
 from llmscale.signals import PrometheusSignalReader, ReaderSettings
-from llmscale.signals.queries import GROUPS, WAKE_LABEL
+from llmscale.signals.queries import GROUP_OF, GROUPS, SIGNAL_LABEL, WAKE_LABEL
 
 R = Reason
 #: The canned answers' evaluation time: the operator's fake wall clock.
@@ -86,12 +86,13 @@ def engine_pod(
 
 
 def answers(*parts: dict[str, list[Any]], pools: list[Any] | None = None) -> dict[str, list[Any]]:
-    """The series of each query group: the engines' parts joined, and the per-pool ``pools``."""
+    """The series of each query group: the engines' parts joined, and the per-pool series ``pools``."""
     out: dict[str, list[Any]] = {group: [] for group in GROUPS}
     for part in parts:
         for group, items in part.items():
             out[group] += items
-    out["pools"] += pools or []
+    for item in pools or []:  # each per-pool series to its histogram's query
+        out[GROUP_OF[item["metric"][SIGNAL_LABEL]]].append(item)
     return out
 
 

@@ -13,6 +13,7 @@ import pytest
 from llmscale.signals import PoolTarget, RateWindow, SignalSnapshot, get_profile
 from llmscale.signals.answer import UNATTRIBUTED, FleetAnswer
 from llmscale.signals.assemble import assemble
+from llmscale.signals.queries import POOL_GROUPS
 
 POOL = PoolTarget("ml", "chat", "interactive")
 VLLM = get_profile("vllm")
@@ -302,7 +303,10 @@ def test_missing_histogram_is_not_quiet() -> None:
     [
         pytest.param("pods", ("queue_depth", "kv_cache_utilization", "preemption_rate"), id="pods-query"),
         pytest.param("rates", ("preemption_rate", "request_rate"), id="rates-query"),
-        pytest.param("pools", ("ttft_p95_s", "prompt_tokens_p95"), id="pools-query"),
+        pytest.param("ttft", ("ttft_p95_s",), id="ttft-query"),
+        pytest.param("itl", ("itl_p95_s",), id="itl-query"),
+        pytest.param("prompt", ("prompt_tokens_p95", "prompt_tokens_p90"), id="prompt-query"),
+        pytest.param("generation", ("generation_tokens_p95",), id="generation-query"),
     ],
 )
 def test_failed_query_names_itself_on_its_signals(group: str, signals: tuple[str, ...]) -> None:
@@ -315,6 +319,26 @@ def test_failed_query_names_itself_on_its_signals(group: str, signals: tuple[str
     assert s.error is not None and f"{group} query failed: HTTP Status Code 422" in s.error
     for name in signals:
         assert f"{group} query failed" in s.unknown[name], name
+
+
+@pytest.mark.parametrize("group", list(POOL_GROUPS))
+def test_a_failed_histogram_query_costs_only_its_own_signals(group: str) -> None:
+    # Issue 14: the four per-pool quantiles were one query; when it passed the HTTP timeout every
+    # pool lost TTFT, ITL and the token quantiles at once. Each histogram is a query of its own now.
+    s = snap(fleet({"a": busy()}, failed={group: "Read timed out. (read timeout=5.0)"}))
+    lost = {name for name, why in s.unknown.items() if "query failed" in why}
+    assert lost == set(POOL_GROUPS[group]) - {"ttft_observations_rate", "itl_observations_rate"}
+    mix = s.workload
+    kept = {
+        "ttft_p95_s": s.ttft_p95_s,
+        "itl_p95_s": s.itl_p95_s,
+        "prompt_tokens_p95": mix.prompt_tokens_p95,
+        "prompt_tokens_p90": mix.prompt_tokens_p90,
+        "generation_tokens_p95": mix.generation_tokens_p95,
+        "generation_tokens_p90": mix.generation_tokens_p90,
+    }
+    assert all(value is not None for name, value in kept.items() if name not in lost), kept
+    assert s.queue_depth is not None and s.preemption_rate is not None
 
 
 def test_rejected_value_of_one_pod_makes_the_pool_gauge_unknown() -> None:

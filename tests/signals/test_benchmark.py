@@ -28,5 +28,5 @@ def test_fleet_benchmark_runs_on_a_small_case() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "5 LLMDeployments, 10 pools, 2 pods a pool" in done.stdout
-    assert "in 4 queries (per-pool reads: 40 queries)" in done.stdout
+    assert "in 7 queries (per-pool reads: 70 queries)" in done.stdout
     assert "ms a tick" in done.stdout and "× the fleet read" in done.stdout

@@ -19,7 +19,7 @@ from llmscale.signals import (
     get_profile,
 )
 from llmscale.signals.answer import FleetAnswer, parse_group
-from llmscale.signals.queries import GROUPS, SelectorLabels
+from llmscale.signals.queries import GROUP_OF, GROUPS, POOL_GROUPS, SelectorLabels, fleet_queries
 
 TARGET = PoolTarget(namespace="ml", deployment="chat", pool="interactive")
 VLLM = get_profile("vllm")
@@ -66,7 +66,8 @@ def results(
     for signal, value in pod_values.items():
         group = "pods" if signal in GROUPS["pods"] else "rates"
         out[group].append(series(signal, value, pod="a"))
-    out["pools"] = [series(signal, value) for signal, value in pool_values.items()]
+    for signal, value in pool_values.items():
+        out[GROUP_OF[signal]].append(series(signal, value))
     return out
 
 
@@ -94,7 +95,7 @@ def give(canned: CannedPrometheus, groups: dict[str, list[Any]]) -> None:
 
 
 def reader(url: str, **settings: Any) -> PrometheusSignalReader:
-    # The scrape interval is set, so the reader sends only the four queries of a read.
+    # The scrape interval is set, so the reader sends only the seven queries of a read.
     return PrometheusSignalReader(url, settings=ReaderSettings(**{"scrape_interval": "15s", **settings}))
 
 
@@ -173,7 +174,7 @@ ANSWER_CASES = [
         id="series-without-signal-label-ignored",
     ),
     pytest.param(
-        with_extra(results(), "pools", {"metric": {**POOL, "llmscale_signal": "itl_p95_s"}}),
+        with_extra(results(), "itl", {"metric": {**POOL, "llmscale_signal": "itl_p95_s"}}),
         {"itl_p95_s": None, "error": "itl_p95_s: several series"},
         id="series-without-value-is-rejected",
     ),
@@ -230,7 +231,7 @@ async def test_answer_is_parsed_defensively(
             assert got is not None and want in got, (key, got)
         else:
             assert got == (pytest.approx(want) if isinstance(want, float) else want), (key, got)
-    assert together(canned.groups) == together(["pods", "rates", "absent", "pools"])
+    assert together(canned.groups) == together(["pods", *sorted(SENT_TOGETHER)])
 
 
 FAILURE_CASES = [
@@ -245,14 +246,14 @@ FAILURE_CASES = [
         400,
         '{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected"}',
         "parse error",
-        4,
+        len(GROUPS),
         id="bad-query-status-error-400",
     ),
     pytest.param(
         422,
         '{"status":"error","errorType":"execution","error":"query processing would load too many samples"}',
         "too many samples",
-        4,
+        len(GROUPS),
         id="execution-error-422",
     ),
     pytest.param(
@@ -267,7 +268,7 @@ FAILURE_CASES = [
         200,
         json.dumps({"status": "success", "data": {"resultType": "scalar", "result": [EVAL, "1"]}}),
         "a scalar, not a vector",
-        4,
+        len(GROUPS),
         id="scalar-instead-of-vector",
     ),
     pytest.param(
@@ -313,7 +314,7 @@ async def test_gateway_503_is_retried_once(canned: CannedPrometheus) -> None:
     canned.answer(canned.raw("busy", status=503), healthy, group="pods")
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     assert snap.error is None and snap.queue_depth == 14.0
-    assert together(canned.groups) == together(["pods", "pods", "rates", "absent", "pools"])
+    assert together(canned.groups) == together(["pods", "pods", *sorted(SENT_TOGETHER)])
 
 
 async def test_gateway_503_twice_names_the_status(canned: CannedPrometheus) -> None:
@@ -323,7 +324,7 @@ async def test_gateway_503_twice_names_the_status(canned: CannedPrometheus) -> N
     assert len(canned.queries) == 2
 
 
-async def test_four_queries_per_read_with_the_pool_selector(canned: CannedPrometheus) -> None:
+async def test_seven_queries_per_read_with_the_pool_selector(canned: CannedPrometheus) -> None:
     give(canned, results())
     r = reader(canned.url)
     snap = await r.read(VLLM, TARGET, now=NOW)
@@ -336,8 +337,8 @@ async def test_four_queries_per_read_with_the_pool_selector(canned: CannedPromet
     assert "rate(vllm:num_preemptions_total{" in sent, "the counter is read through rate(), never raw"
 
 
-async def test_fleet_read_splits_one_answer_per_pool_with_four_queries(canned: CannedPrometheus) -> None:
-    # Issue 14: three pools, one engine profile -> four queries, whatever the number of pools.
+async def test_fleet_read_splits_one_answer_per_pool_with_seven_queries(canned: CannedPrometheus) -> None:
+    # Issue 14: three pools, one engine profile -> seven queries, whatever the number of pools.
     groups = results()
     batch = {"llmscale_dev_pool": "batch"}
     groups["pods"] += [
@@ -360,7 +361,7 @@ async def test_fleet_read_splits_one_answer_per_pool_with_four_queries(canned: C
         ],
         now=NOW,
     )
-    assert together(canned.groups) == together(["pods", "rates", "absent", "pools"])
+    assert together(canned.groups) == together(["pods", *sorted(SENT_TOGETHER)])
     assert 'llmscale_dev_deployment!=""' in canned.queries[0], "fleet-wide selector"
     assert snaps[TARGET].queue_depth == 14.0 and snaps[batch_target].queue_depth == 2.0
     assert snaps[missing].queue_depth is None and snaps[missing].replicas_reporting == 0
@@ -371,8 +372,10 @@ async def test_fleet_read_sends_one_query_set_per_profile(canned: CannedPromethe
     r = reader(canned.url)
     sglang = PoolTarget("ml", "code", "interactive")
     await r.read_fleet([PoolRequest(TARGET, VLLM), PoolRequest(sglang, get_profile("sglang"))], now=NOW)
-    assert len(canned.queries) == 8
-    assert sum("sglang:" in q for q in canned.queries) == 4 and sum("vllm:" in q for q in canned.queries) == 4
+    per_profile = {name: len(fleet_queries(get_profile(name))) for name in ("vllm", "sglang")}
+    assert len(canned.queries) == sum(per_profile.values())
+    assert sum("sglang:" in q for q in canned.queries) == per_profile["sglang"]
+    assert sum("vllm:" in q for q in canned.queries) == per_profile["vllm"]
 
 
 # -- the scrape interval and the window ------------------------------------------------------------
@@ -517,7 +520,7 @@ async def test_sglang_idle_pool_reads_zero_retractions(canned: CannedPrometheus)
         ],
         "rates": [],
         "absent": [series("absent", "1", pod="a", llmscale_metric=n) for n in sglang.counters.values()],
-        "pools": [],
+        **{group: [] for group in POOL_GROUPS},
     }
     give(canned, groups)
     snap = await reader(canned.url).read(sglang, TARGET, now=NOW)
@@ -576,7 +579,7 @@ async def test_wake_query_answers(
     else:
         assert why in snap.unknown["wake_demand"], snap.unknown
     assert snap.queue_depth == 14.0, "the engines' signals are read as ever"
-    assert together(canned.groups) == together(["pods", "rates", "absent", "pools", "other"])
+    assert together(canned.groups) == together(["pods", *sorted(SENT_TOGETHER), "other"])
     assert 'service="chat"' in canned.queries[-1] and 'namespace="ml"' in canned.queries[-1]
 
 
@@ -607,7 +610,7 @@ async def test_pools_without_a_wake_query_send_none(canned: CannedPrometheus) ->
 
 async def test_the_queries_after_the_first_are_sent_together(canned: CannedPrometheus) -> None:
     # Issue 14: at 1,000 pods the four queries one after the other took 11.9 s, past the 10 s a
-    # tick waits; the three after the first are in flight at once, the first goes alone.
+    # tick waits; the queries after the first are in flight at once, the first goes alone.
     give(canned, results())
     for group in SENT_TOGETHER:
         canned.answers[group] = [canned.raw(canned.answers[group][0].body, delay_s=0.3)]

@@ -60,7 +60,7 @@ def test_every_group_is_valid_promql_with_its_signals(name: str, scope: PoolTarg
 
 def test_fleet_query_count_does_not_grow_with_pools() -> None:
     # Issue 14: a constant number of queries per tick, whatever the number of pools.
-    assert len(fleet_queries(get_profile("vllm"))) == 4
+    assert len(fleet_queries(get_profile("vllm"))) == 7
     assert 'llmscale_dev_deployment!="", llmscale_dev_pool!=""' in fleet_queries(get_profile("vllm"))["pods"]
 
 

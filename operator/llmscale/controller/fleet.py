@@ -2,7 +2,7 @@
 source's own threads; each object's tick takes the newest snapshot of its pool.
 
 Why one reader for the fleet rather than a read per tick: the signals of all pools come from a
-constant number of Prometheus queries per period (four per engine profile in use, plus one for all
+constant number of Prometheus queries per period (seven per engine profile in use, plus one for all
 wake queries; ``llmscale.signals.prometheus``), whatever the number of LLMDeployments, and the
 reads run on the source's own executor (``ReaderSettings.max_workers`` threads), never in the
 event loop's default executor where the Kubernetes writes run, so applies can never starve them.

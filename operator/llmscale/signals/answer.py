@@ -61,6 +61,7 @@ class FleetAnswer:
         problems: ``pool -> lines`` of rejected values (:data:`UNATTRIBUTED` for series without
             pool labels).
         failed: ``group -> why`` for every query group that gave no usable answer.
+        asked: the query groups sent (a profile without a histogram sends no query for it).
     """
 
     evaluated_at: float | None = None
@@ -69,6 +70,7 @@ class FleetAnswer:
     absent: dict[PoolTarget, dict[str, set[str]]] = field(default_factory=dict)
     problems: dict[PoolTarget, list[str]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    asked: frozenset[str] = frozenset()
 
     def problem(self, pool: PoolTarget, line: str) -> None:
         """Record a rejected value of ``pool``."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from llmscale.signals.answer import UNATTRIBUTED, FleetAnswer
 from llmscale.signals.profiles.base import MetricProfile
-from llmscale.signals.queries import DEFAULT_LABELS, PoolTarget, SelectorLabels
+from llmscale.signals.queries import DEFAULT_LABELS, GROUP_OF, PoolTarget, SelectorLabels
 from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
 
 __all__ = ["assemble"]
@@ -298,7 +298,7 @@ def _pool_value(
     if st.window.too_short and st.window.problem:
         st.unknown[field_name] = st.window.problem
         return None
-    if failed := _group_failure(st.answer, "pools"):
+    if failed := _group_failure(st.answer, GROUP_OF[signal]):
         st.unknown[field_name] = failed
         return None
     value = st.answer.pools.get(st.pool, {}).get(signal)

@@ -3,7 +3,7 @@
 The imperative shell of :mod:`llmscale.signals`: it owns the HTTP client (prometheus-api-client's
 :class:`~prometheus_api_client.PrometheusConnect`, synchronous, on ``requests``) and a small
 thread pool of its own, sends the fleet queries of :func:`~llmscale.signals.queries.fleet_queries`
-(four per engine profile in use, whatever the number of pools), and hands the answers to the pure
+(seven per engine profile in use, whatever the number of pools), and hands the answers to the pure
 :mod:`.answer` and :mod:`.assemble`. Nothing here raises on a bad answer or a failed request:
 every failure becomes ``error`` and a reason in ``unknown`` on the snapshots, and every value that
 is not a measurement becomes ``None`` ("unknown is not zero").
@@ -133,7 +133,7 @@ class PrometheusSignalReader:
         settings: query, HTTP and authentication settings.
 
     Nothing is read from the environment. One reader serves every pool: :meth:`read_fleet` reads
-    them all with four queries per engine profile; :meth:`read` is the same for one pool. The
+    them all with seven queries per engine profile; :meth:`read` is the same for one pool. The
     async forms run on the reader's own thread pool, so reads never wait behind other blocking
     work; the connection pool (urllib3) is thread-safe.
     """
@@ -167,7 +167,7 @@ class PrometheusSignalReader:
         )
         self._executor = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="llmscale-signals")
         # The queries of one read sent together (:meth:`_ask`): a pool apart from the reads' own
-        # threads, which wait on them; three per read thread, so reads in parallel never queue.
+        # threads, which wait on them; six per read thread, so reads in parallel never queue.
         self._queries = ThreadPoolExecutor(
             self.settings.max_workers * (len(GROUPS) - 1), thread_name_prefix="llmscale-queries"
         )
@@ -258,7 +258,7 @@ class PrometheusSignalReader:
     def read_fleet_sync(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
         """Read every pool of ``pools``; blocks for up to a few timeouts.
 
-        Sends the four fleet queries once per engine profile in ``pools``, plus one query for
+        Sends the seven fleet queries once per engine profile in ``pools``, plus one query for
         every wake query of ``pools`` together (:func:`~llmscale.signals.queries.wake_query`), and
         splits the answers per pool and pod. Never raises for Prometheus or network failures: they are returned as
         ``error`` and ``unknown`` on the snapshots.
@@ -444,7 +444,7 @@ class PrometheusSignalReader:
                     _LOG.warning("Rejected some signals of LLMDeployment %s: %s", r.target, snap.error)
             if answer.failed:
                 why = "; ".join(dict.fromkeys(answer.failed.values()))
-                if len(answer.failed) == len(GROUPS) and len(set(answer.failed.values())) == 1:
+                if answer.asked and answer.failed.keys() >= answer.asked and len(set(answer.failed.values())) == 1:
                     fatal = why  # every query failed alike: the wake query would too
                 _LOG.warning(
                     "Failed to read signals of %d pool(s) with profile %s from Prometheus at %s: %s",
@@ -520,10 +520,12 @@ class PrometheusSignalReader:
         slowest of the rest rather than the sum: with 1,000 pods on a busy Prometheus the four
         fleet queries took 0.6, 1.8, 2.8 and 6.5 s one after the other, 11.9 s in all — more than
         the 10 s a tick waits (``signal_timeout_seconds``), so every pool read as unknown — and
-        5.3 s all sent together (issue 14's scale benchmark, ``benchmarks/scale.py``).
+        5.3 s all sent together (issue 14's scale benchmark, ``benchmarks/scale.py``). The 6.5 s
+        one joined the quantiles of four histograms; each is now a query of its own
+        (:data:`~llmscale.signals.queries.POOL_GROUPS`).
         """
-        answer = FleetAnswer()
         queries = list(self.queries_for(profile, scope, window.promql).items())
+        answer = FleetAnswer(asked=frozenset(group for group, _ in queries))
         (first, query), rest = queries[0], queries[1:]
         try:
             parse_group(answer, first, self._call(lambda: self._client.custom_query(query)), self.settings.labels)
