@@ -373,6 +373,23 @@ def quantile(q: float, before: list[tuple[float, float]], after: list[tuple[floa
     return lower_le
 
 
+def wait_buckets(samples: dict[str, list[Any]]) -> list[tuple[float, float]]:
+    """``(le, cumulative count)`` of ``llmscale_api_connection_wait_seconds``, sorted."""
+    return sorted((float(s.labels["le"]), s.value)
+                  for s in samples.get("llmscale_api_connection_wait_seconds_bucket", []))
+
+
+def connection_waits(shards: list[Shard]) -> dict[str, float | None]:
+    """Requests to the API server that waited for a free connection of an operator's bounded pool,
+    whole run, all shards: how many, the p99 and the longest bucket's bound, and how many waited
+    over 5 s (the least margin of Kopf's peering keep-alive, ``kopf/_core/engines/peering.py``)."""
+    merged = _merge_buckets([b for s in shards for b in wait_buckets(operator_metrics(s))])
+    total = merged[-1][1] if merged else 0.0
+    over_5 = total - dict(merged).get(5.0, total)
+    longest = next((le for le, count in merged if count >= total), None) if total else None
+    return {"waited": total, "p99_s": quantile(0.99, [], merged), "longest_le_s": longest, "over_5s": over_5}
+
+
 def signal_errors(samples: dict[str, list[Any]]) -> float:
     """``llmscale_signal_read_errors_total`` summed over objects."""
     return float(sum(s.value for s in samples.get("llmscale_signal_read_errors_total", [])))
@@ -589,8 +606,13 @@ def run(args: argparse.Namespace, sd: Path) -> dict[str, Any]:
     peak = max(rss_bytes(s.pid)[1] for s in shards) / 1e6
     errors = sum(signal_errors(operator_metrics(s)) for s in shards)
     console.print(f"failed signal reads, whole run: {errors:.0f}; peak operator RSS, whole run: {peak:.0f} MB")
+    waits = connection_waits(shards)
+    console.print(f"API requests that waited for a connection, whole run: {waits['waited']:.0f}; p99 "
+                  f"{_opt(waits['p99_s'])}; all within {_opt(waits['longest_le_s'])}; over 5 s (Kopf's peering "
+                  f"keep-alive margin): {waits['over_5s']:.0f}")
     return {"stages": [asdict(f) for f in stages], "change": change, "shards": shard_rows,
-            "signal_read_errors": errors, "rss_peak_mb": peak, "nodes": nodes, "namespaces": len(namespaces)}
+            "signal_read_errors": errors, "rss_peak_mb": peak, "nodes": nodes, "namespaces": len(namespaces),
+            "connection_waits": waits}
 
 
 def _opt(value: float | None) -> str:

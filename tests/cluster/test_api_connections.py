@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,9 @@ def test_a_budget_of_one_request_reconciles_a_burst_within_the_limit(cluster: Lo
     writer_pool = kubernetes.client.Configuration().connection_pool_maxsize
     assert 0 < peak <= limit + writer_pool, (peak, limit, writer_pool, burst_s)
     assert operator.proc.poll() is None
+    # The burst's requests queued for the one connection, and the operator says how long they waited.
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.port}/metrics", timeout=5) as r:
+        page = r.read().decode()
+    waited = [float(line.split()[-1]) for line in page.splitlines()
+              if line.startswith("llmscale_api_connection_wait_seconds_count")]
+    assert waited and waited[0] > 0, "no request waited for the one request connection"

@@ -160,3 +160,39 @@ async def test_a_relogin_closes_the_old_session_and_never_reopens_failed_credent
     assert context.session is second.aiohttp_session
     await vault.close()  # the operator's exit
     assert second.aiohttp_session.closed
+
+
+async def test_requests_that_wait_for_a_connection_are_measured() -> None:
+    # Issue 14: Kopf's peering keep-alive shares the bounded pool; how long requests queue for a
+    # connection is reported (llmscale_api_connection_wait_seconds), requests that found one free
+    # are not. A real aiohttp server, one connection, three requests of 0.2 s each at once.
+    from aiohttp import web
+
+    async def slow(_request: web.Request) -> web.Response:
+        await asyncio.sleep(0.2)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    waits: list[float] = []
+    config = _config("t0k3n")
+    ctx = await session_login(lambda memo: config, lambda: ConnectionBudget(0, 1), lambda memo: waits.append)(memo=None)
+    try:
+        async def get() -> str:
+            async with ctx.aiohttp_session.get(f"http://127.0.0.1:{port}/") as response:
+                return await response.text()
+
+        assert await asyncio.gather(get(), get(), get()) == ["ok"] * 3
+        assert len(waits) == 2, waits
+        assert min(waits) >= 0.15 and 0.35 <= max(waits) < 2.0, waits
+        waits.clear()
+        assert await get() == "ok"
+        assert waits == [], "a request that found a free connection did not wait"
+    finally:
+        await ctx.aiohttp_session.close()
+        await runner.cleanup()

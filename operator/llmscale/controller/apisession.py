@@ -21,6 +21,7 @@ leaves it, and the login says so.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -40,6 +41,7 @@ __all__ = [
     "connection_info",
     "exact_namespaces",
     "session_login",
+    "wait_trace",
     "watched_resources",
 ]
 
@@ -148,12 +150,41 @@ def connection_info(config: kubernetes.client.Configuration) -> kopf.ConnectionI
     )
 
 
-def _session(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
+def wait_trace(waited: Callable[[float], None]) -> aiohttp.TraceConfig:
+    """Return an aiohttp trace that calls ``waited(seconds)`` for every request that waited for a
+    free connection of the pool (aiohttp's ``on_connection_queued_start``/``_end``; a request that
+    found one free is not queued and not reported).
+
+    Why it is measured: Kopf's peering keep-alive goes through the same pool, and Kopf sends it
+    5–10 s before the peer's lifetime ends (Kopf 1.45 ``kopf/_core/engines/peering.py``,
+    ``keepalive``). A wait longer than that, with ``replicaCount > 1``, lets a standby take the
+    lead while this replica still works; ``llmscale_api_connection_wait_seconds`` shows how close
+    a burst comes.
+    """
+    trace = aiohttp.TraceConfig()
+
+    async def queued(_session: Any, ctx: Any, _params: Any) -> None:
+        ctx.queued_at = asyncio.get_running_loop().time()
+
+    async def dequeued(_session: Any, ctx: Any, _params: Any) -> None:
+        start = getattr(ctx, "queued_at", None)
+        if start is not None:
+            waited(asyncio.get_running_loop().time() - start)
+
+    trace.on_connection_queued_start.append(queued)
+    trace.on_connection_queued_end.append(dequeued)
+    return trace
+
+
+def _session(
+    info: kopf.ConnectionInfo, limit: int, waited: Callable[[float], None] | None = None
+) -> kopf.AiohttpSession:
     """An aiohttp session as Kopf builds one for ``info`` (``APIContext.__init__``), with a
-    connector of at most ``limit`` connections (0: no limit)."""
+    connector of at most ``limit`` connections (0: no limit), reporting queue waits to ``waited``."""
     connector = aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context())
     session = aiohttp.ClientSession(connector=connector, headers=info.as_http_headers(),
-                                    proxy=info.proxy_url, trust_env=info.trust_env)
+                                    proxy=info.proxy_url, trust_env=info.trust_env,
+                                    trace_configs=[wait_trace(waited)] if waited is not None else None)
     return kopf.AiohttpSession(server=info.server, default_namespace=info.default_namespace,
                                aiohttp_session=session)
 
@@ -161,12 +192,15 @@ def _session(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
 def session_login(
     config: Callable[[Any], kubernetes.client.Configuration],
     budget: Callable[[], ConnectionBudget],
+    waited: Callable[[Any], Callable[[float], None]] | None = None,
 ) -> Callable[..., Awaitable[kopf.AiohttpSession]]:
     """Return a Kopf login handler that logs in with a bounded session.
 
     Args:
         config: the official client's configuration, from Kopf's ``memo``.
         budget: the connections allowed, asked at each login (the registry is complete by then).
+        waited: from Kopf's ``memo``, what to call with the seconds each request waited for a
+            free connection (:func:`wait_trace`); ``None``: not measured.
 
     Returns:
         An async ``on.login`` handler returning a ``kopf.AiohttpSession``. Kopf closes a session
@@ -188,7 +222,7 @@ def session_login(
         else:
             _LOG.info(f"Limited connections to the API server to {allowed.limit}: {allowed.streams} watch "
                       f"streams and {allowed.requests} requests")
-        handed[info] = _session(info, allowed.limit)
+        handed[info] = _session(info, allowed.limit, None if waited is None else waited(memo))
         while len(handed) > _REMEMBERED_SESSIONS:
             handed.popitem(last=False)
         return handed[info]

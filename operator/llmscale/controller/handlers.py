@@ -117,8 +117,9 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     # in _tick.
     registry = kopf.OperatorRegistry()
     managed = {LABEL_MANAGED_BY: MANAGER}
-    kopf.on.login(registry=registry)(session_login(lambda memo: dependencies(memo).kube_config,
-                                                   lambda: connection_budget(registry, settings)))
+    kopf.on.login(registry=registry)(session_login(
+        lambda memo: dependencies(memo).kube_config, lambda: connection_budget(registry, settings),
+        lambda memo: dependencies(memo).metrics.api_connection_wait.observe))
     kopf.on.startup(id="fleet-reader", registry=registry)(_start_reading)
     kopf.on.cleanup(id="fleet-reader", registry=registry)(_stop_reading)
     kopf.index("apps", "v1", "deployments", id=DEPLOYMENTS_INDEX, labels=managed,

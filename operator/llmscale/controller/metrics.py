@@ -59,6 +59,8 @@ class OperatorMetrics:
     - ``llmscale_signal_read_errors_total{namespace, name}``: failed or timed-out signal reads.
     - ``llmscale_apply_errors_total{kind}``: refused server-side applies.
     - ``llmscale_tick_duration_seconds``: one tick, signal read to status, in seconds.
+    - ``llmscale_api_connection_wait_seconds``: how long requests to the API server waited for a
+      free connection of the bounded pool (``--api-requests``); only requests that waited.
     - ``llmscale_placeholder_replicas{namespace, name}``: placeholder pods kept for the node
       headroom (``spec.headroom.warmNodes``).
 
@@ -134,6 +136,12 @@ class OperatorMetrics:
             "llmscale_tick_duration_seconds", "Duration of one tick (read, decide, apply, status)",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
             registry=r,
+        )
+        # Buckets around Kopf's peering keep-alive margin (5-10 s before a peer's lifetime ends).
+        self.api_connection_wait = Histogram(
+            "llmscale_api_connection_wait_seconds",
+            "Time a request to the API server waited for a free connection of the bounded pool",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=r,
         )
         self.last_tick = Gauge("llmscale_last_tick_timestamp_seconds", "When a tick last finished", registry=r)
         self.status_writes = Counter("llmscale_status_writes", "Status patches the ticks asked for", registry=r)
