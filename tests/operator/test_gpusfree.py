@@ -24,6 +24,7 @@ from llmscale.controller.gpusfree import (
     pool_gpus_free,
     tolerates,
 )
+from llmscale.controller.indexes import extended_requests
 
 GPU = "nvidia.com/gpu"
 
@@ -269,3 +270,47 @@ async def test_an_unexpected_failure_of_a_read_keeps_the_period(monkeypatch: pyt
         await reader.run()
     assert slept == [15.0, 15.0, 15.0] and len(calls) == 3, "one read a period, not a busy loop"
     assert reader.unknown_because is not None and "KeyError" in reader.unknown_because
+
+
+def _c(gpus: float | None = None, *, sidecar: bool = False, limits_only: bool = False) -> dict[str, Any]:
+    key = "limits" if limits_only else "requests"
+    c: dict[str, Any] = {"name": "c", "resources": {key: {"cpu": "1", **({GPU: str(gpus)} if gpus is not None else {})}}}
+    if sidecar:
+        c["restartPolicy"] = "Always"
+    return c
+
+
+@pytest.mark.parametrize(
+    ("spec_", "gpus"),
+    [
+        pytest.param({"containers": [_c(2), _c(1, limits_only=True)]}, 3.0, id="app-containers-summed"),
+        # An init container runs alone before the app: the pod holds the larger of the two.
+        pytest.param({"initContainers": [_c(4)], "containers": [_c(2)]}, 4.0, id="init-larger-than-app"),
+        pytest.param({"initContainers": [_c(1), _c(2)], "containers": [_c(3)]}, 3.0, id="app-larger-than-inits"),
+        # A sidecar (restartPolicy Always) runs beside every later init container and the app.
+        pytest.param({"initContainers": [_c(1, sidecar=True), _c(4)], "containers": [_c(2)]}, 5.0,
+                     id="sidecar-adds-to-later-init"),
+        pytest.param({"initContainers": [_c(4), _c(1, sidecar=True)], "containers": [_c(2)]}, 4.0,
+                     id="sidecar-after-the-init-does-not-add-to-it"),
+        pytest.param({"initContainers": [_c(1, sidecar=True)], "containers": [_c(2)]}, 3.0, id="sidecar-adds-to-app"),
+        pytest.param({"containers": [_c(2)], "overhead": {GPU: "1"}}, 3.0, id="pod-overhead"),
+        pytest.param({"initContainers": [_c(None)], "containers": [_c(None)]}, None, id="no-gpu"),
+    ],
+)
+def test_a_pods_gpus_follow_the_schedulers_effective_request(spec_: dict[str, Any], gpus: float | None) -> None:
+    # Init containers' GPUs were not counted (review of issue 13): a pod whose init container asks
+    # for more GPUs than its app holds that many on its node while it runs.
+    assert dict(extended_requests(spec_)).get(GPU) == gpus
+    cluster = cluster_gpus([node("a", 8)], [{"metadata": {"name": "p", "namespace": "t"},
+                                            "spec": {**spec_, "nodeName": "a"}, "status": {"phase": "Running"}}])
+    assert free_on_nodes(cluster, GPU, {}) == 8 - (gpus or 0)
+
+
+@given(app=st.lists(st.integers(0, 8), max_size=3), inits=st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=3))
+def test_a_pod_holds_at_least_its_app_and_each_init_container(app: list[int], inits: list[tuple[int, bool]]) -> None:
+    spec_ = {"initContainers": [_c(g, sidecar=s) for g, s in inits], "containers": [_c(g) for g in app]}
+    held = dict(extended_requests(spec_)).get(GPU, 0.0)
+    sidecars = sum(g for g, s in inits if s)
+    assert held >= sum(app) + sidecars
+    assert all(held >= g for g, _ in inits)
+    assert held <= sum(app) + sum(g for g, _ in inits)

@@ -90,19 +90,50 @@ def _quantity(value: object) -> float | None:
     return number if number >= 0 else None
 
 
+def _container_extended(container: Any) -> dict[str, float]:
+    """The extended resources one container requests (``limits`` where no request is given)."""
+    resources = container.get("resources") or {} if isinstance(container, Mapping) else {}
+    wanted = dict(resources.get("limits") or {})
+    wanted.update(resources.get("requests") or {})
+    out: dict[str, float] = {}
+    for name, value in wanted.items():
+        count = _quantity(value)
+        if name not in _PLAIN_RESOURCES and count is not None:
+            out[name] = count
+    return out
+
+
 def extended_requests(spec: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
     """Return ``((resource, count), ...)`` of the extended resources (``nvidia.com/gpu`` ...) a pod
-    requests: the sum over its containers of ``requests`` (``limits`` where no request is given:
-    the API server copies limits of extended resources into requests), sorted by name."""
-    totals: dict[str, float] = {}
+    holds on its node, by the scheduler's rule for a pod's effective request, sorted by name.
+
+    Per resource: the larger of (a) the sum over the app containers and the sidecars (init
+    containers with ``restartPolicy: Always``) and (b) for each other init container, its own
+    request plus the sidecars started before it; plus ``spec.overhead``. Each container's figure is
+    its ``requests``, or its ``limits`` where no request is given (the API server copies limits of
+    extended resources into requests). Source: Kubernetes docs, "Init Containers — Resource
+    sharing within containers" and "Sidecar Containers — Resource sharing" (KEP-753).
+    """
+    resources: set[str] = set()
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
+    for container in spec.get("initContainers") or ():
+        wanted = _container_extended(container)
+        resources |= wanted.keys()
+        if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
+            for name, count in wanted.items():
+                sidecars[name] = sidecars.get(name, 0.0) + count
+        else:
+            for name in wanted.keys() | sidecars.keys():
+                init_peak[name] = max(init_peak.get(name, 0.0), wanted.get(name, 0.0) + sidecars.get(name, 0.0))
+    app: dict[str, float] = dict(sidecars)
     for container in spec.get("containers") or ():
-        resources = container.get("resources") or {} if isinstance(container, Mapping) else {}
-        wanted = dict(resources.get("limits") or {})
-        wanted.update(resources.get("requests") or {})
-        for name, value in wanted.items():
-            count = _quantity(value)
-            if name not in _PLAIN_RESOURCES and count is not None:
-                totals[name] = totals.get(name, 0.0) + count
+        for name, count in _container_extended(container).items():
+            resources.add(name)
+            app[name] = app.get(name, 0.0) + count
+    overhead = _container_extended({"resources": {"requests": spec.get("overhead") or {}}})
+    totals = {name: max(app.get(name, 0.0), init_peak.get(name, 0.0)) + overhead.get(name, 0.0)
+              for name in resources | overhead.keys()}
     return tuple(sorted(totals.items()))
 
 
