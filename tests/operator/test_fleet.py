@@ -23,11 +23,13 @@ NOW = 1_717_416_000.0
 
 @dataclass
 class RecordingSource:
-    """Answers each pool with its queue depth = the number of its pods; records every read."""
+    """Answers each pool with its queue depth = the number of its pods (unknown with none); records
+    every read."""
 
     reads: list[list[PoolRequest]] = field(default_factory=list)
     fail: Exception | None = None
     delay_s: float = 0.0
+    failed_groups: tuple[str, ...] = ()  # query groups that give no answer (the reader's snapshot says so)
 
     async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> Mapping[PoolTarget, SignalSnapshot]:
         self.reads.append(list(pools))
@@ -35,7 +37,15 @@ class RecordingSource:
             await asyncio.sleep(self.delay_s)
         if self.fail is not None:
             raise self.fail
-        return {r.target: SignalSnapshot(now, queue_depth=float(len(r.pods or ()))) for r in pools}
+        if self.failed_groups:
+            why = f"{', '.join(self.failed_groups)} query failed: timed out"
+            return {r.target: SignalSnapshot(now, queue_depth=float(len(r.pods or ())), error=why,
+                                             failed_queries=self.failed_groups,
+                                             unknown={"ttft_p95_s": why, "itl_p95_s": why})
+                    for r in pools}
+        return {r.target: SignalSnapshot(now, queue_depth=float(len(r.pods)), ttft_p95_s=0.3, itl_p95_s=0.02)
+                if r.pods else SignalSnapshot(now, unknown={"queue_depth": f"no pod of {r.target} exports it"})
+                for r in pools}
 
 
 def fleet(source: RecordingSource, period_s: float = 0.05, timeout_s: float = 0.5) -> FleetReader:
@@ -144,3 +154,84 @@ async def test_a_renewed_registration_carries_the_targets_newest_fields() -> Non
     register(reader, CHAT, {"chat-a"})
     await reader.read_once()
     assert source.reads[1][0].target.pods is None
+
+
+class Clock:
+    """A wall clock the test moves (the ``now`` of each read)."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_failed_read_right_after_a_good_one_keeps_the_good_snapshot_until_two_periods() -> None:
+    """Issue 14: one read that fails (Prometheus refused, or the whole read timed out) right after a
+    good one republishes the good snapshot with its own observed_at, marked carried; once the good
+    read is more than two periods older than the failed one, the failure is published."""
+    source = RecordingSource()
+    clock = Clock()
+    counted: list[PoolTarget] = []
+    reader = FleetReader(source, period_s=0.05, timeout_s=0.5, clock=clock, on_carried=counted.append)
+    register(reader, CHAT, {"chat-a", "chat-b"})
+    await reader.read_once()
+    source.fail = ConnectionRefusedError("Prometheus is down")
+    clock.now = NOW + 5
+    await reader.read_once()
+    snap = await reader.snapshot(CHAT)
+    assert snap.queue_depth == 2.0 and snap.ttft_p95_s == 0.3 and snap.error is None
+    assert snap.observed_at == NOW, "the good read's time, not the failed one's"
+    assert snap.carried is not None and "Prometheus is down" in snap.carried.failure
+    assert (snap.carried.failed_reads, snap.carried.failed_at) == (1, NOW + 5)
+    assert counted == [CHAT], "a carried failure is still counted, once per read"
+    await asyncio.sleep(0.11)  # more than two periods since the good read started
+    clock.now = NOW + 15
+    await reader.read_once()
+    snap = await reader.snapshot(CHAT)
+    assert snap.queue_depth is None and snap.carried is None and snap.error is not None
+    assert "Prometheus is down" in snap.error and snap.observed_at == NOW + 15
+    assert counted == [CHAT], "past the bound the tick counts the unknown snapshot it gets, as before"
+
+
+async def test_a_read_past_its_timeout_after_a_good_one_is_carried() -> None:
+    source = RecordingSource()
+    reader = fleet(source, period_s=1.0, timeout_s=0.05)
+    register(reader, CHAT, {"chat-a"})
+    await reader.read_once()
+    source.delay_s = 0.2
+    await reader.read_once()
+    snap = await reader.snapshot(CHAT)
+    assert snap.queue_depth == 1.0 and snap.carried is not None
+    assert "did not finish within 0.05 s" in snap.carried.failure
+
+
+async def test_a_failed_query_group_carries_the_last_good_snapshot_and_a_pool_without_one_is_unknown() -> None:
+    """The per-pool quantile query timed out: the pool read well before keeps its whole last good
+    snapshot (latencies included); a pool registered since, with no good read, gets the read as it
+    came, its latencies unknown because of the failure."""
+    source = RecordingSource()
+    reader = fleet(source, period_s=1.0)
+    register(reader, CHAT, {"chat-a"})
+    await reader.read_once()
+    source.failed_groups = ("pools",)
+    register(reader, EMBED, {"embed-a", "embed-b"})
+    await reader.read_once()
+    chat, embed = await reader.snapshot(CHAT), await reader.snapshot(EMBED)
+    assert chat.carried is not None and chat.carried.failure == "pools query failed: timed out"
+    assert (chat.ttft_p95_s, chat.itl_p95_s, chat.error) == (0.3, 0.02, None)
+    assert embed.carried is None and embed.ttft_p95_s is None and embed.error == "pools query failed: timed out"
+    assert embed.failed_queries == ("pools",) and embed.queue_depth == 2.0
+
+
+async def test_a_genuine_unknown_is_published_not_papered_over() -> None:
+    """Every query answered and the pool has no pod: that is the answer, not a failure to carry over."""
+    source = RecordingSource()
+    reader = fleet(source, period_s=1.0)
+    pods = {"chat-a"}
+    register(reader, CHAT, pods)
+    await reader.read_once()
+    pods.clear()
+    await reader.read_once()
+    snap = await reader.snapshot(CHAT)
+    assert snap.carried is None and snap.queue_depth is None and "no pod" in snap.unknown["queue_depth"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from tests.operator.test_operator_kmock import (
     DEPLOYMENTS,
     LLMDEPLOYMENTS,
@@ -31,11 +32,13 @@ from tests.operator.test_operator_kmock import (
     llmdeployment,
     pod,
     replicas_of,
+    status_patches,
     stored,
     ticks,
 )
 from tests.signals.conftest import CannedPrometheus, series
 
+from llmscale.controller.settings import OperatorSettings
 from llmscale.policy import Reason
 from llmscale.signals import PrometheusSignalReader, ReaderSettings
 from llmscale.signals.queries import GROUP_OF, GROUPS, SIGNAL_LABEL, WAKE_LABEL
@@ -311,3 +314,44 @@ async def test_a_wake_query_prometheus_refuses_is_named_and_holds_the_pool_at_ze
     done = ticks(op)
     await eventually(lambda: ticks(op) >= done + 2, what="two more ticks")
     assert replicas_of(kube, "chat") == 0
+
+
+#: Base period (so the fleet reader's) as long as the spec's 1 s tick: a failed read is the newest
+#: snapshot for a whole tick, so a tick takes it.
+SLOW_READS = OperatorSettings(namespaces=(NAMESPACE,), tick_base_seconds=1.0, metrics_host="127.0.0.1",
+                              metrics_port=0, status_refresh_seconds=0.0, cluster_scanning=False)
+
+
+@pytest.mark.parametrize("settings", [SLOW_READS])
+async def test_one_failed_quantile_query_neither_flips_metrics_available_nor_writes_status_but_is_counted(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Issue 14: at 1,000 LLMDeployments the per-pool quantile query sometimes failed one read, every
+    pool's latencies turned unknown for that read and each object's MetricsAvailable flipped and was
+    written. The last good snapshot is carried through one failed read (two base periods at most):
+    no condition moves or is written, and the failed read is still counted."""
+    two_ready_pods(kube)
+    groups = answers(engine_pod("chat-a", queue=0, running=2, kv=0.1, generated=50),
+                     engine_pod("chat-b", queue=0, running=2, kv=0.1, generated=50), pools=latency())
+    give(canned, groups)
+    op = await start_operator(reader(canned))
+    await condition_is(kube, "MetricsAvailable", R.MetricsFresh)
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 2, what="two more ticks")
+    written = len(status_patches(kube, "chat"))
+    assert [p for p in status_patches(kube, "chat") if "conditions" in p["status"]], "the first write had them"
+
+    def errors() -> float:
+        return op.metrics.registry.get_sample_value(
+            "llmscale_signal_read_errors_total", {"namespace": NAMESPACE, "name": "chat"}) or 0.0
+
+    before, asked = errors(), canned.groups.count("pools")
+    refused = canned.raw('{"status":"error","errorType":"timeout","error":"query timed out"}', status=503)
+    canned.answer(refused, refused, canned.vector(groups["pools"]), group="pools")  # 503 is retried once
+    await eventually(lambda: errors() > before, what="the failed read counted")
+    await eventually(lambda: canned.groups.count("pools") >= asked + 4, what="two more reads after it")
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 2, what="two more ticks")
+    assert condition(status_of(kube), "MetricsAvailable")["reason"] == R.MetricsFresh  # type: ignore[index]
+    # The harness's fixed clock appends a policy-state recommendation each tick; no condition moved.
+    assert not [p for p in status_patches(kube, "chat")[written:] if "conditions" in p["status"]]

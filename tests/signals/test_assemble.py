@@ -319,6 +319,8 @@ def test_failed_query_names_itself_on_its_signals(group: str, signals: tuple[str
     assert s.error is not None and f"{group} query failed: HTTP Status Code 422" in s.error
     for name in signals:
         assert f"{group} query failed" in s.unknown[name], name
+    # Structured, for the fleet reader's carry (controller/carry.py): which groups failed.
+    assert s.failed_queries == (group,)
 
 
 @pytest.mark.parametrize("group", list(POOL_GROUPS))
@@ -348,6 +350,7 @@ def test_rejected_value_of_one_pod_makes_the_pool_gauge_unknown() -> None:
     s = snap(answer)
     assert s.queue_depth is None and s.unknown["queue_depth"] == "unknown on pod b (see the error)"
     assert s.running_requests == 60.0 and s.error is not None and "'lots'" in s.error
+    assert s.failed_queries == (), "a rejected value is an answer, not a failed query (never carried over)"
 
 
 def test_unattributed_problems_reach_every_pool() -> None:

@@ -186,7 +186,7 @@ async def serve(
         writer=KubernetesWriter(api_client, settings.field_manager),
         signals=signals,
         fleet=FleetReader(signals, period_s=settings.tick_base_seconds, timeout_s=settings.signal_timeout_seconds,
-                          clock=clock),
+                          clock=clock, on_carried=lambda t: metrics.signal_errors.labels(t.namespace, t.deployment).inc()),
         decide=decide if decide is not None else _default_decider(),
         metrics=metrics,
         kube_config=kube_config,

@@ -18,8 +18,19 @@ read that made it started at most two base periods ago (one period between reads
 read); otherwise — a new pool, or a reader lagging behind a slow Prometheus — it wakes the reader
 and waits for a read that starts after it asked, up to ``timeout_s``. If none finishes in time it
 gets the newest one there is (the policy judges its age from ``observed_at``) or, with none, an
-unknown snapshot that says why. A read that fails or times out gives every pool an unknown
-snapshot with the reason, never zeros. So a tick decides on metrics at most one read old.
+unknown snapshot that says why. So a tick decides on metrics at most one read old.
+
+When a read fails for a pool (the whole read failed or timed out, or a query group gave no
+answer: ``SignalSnapshot.failed_queries``), the reader publishes the pool's last good snapshot
+again, unchanged but for ``carried`` (so its ``observed_at``, and the age the policy judges, stay
+those of the good read), if that read started at most
+:data:`~llmscale.controller.carry.CARRY_PERIODS` (2) base periods before the failed one — the same
+two periods within which a tick takes a snapshot without waiting: one slow read at 1,000 pools
+then neither flips ``MetricsAvailable`` nor writes status. Past that, or with no good read yet, it
+publishes an unknown snapshot with the reason, never zeros: replicas hold and the outage is
+reported. A genuine unknown (no pod, a rejected value, a quiet window) is never carried over;
+rules in :mod:`llmscale.controller.carry`. Every failed read is logged and counted, carried or not
+(a carried one through ``on_carried``, once per read, since no tick need see it).
 
 Once a minute (:data:`MINUTE_LAG_S` after each whole minute of the wall clock) the reader also
 reads the minute that just ended for every pool (and the batch pool of each), with one more query
@@ -47,6 +58,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from llmscale.controller.carry import CARRY_PERIODS, GoodRead, carry, query_failure
 from llmscale.controller.names import BATCH, INTERACTIVE
 from llmscale.controller.seasonal import SeasonalReader
 from llmscale.policy.types import SeasonalHistory
@@ -118,20 +130,27 @@ class FleetReader:
         period_s: seconds between the starts of two reads (the operator's base tick).
         timeout_s: longest wait for one read, and for a tick waiting for one, seconds.
         clock: wall-clock seconds since the epoch (the ``now`` of each read).
+        on_carried: called with the pool once per read that failed for it and through which its
+            last good snapshot was carried (the operator counts it in
+            ``llmscale_signal_read_errors_total``: a tick sees an unknown snapshot and counts it,
+            but a carried one looks good and may be replaced before any tick takes it).
 
     Attributes:
         reads: reads done since the start (a test's and a benchmark's counter).
     """
 
     def __init__(
-        self, source: SignalSource, *, period_s: float, timeout_s: float, clock: Callable[[], float]
+        self, source: SignalSource, *, period_s: float, timeout_s: float, clock: Callable[[], float],
+        on_carried: Callable[[PoolTarget], None] | None = None,
     ) -> None:
         self._source = source
+        self._on_carried = on_carried
         self._period_s = period_s
         self._timeout_s = timeout_s
         self._clock = clock
         self._pools: dict[PoolTarget, _Registration] = {}
         self._results: dict[PoolTarget, _Result] = {}
+        self._good: dict[PoolTarget, GoodRead | None] = {}
         self._wake = asyncio.Event()
         self._done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
@@ -178,6 +197,8 @@ class FleetReader:
             del self._pools[target]
         for target in [t for t in self._results if (t.namespace, t.deployment) == (namespace, name)]:
             del self._results[target]
+        for target in [t for t in self._good if (t.namespace, t.deployment) == (namespace, name)]:
+            del self._good[target]
         for target in [t for t in self._minutes if (t.namespace, t.deployment) == (namespace, name)]:
             del self._minutes[target]
         self._seasonal.forget([PoolTarget(namespace, name, pool) for pool in (INTERACTIVE, BATCH)])
@@ -273,12 +294,15 @@ class FleetReader:
 
     async def read_once(self) -> None:
         """Read every registered pool once (after dropping lapsed registrations) and publish the
-        snapshots; a failed or timed-out read publishes an unknown snapshot per pool."""
+        snapshots; where the read failed or timed out for a pool, publish its last good snapshot
+        if that read started at most :data:`~llmscale.controller.carry.CARRY_PERIODS` periods ago
+        (:func:`llmscale.controller.carry.carry`), else an unknown snapshot with the reason."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         for target in [t for t, r in self._pools.items() if r.expires_loop_s < started]:
             del self._pools[target]
             self._results.pop(target, None)
+            self._good.pop(target, None)
             for pool in (INTERACTIVE, BATCH):
                 self._minutes.pop(PoolTarget(target.namespace, target.deployment, pool), None)
             self._seasonal.forget([target])
@@ -303,11 +327,25 @@ class FleetReader:
             error = f"signal read failed: {exc!r}"
         if error is not None:
             _LOG.warning(f"Failed to read the signals of {len(requests)} pools: {error}")
+        bound_s = CARRY_PERIODS * self._period_s
+        carried = 0
         for r in requests:
             snap = snapshots.get(r.target)
+            failure = query_failure(snap) if snap is not None else None
             if snap is None:
-                snap = SignalSnapshot(observed_at=now, error=error or "the signal source returned no snapshot")
+                failure = error or "the signal source returned no snapshot"
+                snap = SignalSnapshot(observed_at=now, error=failure)
+            snap, self._good[r.target] = carry(
+                snap, failure, self._good.get(r.target), started_s=started, bound_s=bound_s, failed_at=now
+            )
+            if snap.carried is not None:
+                carried += 1
+                if self._on_carried is not None:
+                    self._on_carried(r.target)
             self._results[r.target] = _Result(snap, started)
+        if carried:
+            _LOG.info(f"Kept the last good signals of {carried} of {len(requests)} pools through a failed read "
+                      f"(read at most {bound_s:g} s before it)")
         self.reads += 1
         async with self._done:
             self._done.notify_all()

@@ -192,6 +192,7 @@ def assemble(
         unknown=st.unknown,
         window=window,
         quiet=tuple(sorted(st.quiet)),
+        failed_queries=tuple(sorted(answer.failed)),
     )
 
 

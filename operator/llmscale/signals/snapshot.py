@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
-__all__ = ["PodSignals", "RateWindow", "SignalSnapshot", "WorkloadMix"]
+__all__ = ["CarriedRead", "PodSignals", "RateWindow", "SignalSnapshot", "WorkloadMix"]
 
 
 def _finite_or_none(obj: object, names: tuple[str, ...]) -> None:
@@ -138,6 +138,25 @@ class RateWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class CarriedRead:
+    """Marks a snapshot published again through a read that failed for its pool.
+
+    The operator's fleet reader (:mod:`llmscale.controller.carry`) publishes a pool's last good
+    snapshot, unchanged (its ``observed_at`` included, so its age stays honest), in place of a
+    read that failed for a short, bounded time; this says which failure it stands in for.
+
+    Attributes:
+        failure: why the newest read failed for the pool (the whole read, or which query groups).
+        failed_reads: consecutive failed reads the snapshot was carried through (1 for the first).
+        failed_at: the newest failed read's time, seconds since the epoch.
+    """
+
+    failure: str
+    failed_reads: int
+    failed_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class SignalSnapshot:
     """Leading and lagging signals of one pool of one LLMDeployment.
 
@@ -178,6 +197,11 @@ class SignalSnapshot:
             demand in front of the pool that exists at zero replicas (e.g. requests a gateway
             holds), in the query's own unit; ``None`` when no wake query is set or it could not be
             read (``unknown["wake_demand"]`` says why).
+        failed_queries: the query groups (``llmscale.signals.queries.GROUPS``: ``pods``, ``rates``,
+            ``absent``, ``pools``) that gave no usable answer in this read, sorted; the fields they
+            feed are unknown because of a failure, not an absence.
+        carried: set when this is the pool's last good snapshot published again through a failed
+            read (:class:`CarriedRead`); ``None`` for a snapshot of the read just made.
     """
 
     observed_at: float
@@ -199,6 +223,8 @@ class SignalSnapshot:
     window: RateWindow | None = None
     quiet: tuple[str, ...] = ()
     wake_demand: float | None = None
+    failed_queries: tuple[str, ...] = ()
+    carried: CarriedRead | None = None
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.

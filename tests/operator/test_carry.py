@@ -1,0 +1,138 @@
+"""Carrying a pool's last good snapshot through a failed read (``llmscale.controller.carry``), pure:
+read start times are plain numbers. Issue 14: at 1,000 LLMDeployments one slow quantile query made
+every pool unknown, so every object's MetricsAvailable flipped and its status was written each read.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmscale.controller.carry import CARRY_PERIODS, GoodRead, carry, query_failure
+from llmscale.signals.snapshot import SignalSnapshot
+
+PERIOD_S = 5.0
+BOUND_S = CARRY_PERIODS * PERIOD_S
+NOW = 1_717_416_000.0
+POOLS_FAILED = "pools query failed: the query did not finish within 5 s"
+
+
+def good(at: float, queue: float = 3.0) -> SignalSnapshot:
+    return SignalSnapshot(at, queue_depth=queue, kv_cache_utilization=0.4, preemption_rate=0.0,
+                          ttft_p95_s=0.3, itl_p95_s=0.02)
+
+
+def quantiles_failed(at: float) -> SignalSnapshot:
+    """A read whose gauges came back and whose per-pool quantile query did not."""
+    return SignalSnapshot(at, queue_depth=9.0, kv_cache_utilization=0.9, preemption_rate=0.0,
+                          error=POOLS_FAILED, failed_queries=("pools",),
+                          unknown={"ttft_p95_s": POOLS_FAILED, "itl_p95_s": POOLS_FAILED})
+
+
+def whole_read_failed(at: float) -> SignalSnapshot:
+    return SignalSnapshot(at, error="signal read of 1000 pools did not finish within 5 s")
+
+
+def test_a_failed_read_right_after_a_good_one_carries_the_good_snapshot_unchanged() -> None:
+    first, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
+    assert first == good(NOW) and last == GoodRead(good(NOW), 0.0)
+    failed = whole_read_failed(NOW + 5)
+    published, last = carry(failed, failed.error, last, started_s=5.0, bound_s=BOUND_S, failed_at=NOW + 5)
+    assert published.queue_depth == 3.0 and published.ttft_p95_s == 0.3
+    assert published.error is None, "not a failure to the policy: MetricsAvailable stays as it was"
+    assert published.observed_at == NOW, "the carried values keep their own age"
+    assert published.carried is not None
+    assert (published.carried.failure, published.carried.failed_reads, published.carried.failed_at) == (
+        failed.error, 1, NOW + 5)
+    assert last is not None and last.failed_reads == 1 and last.started_s == 0.0
+
+
+def test_a_failed_quantile_query_carries_the_whole_last_good_snapshot_not_a_mix() -> None:
+    """Per snapshot: the fresh gauges of the partly failed read are not mixed with old latencies,
+    which would then look as fresh as the gauges."""
+    fresh = quantiles_failed(NOW + 5)
+    assert query_failure(fresh) == POOLS_FAILED
+    _, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
+    published, _ = carry(fresh, query_failure(fresh), last, started_s=5.0, bound_s=BOUND_S, failed_at=NOW + 5)
+    assert published.carried is not None and published.carried.failure == POOLS_FAILED
+    assert (published.queue_depth, published.kv_cache_utilization, published.ttft_p95_s) == (3.0, 0.4, 0.3)
+    assert published.observed_at == NOW and not published.unknown
+
+
+def test_failures_past_two_periods_are_reported_as_read() -> None:
+    _, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
+    published = []
+    for n in (1, 2, 3, 4):
+        failed = whole_read_failed(NOW + 5 * n)
+        snap, last = carry(failed, failed.error, last, started_s=5.0 * n, bound_s=BOUND_S, failed_at=NOW + 5 * n)
+        published.append(snap)
+    assert [s.carried.failed_reads if s.carried else None for s in published] == [1, 2, None, None]
+    assert published[2] == whole_read_failed(NOW + 15) and published[2].queue_depth is None
+    assert published[3].error is not None and last is None
+
+
+def test_one_late_read_after_a_good_one_is_past_the_bound() -> None:
+    """The bound is the good read's age, not a count: a failed read 11 s after the good one (the
+    reader itself was late) is reported."""
+    _, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
+    failed = whole_read_failed(NOW + 11)
+    snap, last = carry(failed, failed.error, last, started_s=11.0, bound_s=BOUND_S, failed_at=NOW + 11)
+    assert snap is failed and last is None
+
+
+def test_a_pool_with_no_good_read_yet_gets_the_unknown_snapshot() -> None:
+    failed = whole_read_failed(NOW)
+    snap, last = carry(failed, failed.error, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
+    assert snap is failed and snap.carried is None and last is None
+
+
+def test_a_genuine_unknown_is_not_a_failure_and_is_published_as_read() -> None:
+    """No pod exports the gauge, a rejected value, a quiet window: every query answered, so the read
+    is good and its unknowns stand (replaced the last good read, never papered over)."""
+    no_pod = SignalSnapshot(NOW + 5, error=None,
+                            unknown={"queue_depth": "no pod of serving/chat pool interactive exports it"})
+    rejected = SignalSnapshot(NOW + 5, queue_depth=None, error="rejected queue depth -1 on pod chat-a",
+                              unknown={"queue_depth": "unknown on pod chat-a (see the error)"})
+    quiet = SignalSnapshot(NOW + 5, queue_depth=0.0, kv_cache_utilization=0.0, preemption_rate=0.0,
+                           quiet=("itl_p95_s", "ttft_p95_s"),
+                           unknown={"ttft_p95_s": "no request", "itl_p95_s": "no request"})
+    for fresh in (no_pod, rejected, quiet):
+        assert query_failure(fresh) is None
+        _, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
+        snap, last = carry(fresh, query_failure(fresh), last, started_s=5.0, bound_s=BOUND_S, failed_at=NOW + 5)
+        assert snap is fresh and snap.carried is None and last == GoodRead(fresh, 5.0)
+
+
+def test_a_good_read_after_carried_ones_starts_over() -> None:
+    _, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
+    failed = whole_read_failed(NOW + 5)
+    _, last = carry(failed, failed.error, last, started_s=5.0, bound_s=BOUND_S, failed_at=NOW + 5)
+    snap, last = carry(good(NOW + 10, queue=4.0), None, last, started_s=10.0, bound_s=BOUND_S, failed_at=NOW + 10)
+    assert snap.carried is None and snap.queue_depth == 4.0 and last == GoodRead(good(NOW + 10, 4.0), 10.0)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.5, 12.0)), min_size=1, max_size=40))
+def test_property_carried_values_are_never_older_than_the_bound_and_past_it_every_failure_is_reported(
+    reads: list[tuple[bool, float]],
+) -> None:
+    """Over any sequence of good and failed reads at any spacing: a published snapshot is either the
+    read's own, or the last good read's snapshot from at most the bound before, marked carried;
+    every failed read past the bound (or before any good read) is published as read."""
+    last: GoodRead | None = None
+    started = 0.0
+    last_good: tuple[float, SignalSnapshot] | None = None
+    for n, (ok, gap_s) in enumerate(reads):
+        started += gap_s
+        at = NOW + started
+        fresh = good(at, queue=float(n)) if ok else quantiles_failed(at)
+        snap, last = carry(fresh, query_failure(fresh), last, started_s=started, bound_s=BOUND_S, failed_at=at)
+        if ok:
+            assert snap is fresh
+            last_good = (started, fresh)
+        elif last_good is not None and started - last_good[0] <= BOUND_S:
+            assert snap.carried is not None and snap.carried.failed_at == at
+            assert snap.observed_at == last_good[1].observed_at and snap.queue_depth == last_good[1].queue_depth
+        else:
+            assert snap is fresh and snap.carried is None and snap.error == POOLS_FAILED
+            last_good = None  # past the bound: nothing is carried until a good read
+        assert snap.carried is None or started - (snap.observed_at - NOW) <= BOUND_S
