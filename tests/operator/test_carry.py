@@ -14,7 +14,7 @@ from llmscale.signals.snapshot import SignalSnapshot
 PERIOD_S = 5.0
 BOUND_S = CARRY_PERIODS * PERIOD_S
 NOW = 1_717_416_000.0
-POOLS_FAILED = "pools query failed: the query did not finish within 5 s"
+TTFT_FAILED = "ttft query failed: the query did not finish within 5 s"
 
 
 def good(at: float, queue: float = 3.0) -> SignalSnapshot:
@@ -23,10 +23,9 @@ def good(at: float, queue: float = 3.0) -> SignalSnapshot:
 
 
 def quantiles_failed(at: float) -> SignalSnapshot:
-    """A read whose gauges came back and whose per-pool quantile query did not."""
-    return SignalSnapshot(at, queue_depth=9.0, kv_cache_utilization=0.9, preemption_rate=0.0,
-                          error=POOLS_FAILED, failed_queries=("pools",),
-                          unknown={"ttft_p95_s": POOLS_FAILED, "itl_p95_s": POOLS_FAILED})
+    """A read whose gauges and ITL came back and whose TTFT quantile query did not."""
+    return SignalSnapshot(at, queue_depth=9.0, kv_cache_utilization=0.9, preemption_rate=0.0, itl_p95_s=0.05,
+                          error=TTFT_FAILED, failed_queries=("ttft",), unknown={"ttft_p95_s": TTFT_FAILED})
 
 
 def whole_read_failed(at: float) -> SignalSnapshot:
@@ -48,14 +47,15 @@ def test_a_failed_read_right_after_a_good_one_carries_the_good_snapshot_unchange
 
 
 def test_a_failed_quantile_query_carries_the_whole_last_good_snapshot_not_a_mix() -> None:
-    """Per snapshot: the fresh gauges of the partly failed read are not mixed with old latencies,
-    which would then look as fresh as the gauges."""
+    """Per snapshot: the fresh gauges and ITL of the partly failed read are not mixed with an old
+    TTFT, which would then look as fresh as they are."""
     fresh = quantiles_failed(NOW + 5)
-    assert query_failure(fresh) == POOLS_FAILED
+    assert query_failure(fresh) == TTFT_FAILED
     _, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
     published, _ = carry(fresh, query_failure(fresh), last, started_s=5.0, bound_s=BOUND_S, failed_at=NOW + 5)
-    assert published.carried is not None and published.carried.failure == POOLS_FAILED
-    assert (published.queue_depth, published.kv_cache_utilization, published.ttft_p95_s) == (3.0, 0.4, 0.3)
+    assert published.carried is not None and published.carried.failure == TTFT_FAILED
+    assert (published.queue_depth, published.kv_cache_utilization, published.ttft_p95_s, published.itl_p95_s) == (
+        3.0, 0.4, 0.3, 0.02)
     assert published.observed_at == NOW and not published.unknown
 
 
@@ -133,6 +133,6 @@ def test_property_carried_values_are_never_older_than_the_bound_and_past_it_ever
             assert snap.carried is not None and snap.carried.failed_at == at
             assert snap.observed_at == last_good[1].observed_at and snap.queue_depth == last_good[1].queue_depth
         else:
-            assert snap is fresh and snap.carried is None and snap.error == POOLS_FAILED
+            assert snap is fresh and snap.carried is None and snap.error == TTFT_FAILED
             last_good = None  # past the bound: nothing is carried until a good read
         assert snap.carried is None or started - (snap.observed_at - NOW) <= BOUND_S

@@ -39,9 +39,9 @@ class RecordingSource:
             raise self.fail
         if self.failed_groups:
             why = f"{', '.join(self.failed_groups)} query failed: timed out"
-            return {r.target: SignalSnapshot(now, queue_depth=float(len(r.pods or ())), error=why,
-                                             failed_queries=self.failed_groups,
-                                             unknown={"ttft_p95_s": why, "itl_p95_s": why})
+            return {r.target: SignalSnapshot(now, queue_depth=float(len(r.pods or ())), itl_p95_s=0.05,
+                                             error=why, failed_queries=self.failed_groups,
+                                             unknown={"ttft_p95_s": why})
                     for r in pools}
         return {r.target: SignalSnapshot(now, queue_depth=float(len(r.pods)), ttft_p95_s=0.3, itl_p95_s=0.02)
                 if r.pods else SignalSnapshot(now, unknown={"queue_depth": f"no pod of {r.target} exports it"})
@@ -207,21 +207,21 @@ async def test_a_read_past_its_timeout_after_a_good_one_is_carried() -> None:
 
 
 async def test_a_failed_query_group_carries_the_last_good_snapshot_and_a_pool_without_one_is_unknown() -> None:
-    """The per-pool quantile query timed out: the pool read well before keeps its whole last good
-    snapshot (latencies included); a pool registered since, with no good read, gets the read as it
-    came, its latencies unknown because of the failure."""
+    """The TTFT quantile query timed out: the pool read well before keeps its whole last good
+    snapshot (not the fresh ITL: one consistent read); a pool registered since, with no good read,
+    gets the read as it came, its TTFT unknown because of the failure."""
     source = RecordingSource()
     reader = fleet(source, period_s=1.0)
     register(reader, CHAT, {"chat-a"})
     await reader.read_once()
-    source.failed_groups = ("pools",)
+    source.failed_groups = ("ttft",)
     register(reader, EMBED, {"embed-a", "embed-b"})
     await reader.read_once()
     chat, embed = await reader.snapshot(CHAT), await reader.snapshot(EMBED)
-    assert chat.carried is not None and chat.carried.failure == "pools query failed: timed out"
+    assert chat.carried is not None and chat.carried.failure == "ttft query failed: timed out"
     assert (chat.ttft_p95_s, chat.itl_p95_s, chat.error) == (0.3, 0.02, None)
-    assert embed.carried is None and embed.ttft_p95_s is None and embed.error == "pools query failed: timed out"
-    assert embed.failed_queries == ("pools",) and embed.queue_depth == 2.0
+    assert embed.carried is None and embed.ttft_p95_s is None and embed.error == "ttft query failed: timed out"
+    assert embed.failed_queries == ("ttft",) and (embed.queue_depth, embed.itl_p95_s) == (2.0, 0.05)
 
 
 async def test_a_genuine_unknown_is_published_not_papered_over() -> None:

@@ -326,9 +326,9 @@ SLOW_READS = OperatorSettings(namespaces=(NAMESPACE,), tick_base_seconds=1.0, me
 async def test_one_failed_quantile_query_neither_flips_metrics_available_nor_writes_status_but_is_counted(
     canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
 ) -> None:
-    """Issue 14: at 1,000 LLMDeployments the per-pool quantile query sometimes failed one read, every
-    pool's latencies turned unknown for that read and each object's MetricsAvailable flipped and was
-    written. The last good snapshot is carried through one failed read (two base periods at most):
+    """Issue 14: at 1,000 LLMDeployments a per-pool quantile query (the TTFT one here) sometimes
+    failed one read, every pool's latency turned unknown for that read and each object's
+    MetricsAvailable flipped and was written. The last good snapshot is carried through one failed read (two base periods at most):
     no condition moves or is written, and the failed read is still counted."""
     two_ready_pods(kube)
     groups = answers(engine_pod("chat-a", queue=0, running=2, kv=0.1, generated=50),
@@ -345,11 +345,11 @@ async def test_one_failed_quantile_query_neither_flips_metrics_available_nor_wri
         return op.metrics.registry.get_sample_value(
             "llmscale_signal_read_errors_total", {"namespace": NAMESPACE, "name": "chat"}) or 0.0
 
-    before, asked = errors(), canned.groups.count("pools")
+    before, asked = errors(), canned.groups.count("ttft")
     refused = canned.raw('{"status":"error","errorType":"timeout","error":"query timed out"}', status=503)
-    canned.answer(refused, refused, canned.vector(groups["pools"]), group="pools")  # 503 is retried once
+    canned.answer(refused, refused, canned.vector(groups["ttft"]), group="ttft")  # 503 is retried once
     await eventually(lambda: errors() > before, what="the failed read counted")
-    await eventually(lambda: canned.groups.count("pools") >= asked + 4, what="two more reads after it")
+    await eventually(lambda: canned.groups.count("ttft") >= asked + 4, what="two more reads after it")
     done = ticks(op)
     await eventually(lambda: ticks(op) >= done + 2, what="two more ticks")
     assert condition(status_of(kube), "MetricsAvailable")["reason"] == R.MetricsFresh  # type: ignore[index]

@@ -197,9 +197,10 @@ class SignalSnapshot:
             demand in front of the pool that exists at zero replicas (e.g. requests a gateway
             holds), in the query's own unit; ``None`` when no wake query is set or it could not be
             read (``unknown["wake_demand"]`` says why).
-        failed_queries: the query groups (``llmscale.signals.queries.GROUPS``: ``pods``, ``rates``,
-            ``absent``, ``pools``) that gave no usable answer in this read, sorted; the fields they
-            feed are unknown because of a failure, not an absence.
+        failed_queries: the query groups (keys of ``llmscale.signals.queries.GROUPS``: ``pods``,
+            ``rates``, ``absent``, ``ttft``, ``itl``, ``prompt``, ``generation``) that gave no usable
+            answer in this read, sorted; the fields they feed are unknown because of a failure, not
+            an absence.
         carried: set when this is the pool's last good snapshot published again through a failed
             read (:class:`CarriedRead`); ``None`` for a snapshot of the read just made.
     """
