@@ -212,7 +212,7 @@ def test_every_setting_is_documented_with_its_three_names(field: str) -> None:
         pytest.param(["--prometheus-quantile", "1.5"], {}, "--prometheus-quantile", id="quantile above 1"),
         pytest.param([], {"LLMSCALE_PROMETHEUS_POOL_LABEL": "llmscale.dev/pool"}, "LLMSCALE_PROMETHEUS_POOL_LABEL",
                      id="not a Prometheus label name"),
-        pytest.param(["--signal-history-seconds", "0"], {}, "--signal-history-seconds", id="no history"),
+        pytest.param(["--signal-history-seconds", "-1"], {}, "--signal-history-seconds", id="negative history"),
         pytest.param(["--prometheus-retries", "1"], {"LLMSCALE_METRICS_PORT": "http"}, "LLMSCALE_METRICS_PORT",
                      id="a bad variable is refused even beside good flags"),
     ],

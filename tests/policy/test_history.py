@@ -1,17 +1,28 @@
 """The signal history rule shared by the operator and the simulator (llmscale.policy.history):
-named cases for the append and trim rules, and the property that trimming is invisible to decide."""
+named cases for the append and trim rules, and the properties that trimming and slimming the older
+entries are invisible to decide."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.strategies import T0, pool_states, specs
+from tests.strategies import T0, memories, pool_states, snapshots, specs
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import PolicyMemory, PoolState, decide
-from llmscale.policy.history import append_snapshot, history_seconds, record_snapshot, trim_history
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.policy.history import (
+    append_snapshot,
+    history_seconds,
+    record_snapshot,
+    slim_snapshot,
+    trim_history,
+)
+from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
+
+WINDOW = RateWindow(60.0, "60s", 15.0, "targets", auto=True)
 
 
 def snap(t: float, *, error: str | None = None, kv: float = 0.5) -> SignalSnapshot:
@@ -105,4 +116,95 @@ def test_trimming_to_history_seconds_never_changes_a_decision(
         b = decide(spec, everything, state, memory_all, now)
         assert (a.interactive_replicas, a.headroom_replicas, a.reasons) == (
             b.interactive_replicas, b.headroom_replicas, b.reasons)
+        memory_kept, memory_all = a.memory, b.memory
+
+
+def detailed(snapshot: SignalSnapshot, pods: int, stalled: bool) -> SignalSnapshot:
+    """``snapshot`` with the per-pod detail the fleet reader fills in: pods (one stalled), the
+    silent, ignored and absent lists, unknowns and quiet quantiles."""
+    per_pod = tuple(PodSignals(pod=f"chat-{i}", queue_depth=1.0, running_requests=4.0, kv_cache_utilization=0.5,
+                               preemption_rate=0.0, generation_tokens_rate=100.0,
+                               newest_sample_s=snapshot.observed_at, stalled=stalled and i == 0)
+                    for i in range(pods))
+    return dataclasses.replace(
+        snapshot, pods=per_pod, stalled_pods=("chat-0",) if stalled and pods else snapshot.stalled_pods,
+        ignored_pods=("chat-gone",), silent_pods=("chat-new",), absent_counters=("vllm:num_preemptions_total",),
+        unknown={"ttft_p95_s": "no requests in the window", "queue_depth": "unknown on pod chat-1 (see the error)"},
+        quiet=("ttft_p95_s",),
+    )
+
+
+def test_slim_keeps_the_aggregates_and_drops_the_per_pod_detail() -> None:
+    whole = detailed(SignalSnapshot(observed_at=T0, queue_depth=3.0, running_requests=8.0, kv_cache_utilization=0.4,
+                                    preemption_rate=0.1, ttft_p95_s=0.5, itl_p95_s=0.03, replicas_reporting=2,
+                                    error="kv: negative value", wake_demand=2.0), pods=2, stalled=True)
+    slim = slim_snapshot(whole)
+    assert (slim.pods, slim.stalled_pods, slim.ignored_pods, slim.silent_pods, slim.absent_counters,
+            dict(slim.unknown), slim.quiet) == ((), (), (), (), (), {}, ())
+    assert dataclasses.replace(whole, pods=(), stalled_pods=(), ignored_pods=(), silent_pods=(), absent_counters=(),
+                               unknown={}, quiet=()) == slim
+    plain = snap(0)
+    assert slim_snapshot(plain) is plain
+
+
+def test_append_slims_the_entry_that_stops_being_the_newest() -> None:
+    first, second = detailed(snap(0), 2, False), detailed(snap(15), 2, False)
+    history = append_snapshot(append_snapshot((), first), second)
+    assert history == (slim_snapshot(first), second)
+    assert history[-1].pods and not history[0].pods
+    # Not news: the newest stays whole.
+    assert append_snapshot(history, detailed(snap(15, kv=0.9), 1, False)) == history
+
+
+@st.composite
+def detailed_histories(draw: st.DrawFn, now: float) -> list[SignalSnapshot]:
+    """Up to 12 snapshots, oldest first, in the last 20 minutes, each with per-pod detail."""
+    plain = draw(st.lists(snapshots(now, max_age_s=1200.0), min_size=1, max_size=12))
+    return [detailed(s, draw(st.integers(0, 3)), draw(st.booleans()))
+            for s in sorted(plain, key=lambda s: s.observed_at)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), spec=specs(), state=pool_states())
+def test_slimming_the_older_entries_never_changes_a_decision(
+    data: st.DataObject, spec: LLMDeploymentSpec, state: PoolState
+) -> None:
+    """decide on a history whose entries before the newest are slimmed returns the same Decision
+    (replicas, reasons, conditions, memory: all of it) as on the whole snapshots (issue 14)."""
+    now = T0 + 86_400.0
+    history = data.draw(detailed_histories(now))
+    memory = data.draw(memories(now))
+    slimmed = [*(slim_snapshot(s) for s in history[:-1]), history[-1]]
+    # repr: NaN-safe equality of every field.
+    assert repr(decide(spec, slimmed, state, memory, now)) == repr(decide(spec, history, state, memory, now))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=specs(with_batch=False), state=pool_states(lo=1),
+       steps=st.lists(st.tuples(st.floats(5, 60), st.floats(0, 1), st.floats(0, 50), st.integers(1, 3)),
+                      min_size=1, max_size=40))
+def test_recorded_history_decides_as_the_whole_snapshots_tick_after_tick(
+    spec: LLMDeploymentSpec, state: PoolState, steps: list[tuple[float, float, float, int]]
+) -> None:
+    """What the operator and the simulator keep (record_snapshot: trimmed, older entries slimmed)
+    decides as every whole snapshot ever read, tick after tick with the memory carried: the live
+    mix, the burstiness, the arrival rate and the trends read only what slimming keeps."""
+    kept: tuple[SignalSnapshot, ...] = ()
+    everything: list[SignalSnapshot] = []
+    memory_kept = memory_all = PolicyMemory()
+    now = T0
+    for dt, kv, rate, pods in steps:
+        now += dt
+        read = detailed(SignalSnapshot(
+            observed_at=now - 2.0, kv_cache_utilization=kv, queue_depth=rate / 10, running_requests=rate,
+            preemption_rate=0.0, replicas_reporting=pods,
+            workload=WorkloadMix(request_rate=rate, prompt_tokens_rate=rate * 900, generation_tokens_rate=rate * 200,
+                                 prompt_tokens_mean=900.0, prompt_tokens_p95=2500.0, generation_tokens_mean=200.0,
+                                 generation_tokens_p95=600.0, prefix_cache_hit_rate=0.3),
+            window=WINDOW), pods, False)
+        kept = record_snapshot(kept, read, now, history_seconds(spec))
+        everything.append(read)
+        a = decide(spec, kept, state, memory_kept, now)
+        b = decide(spec, everything, state, memory_all, now)
+        assert repr(a) == repr(b)
         memory_kept, memory_all = a.memory, b.memory

@@ -171,14 +171,15 @@ class OperatorSettings(BaseSettings):
         ge=0.1, le=3600, json_schema_extra=_names(metavar="SECONDS"),
     )
     signal_history_seconds: float = Field(
-        900.0,
-        title="shortest time signal snapshots are kept per object, seconds",
+        0.0,
+        title="shortest time signal snapshots are kept per object, seconds (0: one cold start)",
         description="Shortest time signal snapshots are kept in memory per LLMDeployment, in "
-        "seconds (> 0). The policy reads the newest snapshot and one cold start of them "
-        "(spec.headroom.coldStartSeconds, for the adaptive headroom's trend), so at least that is "
-        "kept whatever this says; 900 s covers the longest default-sized cold starts with margin "
-        "and costs a few kilobytes per object.",
-        gt=0, json_schema_extra=_names(metavar="SECONDS"),
+        "seconds (>= 0). The policy reads the newest snapshot and one cold start of them "
+        "(spec.headroom.coldStartSeconds, for the adaptive headroom's trend), so that much is always "
+        "kept and 0 (the default) keeps no more: a longer history is read by nothing and costs about "
+        "0.7 KB per snapshot per object (benchmarks/memory_per_object.py). A longer one only lets a "
+        "raised coldStartSeconds see its whole trend at once instead of after one cold start.",
+        ge=0, json_schema_extra=_names(metavar="SECONDS"),
     )
     status_refresh_seconds: float | None = Field(
         None,

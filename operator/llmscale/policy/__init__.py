@@ -6,7 +6,13 @@ See :func:`decide` for the algorithm, :mod:`llmscale.policy.clamps` for its clam
 """
 
 from llmscale.policy.core import FALLBACK_KV_CACHE_TARGET, decide, headroom_replicas, kv_cache_target
-from llmscale.policy.history import append_snapshot, history_seconds, record_snapshot, trim_history
+from llmscale.policy.history import (
+    append_snapshot,
+    history_seconds,
+    record_snapshot,
+    slim_snapshot,
+    trim_history,
+)
 from llmscale.policy.leadtime import LeadTime, lead_time
 from llmscale.policy.types import (
     CapacityCorrection,
@@ -51,5 +57,6 @@ __all__ = [
     "open_interval",
     "record_snapshot",
     "scheduled_minimum",
+    "slim_snapshot",
     "trim_history",
 ]

@@ -7,16 +7,24 @@ they stay. Pure: no I/O, no clock; the operator and the simulator both keep thei
 the trends; it trims what it is given to :func:`history_seconds` itself, so a caller that keeps more
 (the operator) decides exactly as one that keeps that much (the simulator). Everything older is dead
 weight.
+
+Of the entries before the newest, ``decide`` reads only the pool's aggregates (``observed_at``, the
+six signals, ``replicas_reporting``, ``workload``, ``window``): the per-pod detail (``pods``, the
+stalled, ignored and silent pod names, ``absent_counters``, ``unknown``, ``quiet``) is read of the
+newest alone. :func:`append_snapshot` therefore keeps an entry whole only while it is the newest and
+slims it (:func:`slim_snapshot`) when a newer one arrives: per object, the history then costs a
+fraction of the memory (issue 14; ``benchmarks/memory_per_object.py`` measures it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["append_snapshot", "history_seconds", "record_snapshot", "trim_history"]
+__all__ = ["append_snapshot", "history_seconds", "record_snapshot", "slim_snapshot", "trim_history"]
 
 
 def history_seconds(spec: LLMDeploymentSpec) -> float:
@@ -30,6 +38,24 @@ def history_seconds(spec: LLMDeploymentSpec) -> float:
     return float(spec.headroom.cold_start_seconds)
 
 
+def slim_snapshot(snapshot: SignalSnapshot) -> SignalSnapshot:
+    """Return ``snapshot`` without the per-pod detail ``decide`` reads only of the newest entry.
+
+    Kept: ``observed_at``, the pool's signals (queue depth, running requests, KV-cache use,
+    preemption rate, TTFT and ITL p95, wake demand), ``replicas_reporting``, ``error``, ``workload``
+    and ``window``: what the arrival rate, the live mix, the burstiness and the trends read of older
+    snapshots. Emptied: ``pods``, ``stalled_pods``, ``ignored_pods``, ``silent_pods``,
+    ``absent_counters``, ``unknown`` and ``quiet`` (per pod, they grow with the pool). Returns
+    ``snapshot`` itself when it has nothing to drop. Decisions on a history whose older entries are
+    slimmed equal those on the whole snapshots (tests/policy/test_history.py).
+    """
+    if not (snapshot.pods or snapshot.stalled_pods or snapshot.ignored_pods or snapshot.silent_pods
+            or snapshot.absent_counters or snapshot.unknown or snapshot.quiet):
+        return snapshot
+    return dataclasses.replace(snapshot, pods=(), stalled_pods=(), ignored_pods=(), silent_pods=(),
+                               absent_counters=(), unknown={}, quiet=())
+
+
 def append_snapshot(history: Sequence[SignalSnapshot], snapshot: SignalSnapshot) -> tuple[SignalSnapshot, ...]:
     """Return ``history`` with ``snapshot`` appended when it is news, else ``history`` unchanged.
 
@@ -38,7 +64,8 @@ def append_snapshot(history: Sequence[SignalSnapshot], snapshot: SignalSnapshot)
     must reach the policy as the newest entry even if Prometheus's newest sample did not move,
     so that the policy judges what was just read. A clean read of samples already in the history
     (Prometheus has not scraped since) adds nothing: one entry per scrape keeps the per-minute
-    means of the headroom trend unweighted by how often the caller asks.
+    means of the headroom trend unweighted by how often the caller asks. The entry that stops being
+    the newest is kept slimmed (:func:`slim_snapshot`).
 
     Args:
         history: snapshots, oldest first.
@@ -47,8 +74,10 @@ def append_snapshot(history: Sequence[SignalSnapshot], snapshot: SignalSnapshot)
     Returns:
         The new history, oldest first, as a tuple.
     """
-    if not history or snapshot.error is not None or snapshot.observed_at > history[-1].observed_at:
-        return (*history, snapshot)
+    if not history:
+        return (snapshot,)
+    if snapshot.error is not None or snapshot.observed_at > history[-1].observed_at:
+        return (*history[:-1], slim_snapshot(history[-1]), snapshot)
     return tuple(history)
 
 

@@ -19,6 +19,10 @@ from types import MappingProxyType
 __all__ = ["CarriedRead", "PodSignals", "RateWindow", "SignalSnapshot", "WorkloadMix"]
 
 
+#: The ``unknown`` of every snapshot that has none (read-only, so sharing it is safe).
+_NO_UNKNOWN: Mapping[str, str] = MappingProxyType({})
+
+
 def _finite_or_none(obj: object, names: tuple[str, ...]) -> None:
     """Replace NaN and ±Inf in the named float fields of a frozen dataclass with ``None``."""
     for name in names:
@@ -241,7 +245,9 @@ class SignalSnapshot:
                 "wake_demand",
             ),
         )
-        object.__setattr__(self, "unknown", MappingProxyType(dict(self.unknown)))
+        # One shared empty view for the common case: a history of snapshots without unknowns
+        # then holds no dict per entry.
+        object.__setattr__(self, "unknown", MappingProxyType(dict(self.unknown)) if self.unknown else _NO_UNKNOWN)
 
     def age(self, now: float) -> float:
         """Return the snapshot's age at ``now`` (seconds since the epoch), in seconds."""

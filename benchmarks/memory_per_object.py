@@ -1,0 +1,130 @@
+"""Bytes of signal history the operator keeps per LLMDeployment (issue 14), before and after slimming.
+
+    .venv/bin/python benchmarks/memory_per_object.py [--objects 1000] [--pods 1] [--unknown 0]
+        [--tick 15] [--keep 900] [--cold-start 180]
+
+Builds ``--objects`` histories the way the operator's tick does (one :class:`SignalSnapshot` per
+tick, ``--tick`` seconds apart, ``record_snapshot`` with ``keep_s = max(--keep, --cold-start)``),
+each snapshot shaped as the fleet reader's (``llmscale.signals.assemble``): ``--pods`` pods with
+their per-pod signals and fresh name strings, a full workload mix, ``--unknown`` entries in
+``unknown``, one rate window shared by the whole read. It runs long enough for the history to be
+full, then measures the live bytes of the histories with :mod:`tracemalloc` for:
+
+- ``whole``: every entry whole, each with its own ``unknown`` view (the rule before issue 14);
+- ``slimmed``: entries older than the newest slimmed (:func:`llmscale.policy.history.slim_snapshot`,
+  what ``record_snapshot`` does now), for the same ``keep_s``;
+- ``slimmed, one cold start``: the same kept for ``--cold-start`` seconds only (what the policy reads).
+
+Prints bytes per object, entries per object and the ratio against ``whole``. Figures, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import tracemalloc
+from collections.abc import Callable, Sequence
+from types import MappingProxyType
+
+from llmscale.policy.history import record_snapshot, trim_history
+from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
+
+T0 = 1_790_000_000.0
+
+
+def _whole(history: Sequence[SignalSnapshot], snapshot: SignalSnapshot, now: float, keep_s: float
+           ) -> tuple[SignalSnapshot, ...]:
+    """The rule before issue 14: append every new read whole, then trim."""
+    # Each snapshot had its own read-only copy of its unknowns, empty or not.
+    object.__setattr__(snapshot, "unknown", MappingProxyType(dict(snapshot.unknown)))
+    if not history or snapshot.error is not None or snapshot.observed_at > history[-1].observed_at:
+        history = (*history, snapshot)
+    return trim_history(history, now, keep_s)
+
+
+def _read(rng: random.Random, obj: int, now: float, pods: int, unknown: int, window: RateWindow) -> SignalSnapshot:
+    """One read of one object's interactive pool, as the fleet reader assembles it."""
+    observed = now - rng.uniform(0, 5)
+    per_pod = tuple(
+        PodSignals(
+            pod=f"chat-{obj:05d}-interactive-7d9f8c6b5-{p:05d}",
+            queue_depth=float(rng.randint(0, 8)),
+            running_requests=float(rng.randint(0, 64)),
+            kv_cache_utilization=rng.random(),
+            preemption_rate=rng.random() * 0.1,
+            generation_tokens_rate=rng.uniform(100, 3000),
+            newest_sample_s=observed,
+        )
+        for p in range(pods)
+    )
+    return SignalSnapshot(
+        observed_at=observed,
+        queue_depth=sum(p.queue_depth or 0.0 for p in per_pod),
+        running_requests=sum(p.running_requests or 0.0 for p in per_pod),
+        kv_cache_utilization=sum(p.kv_cache_utilization or 0.0 for p in per_pod) / max(pods, 1),
+        preemption_rate=sum(p.preemption_rate or 0.0 for p in per_pod),
+        ttft_p95_s=rng.uniform(0.1, 2),
+        itl_p95_s=rng.uniform(0.01, 0.1),
+        replicas_reporting=pods,
+        workload=WorkloadMix(
+            request_rate=rng.uniform(1, 20), prompt_tokens_rate=rng.uniform(1e3, 2e4),
+            generation_tokens_rate=rng.uniform(1e2, 4e3), prompt_tokens_mean=rng.uniform(500, 1500),
+            prompt_tokens_p90=rng.uniform(1500, 3000), prompt_tokens_p95=rng.uniform(2000, 4000),
+            generation_tokens_mean=rng.uniform(100, 300), generation_tokens_p90=rng.uniform(300, 600),
+            generation_tokens_p95=rng.uniform(400, 800), prefix_cache_hit_rate=rng.random(),
+        ),
+        pods=per_pod,
+        unknown={f"signal_{i}": f"unknown on pod chat-{obj:05d}-interactive-0 (see the error)" for i in range(unknown)},
+        window=window,
+    )
+
+
+Record = Callable[[Sequence[SignalSnapshot], SignalSnapshot, float, float], tuple[SignalSnapshot, ...]]
+
+
+def measure(record: Record, args: argparse.Namespace, keep_s: float) -> tuple[float, float]:
+    """Return (bytes per object, entries per object) of ``--objects`` histories built with ``record``."""
+    rng = random.Random(14)
+    window = RateWindow(60.0, "60s", 15.0, "targets", auto=True)
+    ticks = int(max(args.keep, args.cold_start) // args.tick) + 5
+    gc.collect()
+    tracemalloc.start()
+    histories: list[tuple[SignalSnapshot, ...]] = [() for _ in range(args.objects)]
+    base = tracemalloc.get_traced_memory()[0]
+    for tick in range(ticks):
+        now = T0 + tick * args.tick
+        for obj in range(args.objects):
+            histories[obj] = record(histories[obj], _read(rng, obj, now, args.pods, args.unknown, window), now, keep_s)
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    entries = sum(len(h) for h in histories) / args.objects
+    return used / args.objects, entries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--objects", type=int, default=1000, help="LLMDeployments (default 1000)")
+    parser.add_argument("--pods", type=int, default=1, help="reporting pods per pool (default 1)")
+    parser.add_argument("--unknown", type=int, default=0, help="entries in each snapshot's unknown (default 0)")
+    parser.add_argument("--tick", type=float, default=15.0, help="seconds between reads (default 15)")
+    parser.add_argument("--keep", type=float, default=900.0, help="seconds kept by the whole and slimmed rows: the old --signal-history-seconds (default 900)")
+    parser.add_argument("--cold-start", type=float, default=180.0, help="spec.headroom.coldStartSeconds (default 180)")
+    args = parser.parse_args()
+    keep_s = max(args.keep, args.cold_start)
+    print(f"{args.objects} objects, {args.pods} pod(s) a pool, {args.unknown} unknown(s) a snapshot, "
+          f"a read every {args.tick:g} s")
+    rows = [
+        (f"whole, kept {keep_s:g} s", measure(_whole, args, keep_s)),
+        (f"slimmed, kept {keep_s:g} s", measure(record_snapshot, args, keep_s)),
+        (f"slimmed, kept one cold start ({args.cold_start:g} s)", measure(record_snapshot, args, args.cold_start)),
+    ]
+    baseline = rows[0][1][0]
+    for label, (per_object, entries) in rows:
+        print(f"{label:<44} {per_object:>9,.0f} bytes/object  {entries:5.1f} entries  "
+              f"{per_object / baseline:5.2f} × whole  ({per_object * args.objects / 2**20:6.1f} MiB in all)")
+
+
+if __name__ == "__main__":
+    main()
