@@ -15,19 +15,29 @@ full, then measures the live bytes of the histories with :mod:`tracemalloc` for:
   what ``record_snapshot`` does now), for the same ``keep_s``;
 - ``slimmed, one cold start``: the same kept for ``--cold-start`` seconds only (what the policy reads).
 
-Prints bytes per object, entries per object and the ratio against ``whole``. Figures, not a test.
+Prints bytes per object, entries per object and the ratio against ``whole``.
+
+Then the other per-pool state the tick keeps that grows with time, the service record
+(:class:`llmscale.controller.servicerecord.ServiceRecord`, two per object: the interactive and
+the batch pool), after a day of ticks: its buckets as a dict of one array per bucket (before issue
+14) and as the ring it is now. Figures, not a test.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import math
 import random
 import tracemalloc
+from array import array
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
+from typing import Any
 
+from llmscale.controller.servicerecord import _FIELDS, ServiceRecord
 from llmscale.policy.history import record_snapshot, trim_history
+from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
 
 T0 = 1_790_000_000.0
@@ -103,6 +113,48 @@ def measure(record: Record, args: argparse.Namespace, keep_s: float) -> tuple[fl
     return used / args.objects, entries
 
 
+class _DictBuckets:
+    """The service record's buckets before issue 14: one array per bucket start in a dict."""
+
+    def __init__(self, width_s: float, count: int) -> None:
+        self.width_s, self.count = width_s, count
+        self.data: dict[int, array[float]] = {}
+
+    def add(self, t: float, index: int, value: float) -> None:
+        key = int(math.floor(t / self.width_s) * self.width_s)
+        bucket = self.data.get(key)
+        if bucket is None:
+            bucket = self.data[key] = array("d", bytes(8 * _FIELDS))
+            oldest = key - (self.count - 1) * self.width_s
+            for old in [k for k in self.data if k < oldest]:
+                del self.data[old]
+        bucket[index] += value
+
+
+def measure_record(args: argparse.Namespace, dict_buckets: bool) -> float:
+    """Return the bytes of one pool's service record after a day of ticks, one minute a minute."""
+    rng = random.Random(14)
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    records = [ServiceRecord() for _ in range(args.records)]
+    if dict_buckets:
+        for r in records:
+            fake: Any = r
+            fake.minutes, fake.hours = _DictBuckets(60.0, 60), _DictBuckets(3600.0, 24)
+    for tick in range(int(86_400 / args.tick)):
+        now = T0 + tick * args.tick
+        for r in records:
+            r.add_tick(now, 1.0, None, 2 * args.tick)
+            if now % 60 < args.tick:
+                r.add_minute(MinuteSample(end_s=math.floor(now / 60) * 60, ttft_p95_s=rng.random(), itl_p95_s=0.03,
+                                          ttft_observations=100.0, generation_tokens=5000.0, queue_min=0.0), True)
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return float(used / args.records)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objects", type=int, default=1000, help="LLMDeployments (default 1000)")
@@ -110,6 +162,7 @@ def main() -> None:
     parser.add_argument("--unknown", type=int, default=0, help="entries in each snapshot's unknown (default 0)")
     parser.add_argument("--tick", type=float, default=15.0, help="seconds between reads (default 15)")
     parser.add_argument("--keep", type=float, default=900.0, help="seconds kept by the whole and slimmed rows: the old --signal-history-seconds (default 900)")
+    parser.add_argument("--records", type=int, default=50, help="service records built for the second table (default 50)")
     parser.add_argument("--cold-start", type=float, default=180.0, help="spec.headroom.coldStartSeconds (default 180)")
     args = parser.parse_args()
     keep_s = max(args.keep, args.cold_start)
@@ -124,6 +177,10 @@ def main() -> None:
     for label, (per_object, entries) in rows:
         print(f"{label:<44} {per_object:>9,.0f} bytes/object  {entries:5.1f} entries  "
               f"{per_object / baseline:5.2f} × whole  ({per_object * args.objects / 2**20:6.1f} MiB in all)")
+    before, after = measure_record(args, True), measure_record(args, False)
+    print(f"service record of one pool after a day (two pools an object): dict of buckets {before:,.0f} bytes, "
+          f"ring {after:,.0f} bytes ({after / before:.2f} ×; {2 * (before - after) * args.objects / 2**20:.1f} MiB "
+          f"less at {args.objects} objects)")
 
 
 if __name__ == "__main__":

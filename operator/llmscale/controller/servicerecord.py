@@ -102,29 +102,49 @@ class PoolFigures:
 
 @dataclass
 class _Buckets:
-    """Rolling sums in ``count`` buckets of ``width_s`` seconds, keyed by bucket start."""
+    """Rolling sums in ``count`` buckets of ``width_s`` seconds, keyed by bucket start.
+
+    A ring of ``count`` slots in two flat arrays (issue 14: a dict of one array per bucket cost
+    ~220 bytes a bucket, ~18 KB a pool at a day's age; the ring costs ``count × 88`` bytes, ~7.5 KB
+    a pool): the bucket starting at ``key`` lives in slot ``(key / width_s) mod count``, its start in
+    ``keys`` (NaN: empty) and its ``_FIELDS`` sums in ``values``. A newer bucket replaces the one a
+    whole ring older in its slot; a value older than what its slot holds is dropped (it lies outside
+    every window :meth:`sums` reads from the newest bucket on).
+    """
 
     width_s: float
     count: int
-    data: dict[int, array[float]] = field(default_factory=dict)
+    keys: array[float] = field(init=False, repr=False)
+    values: array[float] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.keys = array("d", [math.nan]) * self.count
+        self.values = array("d", bytes(8 * _FIELDS * self.count))
 
     def add(self, t: float, index: int, value: float) -> None:
-        key = int(math.floor(t / self.width_s) * self.width_s)
-        bucket = self.data.get(key)
-        if bucket is None:
-            bucket = self.data[key] = array("d", bytes(8 * _FIELDS))
-            oldest = key - (self.count - 1) * self.width_s
-            for old in [k for k in self.data if k < oldest]:
-                del self.data[old]
-        bucket[index] += value
+        key = math.floor(t / self.width_s) * self.width_s
+        slot = int(key // self.width_s) % self.count
+        held = self.keys[slot]
+        if held != key:
+            if held > key:
+                return
+            self.keys[slot] = key
+            base = slot * _FIELDS
+            self.values[base:base + _FIELDS] = array("d", bytes(8 * _FIELDS))
+        self.values[slot * _FIELDS + index] += value
+
+    def field_sum(self, index: int, low: float, high: float) -> float:
+        """Sum of field ``index`` over the buckets starting in ``[low, high]``."""
+        return sum(self.values[slot * _FIELDS + index] for slot, key in enumerate(self.keys) if low <= key <= high)
 
     def sums(self, now: float) -> list[float]:
         oldest = math.floor(now / self.width_s) * self.width_s - (self.count - 1) * self.width_s
         total = [0.0] * _FIELDS
-        for key, bucket in self.data.items():
+        for slot, key in enumerate(self.keys):
             if oldest <= key <= now:
+                base = slot * _FIELDS
                 for i in range(_FIELDS):
-                    total[i] += bucket[i]
+                    total[i] += self.values[base + i]
         return total
 
 
@@ -206,8 +226,8 @@ class ServiceRecord:
             return value / (minutes * _MINUTE_S) if minutes > 0 else None
 
         # GPU time after the newest folded minute has no tokens yet (module docstring).
-        pending_gpu_s = sum(bucket[_GPU_S] for key, bucket in self.minutes.data.items()
-                            if self.last_minute_end_s is not None and self.last_minute_end_s <= key <= now)
+        pending_gpu_s = (self.minutes.field_sum(_GPU_S, self.last_minute_end_s, now)
+                         if self.last_minute_end_s is not None else 0.0)
         usd = max(0.0, day[_GPU_S] - pending_gpu_s) / _HOUR_S * gpu_hour_usd
         return PoolFigures(
             slo_attainment_1h_percent=share(hour),
