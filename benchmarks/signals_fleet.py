@@ -1,12 +1,12 @@
 """How much Python one fleet-wide signal read costs, against reading pool by pool.
 
-The reader sends four instant queries per engine profile per tick and splits the answers per
+The reader sends seven instant queries per engine profile per tick and splits the answers per
 pool and pod in Python (docs/signals.md). This script builds the answers Prometheus would give
 for a fleet of ``--deployments`` LLMDeployments (two pools each, ``--pods`` pods a pool), as JSON
 text, and times what the operator then does each tick: decode, split per pool and pod
 (``parse_group``) and build every pool's snapshot (``assemble``). The baseline, in the same
-process, is the same work done pool by pool: one set of three answers per pool, decoded and
-assembled separately (what a per-pool read costs in Python, before its 4 × pools round trips).
+process, is the same work done pool by pool: one set of answers per pool, decoded and assembled
+separately (what a per-pool read costs in Python, before its 7 × pools round trips).
 Prometheus's own evaluation time is not measured here.
 
 Usage: ``.venv/bin/python benchmarks/signals_fleet.py [--deployments 1000] [--pods 4] [--repeat 3]``

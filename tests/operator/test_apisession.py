@@ -20,6 +20,7 @@ from llmscale.controller.apisession import (
     connection_budget,
     connection_info,
     exact_namespaces,
+    is_peering_keepalive,
     session_login,
     watched_resources,
 )
@@ -195,4 +196,93 @@ async def test_requests_that_wait_for_a_connection_are_measured() -> None:
         assert waits == [], "a request that found a free connection did not wait"
     finally:
         await ctx.aiohttp_session.close()
+        await runner.cleanup()
+
+
+async def test_a_wait_that_times_out_is_reported_once_with_its_length() -> None:
+    # Review of issue 14: a wait cancelled or timed out never reached queued_end and went
+    # unreported; it is reported at the request's failure, once.
+    from aiohttp import web
+
+    async def slow(_request: web.Request) -> web.Response:
+        await asyncio.sleep(0.5)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    waits: list[float] = []
+    ctx = await session_login(lambda memo: _config("t"), lambda: ConnectionBudget(0, 1), lambda memo: waits.append)(
+        memo=None)
+    try:
+        session = ctx.aiohttp_session
+        holder = asyncio.create_task(session.get(f"http://127.0.0.1:{port}/"))
+        await asyncio.sleep(0.05)  # the one connection is taken
+        with pytest.raises(asyncio.TimeoutError):
+            await session.get(f"http://127.0.0.1:{port}/", timeout=aiohttp.ClientTimeout(total=0.2))
+        assert len(waits) == 1 and 0.15 <= waits[0] < 0.45, waits
+        (await holder).release()
+    finally:
+        await ctx.aiohttp_session.close()
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "keepalive"),
+    [
+        ("PATCH", "/apis/kopf.dev/v1/namespaces/ml/kopfpeerings/llmscale", True),
+        ("PATCH", "/apis/kopf.dev/v1/clusterkopfpeerings/llmscale", True),
+        ("PATCH", "/apis/zalando.org/v1/namespaces/ml/kopfpeerings/llmscale", True),
+        ("GET", "/apis/kopf.dev/v1/namespaces/ml/kopfpeerings", False),  # the watch: a counted stream
+        ("PATCH", "/apis/llmscale.dev/v1alpha1/namespaces/ml/llmdeployments/chat/status", False),
+        ("PATCH", "/api/v1/namespaces/kopfpeerings/pods/p", False),  # a namespace of that name
+    ],
+)
+def test_which_requests_are_the_peering_keepalive(method: str, path: str, keepalive: bool) -> None:
+    assert is_peering_keepalive(method, path) is keepalive
+
+
+async def test_the_peering_keepalive_never_waits_for_a_connection() -> None:
+    # Issue 14's 1,000 burst: 1,037 requests waited over 5 s for a connection of the bounded pool,
+    # past the margin of Kopf's peering keep-alive. With the one request connection taken and a
+    # status patch queued behind it, the keep-alive goes through at once; the status patch waits.
+    from aiohttp import web
+
+    async def slow(_request: web.Request) -> web.Response:
+        await asyncio.sleep(0.4)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    waits: list[float] = []
+    ctx = await session_login(lambda memo: _config("t"), lambda: ConnectionBudget(0, 1), lambda memo: waits.append)(
+        memo=None)
+    session = ctx.aiohttp_session
+    loop = asyncio.get_running_loop()
+
+    async def timed(method: str, path: str) -> float:
+        start = loop.time()
+        async with session.request(method, base + path) as response:
+            await response.text()
+        return loop.time() - start
+
+    try:
+        holder = asyncio.create_task(timed("GET", "/api/v1/pods"))
+        await asyncio.sleep(0.05)
+        queued = asyncio.create_task(timed("PATCH", "/apis/llmscale.dev/v1alpha1/namespaces/ml/llmdeployments/c/status"))
+        await asyncio.sleep(0.05)
+        keepalive = await timed("PATCH", "/apis/kopf.dev/v1/namespaces/ml/kopfpeerings/llmscale")
+        assert keepalive < 0.6, f"the keep-alive waited for the pool ({keepalive:.2f} s)"
+        assert await queued > 0.6, "the status patch waited its turn"
+        await holder
+        assert len(waits) == 1, waits  # the status patch only
+    finally:
+        await session.close()
         await runner.cleanup()

@@ -235,3 +235,22 @@ async def test_a_genuine_unknown_is_published_not_papered_over() -> None:
     await reader.read_once()
     snap = await reader.snapshot(CHAT)
     assert snap.carried is None and snap.queue_depth is None and "no pod" in snap.unknown["queue_depth"]
+
+
+async def test_a_pool_forgotten_while_its_read_is_in_flight_gets_nothing_published_or_counted() -> None:
+    """Review of issue 14: a read takes seconds at 1,000 pools; an object deleted meanwhile had its
+    metric series dropped, and a carried failure counted for it brought its error counter back."""
+    source = RecordingSource()
+    counted: list[PoolTarget] = []
+    reader = FleetReader(source, period_s=0.05, timeout_s=0.5, clock=Clock(), on_carried=counted.append)
+    register(reader, CHAT, {"chat-a"})
+    register(reader, EMBED, {"embed-a"})
+    await reader.read_once()
+    source.fail, source.delay_s = ConnectionRefusedError("Prometheus is down"), 0.05
+    in_flight = asyncio.create_task(reader.read_once())
+    await asyncio.sleep(0.01)
+    reader.forget("serving", "chat")
+    await in_flight
+    assert counted == [EMBED], "only the pool still registered is counted"
+    assert CHAT not in reader._results and CHAT not in reader._good
+    assert (await reader.snapshot(EMBED)).carried is not None

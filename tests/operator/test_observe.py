@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import math
 
@@ -21,7 +22,7 @@ from llmscale.controller.statuspatch import (
 )
 from llmscale.policy.leadtime import lead_time
 from llmscale.signals.minute import MinuteSample
-from llmscale.signals.snapshot import PodSignals, SignalSnapshot
+from llmscale.signals.snapshot import CarriedRead, PodSignals, SignalSnapshot
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z, a whole hour
 
@@ -125,6 +126,19 @@ def test_attainment_goodput_cost_and_utilisation_over_the_hour() -> None:
     assert f.busy_share == pytest.approx(0.5) and f.kv_cache_utilization_mean == pytest.approx(0.3)
     assert record.figures(T0 + 600 + 3600, gpu_hour_usd=3.0, judged=True).slo_attainment_1h_percent is None
     assert record.figures(T0 + 600, gpu_hour_usd=3.0, judged=False).slo_attainment_1h_percent is None
+
+
+def test_a_carried_snapshot_is_not_folded_into_the_utilisation_again() -> None:
+    # Review of issue 14: the fleet reader publishes a pool's last good snapshot again through a
+    # failed read (``carried``); its pods were folded in when it was read, so they are not again.
+    busy = SignalSnapshot(observed_at=T0, pods=(PodSignals("a", running_requests=2, kv_cache_utilization=0.9),))
+    idle = SignalSnapshot(observed_at=T0 + 15, pods=(PodSignals("a", running_requests=0, kv_cache_utilization=0.1),))
+    carried = dataclasses.replace(busy, carried=CarriedRead("ttft query failed: timed out", 1, T0 + 30))
+    record = ServiceRecord()
+    for tick, snapshot in ((0, busy), (15, idle), (30, carried), (45, carried)):
+        record.add_tick(T0 + tick, gpus=1, snapshot=snapshot, max_gap_s=60)
+    f = record.figures(T0 + 60, gpu_hour_usd=3.0, judged=False)
+    assert f.busy_share == pytest.approx(0.5) and f.kv_cache_utilization_mean == pytest.approx(0.5)
 
 
 def test_cost_per_million_tokens_of_a_steady_pool_stays_put_between_minutes() -> None:

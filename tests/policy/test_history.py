@@ -20,9 +20,12 @@ from llmscale.policy.history import (
     slim_snapshot,
     trim_history,
 )
-from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
+from llmscale.signals.snapshot import CarriedRead, PodSignals, RateWindow, SignalSnapshot, WorkloadMix
 
 WINDOW = RateWindow(60.0, "60s", 15.0, "targets", auto=True)
+
+
+CARRIED = CarriedRead(failure="ttft query failed: timed out", failed_reads=1, failed_at=T0 + 20)
 
 
 def snap(t: float, *, error: str | None = None, kv: float = 0.5) -> SignalSnapshot:
@@ -42,6 +45,14 @@ def snap(t: float, *, error: str | None = None, kv: float = 0.5) -> SignalSnapsh
                      id="same samples with an error: the policy must judge it"),
         pytest.param([snap(0), snap(15)], snap(5, error="Prometheus did not answer"), True,
                      id="an error always reaches the policy"),
+        # A carried snapshot is the last good read published again through a failed one (the
+        # operator's fleet reader): with a rejected value of its own it joined every tick it was
+        # carried (review of issue 14); it is news only with newer samples.
+        pytest.param([snap(0), snap(15, error="kv: negative value")],
+                     dataclasses.replace(snap(15, error="kv: negative value"), carried=CARRIED), False,
+                     id="a carried snapshot with an error, already in the history"),
+        pytest.param([snap(0)], dataclasses.replace(snap(15), carried=CARRIED), True,
+                     id="a carried snapshot not yet in the history"),
     ],
 )
 def test_append_rule(before: list[SignalSnapshot], read: SignalSnapshot, appended: bool) -> None:

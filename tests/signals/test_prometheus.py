@@ -629,3 +629,16 @@ async def test_a_failure_that_would_repeat_in_the_queries_sent_together_is_told_
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     assert snap.error is not None and "HTTP 401" in snap.error
     assert snap.queue_depth == 14.0, "the first query's answer is kept"
+
+
+def test_the_connection_pool_holds_every_query_of_two_reads_per_read_thread() -> None:
+    # Review of issue 14: prometheus-api-client mounts urllib3's default pool of 10 connections;
+    # a read sends up to seven queries at once and a timed-out read's may still run beside the
+    # next read's, so connections were dropped and opened again.
+    r = PrometheusSignalReader("http://127.0.0.1:9", settings=ReaderSettings(max_workers=2))
+    try:
+        adapter = r._client._session.get_adapter("http://127.0.0.1:9/api/v1/query")
+        assert adapter._pool_maxsize == 2 * 2 * len(GROUPS)
+        assert adapter.max_retries.total == ReaderSettings().retries, "the retry policy is kept"
+    finally:
+        r.close()

@@ -22,6 +22,7 @@ leaves it, and the login says so.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -37,9 +38,11 @@ from llmscale.controller.settings import OperatorSettings
 __all__ = [
     "PEERING_RESOURCES",
     "ConnectionBudget",
+    "PeeringFirst",
     "connection_budget",
     "connection_info",
     "exact_namespaces",
+    "is_peering_keepalive",
     "session_login",
     "wait_trace",
     "watched_resources",
@@ -151,9 +154,15 @@ def connection_info(config: kubernetes.client.Configuration) -> kopf.ConnectionI
 
 
 def wait_trace(waited: Callable[[float], None]) -> aiohttp.TraceConfig:
-    """Return an aiohttp trace that calls ``waited(seconds)`` for every request that waited for a
-    free connection of the pool (aiohttp's ``on_connection_queued_start``/``_end``; a request that
-    found one free is not queued and not reported).
+    """Return an aiohttp trace that calls ``waited(seconds)`` once for every request that waited for
+    a free connection of the pool: from the first ``on_connection_queued_start`` to the connection
+    obtained (``on_connection_reuseconn`` or ``on_connection_create_end``), or to the request's
+    failure (``on_request_exception``: a wait cancelled or timed out is still reported). A request
+    that found a connection free is not reported.
+
+    Not from ``queued_start`` to ``queued_end``: a request woken by a freed connection that another
+    takes first queues again (aiohttp 3.14 ``connector.py``, ``_wait_for_available_connection``),
+    so one long wait would read as several short ones.
 
     Why it is measured: Kopf's peering keep-alive goes through the same pool, and Kopf sends it
     5–10 s before the peer's lifetime ends (Kopf 1.45 ``kopf/_core/engines/peering.py``,
@@ -164,24 +173,74 @@ def wait_trace(waited: Callable[[float], None]) -> aiohttp.TraceConfig:
     trace = aiohttp.TraceConfig()
 
     async def queued(_session: Any, ctx: Any, _params: Any) -> None:
-        ctx.queued_at = asyncio.get_running_loop().time()
+        if getattr(ctx, "queued_at", None) is None:
+            ctx.queued_at = asyncio.get_running_loop().time()
 
-    async def dequeued(_session: Any, ctx: Any, _params: Any) -> None:
+    async def done(_session: Any, ctx: Any, _params: Any) -> None:
         start = getattr(ctx, "queued_at", None)
         if start is not None:
+            ctx.queued_at = None
             waited(asyncio.get_running_loop().time() - start)
 
     trace.on_connection_queued_start.append(queued)
-    trace.on_connection_queued_end.append(dequeued)
+    trace.on_connection_reuseconn.append(done)
+    trace.on_connection_create_end.append(done)
+    trace.on_request_exception.append(done)
     return trace
+
+
+#: API groups of Kopf's peering resources (``kopf.dev``, and the legacy ``zalando.org``).
+_PEERING_GROUPS = ("kopf.dev", "zalando.org")
+#: Set while the connector looks for a connection for a peering keep-alive (:class:`PeeringFirst`).
+_KEEPALIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("llmscale_peering_keepalive", default=False)
+
+
+def is_peering_keepalive(method: str, path: str) -> bool:
+    """Whether a request is Kopf's peering keep-alive: a ``PATCH`` of a ``KopfPeering`` or
+    ``ClusterKopfPeering`` (``kopf.dev`` or the legacy ``zalando.org``; Kopf 1.45
+    ``kopf/_core/engines/peering.py``, ``touch``)."""
+    parts = path.strip("/").split("/")
+    if method.upper() != "PATCH" or len(parts) < 5 or parts[0] != "apis" or parts[1] not in _PEERING_GROUPS:
+        return False
+    return parts[3] == "clusterkopfpeerings" or (parts[3] == "namespaces" and parts[5:6] == ["kopfpeerings"])
+
+
+class PeeringFirst(aiohttp.TCPConnector):
+    """A connector whose limit never holds back Kopf's peering keep-alive.
+
+    The keep-alive goes through the same pool as the status patches, and Kopf sends it 5–10 s
+    before this replica's peering lifetime ends (Kopf 1.45 ``kopf/_core/engines/peering.py``,
+    ``keepalive``). In issue 14's creation burst of 1,000 objects (``benchmarks/scale.py``), 1,037
+    requests waited more than 5 s for a connection, up to 10 s: with ``replicaCount > 1`` a
+    standby could have taken the lead while this replica still worked. A keep-alive takes an idle
+    connection if there is one and otherwise opens its own at once, beyond the limit (one more
+    connection while it lasts); every other request waits its turn as before.
+
+    How: aiohttp asks ``_available_connections`` before queueing a request (aiohttp 3.14
+    ``connector.py``, ``BaseConnector.connect``); while :meth:`connect` serves a keep-alive it
+    answers one. ``tests/operator/test_apisession.py`` fails if aiohttp stops asking.
+    """
+
+    async def connect(self, req: aiohttp.ClientRequest, traces: Any, timeout: aiohttp.ClientTimeout) -> Any:
+        token = _KEEPALIVE.set(is_peering_keepalive(req.method, req.url.path))
+        try:
+            return await super().connect(req, traces, timeout)
+        finally:
+            _KEEPALIVE.reset(token)
+
+    def _available_connections(self, key: Any) -> int:
+        if _KEEPALIVE.get():
+            return 1
+        return int(super()._available_connections(key))
 
 
 def _session(
     info: kopf.ConnectionInfo, limit: int, waited: Callable[[float], None] | None = None
 ) -> kopf.AiohttpSession:
     """An aiohttp session as Kopf builds one for ``info`` (``APIContext.__init__``), with a
-    connector of at most ``limit`` connections (0: no limit), reporting queue waits to ``waited``."""
-    connector = aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context())
+    connector of at most ``limit`` connections (0: no limit; the peering keep-alive never waits,
+    :class:`PeeringFirst`), reporting queue waits to ``waited``."""
+    connector = PeeringFirst(limit=limit, ssl=info.as_ssl_context())
     session = aiohttp.ClientSession(connector=connector, headers=info.as_http_headers(),
                                     proxy=info.proxy_url, trust_env=info.trust_env,
                                     trace_configs=[wait_trace(waited)] if waited is not None else None)

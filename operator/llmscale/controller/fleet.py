@@ -306,6 +306,10 @@ class FleetReader:
             for pool in (INTERACTIVE, BATCH):
                 self._minutes.pop(PoolTarget(target.namespace, target.deployment, pool), None)
             self._seasonal.forget([target])
+        # What a read published for a pool forgotten while it was in flight (below) is dropped too.
+        for kept in (self._results, self._good):
+            for target in [t for t in kept if t not in self._pools]:
+                del kept[target]
         requests = []
         for target, reg in self._pools.items():
             try:
@@ -330,6 +334,10 @@ class FleetReader:
         bound_s = CARRY_PERIODS * self._period_s
         carried = 0
         for r in requests:
+            if r.target not in self._pools:
+                # Forgotten while the read was in flight (the object was deleted, :meth:`forget`):
+                # nothing is published or counted for it, so its metric series stay dropped.
+                continue
             snap = snapshots.get(r.target)
             failure = query_failure(snap) if snap is not None else None
             if snap is None:

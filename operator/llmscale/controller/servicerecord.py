@@ -195,8 +195,8 @@ class ServiceRecord:
                 self._add(t, _GPU_S, gpus * (edge - t))
                 t = edge
         self.last_tick_s = now
-        if snapshot is None or snapshot.error is not None:
-            return
+        if snapshot is None or snapshot.error is not None or snapshot.carried is not None:
+            return  # a carried snapshot's pods were folded in when it was read
         stalled = set(snapshot.stalled_pods)
         for pod in snapshot.pods:
             if pod.pod in stalled:

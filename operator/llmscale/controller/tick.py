@@ -177,8 +177,9 @@ async def _read_signals(
         timezone=spec_timezone(spec),
     )
     snapshot = await deps.fleet.snapshot(target)
-    if snapshot.error is not None:
+    if snapshot.error is not None and snapshot.carried is None:
         # The fleet reader and the Prometheus reader log their failures; count every incomplete read.
+        # A carried snapshot's failure is counted by the reader, once per read (its ``on_carried``).
         deps.metrics.signal_errors.labels(namespace, name).inc()
     return snapshot
 

@@ -62,7 +62,8 @@ def append_snapshot(history: Sequence[SignalSnapshot], snapshot: SignalSnapshot)
     A snapshot is news when the history is empty, when its samples are newer than the newest
     entry's (``observed_at`` greater), or when it carries an ``error``: a failed or partial read
     must reach the policy as the newest entry even if Prometheus's newest sample did not move,
-    so that the policy judges what was just read. A clean read of samples already in the history
+    so that the policy judges what was just read. A carried snapshot (``carried`` set: the last
+    good read published again through a failed one) is news only when its samples are newer. A clean read of samples already in the history
     (Prometheus has not scraped since) adds nothing: one entry per scrape keeps the per-minute
     means of the headroom trend unweighted by how often the caller asks. The entry that stops being
     the newest is kept slimmed (:func:`slim_snapshot`).
@@ -76,7 +77,9 @@ def append_snapshot(history: Sequence[SignalSnapshot], snapshot: SignalSnapshot)
     """
     if not history:
         return (snapshot,)
-    if snapshot.error is not None or snapshot.observed_at > history[-1].observed_at:
+    # A carried snapshot (the last good read published again through a failed one) is news only
+    # if its samples are newer: with an ``error`` of its own it would otherwise join every tick.
+    if (snapshot.error is not None and snapshot.carried is None) or snapshot.observed_at > history[-1].observed_at:
         return (*history[:-1], slim_snapshot(history[-1]), snapshot)
     return tuple(history)
 

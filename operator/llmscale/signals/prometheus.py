@@ -39,6 +39,7 @@ from typing import Any
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
@@ -165,6 +166,10 @@ class PrometheusSignalReader:
             auth=auth,  # type: ignore[arg-type]  # annotated tuple, takes any requests auth
             timeout=self.settings.timeout_s,  # type: ignore[arg-type]  # annotated int, takes float
         )
+        # prometheus-api-client mounts an adapter of urllib3's default 10 connections; a read sends
+        # up to one query per group at once, and a timed-out read's queries may still be running
+        # beside the next read's: room for two reads of every read thread, so none is dropped.
+        http.mount(self.url, HTTPAdapter(max_retries=retry, pool_maxsize=2 * self.settings.max_workers * len(GROUPS)))
         self._executor = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="llmscale-signals")
         # The queries of one read sent together (:meth:`_ask`): a pool apart from the reads' own
         # threads, which wait on them; six per read thread, so reads in parallel never queue.
