@@ -5,8 +5,9 @@ Kopf a session whose pool holds the watch streams plus ``--api-requests`` more
 (:mod:`llmscale.controller.apisession`). With a budget of one request every watch stream still has
 its connection, so nothing deadlocks: a burst of LLMDeployments created at once is reconciled
 (children and status), a spec change afterwards is acted on, and the process's connections to the
-API server, sampled from ``/proc`` all along, never exceed the pool's limit plus the official
-client's own pool (the writer's server-side applies, ``connection_pool_maxsize``).
+API server, sampled from ``/proc`` all along, never exceed the pool's limit plus the peering
+keep-alive's own connection plus the official client's pool (the writer's server-side applies,
+``connection_pool_maxsize``).
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ def test_a_budget_of_one_request_reconciles_a_burst_within_the_limit(cluster: Lo
 
     wait_for("the spec change acted on", sampled(scaled), 60, 0.1)
     writer_pool = kubernetes.client.Configuration().connection_pool_maxsize
-    assert 0 < peak <= limit + writer_pool, (peak, limit, writer_pool, burst_s)
+    # The peering keep-alive never waits for the pool and may open one connection beyond it
+    # (apisession.PeeringFirst).
+    assert 0 < peak <= limit + 1 + writer_pool, (peak, limit, writer_pool, burst_s)
     assert operator.proc.poll() is None
     # The burst's requests queued for the one connection, and the operator says how long they waited.
     with urllib.request.urlopen(f"http://127.0.0.1:{operator.port}/metrics", timeout=5) as r:
