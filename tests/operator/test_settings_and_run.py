@@ -243,7 +243,29 @@ def test_the_prometheus_reader_follows_the_settings() -> None:
     s = reader.settings
     assert (s.rate_window, s.quantile, s.labels.pool, s.timeout_s, s.retries) == ("30s", 0.99, "pool", 3.0, 2)
     assert s.auth.headers == {"X-Scope-OrgID": "team-a"}
+    assert reader.namespaces == ("x",), "a shard's exact namespaces narrow its fleet queries"
     reader.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "namespaces"),
+    [
+        pytest.param(["-n", "b", "-n", "a"], ("a", "b"), id="exact names, sorted"),
+        pytest.param(["-n", "team-*"], (), id="a pattern: every namespace"),
+        pytest.param(["-n", "a", "-n", "team-?"], (), id="names and a pattern: every namespace"),
+        pytest.param(["--all-namespaces"], (), id="all namespaces"),
+    ],
+)
+def test_the_prometheus_reader_reads_the_namespaces_served_when_they_are_named(
+    argv: list[str], namespaces: tuple[str, ...],
+) -> None:
+    from llmscale.commands.run import prometheus_reader
+
+    reader = prometheus_reader(load_settings(parse(*argv), {}))
+    try:
+        assert reader.namespaces == namespaces
+    finally:
+        reader.close()
 
 
 @pytest.mark.parametrize(

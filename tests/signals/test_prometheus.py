@@ -642,3 +642,15 @@ def test_the_connection_pool_holds_every_query_of_two_reads_per_read_thread() ->
         assert adapter.max_retries.total == ReaderSettings().retries, "the retry policy is kept"
     finally:
         r.close()
+
+
+async def test_a_shards_reader_sends_its_namespaces_in_every_fleet_query(canned: CannedPrometheus) -> None:
+    give(canned, results())
+    r = PrometheusSignalReader(canned.url, settings=ReaderSettings(scrape_interval="15s"), namespaces=["ml", "ab"])
+    try:
+        snaps = await r.read_fleet([PoolRequest(TARGET, VLLM, frozenset({"a"}))], now=NOW)
+    finally:
+        r.close()
+    assert snaps[TARGET].queue_depth == 14.0
+    assert len(canned.queries) == len(GROUPS)
+    assert all('namespace=~"^(?:ab|ml)$", llmscale_dev_deployment!=""' in q for q in canned.queries)

@@ -17,6 +17,8 @@ from llmscale.signals.queries import (
     SIGNAL_LABEL,
     WAKE_LABEL,
     interval_probe_query,
+    minute_query,
+    past_rate_query,
     samples_query,
     selector,
     wake_expression,
@@ -292,3 +294,24 @@ def test_the_minute_query_is_one_valid_fleet_wide_query_with_every_minute_signal
     assert 'llmscale_dev_deployment!="", llmscale_dev_pool!=""' in query
     assert {s for s in MINUTE_GROUP if f'"{SIGNAL_LABEL}", "{s}"' in query} == set(MINUTE_GROUP)
     assert query.count("[1m]") >= 5, "every part over exactly one minute"
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_a_shards_namespaces_narrow_every_fleet_wide_query(name: str) -> None:
+    # A shard's fleet queries read only its namespaces' series, so N shards on one Prometheus do
+    # not each evaluate the whole fleet; a query scoped to one pool is unchanged.
+    profile = get_profile(name)
+    narrowed = 'namespace=~"^(?:a|b-2)$", llmscale_dev_deployment!="", llmscale_dev_pool!=""'
+    queries = {
+        **fleet_queries(profile, namespaces=("b-2", "a")),
+        "minute": minute_query(profile, namespaces=("a", "b-2")),
+        "probe": interval_probe_query(profile, namespaces=("a", "b-2")),
+    }
+    if (past := past_rate_query(profile, namespaces=("a", "b-2"))) is not None:
+        queries["past"] = past
+    for group, query in queries.items():
+        promql_parser.parse(query)
+        assert narrowed in query, group
+        assert query.count('llmscale_dev_deployment!=""') == query.count(narrowed), group
+    assert fleet_queries(profile, scope=TARGET, namespaces=("a",)) == fleet_queries(profile, scope=TARGET)
+    assert "namespace=~" not in "".join(fleet_queries(profile).values())

@@ -119,10 +119,15 @@ async def _serving(app: web.Application, host: str, port: int) -> AsyncIterator[
 def prometheus_reader(settings: OperatorSettings) -> PrometheusSignalReader:
     """Return the Prometheus reader the settings describe: URL, label names, rate window,
     quantile, timeouts, retries, threads, authentication and TLS
-    (:meth:`OperatorSettings.reader_settings`)."""
+    (:meth:`OperatorSettings.reader_settings`), and the namespaces served when they are named
+    exactly (a shard's ``--namespace``): its fleet-wide queries then select only their series.
+    With ``--all-namespaces``, no namespace or a pattern, every namespace's series are read."""
+    from llmscale.controller.apisession import exact_namespaces
     from llmscale.signals.prometheus import PrometheusSignalReader
 
-    return PrometheusSignalReader(settings.prometheus_url, settings=settings.reader_settings())
+    names = None if settings.all_namespaces or not settings.namespaces else exact_namespaces(settings.namespaces)
+    return PrometheusSignalReader(settings.prometheus_url, settings=settings.reader_settings(),
+                                  namespaces=names or ())
 
 
 def _default_decider() -> Decider:

@@ -132,6 +132,8 @@ class PrometheusSignalReader:
         session: a ``requests.Session`` to use (proxies); TLS and credentials come from
             ``settings.auth``. A new one when ``None``.
         settings: query, HTTP and authentication settings.
+        namespaces: the namespaces whose pools are read (an operator shard's, by exact name); the
+            fleet-wide queries select only their series. Empty: every namespace.
 
     Nothing is read from the environment. One reader serves every pool: :meth:`read_fleet` reads
     them all with seven queries per engine profile; :meth:`read` is the same for one pool. The
@@ -146,8 +148,10 @@ class PrometheusSignalReader:
         headers: Mapping[str, str] | None = None,
         session: requests.Session | None = None,
         settings: ReaderSettings | None = None,
+        namespaces: Collection[str] = (),
     ) -> None:
         self.url = url.rstrip("/")
+        self.namespaces = tuple(sorted(set(namespaces)))
         self.settings = settings or ReaderSettings()
         http, auth, extra = build_http(self.settings.auth, session)
         retry = Retry(
@@ -231,7 +235,7 @@ class PrometheusSignalReader:
         probe = self.settings.interval_probe
         best: float | None = None
         for profile in profiles:
-            query = interval_probe_query(profile, self.settings.labels, None, probe)
+            query = interval_probe_query(profile, self.settings.labels, None, probe, self.namespaces)
             try:
                 found = self._call(lambda q=query: self._client.custom_query(q))  # type: ignore[misc]
                 if (
@@ -258,7 +262,7 @@ class PrometheusSignalReader:
         ``target`` ``None`` gives the fleet-wide queries; a pool narrows the selector to it.
         """
         s = self.settings
-        return fleet_queries(profile, s.labels, window, s.quantile, target, s.copy_labels)
+        return fleet_queries(profile, s.labels, window, s.quantile, target, s.copy_labels, self.namespaces)
 
     def read_fleet_sync(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
         """Read every pool of ``pools``; blocks for up to a few timeouts.
@@ -331,7 +335,7 @@ class PrometheusSignalReader:
         out: dict[PoolTarget, MinuteSample] = {}
         for requests_ in by_profile.values():
             profile = requests_[0].profile
-            query = minute_query(profile, s.labels, s.quantile, s.copy_labels)
+            query = minute_query(profile, s.labels, s.quantile, s.copy_labels, self.namespaces)
             try:
                 result = self._call(lambda q=query: self._client.custom_query(q, params={"time": end_s}))  # type: ignore[misc]
             except _Failed as exc:
@@ -385,7 +389,7 @@ class PrometheusSignalReader:
         window = self.window(profiles, now).promql
         out: dict[PoolTarget, PastRates] = {}
         for requests_ in by_profile.values():
-            query = past_rate_query(requests_[0].profile, s.labels, window, s.copy_labels)
+            query = past_rate_query(requests_[0].profile, s.labels, window, s.copy_labels, self.namespaces)
             if query is None:
                 continue
             params = {"query": query, "start": start_s, "end": end_s, "step": step_s}

@@ -291,14 +291,22 @@ def _quote(value: str) -> str:
     return f'"{escaped}"'
 
 
-def selector(scope: PoolTarget | None, labels: SelectorLabels = DEFAULT_LABELS) -> str:
+def selector(
+    scope: PoolTarget | None, labels: SelectorLabels = DEFAULT_LABELS, namespaces: tuple[str, ...] = ()
+) -> str:
     """Return the label matchers (without braces) selecting one pool, or every llmscale pool.
 
     ``scope`` ``None`` gives the fleet-wide matchers ``deployment!="", pool!=""`` (every series of
-    every LLMDeployment this Prometheus scrapes).
+    every LLMDeployment this Prometheus scrapes), narrowed to ``namespaces`` when given (an operator
+    shard's: ``namespace=~"^(?:a|b)$"``, so a shard's reads evaluate only its own pools' series).
     """
     if scope is None:
-        return f'{labels.deployment}!="", {labels.pool}!=""'
+        fleet = f'{labels.deployment}!="", {labels.pool}!=""'
+        if not namespaces:
+            return fleet
+        # Namespace names are DNS labels ([a-z0-9-]): nothing to escape in an RE2 alternation.
+        names = "|".join(sorted(set(namespaces)))
+        return f"{labels.namespace}=~{_quote(f'^(?:{names})$')}, {fleet}"
     if scope.pods is not None:
         # Pod names are DNS subdomains: only dots need escaping in an RE2 alternation.
         names = "|".join(sorted(name.replace(".", "\\.") for name in scope.pods))
@@ -339,10 +347,11 @@ class _Expr:
         window: str,
         scope: PoolTarget | None = None,
         copy_labels: tuple[str, ...] = (),
+        namespaces: tuple[str, ...] = (),
     ) -> _Expr:
         pool_by = ", ".join(labels.pool_labels)
         return cls(
-            sel=selector(scope, labels),
+            sel=selector(scope, labels, namespaces),
             copies=tuple(dict.fromkeys((*profile.copy_labels, *copy_labels))),
             pool_by=pool_by,
             pod_by=f"{pool_by}, {labels.pod}",
@@ -379,6 +388,7 @@ def signal_queries(
     quantile: float = 0.95,
     scope: PoolTarget | None = None,
     copy_labels: tuple[str, ...] = (),
+    namespaces: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """Return one PromQL expression per signal of :data:`GROUPS`, keyed by signal.
 
@@ -391,6 +401,8 @@ def signal_queries(
         scope: one pool to select, or ``None`` for every pool (fleet-wide).
         copy_labels: labels telling copies apart besides the profile's own (e.g.
             ``prometheus_replica`` of an HA pair queried without deduplication).
+        namespaces: with ``scope`` ``None``, the namespaces read (an operator shard's); empty:
+            every namespace (:func:`selector`).
 
     Returns:
         ``{signal: expression}``. Per-pod signals (:data:`PER_POD`) are aggregated
@@ -404,7 +416,7 @@ def signal_queries(
     parse_duration(window)
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile {quantile} is outside 0-1")
-    e = _Expr.of(profile, labels, window, scope, copy_labels)
+    e = _Expr.of(profile, labels, window, scope, copy_labels, namespaces)
     m, w, pool_by, pod_by = e.m, e.window, e.pool_by, e.pod_by
 
     def per_pod(agg: str, expr: str) -> str:
@@ -457,6 +469,7 @@ def fleet_queries(
     quantile: float = 0.95,
     scope: PoolTarget | None = None,
     copy_labels: tuple[str, ...] = (),
+    namespaces: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """Return the instant queries of one read, one per group of :data:`GROUPS` that the profile
     has a metric for, keyed by group.
@@ -464,7 +477,7 @@ def fleet_queries(
     Each query answers its group's signals at once, every series labelled :data:`SIGNAL_LABEL`
     with its signal's name. Arguments and errors as in :func:`signal_queries`.
     """
-    per_signal = signal_queries(profile, labels, window, quantile, scope, copy_labels)
+    per_signal = signal_queries(profile, labels, window, quantile, scope, copy_labels, namespaces)
 
     def stamp(expr: str) -> str:
         # Pods selected by name carry no deployment or pool label: stamp the pool's on the answer
@@ -491,6 +504,7 @@ def interval_probe_query(
     labels: SelectorLabels = DEFAULT_LABELS,
     scope: PoolTarget | None = None,
     probe: str = "10m",
+    namespaces: tuple[str, ...] = (),
 ) -> str:
     """Return the query that finds the queue-depth series with the most samples in ``probe``.
 
@@ -502,7 +516,7 @@ def interval_probe_query(
         ValueError: ``probe`` is not a PromQL duration.
     """
     parse_duration(probe)
-    return f"topk(1, count_over_time({profile.waiting}{{{selector(scope, labels)}}}[{probe}]))"
+    return f"topk(1, count_over_time({profile.waiting}{{{selector(scope, labels, namespaces)}}}[{probe}]))"
 
 
 def samples_query(metric: str, series_labels: Mapping[str, str], probe: str = "10m") -> str:
@@ -562,6 +576,7 @@ def minute_query(
     labels: SelectorLabels = DEFAULT_LABELS,
     quantile: float = 0.95,
     copy_labels: tuple[str, ...] = (),
+    namespaces: tuple[str, ...] = (),
 ) -> str:
     """Return the one instant query that judges the minute ending at its evaluation time, per pool.
 
@@ -584,7 +599,7 @@ def minute_query(
     """
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile {quantile} is outside 0-1")
-    e = _Expr.of(profile, labels, MINUTE, None, copy_labels)
+    e = _Expr.of(profile, labels, MINUTE, None, copy_labels, namespaces)
     m, w, pool_by, pod_by, dedup = e.m, e.window, e.pool_by, e.pod_by, e.dedup
 
     parts = {
@@ -612,6 +627,7 @@ def past_rate_query(
     labels: SelectorLabels = DEFAULT_LABELS,
     window: str = "1m",
     copy_labels: tuple[str, ...] = (),
+    namespaces: tuple[str, ...] = (),
 ) -> str | None:
     """Return the range query of every pool's finished-request rate, for the seasonal forecast.
 
@@ -637,5 +653,5 @@ def past_rate_query(
     parse_duration(window)
     if profile.requests_total is None:
         return None
-    e = _Expr.of(profile, labels, window, None, copy_labels)
+    e = _Expr.of(profile, labels, window, None, copy_labels, namespaces)
     return f"sum by ({e.pool_by}) ({e.dedup(f'rate({e.m(profile.requests_total)}[{window}])')})"
