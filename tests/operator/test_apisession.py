@@ -236,6 +236,8 @@ async def test_a_wait_that_times_out_is_reported_once_with_its_length() -> None:
         ("PATCH", "/apis/kopf.dev/v1/namespaces/ml/kopfpeerings/llmscale", True),
         ("PATCH", "/apis/kopf.dev/v1/clusterkopfpeerings/llmscale", True),
         ("PATCH", "/apis/zalando.org/v1/namespaces/ml/kopfpeerings/llmscale", True),
+        ("PATCH", "/apis/kopf.dev/v1/namespaces/ml/kopfpeerings/llmscale/status", True),
+        ("PATCH", "/k8s/clusters/c-1/apis/kopf.dev/v1/clusterkopfpeerings/llmscale", True),  # a server path
         ("GET", "/apis/kopf.dev/v1/namespaces/ml/kopfpeerings", False),  # the watch: a counted stream
         ("PATCH", "/apis/llmscale.dev/v1alpha1/namespaces/ml/llmdeployments/chat/status", False),
         ("PATCH", "/api/v1/namespaces/kopfpeerings/pods/p", False),  # a namespace of that name
@@ -283,6 +285,12 @@ async def test_the_peering_keepalive_never_waits_for_a_connection() -> None:
         assert await queued > 0.6, "the status patch waited its turn"
         await holder
         assert len(waits) == 1, waits  # the status patch only
+        # The keep-alive's own connection was closed, not kept idle for the next request to reuse
+        # past the limit (connect() takes an idle connection before any limit check).
+        connector = session.connector
+        assert isinstance(connector, aiohttp.TCPConnector)
+        held = len(connector._acquired) + sum(len(idle) for idle in connector._conns.values())
+        assert held <= connector.limit, held
     finally:
         await session.close()
         await runner.cleanup()

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from llmscale.controller.fleet import FleetReader
+from llmscale.signals.minute import MinuteSample
 from llmscale.signals.profiles import get_profile
 from llmscale.signals.queries import PoolRequest, PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
@@ -254,3 +255,29 @@ async def test_a_pool_forgotten_while_its_read_is_in_flight_gets_nothing_publish
     assert counted == [EMBED], "only the pool still registered is counted"
     assert CHAT not in reader._results and CHAT not in reader._good
     assert (await reader.snapshot(EMBED)).carried is not None
+
+
+@dataclass
+class MinuteSource(RecordingSource):
+    """Also judges minutes: every pool asked gets one sample, after ``minute_delay_s``."""
+
+    minute_delay_s: float = 0.0
+
+    async def read_minutes(self, pools: Sequence[PoolRequest], end_s: float) -> Mapping[PoolTarget, MinuteSample]:
+        await asyncio.sleep(self.minute_delay_s)
+        return {r.target: MinuteSample(end_s, 0.3, 0.02, 10, 500, 0) for r in pools}
+
+
+async def test_minutes_read_for_a_pool_forgotten_meanwhile_are_not_kept() -> None:
+    """Review of issue 14: a minute read in flight when its object was deleted left the samples
+    behind, for ever, and a recreated object of the same name inherited them."""
+    source = MinuteSource(minute_delay_s=0.05)
+    reader = FleetReader(source, period_s=0.05, timeout_s=0.5, clock=lambda: NOW + 30)
+    register(reader, CHAT, {"chat-a"})
+    register(reader, EMBED, {"embed-a"})
+    in_flight = asyncio.create_task(reader.read_minutes_due())
+    await asyncio.sleep(0.01)
+    reader.forget("serving", "chat")
+    assert await in_flight == 1
+    assert reader.minutes(CHAT) == () and reader.minutes(PoolTarget("serving", "chat", "batch")) == ()
+    assert [m.end_s for m in reader.minutes(EMBED)] == [NOW]

@@ -77,6 +77,7 @@ class CannedPrometheus:
     queries: list[str] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # path and query string of each /api/v1/query request
     targets_calls: int = 0
     in_flight: list[str] = field(default_factory=list)  # groups of the queries being answered now
     most_in_flight: int = 0  # the most queries answered at once
@@ -113,6 +114,7 @@ async def canned() -> AsyncIterator[CannedPrometheus]:
         state.queries.append(text)
         state.groups.append(group)
         state.headers.append(dict(request.headers))
+        state.paths.append(request.path_qs)
         answers = state.answers[group]
         state.alongside.append((group, list(state.in_flight)))
         state.in_flight.append(group)

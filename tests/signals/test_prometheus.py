@@ -654,3 +654,20 @@ async def test_a_shards_reader_sends_its_namespaces_in_every_fleet_query(canned:
     assert snaps[TARGET].queue_depth == 14.0
     assert len(canned.queries) == len(GROUPS)
     assert all('namespace=~"^(?:ab|ml)$", llmscale_dev_deployment!=""' in q for q in canned.queries)
+
+
+async def test_queries_go_in_a_form_body_so_a_long_one_passes_a_proxys_url_limit(canned: CannedPrometheus) -> None:
+    # Review of issue 14: prometheus-api-client puts a POST's parameters in the URL; a shard's
+    # namespace matcher, repeated in every selector, took the absent query past nginx's 8 KB.
+    give(canned, results())
+    many = [f"team-{i:03d}-inference-prod" for i in range(100)]
+    r = PrometheusSignalReader(canned.url, settings=ReaderSettings(scrape_interval="15s"), namespaces=many)
+    try:
+        snaps = await r.read_fleet([PoolRequest(TARGET, VLLM, frozenset({"a"}))], now=NOW)
+    finally:
+        r.close()
+    assert snaps[TARGET].error is None and snaps[TARGET].queue_depth == 14.0
+    assert max(len(q) for q in canned.queries) > 16_000, "long queries arrive whole"
+    assert all(h.get("Content-Type") == "application/x-www-form-urlencoded" for h in canned.headers)
+    assert all(canned.paths), canned.paths
+    assert all(p == "/api/v1/query" for p in canned.paths), "nothing in the URL but the path"

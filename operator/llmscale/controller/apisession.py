@@ -156,7 +156,7 @@ def connection_info(config: kubernetes.client.Configuration) -> kopf.ConnectionI
 def wait_trace(waited: Callable[[float], None]) -> aiohttp.TraceConfig:
     """Return an aiohttp trace that calls ``waited(seconds)`` once for every request that waited for
     a free connection of the pool: from the first ``on_connection_queued_start`` to the connection
-    obtained (``on_connection_reuseconn`` or ``on_connection_create_end``), or to the request's
+    obtained (``on_connection_reuseconn``) or being opened (``on_connection_create_start``), or to the request's
     failure (``on_request_exception``: a wait cancelled or timed out is still reported). A request
     that found a connection free is not reported.
 
@@ -184,7 +184,7 @@ def wait_trace(waited: Callable[[float], None]) -> aiohttp.TraceConfig:
 
     trace.on_connection_queued_start.append(queued)
     trace.on_connection_reuseconn.append(done)
-    trace.on_connection_create_end.append(done)
+    trace.on_connection_create_start.append(done)  # the wait ends; the TLS handshake is not it
     trace.on_request_exception.append(done)
     return trace
 
@@ -200,7 +200,11 @@ def is_peering_keepalive(method: str, path: str) -> bool:
     ``ClusterKopfPeering`` (``kopf.dev`` or the legacy ``zalando.org``; Kopf 1.45
     ``kopf/_core/engines/peering.py``, ``touch``)."""
     parts = path.strip("/").split("/")
-    if method.upper() != "PATCH" or len(parts) < 5 or parts[0] != "apis" or parts[1] not in _PEERING_GROUPS:
+    if method.upper() != "PATCH" or "apis" not in parts:
+        return False
+    # After the server's own path, if any (``https://rancher/k8s/clusters/c-1/apis/...``).
+    parts = parts[len(parts) - 1 - parts[::-1].index("apis"):]
+    if len(parts) < 5 or parts[1] not in _PEERING_GROUPS:
         return False
     return parts[3] == "clusterkopfpeerings" or (parts[3] == "namespaces" and parts[5:6] == ["kopfpeerings"])
 
@@ -214,7 +218,8 @@ class PeeringFirst(aiohttp.TCPConnector):
     requests waited more than 5 s for a connection, up to 10 s: with ``replicaCount > 1`` a
     standby could have taken the lead while this replica still worked. A keep-alive takes an idle
     connection if there is one and otherwise opens its own at once, beyond the limit (one more
-    connection while it lasts); every other request waits its turn as before.
+    connection while it lasts, closed when it is released); every other request waits its turn as
+    before.
 
     How: aiohttp asks ``_available_connections`` before queueing a request (aiohttp 3.14
     ``connector.py``, ``BaseConnector.connect``); while :meth:`connect` serves a keep-alive it
@@ -232,6 +237,13 @@ class PeeringFirst(aiohttp.TCPConnector):
         if _KEEPALIVE.get():
             return 1
         return int(super()._available_connections(key))
+
+    def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
+        # A connection released while the pool holds more than its limit (the keep-alive's own)
+        # is closed, not kept idle: an idle one would be reused by the next request without a
+        # limit check (``connect`` takes an idle connection first) and the pool would stay over.
+        over = bool(self.limit) and len(self._acquired) > self.limit
+        super()._release(key, protocol, should_close=should_close or over)
 
 
 def _session(

@@ -282,7 +282,10 @@ class FleetReader:
             except Exception as exc:  # the minute stays unjudged; the next read tries the next one
                 _LOG.warning(f"Failed to read the minute ending at {end:.0f} of {len(requests)} pools: {exc!r}")
                 samples = {}
+            served = {(t.namespace, t.deployment) for t in self._pools}
             for target, sample in samples.items():
+                if (target.namespace, target.deployment) not in served:
+                    continue  # forgotten while the read was in flight: a recreated object starts clean
                 self._minutes.setdefault(target, deque(maxlen=_MINUTES_KEPT)).append(sample)
             self._last_minute_end = end
             self.minute_reads += 1
@@ -306,7 +309,7 @@ class FleetReader:
             for pool in (INTERACTIVE, BATCH):
                 self._minutes.pop(PoolTarget(target.namespace, target.deployment, pool), None)
             self._seasonal.forget([target])
-        # What a read published for a pool forgotten while it was in flight (below) is dropped too.
+        # Defensive: nothing is kept for a pool no longer registered (reads in flight skip them).
         for kept in (self._results, self._good):
             for target in [t for t in kept if t not in self._pools]:
                 del kept[target]

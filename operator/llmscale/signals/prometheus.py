@@ -35,6 +35,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from prometheus_api_client import PrometheusConnect
@@ -167,13 +168,14 @@ class PrometheusSignalReader:
             headers={**extra, **(headers or {})} or None,
             session=http,
             retry=retry,
+            method="POST",  # the query in the body (_FormBody): a shard's queries pass 8 KB
             auth=auth,  # type: ignore[arg-type]  # annotated tuple, takes any requests auth
             timeout=self.settings.timeout_s,  # type: ignore[arg-type]  # annotated int, takes float
         )
         # prometheus-api-client mounts an adapter of urllib3's default 10 connections; a read sends
         # up to one query per group at once, and a timed-out read's queries may still be running
         # beside the next read's: room for two reads of every read thread, so none is dropped.
-        http.mount(self.url, HTTPAdapter(max_retries=retry, pool_maxsize=2 * self.settings.max_workers * len(GROUPS)))
+        http.mount(self.url, _FormBody(max_retries=retry, pool_maxsize=2 * self.settings.max_workers * len(GROUPS)))
         self._executor = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="llmscale-signals")
         # The queries of one read sent together (:meth:`_ask`): a pool apart from the reads' own
         # threads, which wait on them; six per read thread, so reads in parallel never queue.
@@ -607,6 +609,29 @@ class PrometheusSignalReader:
             raise _Failed(
                 f"Prometheus at {self.url} answered without data.result: {exc!r}", fatal=True
             ) from None
+
+
+class _FormBody(HTTPAdapter):
+    """An adapter that sends a ``POST``'s parameters as a form-encoded body, not in the URL.
+
+    prometheus-api-client sends a POST query's parameters in the URL (``params=``), so a long
+    query still meets a proxy's request-line limit (nginx: 8 KB by default). The fleet queries are
+    up to 6.6 KB for the vllm profile, and a shard's namespace matcher, repeated in every selector,
+    adds about 1.4 KB for one namespace and 0.5 KB for each more (18-character names). Prometheus, Thanos, Mimir and VictoriaMetrics take the parameters of
+    ``/api/v1/query`` and ``/api/v1/query_range`` as ``application/x-www-form-urlencoded`` POST
+    bodies for this reason (Prometheus docs, "HTTP API — Instant queries": "useful when specifying
+    a large query that may breach server-side URL character limits"). ``GET`` is left alone.
+    """
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        if request.method == "POST" and not request.body and request.url:
+            url = urlsplit(request.url)
+            if url.query:
+                request.url = urlunsplit(url._replace(query=""))
+                request.body = url.query
+                request.headers["Content-Type"] = "application/x-www-form-urlencoded"
+                request.headers["Content-Length"] = str(len(url.query))
+        return super().send(request, *args, **kwargs)
 
 
 def _utc(seconds: float) -> datetime:
