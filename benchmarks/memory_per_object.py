@@ -113,8 +113,10 @@ def measure(record: Record, args: argparse.Namespace, keep_s: float) -> tuple[fl
     return used / args.objects, entries
 
 
-class _DictBuckets:
-    """The service record's buckets before issue 14: one array per bucket start in a dict."""
+class DictBuckets:
+    """The service record's buckets before issue 14: one array per bucket start in a dict, older
+    buckets dropped when a new one is created. The "before" of this benchmark, and the reference
+    the ring is checked against (tests/operator/test_servicerecord_buckets.py)."""
 
     def __init__(self, width_s: float, count: int) -> None:
         self.width_s, self.count = width_s, count
@@ -130,6 +132,16 @@ class _DictBuckets:
                 del self.data[old]
         bucket[index] += value
 
+    def sums(self, now: float) -> list[float]:
+        """Each field summed over the buckets of the window ending at ``now``."""
+        oldest = math.floor(now / self.width_s) * self.width_s - (self.count - 1) * self.width_s
+        total = [0.0] * _FIELDS
+        for key, bucket in self.data.items():
+            if oldest <= key <= now:
+                for i in range(_FIELDS):
+                    total[i] += bucket[i]
+        return total
+
 
 def measure_record(args: argparse.Namespace, dict_buckets: bool) -> float:
     """Return the bytes of one pool's service record after a day of ticks, one minute a minute."""
@@ -141,7 +153,7 @@ def measure_record(args: argparse.Namespace, dict_buckets: bool) -> float:
     if dict_buckets:
         for r in records:
             fake: Any = r
-            fake.minutes, fake.hours = _DictBuckets(60.0, 60), _DictBuckets(3600.0, 24)
+            fake.minutes, fake.hours = DictBuckets(60.0, 60), DictBuckets(3600.0, 24)
     for tick in range(int(86_400 / args.tick)):
         now = T0 + tick * args.tick
         for r in records:

@@ -3,44 +3,14 @@ array per bucket) sum exactly as the dict did, for the minute and the hour bucke
 
 from __future__ import annotations
 
-import math
-from array import array
-
 import pytest
+from benchmarks.memory_per_object import DictBuckets  # the rule before issue 14, kept as the reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmscale.controller.servicerecord import _FIELDS, _GPU_S, _Buckets
 
 T0 = 1_790_000_000.0
-
-
-class DictBuckets:
-    """The rule before issue 14, kept as the reference: one array per bucket start, older buckets
-    dropped when a new one is created."""
-
-    def __init__(self, width_s: float, count: int) -> None:
-        self.width_s, self.count = width_s, count
-        self.data: dict[int, array[float]] = {}
-
-    def add(self, t: float, index: int, value: float) -> None:
-        key = int(math.floor(t / self.width_s) * self.width_s)
-        bucket = self.data.get(key)
-        if bucket is None:
-            bucket = self.data[key] = array("d", bytes(8 * _FIELDS))
-            oldest = key - (self.count - 1) * self.width_s
-            for old in [k for k in self.data if k < oldest]:
-                del self.data[old]
-        bucket[index] += value
-
-    def sums(self, now: float) -> list[float]:
-        oldest = math.floor(now / self.width_s) * self.width_s - (self.count - 1) * self.width_s
-        total = [0.0] * _FIELDS
-        for key, bucket in self.data.items():
-            if oldest <= key <= now:
-                for i in range(_FIELDS):
-                    total[i] += bucket[i]
-        return total
 
 
 @settings(max_examples=200, deadline=None)
