@@ -5,6 +5,8 @@ closing each session it drops (Kopf's own vault and API context, not stand-ins).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -163,29 +165,46 @@ async def test_a_relogin_closes_the_old_session_and_never_reopens_failed_credent
     assert second.aiohttp_session.closed
 
 
+@contextlib.asynccontextmanager
+async def _slow_server(delay_s: float) -> AsyncIterator[str]:
+    """A real aiohttp server on 127.0.0.1 that answers every method and path "ok" after
+    ``delay_s`` seconds; yields its base URL."""
+    from aiohttp import web
+
+    async def slow(_request: web.Request) -> web.Response:
+        await asyncio.sleep(delay_s)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def _one_connection() -> AsyncIterator[tuple[aiohttp.ClientSession, list[float]]]:
+    """The login's session with one request connection (no streams), and the waits it reports."""
+    waits: list[float] = []
+    ctx = await session_login(lambda memo: _config("t"), lambda: ConnectionBudget(0, 1), lambda memo: waits.append)(
+        memo=None)
+    try:
+        yield ctx.aiohttp_session, waits
+    finally:
+        await ctx.aiohttp_session.close()
+
+
 async def test_requests_that_wait_for_a_connection_are_measured() -> None:
     # Issue 14: Kopf's peering keep-alive shares the bounded pool; how long requests queue for a
     # connection is reported (llmscale_api_connection_wait_seconds), requests that found one free
     # are not. A real aiohttp server, one connection, three requests of 0.2 s each at once.
-    from aiohttp import web
-
-    async def slow(_request: web.Request) -> web.Response:
-        await asyncio.sleep(0.2)
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_get("/", slow)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    waits: list[float] = []
-    config = _config("t0k3n")
-    ctx = await session_login(lambda memo: config, lambda: ConnectionBudget(0, 1), lambda memo: waits.append)(memo=None)
-    try:
+    async with _slow_server(0.2) as base, _one_connection() as (session, waits):
         async def get() -> str:
-            async with ctx.aiohttp_session.get(f"http://127.0.0.1:{port}/") as response:
+            async with session.get(f"{base}/") as response:
                 return await response.text()
 
         assert await asyncio.gather(get(), get(), get()) == ["ok"] * 3
@@ -194,40 +213,18 @@ async def test_requests_that_wait_for_a_connection_are_measured() -> None:
         waits.clear()
         assert await get() == "ok"
         assert waits == [], "a request that found a free connection did not wait"
-    finally:
-        await ctx.aiohttp_session.close()
-        await runner.cleanup()
 
 
 async def test_a_wait_that_times_out_is_reported_once_with_its_length() -> None:
     # Review of issue 14: a wait cancelled or timed out never reached queued_end and went
     # unreported; it is reported at the request's failure, once.
-    from aiohttp import web
-
-    async def slow(_request: web.Request) -> web.Response:
-        await asyncio.sleep(0.5)
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_get("/", slow)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
-    waits: list[float] = []
-    ctx = await session_login(lambda memo: _config("t"), lambda: ConnectionBudget(0, 1), lambda memo: waits.append)(
-        memo=None)
-    try:
-        session = ctx.aiohttp_session
-        holder = asyncio.create_task(session.get(f"http://127.0.0.1:{port}/"))
+    async with _slow_server(0.5) as base, _one_connection() as (session, waits):
+        holder = asyncio.create_task(session.get(f"{base}/"))
         await asyncio.sleep(0.05)  # the one connection is taken
         with pytest.raises(asyncio.TimeoutError):
-            await session.get(f"http://127.0.0.1:{port}/", timeout=aiohttp.ClientTimeout(total=0.2))
+            await session.get(f"{base}/", timeout=aiohttp.ClientTimeout(total=0.2))
         assert len(waits) == 1 and 0.15 <= waits[0] < 0.45, waits
         (await holder).release()
-    finally:
-        await ctx.aiohttp_session.close()
-        await runner.cleanup()
 
 
 @pytest.mark.parametrize(
@@ -251,31 +248,15 @@ async def test_the_peering_keepalive_never_waits_for_a_connection() -> None:
     # Issue 14's 1,000 burst: 1,037 requests waited over 5 s for a connection of the bounded pool,
     # past the margin of Kopf's peering keep-alive. With the one request connection taken and a
     # status patch queued behind it, the keep-alive goes through at once; the status patch waits.
-    from aiohttp import web
+    async with _slow_server(0.4) as base, _one_connection() as (session, waits):
+        loop = asyncio.get_running_loop()
 
-    async def slow(_request: web.Request) -> web.Response:
-        await asyncio.sleep(0.4)
-        return web.Response(text="ok")
+        async def timed(method: str, path: str) -> float:
+            start = loop.time()
+            async with session.request(method, base + path) as response:
+                await response.text()
+            return loop.time() - start
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", slow)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    waits: list[float] = []
-    ctx = await session_login(lambda memo: _config("t"), lambda: ConnectionBudget(0, 1), lambda memo: waits.append)(
-        memo=None)
-    session = ctx.aiohttp_session
-    loop = asyncio.get_running_loop()
-
-    async def timed(method: str, path: str) -> float:
-        start = loop.time()
-        async with session.request(method, base + path) as response:
-            await response.text()
-        return loop.time() - start
-
-    try:
         holder = asyncio.create_task(timed("GET", "/api/v1/pods"))
         await asyncio.sleep(0.05)
         queued = asyncio.create_task(timed("PATCH", "/apis/llmscale.dev/v1alpha1/namespaces/ml/llmdeployments/c/status"))
@@ -291,6 +272,3 @@ async def test_the_peering_keepalive_never_waits_for_a_connection() -> None:
         assert isinstance(connector, aiohttp.TCPConnector)
         held = len(connector._acquired) + sum(len(idle) for idle in connector._conns.values())
         assert held <= connector.limit, held
-    finally:
-        await session.close()
-        await runner.cleanup()
