@@ -309,10 +309,6 @@ class FleetReader:
             for pool in (INTERACTIVE, BATCH):
                 self._minutes.pop(PoolTarget(target.namespace, target.deployment, pool), None)
             self._seasonal.forget([target])
-        # Defensive: nothing is kept for a pool no longer registered (reads in flight skip them).
-        for kept in (self._results, self._good):
-            for target in [t for t in kept if t not in self._pools]:
-                del kept[target]
         requests = []
         for target, reg in self._pools.items():
             try:
