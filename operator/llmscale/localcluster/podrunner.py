@@ -61,6 +61,7 @@ from aiohttp import web
 from kubernetes import client, config
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
+from llmscale.localcluster import realvllm
 from llmscale.localcluster.jobpods import BatchClients
 
 log = logging.getLogger("podrunner")
@@ -120,6 +121,28 @@ def engine_command(pod: Any, port: int, time_scale: float, python: str) -> list[
     return None
 
 
+def vllm_command(pod: Any, port: int, found: realvllm.VllmInstall) -> tuple[list[str], dict[str, str]] | None:
+    """Return the local command line and environment of ``pod``'s vLLM container, or ``None`` if no
+    container runs vLLM's OpenAI server (:mod:`llmscale.localcluster.realvllm`: the operator's own
+    command with the tiny local model, 127.0.0.1:``port`` and the CPU settings)."""
+    for container in pod.spec.containers:
+        argv = list(container.command or []) + list(container.args or [])
+        if realvllm.is_vllm_command(argv):
+            env = {e.name: e.value for e in container.env or [] if e.value is not None}
+            return realvllm.local_command(argv, port, found), {**os.environ, **env, **realvllm.CPU_ENV}
+    return None
+
+
+def runs_vllm(pod: Any) -> bool:
+    """Whether one of ``pod``'s containers runs vLLM's OpenAI server."""
+    return any(realvllm.is_vllm_command(list(c.command or []) + list(c.args or [])) for c in pod.spec.containers)
+
+
+def _runs_engine(argv: list[str]) -> bool:
+    """Whether a container's command line is an engine this runner runs (mock or real vLLM)."""
+    return (len(argv) >= 2 and Path(argv[0]).name == "llmscale" and argv[1] == "engine") or realvllm.is_vllm_command(argv)
+
+
 def prestop_command(pod: Any, address: str, python: str) -> list[str] | None:
     """Return the local command line of the engine container's preStop ``exec`` hook, or ``None``.
 
@@ -130,7 +153,7 @@ def prestop_command(pod: Any, address: str, python: str) -> list[str] | None:
     """
     for container in pod.spec.containers:
         argv = list(container.command or []) + list(container.args or [])
-        if not (len(argv) >= 2 and Path(argv[0]).name == "llmscale" and argv[1] == "engine"):
+        if not _runs_engine(argv):
             continue
         hook = container.lifecycle.pre_stop if container.lifecycle is not None else None
         command = list(hook._exec.command or []) if hook is not None and hook._exec is not None else []
@@ -180,6 +203,11 @@ async def _answers(address: str, session: aiohttp.ClientSession) -> bool:
         return False
 
 
+def is_running(pod: Any) -> bool:
+    """Whether the pod's phase is Running and it is not being deleted."""
+    return pod.metadata.deletion_timestamp is None and pod.status is not None and pod.status.phase == "Running"
+
+
 def is_ready(pod: Any) -> bool:
     """Whether the pod's Ready condition is True and it is not being deleted."""
     if pod.metadata.deletion_timestamp is not None:
@@ -227,6 +255,7 @@ class PodRunner:
     services: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     metrics: RouterMetrics = field(default_factory=RouterMetrics)
     jobs: BatchClients | None = None  # the batch Job pods' clients (None: not run)
+    unrunnable: set[str] = field(default_factory=set)  # uids of vLLM pods without an install (warned)
 
     async def run(self) -> None:
         """Poll pods and Services forever, starting and stopping engines."""
@@ -256,7 +285,11 @@ class PodRunner:
             seen.add(uid)
             ready = is_ready(pod)
             engine = self.engines.get(uid)
-            if ready and engine is None:
+            # A mock engine starts at Ready (KWOK has waited out the cold start; it answers in a
+            # second). Real vLLM starts when the pod runs, as a kubelet starts the container: its
+            # ~40 s start-up is then the pod's cold start, hidden behind KWOK's (the scenarios set
+            # coldStartSeconds to cover it).
+            if engine is None and (ready or (is_running(pod) and runs_vllm(pod))):
                 await self.start(pod)
             elif engine is not None and pod.metadata.deletion_timestamp is not None:
                 engine.pod_terminating = True
@@ -280,13 +313,23 @@ class PodRunner:
 
     async def start(self, pod: Any) -> None:
         port = free_port()
+        name, ns = pod.metadata.name, pod.metadata.namespace
         argv = engine_command(pod, port, self.time_scale, sys.executable)
+        env: dict[str, str] | None = None
+        if argv is None and runs_vllm(pod):
+            found = realvllm.find()
+            if found is None:
+                if pod.metadata.uid not in self.unrunnable:
+                    self.unrunnable.add(pod.metadata.uid)
+                    log.warning("Not running vLLM for pod %s/%s: real vLLM is not installed (run %s)",
+                                ns, name, realvllm.BUILD_SH)
+                return
+            argv, env = vllm_command(pod, port, found) or (None, None)
         if argv is None:
             return
-        name, ns = pod.metadata.name, pod.metadata.namespace
         log_path = self.state_dir / "engines" / f"{ns}_{name}.log"
         logf = log_path.open("ab")
-        proc = await asyncio.create_subprocess_exec(*argv, stdout=logf, stderr=asyncio.subprocess.STDOUT)
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=logf, stderr=asyncio.subprocess.STDOUT, env=env)
         logf.close()
         grace = float(pod.spec.termination_grace_period_seconds or 30)
         engine = Engine(ns, name, pod.metadata.uid, dict(pod.metadata.labels or {}), port, proc, log_path, grace,
@@ -534,6 +577,6 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "HOLD_S", "PodRunner", "RouterMetrics", "engine_command", "is_ready", "main", "prestop_command",
-    "sanitize_label_name", "sd_target_groups",
+    "HOLD_S", "PodRunner", "RouterMetrics", "engine_command", "is_ready", "is_running", "main", "prestop_command",
+    "runs_vllm", "sanitize_label_name", "sd_target_groups", "vllm_command",
 ]

@@ -1,0 +1,210 @@
+"""End-to-end scenarios with real vLLM engines: llmscale scales on the signals a real engine exports.
+
+The pod runner runs, for each pod of an LLMDeployment with ``spec.engine.type: vllm``, the
+operator's own vLLM command with a tiny random-weight Llama and CPU settings
+(:mod:`llmscale.localcluster.realvllm`): real batching, a real paged KV cache (128-token blocks on
+the CPU backend), real preemptions and vLLM's own ``/metrics``, scraped by Prometheus. The module
+fixture installs vLLM first (``build-vllm.sh``: a no-op when cached, ~2-3 minutes cold), so the
+scenarios never skip.
+
+vLLM starts when its pod runs (as a kubelet starts the container) and answers in ~40 s on an idle
+core, so the pods' cold start (``headroom.coldStartSeconds``) is 40 s: KWOK turns them Ready then.
+
+- ``test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down``: one replica with
+  ``--max-num-seqs 4`` and 64 blocks; an open-loop load of long answers keeps 12 requests in flight:
+  the queue and the KV cache pass their targets, llmscale scales 1 -> 2 with every signal known
+  (``MetricsAvailable`` True, ``MetricsFresh`` under load, never ``False``), the second engine
+  reports, and after the load it steps back to 1.
+- ``test_squeezed_cache_preemptions_drive_the_preemption_signal``: ``--num-gpu-blocks-override 24
+  --max-num-seqs 8`` (3,072 tokens of cache) and 1,000-token prompts: vLLM preempts, the
+  preemption rate llmscale reads is above its target and its proposal asks for more replicas,
+  with the queue and KV-cache targets set out of reach so that only preemptions can.
+
+The load generator sends the same prompt token ids every time; prefix caching is off in both
+(``--no-enable-prefix-caching``) so that each request holds its own KV blocks, as distinct prompts do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import Cluster, sample, wait_for
+from llmscale.loadgen import ReplayReport, replay
+from llmscale.localcluster import realvllm
+from llmscale.sim.trace import Trace
+
+MODEL = "llama-3.1-8b-instruct"  # the served name; the weights are the tiny local model's
+COLD_START_S = 40.0
+STABILISATION_S = 10.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vllm_installed() -> realvllm.VllmInstall:
+    """Real vLLM and the tiny model, installed (cached) before any scenario: never skipped."""
+    return realvllm.install()
+
+
+def vllm_sample(args: list[str], **overrides: Any) -> dict[str, Any]:
+    """The sample LLMDeployment on real vLLM with ``args``: 1-2 replicas, no warm headroom."""
+    return sample(
+        engine={"type": "vllm", "image": "vllm/vllm-openai:v0.32.0", "args": args},
+        replicas={"min": 1, "max": 2},
+        headroom={"replicas": 0, "coldStartSeconds": COLD_START_S, "growthFactor": 0},
+        slo={"ttftP95Seconds": 60, "itlP95Seconds": 1.0},
+        **overrides,
+    )
+
+
+def fixed_trace(rate_rps: float, duration_s: float, prompt: int, output: int) -> Trace:
+    """Requests of one size at a fixed rate (every 1/rate s) for ``duration_s``."""
+    arrivals = np.arange(0.0, duration_s, 1.0 / rate_rps)
+    n = len(arrivals)
+    return Trace(arrivals, np.full(n, prompt, np.int64), np.full(n, output, np.int64), np.zeros(n, np.bool_),
+                 0.0, duration_s, source=f"fixed {rate_rps} req/s")
+
+
+def start_load(url: str, trace: Trace, max_in_flight: int) -> Future[ReplayReport]:
+    """Replay ``trace`` to ``url`` in a background thread, at most ``max_in_flight`` open."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    fut = pool.submit(asyncio.run, replay(trace, url, MODEL, deadline_s=trace.duration_s + 120,
+                                          max_in_flight=max_in_flight))
+    pool.shutdown(wait=False)
+    return fut
+
+
+class Watch(threading.Thread):
+    """Samples the MetricsAvailable condition every 0.5 s until stopped: (monotonic s, status, reason)."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.namespace = cluster, namespace
+        self.samples: list[tuple[float, str, str, str]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                cond = self.cluster.condition(self.namespace, "chat", "MetricsAvailable") or {}
+                self.samples.append((time.monotonic(), cond.get("status", ""), cond.get("reason", ""),
+                                     cond.get("message", "")))
+            except Exception:  # an API hiccup is not a signal
+                pass
+            self.stop.wait(0.5)
+
+
+def engines_in_prometheus(cluster: Cluster, ns: str) -> int:
+    """How many pods' vLLM gauges Prometheus holds (fresh) for Deployment chat."""
+    return len(cluster.prom(f'vllm:num_requests_waiting{{namespace="{ns}", llmscale_dev_deployment="chat"}}'))
+
+
+def ready_with_fresh_metrics(cluster: Cluster, ns: str, ready: int) -> None:
+    wait_for(f"{ns}/chat: {ready} ready replicas, real engines reporting, MetricsAvailable", lambda: (
+        cluster.status(ns, "chat").get("replicas", {}).get("ready") == ready
+        and engines_in_prometheus(cluster, ns) == ready
+        and (cluster.condition(ns, "chat", "MetricsAvailable") or {}).get("status") == "True"
+    ), COLD_START_S + 120)
+
+
+def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Cluster, namespace: str) -> None:
+    ns = namespace
+    # 64 blocks x 128 tokens: four running 32 + 1,900-token requests fill 4 x 16 = 64 of them.
+    args = ["--max-num-seqs", "4", "--num-gpu-blocks-override", "64", "--no-enable-prefix-caching"]
+    cluster.apply(ns, vllm_sample(args, scaling={
+        "tickSeconds": 1, "metricsMaxAgeSeconds": 10,
+        "targets": {"queueDepthPerReplica": 2, "kvCacheUtilization": 0.5},
+        "scaleUp": {"stabilizationWindowSeconds": 0},
+        "scaleDown": {"stabilizationWindowSeconds": STABILISATION_S, "maxReplicasPerPeriod": 1, "periodSeconds": 5},
+    }))
+    t0 = time.monotonic()
+    ready_with_fresh_metrics(cluster, ns, 1)
+    first_ready_s = time.monotonic() - t0
+    # The operator's command, run for real: the pod's container is vLLM's server module.
+    pod = cluster.pods(ns, "interactive")[0]
+    argv = list(pod.spec.containers[0].command) + list(pod.spec.containers[0].args)
+    assert realvllm.is_vllm_command(argv) and "--max-num-seqs" in argv, argv
+    watch = Watch(cluster, ns)
+    watch.start()
+
+    # 3 long answers a second (~1.5-6 s each at batch 4 on one core) against a capacity of about
+    # one: 4 run, the rest of the 12 in flight wait; excess arrivals are dropped, so the backlog is
+    # bounded and drains in seconds once the load stops.
+    load = start_load(cluster.service_url(ns, "chat"), fixed_trace(3.0, 75.0, prompt=32, output=1900), 12)
+    queue = f'sum(vllm:num_requests_waiting{{namespace="{ns}", llmscale_dev_deployment="chat"}})'
+    kv = f'max(vllm:kv_cache_usage_perc{{namespace="{ns}", llmscale_dev_deployment="chat"}})'
+    wait_for("the real queue above 2 in Prometheus", lambda: (cluster.prom_value(queue) or 0) > 2, 60)
+    wait_for("the real KV cache above 0.5 in Prometheus", lambda: (cluster.prom_value(kv) or 0) > 0.5, 60)
+
+    wait_for("scale-up of Deployment chat to 2", lambda: cluster.deployment_replicas(ns, "chat") == 2, 30)
+    status = cluster.status(ns, "chat")
+    reasons = " | ".join(status["lastDecision"]["reasons"])
+    assert re.search(r"(queue depth|KV-cache utilisation)[^|]*proposes ([2-9]|\d\d)", reasons), reasons
+    signals = status["signals"]
+    for key in ("queueDepth", "runningRequests", "kvCacheUtilization", "preemptionRate"):
+        assert signals.get(key) is not None, (key, signals)
+    events = wait_for("a ScaledUp Event", lambda: cluster.events(ns, "ScaledUp"), 15)
+    assert any(f"Scaled LLMDeployment {ns}/chat from 1 to 2 replicas" in e.message for e in events), \
+        [e.message for e in events]
+
+    # The second engine starts, is Ready and reports; both pods' signals are read.
+    ready_with_fresh_metrics(cluster, ns, 2)
+    assert not load.done(), "the load should still be running when the second engine reports"
+    fresh = wait_for("MetricsFresh under load (every signal, latencies too, known)", lambda: (
+        c if (c := cluster.condition(ns, "chat", "MetricsAvailable") or {}).get("reason") == "MetricsFresh" else None
+    ), 30)
+    assert fresh["status"] == "True", fresh
+
+    report = load.result(timeout=200)
+    answered = len(report.results) - report.errors
+    assert report.errors == 0 and answered > 10, (report.sent, answered, report.errors)
+    wait_for("scale-down to 1 after the load", lambda: cluster.deployment_replicas(ns, "chat") == 1,
+             STABILISATION_S + 90)
+    watch.stop.set()
+    watch.join()
+    # Never "no signals": from the first Ready replica to the end, the condition stayed True.
+    assert watch.samples, "no condition sampled"
+    falses = [(round(t - t0, 1), r, m) for t, s, r, m in watch.samples if s != "True"]
+    assert not falses, falses
+    events = [e.message for e in cluster.events(ns, "ScaledDown")]
+    assert any(f"Scaled LLMDeployment {ns}/chat from 2 to 1 replicas" in m for m in events), events
+    print(f"\n[real vLLM] first engine ready and reporting after {first_ready_s:.0f} s; "
+          f"scenario {time.monotonic() - t0:.0f} s; load sent {report.sent}, answered {answered}")
+
+
+def test_squeezed_cache_preemptions_drive_the_preemption_signal(cluster: Cluster, namespace: str) -> None:
+    ns = namespace
+    # 24 blocks x 128 tokens = 3,072 tokens: eight 1,000 + 500-token requests need ~8 x 12 = 96.
+    args = ["--num-gpu-blocks-override", "24", "--max-num-seqs", "8", "--no-enable-prefix-caching"]
+    cluster.apply(ns, vllm_sample(args, scaling={
+        "tickSeconds": 1, "metricsMaxAgeSeconds": 10,
+        # Out of reach: only the preemption rate can ask for a second replica.
+        "targets": {"queueDepthPerReplica": 1000, "kvCacheUtilization": 1.0, "preemptionsPerSecondPerReplica": 0.05},
+        "scaleUp": {"stabilizationWindowSeconds": 0},
+    }))
+    t0 = time.monotonic()
+    ready_with_fresh_metrics(cluster, ns, 1)
+    load = start_load(cluster.service_url(ns, "chat"), fixed_trace(4.0, 30.0, prompt=1000, output=500), 16)
+    preempted = f'sum(vllm:num_preemptions_total{{namespace="{ns}", llmscale_dev_deployment="chat"}})'
+    wait_for("real preemptions in Prometheus", lambda: (cluster.prom_value(preempted) or 0) > 0, 60)
+
+    def preemption_proposal() -> str | None:
+        status = cluster.status(ns, "chat")
+        rate = (status.get("signals") or {}).get("preemptionRate")
+        line = next((r for r in status.get("lastDecision", {}).get("reasons", [])
+                     if r.startswith("preemption rate") and re.search(r"proposes ([2-9]|\d\d)", r)), None)
+        return line if rate and rate > 0.05 and line else None
+
+    line = wait_for("the preemption rate above target proposing 2 replicas", preemption_proposal, 60)
+    wait_for("scale-up of Deployment chat to 2", lambda: cluster.deployment_replicas(ns, "chat") == 2, 30)
+    reasons = cluster.status(ns, "chat")["lastDecision"]["reasons"]
+    assert not any(r.startswith(("queue depth", "KV-cache")) and re.search(r"proposes \d", r) for r in reasons), reasons
+    report = load.result(timeout=200)
+    assert report.errors == 0, (report.sent, report.errors)
+    print(f"\n[real vLLM] {line}; scenario {time.monotonic() - t0:.0f} s")
