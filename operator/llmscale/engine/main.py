@@ -153,7 +153,6 @@ def build_core(settings: EngineSettings) -> tuple[EngineCore, EngineInfo, Replic
         "num_cpu_blocks": "0",
         "num_gpu_blocks": str(blocks),
         "num_gpu_blocks_override": str(settings.num_gpu_blocks_override),
-        "swap_space": "4",
     }
     metrics = EngineMetrics(settings.name, max_len, cache_info, settings.metrics_names)
     core = EngineCore(Scheduler(config, rm), metrics, settings.time_scale)

@@ -20,7 +20,7 @@ in one process (tests).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -31,13 +31,19 @@ __all__ = [
     "E2E_BUCKETS_S",
     "ITERATION_TOKENS_BUCKETS",
     "ITL_BUCKETS_S",
+    "SLEEP_STATES",
     "TTFT_BUCKETS_S",
+    "WAITING_REASONS",
     "EngineMetrics",
     "MetricNames",
     "build_1_2_5_buckets",
 ]
 
 MetricNames = Literal["current", "legacy"]
+#: ``reason`` values of ``vllm:num_requests_waiting_by_reason`` (vLLM 0.32).
+WAITING_REASONS = ("capacity", "deferred")
+#: ``sleep_state`` values of ``vllm:engine_sleep_state`` (vLLM 0.32).
+SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
 
 #: Request-latency buckets (e2e, queue, inference, prefill, decode), seconds (vLLM ``loggers.py``).
 E2E_BUCKETS_S: tuple[float, ...] = (
@@ -119,6 +125,19 @@ class EngineMetrics:
         self.waiting = gauge(
             "vllm:num_requests_waiting", "Number of requests waiting to be processed."
         ).labels(*values)
+        # vLLM 0.32 (v1/metrics/loggers.py): the queue split by why a request waits ("capacity":
+        # scheduling capacity; "deferred": LoRA budget, KV transfer, a blocked request), and the
+        # sleep state (/sleep offloads or drops the weights). The mock's queue is all capacity, and
+        # it never sleeps. docs/signals.md says what llmscale does with them.
+        self.waiting_by_reason: dict[str, Any] = {}
+        if not legacy:
+            by_reason = Gauge("vllm:num_requests_waiting_by_reason", "Number of requests waiting, by reason.",
+                              [*labels, "reason"], registry=reg)
+            self.waiting_by_reason = {r: by_reason.labels(*values, r) for r in WAITING_REASONS}
+            sleep = Gauge("vllm:engine_sleep_state", "Engine sleep state: 1 for the current state, else 0.",
+                          [*labels, "sleep_state"], registry=reg)
+            for state in SLEEP_STATES:
+                sleep.labels(*values, state).set(1 if state == "awake" else 0)
         if legacy:
             self.kv_usage = gauge(
                 "vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage."
@@ -228,7 +247,7 @@ class EngineMetrics:
     def record_step(self, step: StepResult) -> None:
         """Fold one engine step into the series (gauges after the step, counters, histograms)."""
         self.running.set(step.num_running)
-        self.waiting.set(step.num_waiting)
+        self._set_waiting(step.num_waiting)
         self.kv_usage.set(step.kv_cache_usage)
         self.prefix_queries.inc(step.prefix_cache_queries)
         self.prefix_hits.inc(0)
@@ -261,8 +280,13 @@ class EngineMetrics:
     def set_idle_gauges(self, running: int, waiting: int, kv_usage: float) -> None:
         """Set the gauges outside a step (after an abort, or when requests are queued)."""
         self.running.set(running)
-        self.waiting.set(waiting)
+        self._set_waiting(waiting)
         self.kv_usage.set(kv_usage)
+
+    def _set_waiting(self, waiting: int) -> None:
+        self.waiting.set(waiting)
+        if self.waiting_by_reason:
+            self.waiting_by_reason["capacity"].set(waiting)
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition of all series."""
