@@ -16,7 +16,7 @@ core, so the pods' cold start (``headroom.coldStartSeconds``) is 40 s: KWOK turn
   (``MetricsAvailable`` True, ``MetricsFresh`` under load, never ``False``), the second engine
   reports, and after the load it steps back to 1.
 - ``test_squeezed_cache_preemptions_drive_the_preemption_signal``: ``--num-gpu-blocks-override 24
-  --max-num-seqs 8`` (3,072 tokens of cache) and 1,000-token prompts: vLLM preempts, the
+  --max-num-seqs 8`` (3,072 tokens of cache) and 1,000 + 800-token requests: vLLM preempts, the
   preemption rate llmscale reads is above its target and its proposal asks for more replicas,
   with the queue and KV-cache targets set out of reach so that they propose nothing.
 
@@ -185,7 +185,9 @@ def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Clus
 
 def test_squeezed_cache_preemptions_drive_the_preemption_signal(cluster: Cluster, namespace: str) -> None:
     ns = namespace
-    # 24 blocks x 128 tokens = 3,072 tokens: eight 1,000 + 500-token requests need ~8 x 12 = 96.
+    # 24 blocks x 128 tokens = 3,072 tokens, and a 1,000 + 800-token request grows to 15 blocks: any
+    # two running together outgrow the cache, so vLLM preempts one (with 500-token answers two fit
+    # exactly, 2 x 12 = 24 blocks, and it need not).
     args = ["--num-gpu-blocks-override", "24", "--max-num-seqs", "8", "--no-enable-prefix-caching"]
     cluster.apply(ns, vllm_sample(args, scaling={
         "tickSeconds": 1, "metricsMaxAgeSeconds": 10,
@@ -195,7 +197,9 @@ def test_squeezed_cache_preemptions_drive_the_preemption_signal(cluster: Cluster
     }))
     t0 = time.monotonic()
     ready_with_fresh_metrics(cluster, ns, 1)
-    load = start_load(cluster.service_url(ns, "chat"), fixed_trace(4.0, 30.0, prompt=1000, output=500), 16)
+    # A modest rate, so that the load signal (the performance model's capacity at this rate) does
+    # not ask for 2 itself: the preemptions must.
+    load = start_load(cluster.service_url(ns, "chat"), fixed_trace(1.0, 45.0, prompt=1000, output=800), 8)
     preempted = f'sum(vllm:num_preemptions_total{{namespace="{ns}", llmscale_dev_deployment="chat"}})'
     wait_for("real preemptions in Prometheus", lambda: (cluster.prom_value(preempted) or 0) > 0, 60)
 
@@ -209,9 +213,9 @@ def test_squeezed_cache_preemptions_drive_the_preemption_signal(cluster: Cluster
 
     reasons = wait_for("the preemption rate above target proposing 2 replicas", preemption_decision, 60)
     line = next(r for r in reasons if r.startswith("preemption rate"))
-    # The demand names the preemption rate among the signals that set it; the full KV cache (1.0
-    # against a target of 1.0: proposes 1) and the queue do not ask for 2.
-    assert any(re.match(r"demand [2-9] replicas \(.*preemption rate", r) for r in reasons), reasons
+    # The preemption rate sets the demand; the full KV cache (1.0 against a target of 1.0:
+    # proposes 1) and the queue do not ask for 2.
+    assert any(re.fullmatch(r"demand [2-9] replicas \(preemption rate\)", r) for r in reasons), reasons
     assert not any(r.startswith(("queue depth", "KV-cache")) and re.search(r"proposes ([2-9]|\d\d)", r)
                    for r in reasons), reasons
     wait_for("scale-up of Deployment chat to 2", lambda: cluster.deployment_replicas(ns, "chat") == 2, 30)
