@@ -78,6 +78,7 @@ SAMPLES: dict[str, Sample] = {
                                         "operator.prometheusKeyFile=/etc/prometheus/tls.key")),
     "prometheus_insecure_skip_verify": Sample("true", True),
     "prometheus_headers": Sample('{"X-Scope-OrgID": "team-a"}', {"X-Scope-OrgID": "team-a"}),
+    "prometheus_tenant_headers": Sample('{"X-Scope-OrgID": "{namespace}"}', {"X-Scope-OrgID": "{namespace}"}),
     "field_manager": Sample("llmscale-blue", "llmscale-blue"),
     "interactive_priority_class": Sample("gold", "gold", helm=("priorityClasses.interactive.name=gold",)),
     "batch_priority_class": Sample("bronze", "bronze", helm=("priorityClasses.batch.name=bronze",)),

@@ -713,3 +713,34 @@ async def test_queries_go_in_a_form_body_so_a_long_one_passes_a_proxys_url_limit
     assert all(h.get("Content-Type") == "application/x-www-form-urlencoded" for h in canned.headers)
     assert all(canned.paths), canned.paths
     assert all(p == "/api/v1/query" for p in canned.paths), "nothing in the URL but the path"
+
+
+async def test_each_namespace_s_wake_query_carries_its_own_tenant_header_and_the_fleet_queries_none(
+    canned: CannedPrometheus,
+) -> None:
+    # Mimir/Cortex/Thanos with a tenant per namespace: a user's query is sent as its own tenant, so
+    # the store itself keeps it there; llmscale's own fleet queries keep the operator's headers.
+    canned.answer_containing("gateway_pending", canned.vector([wake_series("1")]))
+    read = reader(canned.url, tenant_headers={"X-Scope-OrgID": "{namespace}"},
+                  auth=PrometheusAuth(headers={"X-Scope-OrgID": "llmscale"}))
+    await read.read_fleet(
+        [PoolRequest(TEAM_A, VLLM, None, CHAT_WAKE), PoolRequest(TEAM_B, VLLM, None, CHAT_WAKE)], now=NOW
+    )
+    tenant = {q: h.get("X-Scope-OrgID") for q, h in zip(canned.queries, canned.headers, strict=True)}
+    assert tenant['sum(\nsum(gateway_pending{namespace="team-a", service="chat"})\n)'] == "team-a"
+    assert tenant['sum(\nsum(gateway_pending{namespace="team-b", service="chat"})\n)'] == "team-b"
+    fleet = [t for q, t in tenant.items() if "gateway_pending" not in q]
+    assert fleet and set(fleet) == {"llmscale"}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({"X Scope": "{namespace}"}, id="not-a-header-name"),
+        pytest.param({"X-Scope-OrgID": "{namespace}\r\nX-Evil: 1"}, id="line-break"),
+        pytest.param({"X-Scope-OrgID": ""}, id="empty"),
+    ],
+)
+def test_a_tenant_header_that_is_not_one_is_refused(headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="tenant header"):
+        ReaderSettings(tenant_headers=headers)

@@ -266,6 +266,9 @@ class OperatorSettings(BaseSettings):
         ("auth", "insecure_skip_verify"), "do not verify Prometheus's TLS certificate (tests only)")
     prometheus_headers: Annotated[dict[str, str], NoDecode] = _reader(
         ("auth", "headers"), "extra HTTP headers on every Prometheus request, a JSON object", metavar="JSON")
+    prometheus_tenant_headers: Annotated[dict[str, str], NoDecode] = _reader(
+        ("tenant_headers",), "HTTP headers of an LLMDeployment's own queries, '{namespace}' replaced, a JSON object",
+        metavar="JSON")
 
     # --- how it writes ----------------------------------------------------------------------------
     field_manager: str = Field(
@@ -425,7 +428,7 @@ class OperatorSettings(BaseSettings):
     def _auto(cls, value: Any) -> Any:
         return None if value in ("auto", "") else value
 
-    @field_validator("prometheus_headers", mode="before")
+    @field_validator("prometheus_headers", "prometheus_tenant_headers", mode="before")
     @classmethod
     def _json_object(cls, value: Any) -> Any:
         if isinstance(value, str):  # LLMSCALE_PROMETHEUS_HEADERS='{"X-Scope-OrgID": "team-a"}'

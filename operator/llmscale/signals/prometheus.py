@@ -26,6 +26,7 @@ until they leave the window, and a replica younger than the window reads a low r
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import logging
 import re
@@ -184,6 +185,7 @@ class PrometheusSignalReader:
             self.settings.max_workers * (len(GROUPS) - 1), thread_name_prefix="llmscale-queries"
         )
         self._lock = threading.Lock()
+        self._tenants: dict[str, PrometheusConnect] = {}  # the client of each namespace's own queries
         self._interval: tuple[float | None, str, float] | None = None  # (seconds, source, read at)
 
     # -- the rate window ------------------------------------------------------------------------
@@ -500,7 +502,7 @@ class PrometheusSignalReader:
                 sent[key] = f"spec.scaling.wake.query refused: {exc}"
                 continue
             if fatal is None:
-                sent[key] = self._queries.submit(self._ask_wake, expr)
+                sent[key] = self._queries.submit(self._ask_wake, expr, r.target.namespace)
         out: dict[PoolTarget, tuple[float | None, str | None]] = {}
         for r in pools:
             answer = sent.get((r.target.namespace, r.target.deployment))
@@ -521,10 +523,28 @@ class PrometheusSignalReader:
                 _LOG.warning("Failed to read the wake query of LLMDeployment %s: %s", r.target, out[r.target][1])
         return out
 
-    def _ask_wake(self, expression: str) -> tuple[float | None, str | None]:
-        """Send one LLMDeployment's wake query; raise :class:`_Failed` when it gets no usable answer."""
+    def _tenant(self, namespace: str) -> PrometheusConnect:
+        """The client of ``namespace``'s own queries: the reader's, plus ``settings.tenant_headers``
+        for that namespace (a copy sharing its session, so its connection pool and adapters)."""
+        if not self.settings.tenant_headers:
+            return self._client
+        with self._lock:
+            client = self._tenants.get(namespace)
+            if client is None:
+                client = copy.copy(self._client)
+                client.headers = {
+                    **(self._client.headers or {}),
+                    **{k: v.replace("{namespace}", namespace) for k, v in self.settings.tenant_headers.items()},
+                }
+                self._tenants[namespace] = client
+            return client
+
+    def _ask_wake(self, expression: str, namespace: str) -> tuple[float | None, str | None]:
+        """Send one LLMDeployment's wake query, with its namespace's tenant headers; raise
+        :class:`_Failed` when it gets no usable answer."""
         query = wake_query(expression)
-        result = self._call(lambda: self._client.custom_query(query))
+        client = self._tenant(namespace)
+        result = self._call(lambda: client.custom_query(query))
         value, problem, failed = parse_wake(result)
         if failed is not None:
             raise _Failed(failed, fatal=False)
