@@ -8,7 +8,7 @@ Without ``--kubeconfig`` it starts the local control plane (the pinned binaries 
 GPU nodes and ``--pods`` pods bound to them (``spec.nodeName`` set, so no scheduling), then runs the
 reader's own read (the paginated node list and bound-pod list, :func:`read_once`) ``--reads``
 times. Prints the pages (requests) and seconds of one read, the period the reader then keeps
-(``max(READ_PERIOD_S, seconds / READ_DUTY)``) and the requests per hour at a fixed 15 s period
+(``max(READ_PERIOD_S, min(seconds / READ_DUTY, READ_PERIOD_MAX_S))``) and the requests per hour at a fixed 15 s period
 against that period.
 """
 
@@ -34,6 +34,7 @@ import kubernetes.config
 from llmscale.controller.gpusfree import (
     BOUND_PODS,
     READ_DUTY,
+    READ_PERIOD_MAX_S,
     READ_PERIOD_S,
     ClusterGPUs,
     _pages,
@@ -56,7 +57,7 @@ class Read:
     @property
     def cycle_s(self) -> float:
         """The period the reader keeps after this read."""
-        return max(READ_PERIOD_S, self.seconds / READ_DUTY)
+        return max(READ_PERIOD_S, min(self.seconds / READ_DUTY, READ_PERIOD_MAX_S))
 
 
 def read_once(api: kubernetes.client.ApiClient) -> Read:
@@ -144,14 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     grown = 3600 / read.cycle_s * read.requests
     print(f"{'period':<34} {'s':>8} {'requests/h':>12}")
     print(f"{'before: fixed':<34} {READ_PERIOD_S:>8.0f} {fixed:>12.0f}")
-    print(f"{'after: max(15 s, read / 5 %)':<34} {read.cycle_s:>8.0f} {grown:>12.0f}")
+    print(f"{'after: max(15 s, min(read / 5 %, 300 s))':<34} {read.cycle_s:>8.0f} {grown:>12.0f}")
     # Issue 22's cluster, 4,000 nodes and 120,000 bound pods, scaled from this read per object.
     objects = len(read.cluster.nodes) + args.pods
     if objects:
         big = 124_000
         seconds = read.seconds * big / objects
         pages = math.ceil(4000 / 500) + math.ceil(120_000 / 500)
-        cycle = max(READ_PERIOD_S, seconds / READ_DUTY)
+        cycle = max(READ_PERIOD_S, min(seconds / READ_DUTY, READ_PERIOD_MAX_S))
         print(f"estimate at 4,000 nodes / 120,000 pods (this read's {read.seconds / objects * 1e3:.2f} ms per object): "
               f"{pages} requests, {seconds:.1f} s a read, every {cycle:.0f} s: "
               f"{3600 / READ_PERIOD_S * pages:.0f} -> {3600 / cycle * pages:.0f} requests/h")

@@ -277,12 +277,13 @@ async def test_an_unexpected_failure_of_a_read_keeps_the_period(monkeypatch: pyt
     pytest.param(0.2, 15.0, id="small-cluster-keeps-the-period"),
     pytest.param(0.75, 15.0, id="at-the-duty-limit"),
     pytest.param(6.0, 120.0, id="4000-nodes-120k-pods-read-in-6s"),
+    pytest.param(40.0, 300.0, id="at-most-5-minutes"),
 ])
 async def test_the_period_grows_with_the_time_a_read_takes(
     monkeypatch: pytest.MonkeyPatch, took_s: float, cycle_s: float
 ) -> None:
-    """Issue 22, case 4: a read that takes t seconds starts the next max(15, t / 5 %) seconds after
-    it started, so a large cluster is listed less often; the read counts as stale after four of
+    """Issue 22, case 4: a read that takes t seconds starts the next max(15, min(t / 5 %, 300))
+    seconds after it started, so a large cluster is listed less often; the read counts as stale after four of
     those cycles, not four base periods."""
     now = [0.0]
     reader = _Listed(now)

@@ -1,6 +1,6 @@
 """The GPUs free for each LLMDeployment's batch pool: one shared read of the cluster's nodes and bound
 pods every :data:`READ_PERIOD_S` seconds (longer on a cluster whose read takes more than
-:data:`READ_DUTY` of that), whatever the number of LLMDeployments, and a pure sum per object per
+:data:`READ_DUTY` of that, up to :data:`READ_PERIOD_MAX_S`), whatever the number of LLMDeployments, and a pure sum per object per
 tick from the newest read.
 
 What is read (two paginated ``list`` calls, cluster-wide, on a thread of the default executor):
@@ -60,6 +60,7 @@ from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABE
 __all__ = [
     "BOUND_PODS",
     "READ_DUTY",
+    "READ_PERIOD_MAX_S",
     "READ_PERIOD_S",
     "STALE_AFTER_READS",
     "ClusterGPUs",
@@ -86,6 +87,9 @@ STALE_AFTER_READS = 4
 #: with the cluster (issue 22). E.g. 4,000 nodes and 120,000 bound pods, 250 pages of 500: if they
 #: take 6 s, the next read starts 120 s later, ~2 page requests a second on average instead of ~17.
 READ_DUTY = 0.05
+#: The longest period, seconds: past it the GPUs free would be too old for the batch planner's
+#: windows (minutes); a cluster whose read takes more than 15 s then reads more than 5 % of the time.
+READ_PERIOD_MAX_S = 300.0
 #: The field selector of the pods that hold resources on a node (as ``kubectl describe node``).
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 _PAGE = 500
@@ -284,7 +288,7 @@ class GpuReader:
         self._core = kubernetes.client.CoreV1Api(api_client) if api_client is not None else None
         self.period_s = period_s
         #: Seconds from the start of one read to the next: ``period_s``, or the last read's
-        #: duration over :data:`READ_DUTY` when that is longer.
+        #: duration over :data:`READ_DUTY` when that is longer (at most :data:`READ_PERIOD_MAX_S`).
         self.cycle_s = period_s
         self._loop_time = loop_time
         self._task: asyncio.Task[None] | None = None
@@ -371,7 +375,7 @@ class GpuReader:
             self._unknown(f"could not list nodes or pods: {exc!r}")
             return None
         self._latest, self._latest_at, self._on_nodes = cluster, self._now(), {}
-        cycle = max(self.period_s, (self._latest_at - started) / READ_DUTY)
+        cycle = max(self.period_s, min((self._latest_at - started) / READ_DUTY, READ_PERIOD_MAX_S))
         if cycle > self.period_s and cycle > 1.5 * self.cycle_s:
             _LOG.info(f"Reading the nodes and pods every {cycle:.0f} s: a read of {len(cluster.nodes)} nodes took "
                       f"{self._latest_at - started:.1f} s (at most {READ_DUTY:.0%} of the time)")
