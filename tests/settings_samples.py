@@ -33,6 +33,7 @@ SAMPLES: dict[str, Sample] = {
     "all_namespaces": Sample("1", True, helm=("watch.allNamespaces=true",)),
     "cluster_scanning": Sample("false", False),
     "read_nodes": Sample("true", True),
+    "scale_target_label": Sample("llmscale.dev/scalable=true", "llmscale.dev/scalable=true"),
     "tick_base_seconds": Sample("2.5", 2.5),
     "signal_history_seconds": Sample("1200", 1200.0),
     "status_refresh_seconds": Sample("30", 30.0),

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import kubernetes.client
+import kubernetes.config
 import pytest
 import yaml
 from tests.cluster.helpers import LocalCluster, render_chart, wait_for
 
-from llmscale.api import LLMDeploymentSpec
+from llmscale.api import LLMDeploymentSpec, ScaleTargetRef
 from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.scaletarget import KubernetesScaleClient, ScaleTargetError
 
 pytestmark = pytest.mark.slow
 
@@ -196,3 +200,52 @@ def test_engine_pods_pass_their_pod_security_level(psa: LocalCluster, engine: st
     spec = LLMDeploymentSpec.model_validate({"model": {"name": "chat", "preset": "llama-3.1-8b"}, "engine": {"type": engine}})
     done = dry_run_pod(psa, namespace, f"{engine}-engine", pod_template("chat", spec, "interactive"))
     assert (done.returncode == 0) == admitted, done.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# spec.scaleTargetRef only to workloads that opt in with a label (operator.scaleTargetLabel)
+# --------------------------------------------------------------------------------------------
+
+OPT_IN = ("llmscale.dev/scalable", "true")
+
+
+def _workloads(cluster: LocalCluster) -> None:
+    for kind, name, labels in (("StatefulSet", "postgres", {}), ("Deployment", "web", dict([OPT_IN]))):
+        cluster.apply([{
+            "apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     **({"serviceName": name} if kind == "StatefulSet" else {}),
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "registry.example/none:1"}]}}},
+        }], field_manager="test")
+
+
+async def test_scale_targets_must_opt_in_when_the_operator_says_so(
+    tenancy: LocalCluster, helm: Path, tmp_path: Path
+) -> None:
+    """Issue 22, case 3: with operator.scaleTargetLabel the operator's own ServiceAccount (the
+    chart's RBAC, its token only) reads and scales the labelled Deployment and refuses the
+    StatefulSet postgres, naming the label; without the setting it would scale postgres."""
+    release_ns = "llmscale-optin"
+    docs = render_chart(helm, release_ns, f"operator.scaleTargetLabel={OPT_IN[0]}={OPT_IN[1]}", release="optin")
+    tenancy.create_namespace(release_ns)
+    tenancy.apply([d for d in docs if d["kind"] in {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+                   and not d["metadata"]["name"].endswith(("-view", "-edit"))], field_manager="helm")
+    _workloads(tenancy)
+    token = tenancy.service_account_kubeconfig(release_ns, "optin-llmscale", tmp_path / "sa.kubeconfig")
+    api = kubernetes.config.new_client_from_config(config_file=str(token))
+    guarded = KubernetesScaleClient(api, opt_in=OPT_IN)
+    web = ScaleTargetRef.model_validate({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"})
+    postgres = ScaleTargetRef.model_validate({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "postgres"})
+
+    assert (await guarded.read(NS, web)).replicas == 1
+    await guarded.write(NS, web, 2)
+    assert (await guarded.read(NS, web)).replicas == 2
+    for attempt in (guarded.read(NS, postgres), guarded.write(NS, postgres, 0)):
+        with pytest.raises(ScaleTargetError, match=re.escape("does not carry the label llmscale.dev/scalable=true")):
+            await attempt
+    got = kubernetes.client.AppsV1Api(tenancy.api).read_namespaced_stateful_set("postgres", NS)
+    assert got.spec.replicas == 1, "postgres was not scaled"
+    # The risk the setting closes: the same token without it reads postgres's /scale.
+    assert (await KubernetesScaleClient(api).read(NS, postgres)).replicas == 1

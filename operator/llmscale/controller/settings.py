@@ -146,6 +146,17 @@ class OperatorSettings(BaseSettings):
         "(cluster-wide list/watch on both). Turn off for a namespace-only RBAC with exact namespace "
         "names: the operator then watches exactly those namespaces and must start after the CRD.",
     )
+    scale_target_label: str | None = Field(
+        None,
+        title="label=value a workload must carry before spec.scaleTargetRef may scale it",
+        description="A label (key=value, e.g. llmscale.dev/scalable=true) that a workload must carry "
+        "before an LLMDeployment's spec.scaleTargetRef may read or write its /scale; others are "
+        "refused with ScalingActive=False/FailedGetScale naming the label. Unset: any workload of a "
+        "kind in the chart's rbac.scaleTargets in the LLMDeployment's namespace, so whoever may "
+        "create an LLMDeployment may scale another team's workload there (docs/security.md). Set, "
+        "the operator also needs get on those kinds (the chart adds it).",
+        pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?=([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$",
+    )
     read_nodes: bool = Field(
         False,
         title="read nodes and bound pods cluster-wide for the GPUs free (off by default)",
