@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from tests.strategies import PromQLTree, promql_trees
 
 from llmscale.signals.scope import UnscopedQuery, scoped_query
 
@@ -74,3 +76,18 @@ def test_the_namespace_label_is_the_configured_one() -> None:
     assert scoped_query('q{kubernetes_namespace="team-b"}', NS, label="kubernetes_namespace")
     with pytest.raises(UnscopedQuery, match='lacks the matcher kubernetes_namespace="team-b"'):
         scoped_query('q{namespace="team-b"}', NS, label="kubernetes_namespace")
+
+
+@given(tree=promql_trees())
+@settings(max_examples=150, deadline=None)
+def test_a_query_is_sent_exactly_when_every_selector_names_its_own_namespace(tree: PromQLTree) -> None:
+    """Property: whatever the nesting (functions, aggregations, ranges, offsets, subqueries, set
+    and arithmetic joins), a query passes iff each of its selectors carries namespace="team-b"."""
+    text, namespaces = tree
+    own = all(ns == NS for ns in namespaces)
+    try:
+        assert scoped_query(text, NS) == text
+        passed = True
+    except UnscopedQuery:
+        passed = False
+    assert passed == own, (text, namespaces)
