@@ -320,6 +320,9 @@ async def test_a_wake_query_reading_another_namespace_is_refused_by_a_condition_
     await eventually(lambda: ticks(op) >= done + 2, what="two more ticks")
     assert replicas_of(kube, "chat") == 0
     assert not any("kube_secret_info" in q for q in canned.queries), "refused queries are never sent"
+    refused = [e for e in posted_events(kube) if e.get("reason") == "WakeQueryRefused"]
+    assert len(refused) == 1, "one Warning Event per refusal, not one per tick"
+    assert 'lacks the matcher namespace="serving"' in refused[0]["message"]
     seen = json.dumps(status_of(kube, "chat")) + json.dumps(posted_events(kube))
     assert "reads 7" not in seen and "kube_secret_info" in seen, "the refusal names the query, never its value"
 
