@@ -731,10 +731,10 @@ def test_mock_engine_gives_every_vllm_signal_and_the_workload_mix(tmp_path: Path
 # -- scale from zero: the wake queries of every pool in one query ----------------------------------
 
 
-def test_wake_queries_of_every_pool_in_one_query(tmp_path: Path) -> None:
-    """Two pools at zero replicas (no engine series at all) with wake queries on a router's metrics:
-    one instant query answers both, ``$namespace``/``$name`` filled in per pool; a query with no
-    series is unknown with the hint, one ending in ``or vector(0)`` reads 0."""
+def test_wake_queries_of_every_pool_each_answered(tmp_path: Path) -> None:
+    """Pools at zero replicas (no engine series at all) with wake queries on a router's metrics:
+    each answered by a query of its own (issue 22), ``$namespace``/``$name`` filled in per pool; a
+    query with no series is unknown with the hint, one ending in ``or vector(0)`` reads 0."""
     now = time.time()
     ts = every(now - 300, now - 3, 15)
     router = {"job": "router"}
