@@ -386,3 +386,48 @@ def batch_plan_inputs(
         draw(replica_rates()),
         now,
     )
+
+
+#: A user's PromQL as a tree whose selectors each name a namespace (or none): ``(text, namespaces)``.
+PromQLTree = tuple[str, tuple[str | None, ...]]
+
+
+def _promql_selectors(namespaces: tuple[str, ...]) -> st.SearchStrategy[PromQLTree]:
+    """One selector: a metric with ``namespace="<ns>"``, ``namespace=~"<ns>"``, or none."""
+    def build(metric: str, ns: str | None, regex: bool) -> PromQLTree:
+        if ns is None:
+            return f'{metric}{{job="gw"}}', (None,)
+        op = "=~" if regex else "="
+        return f'{metric}{{namespace{op}"{ns}", job="gw"}}', (f"~{ns}" if regex else ns,)
+    return st.builds(build, st.sampled_from(["gw_pending", "kube_secret_info", "up"]),
+                     st.sampled_from((*namespaces, None)), st.booleans())
+
+
+@st.composite
+def promql_trees(draw: st.DrawFn, namespaces: tuple[str, ...] = ("team-a", "team-b"),
+                 depth: int = 3) -> PromQLTree:
+    """An instant-vector PromQL expression built from selectors with functions, aggregations,
+    ``rate`` over ranges, ``offset``, subqueries and ``or``/``and``/``+`` joins, with the namespace
+    each selector names (``"~ns"`` for a regex matcher, ``None`` for none): the neighbours of issue
+    22's wake queries."""
+    if depth == 0:
+        return draw(_promql_selectors(namespaces))
+    kind = draw(st.sampled_from(["leaf", "rate", "sum", "offset", "subquery", "join", "abs"]))
+    if kind == "leaf":
+        return draw(_promql_selectors(namespaces))
+    if kind == "rate":
+        text, ns = draw(_promql_selectors(namespaces))
+        return f"rate({text}[1m])", ns
+    text, ns = draw(promql_trees(namespaces, depth - 1))
+    if kind == "sum":
+        return f"sum by (job) ({text})", ns
+    if kind == "abs":
+        return f"abs({text})", ns
+    if kind == "offset":
+        inner, inner_ns = draw(_promql_selectors(namespaces))
+        return f"({text}) + on () group_left sum({inner} offset 5m)", ns + inner_ns
+    if kind == "subquery":
+        return f"max_over_time(({text})[5m:1m])", ns
+    other, other_ns = draw(promql_trees(namespaces, depth - 1))
+    op = draw(st.sampled_from(["or", "and", "unless"]))
+    return f"({text}) {op} ({other})", ns + other_ns

@@ -364,8 +364,10 @@ class WakeSpec(_Model):
     query: str = Field(min_length=1, max_length=4096)
     """PromQL instant query whose value (summed over its series) is the demand in front of the pool,
     e.g. ``sum(gateway_pending_requests{namespace="$namespace", service="$name"})``; ``$namespace`` and
-    ``$name`` are replaced by the LLMDeployment's own. No series reads as unknown (the pool then stays
-    where it is): end the query with ``or vector(0)`` if no series means no demand."""
+    ``$name`` are replaced by the LLMDeployment's own. Every selector must carry
+    ``namespace="$namespace"`` (the query reads only its own namespace; otherwise it is refused and
+    not sent, docs/security.md). No series reads as unknown (the pool then stays where it is): end
+    the query with ``or vector(0)`` if no series means no demand."""
     threshold: float = Field(default=0.0, ge=0, le=1_000_000)
     """At zero replicas the pool wakes (to one replica of demand plus the warm headroom) when the
     query's value is above this; at or below it, with the engines idle, the pool may scale to zero

@@ -166,7 +166,10 @@ class Install:
     operators: list[OperatorProcess]
 
     def roles(self) -> list[dict[str, Any]]:
-        return [d for d in self.docs if d["kind"] in {"ClusterRole", "Role"}]
+        """The operator's roles: not the users' roles aggregated into view/edit/admin."""
+        return [d for d in self.docs if d["kind"] in {"ClusterRole", "Role"}
+                and not any(k.startswith("rbac.authorization.k8s.io/aggregate-to-")
+                            for k in d["metadata"].get("labels", {}))]
 
     def client(self) -> kubernetes.client.ApiClient:
         """An API client with the operator's token, for the test's own calls (marked by User-Agent)."""

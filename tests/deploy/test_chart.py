@@ -39,8 +39,10 @@ NODE_RULES = {("", "nodes", "list"), ("", "pods", "list")}
 
 
 def work_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ClusterRoles but the GPUs-free one (``<release>-nodes``)."""
-    return [r for r in by_kind(docs, "ClusterRole") if not r["metadata"]["name"].endswith("-nodes")]
+    """The operator's ClusterRoles but the GPUs-free one (``<release>-nodes``): not the users'
+    ``-view``/``-edit`` roles aggregated into the built-in ones."""
+    return [r for r in by_kind(docs, "ClusterRole")
+            if not r["metadata"]["name"].endswith(("-nodes", "-view", "-edit"))]
 
 
 def rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -79,9 +81,27 @@ def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Pat
 
 def test_defaults_render_the_expected_objects(helm: Path) -> None:
     kinds = sorted(d["kind"] for d in template(helm))
-    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding",
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
                      "Deployment", "NetworkPolicy", "PriorityClass", "PriorityClass", "PriorityClass", "Service",
                      "ServiceAccount"]
+
+
+def test_users_roles_aggregate_into_the_built_in_ones_and_the_admission_policy_is_opt_in(helm: Path) -> None:
+    """Issue 22: llmscale-view into view/edit/admin, llmscale-edit into edit/admin (never status);
+    the ValidatingAdmissionPolicy and its binding only with admissionPolicy.enabled."""
+    roles = {d["metadata"]["name"]: d for d in template(helm) if d["kind"] == "ClusterRole"}
+    aggregated = {name: {k.rsplit("-", 1)[-1] for k in d["metadata"]["labels"] if "aggregate-to-" in k}
+                  for name, d in roles.items()}
+    assert aggregated["llmscale-view"] == {"view", "edit", "admin"}
+    assert aggregated["llmscale-edit"] == {"edit", "admin"}
+    assert [r["resources"] for r in roles["llmscale-edit"]["rules"]] == [["llmdeployments"]]
+    assert not [d for d in template(helm) if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    on = template(helm, "admissionPolicy.enabled=true", "admissionPolicy.allowHostPath=true")
+    (policy,) = [d for d in on if d["kind"] == "ValidatingAdmissionPolicy"]
+    (binding,) = [d for d in on if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert not any("hostPath" in v["expression"] for v in policy["spec"]["validations"]), "allowed: no rule"
 
 
 def test_operator_environment_is_what_llmscale_run_reads(helm: Path) -> None:

@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.gpusfree import (
+    STALE_AFTER_READS,
     ClusterGPUs,
     GpuReader,
     cluster_gpus,
@@ -270,6 +271,47 @@ async def test_an_unexpected_failure_of_a_read_keeps_the_period(monkeypatch: pyt
         await reader.run()
     assert slept == [15.0, 15.0, 15.0] and len(calls) == 3, "one read a period, not a busy loop"
     assert reader.unknown_because is not None and "KeyError" in reader.unknown_because
+
+
+@pytest.mark.parametrize(("took_s", "cycle_s"), [
+    pytest.param(0.2, 15.0, id="small-cluster-keeps-the-period"),
+    pytest.param(0.75, 15.0, id="at-the-duty-limit"),
+    pytest.param(6.0, 120.0, id="4000-nodes-120k-pods-read-in-6s"),
+    pytest.param(40.0, 300.0, id="at-most-5-minutes"),
+])
+async def test_the_period_grows_with_the_time_a_read_takes(
+    monkeypatch: pytest.MonkeyPatch, took_s: float, cycle_s: float
+) -> None:
+    """Issue 22, case 4: a read that takes t seconds starts the next max(15, min(t / 5 %, 300))
+    seconds after it started, so a large cluster is listed less often; the read counts as stale after four of
+    those cycles, not four base periods."""
+    now = [0.0]
+    reader = _Listed(now)
+    answer = reader.answer
+
+    def slow() -> ClusterGPUs:
+        now[0] += took_s
+        assert not isinstance(answer, ApiException)
+        return answer
+
+    monkeypatch.setattr(reader, "_read_sync", slow)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+        if len(slept) == 2:
+            raise asyncio.CancelledError
+
+    monkeypatch.setattr("llmscale.controller.gpusfree.asyncio.sleep", sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await reader.run()
+    assert reader.cycle_s == pytest.approx(cycle_s)
+    assert slept == pytest.approx([cycle_s - took_s] * 2), "a read starts every cycle"
+    now[0] = reader._latest_at + STALE_AFTER_READS * cycle_s  # type: ignore[operator]
+    assert reader.latest() is not None
+    now[0] += 1.0
+    assert reader.latest() is None
 
 
 def _c(gpus: float | None = None, *, sidecar: bool = False, limits_only: bool = False) -> dict[str, Any]:

@@ -15,6 +15,7 @@ fleet-wide queries.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from tests.operator.test_operator_kmock import (
     eventually,
     llmdeployment,
     pod,
+    posted_events,
     replicas_of,
     status_patches,
     stored,
@@ -41,7 +43,7 @@ from tests.signals.conftest import CannedPrometheus, series
 from llmscale.controller.settings import OperatorSettings
 from llmscale.policy import Reason
 from llmscale.signals import PrometheusSignalReader, ReaderSettings
-from llmscale.signals.queries import GROUP_OF, GROUPS, SIGNAL_LABEL, WAKE_LABEL
+from llmscale.signals.queries import GROUP_OF, GROUPS, SIGNAL_LABEL
 
 R = Reason
 #: The canned answers' evaluation time: the operator's fake wall clock.
@@ -246,17 +248,23 @@ def at_zero(kube: ApplyingEmulator, name: str) -> None:
     }
 
 
-async def test_a_pool_at_zero_wakes_on_its_wake_query_and_one_query_reads_every_pool(
+def is_wake(query: str) -> bool:
+    return "router_pending_requests" in query
+
+
+async def test_a_pool_at_zero_wakes_on_its_wake_query_each_read_on_its_own(
     canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
 ) -> None:
     """Scale from zero: two LLMDeployments at zero replicas; no engine reports, their wake queries
-    (one instant query for both) read 0, so both stay at zero (``WakeQueryOnly``). Then requests
-    wait in front of ``chat`` only: it wakes to 1 + headroom 1 = 2 at once; ``embed`` stays."""
+    (one instant query each, never joined: issue 22) read 0, so both stay at zero
+    (``WakeQueryOnly``). Then requests wait in front of ``chat`` only: it wakes to 1 + headroom 1 = 2
+    at once; ``embed`` stays."""
     for name in ("chat", "embed"):
         kube.objects[LLMDEPLOYMENTS, NAMESPACE, name] = scale_to_zero(name)
         at_zero(kube, name)
-    idle = [series("", "0", eval_s=EVAL, **{WAKE_LABEL: key}) for key in ("0", "1")]
-    canned.answer(canned.vector(idle), group="other")
+    idle = canned.vector([series("", "0", eval_s=EVAL)])
+    canned.answer_containing('service="chat"', idle)
+    canned.answer_containing('service="embed"', idle)
     op = await start_operator(reader(canned))
 
     for name in ("chat", "embed"):
@@ -266,12 +274,9 @@ async def test_a_pool_at_zero_wakes_on_its_wake_query_and_one_query_reads_every_
     await eventually(lambda: ticks(op) >= done + 4, what="four more ticks")
     assert replicas_of(kube, "chat") == replicas_of(kube, "embed") == 0
 
-    # Which key is whose: the reader numbers the pools of a read in order; find chat's from the query.
-    wake_query = next(q for q in reversed(canned.queries) if WAKE_LABEL in q)
-    chat_key = "0" if wake_query.index('service="chat"') < wake_query.index('service="embed"') else "1"
     later = EVAL + 15
-    waking = [series("", "3" if key == chat_key else "0", eval_s=later, **{WAKE_LABEL: key}) for key in ("0", "1")]
-    canned.answer(canned.vector(waking), group="other")
+    canned.answer_containing('service="chat"', canned.vector([series("", "3", eval_s=later)]))
+    canned.answer_containing('service="embed"', canned.vector([series("", "0", eval_s=later)]))
     op.clock.now = later
     await eventually(lambda: replicas_of(kube, "chat") == 2, what="chat woken to 2 replicas")
     scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
@@ -279,28 +284,57 @@ async def test_a_pool_at_zero_wakes_on_its_wake_query_and_one_query_reads_every_
     assert "wake query reads 3 > threshold 0 at 0 replicas: proposes 1" in scaled[0]["message"]
     assert replicas_of(kube, "embed") == 0
 
-    # Every query was fleet-wide: no query names one LLMDeployment in its selector, and the wake
-    # queries of both came in one query with $namespace and $name filled in.
+    # Every fleet query was fleet-wide: no query names one LLMDeployment in its selector; each wake
+    # query names one LLMDeployment only, with $namespace and $name filled in.
     fleet = [q for q, g in zip(canned.queries, canned.groups, strict=True) if g in GROUPS]
     assert fleet and all('llmscale_dev_deployment="' not in q for q in fleet)
-    assert 'namespace="serving", service="chat"' in wake_query and 'service="embed"' in wake_query
+    wakes = [q for q in canned.queries if is_wake(q)]
+    assert any('namespace="serving", service="chat"' in q for q in wakes)
+    assert all(('service="chat"' in q) != ('service="embed"' in q) for q in wakes), wakes
     groups = list(canned.groups)
     reads = groups.count("pods")
-    # One wake query per read, for every pool (a read may be on its way: its wake query not sent yet);
-    # the once-a-minute SLO query is the only other query.
-    wakes = sum(1 for q in canned.queries if WAKE_LABEL in q)
+    # Two wake queries per read (a read may be on its way: its wake queries not all sent yet); the
+    # once-a-minute SLO query is the only other query.
     minutes = sum(1 for q in canned.queries if "minute_ttft_p95_s" in q)
-    assert reads - 1 <= wakes <= reads, groups
-    assert wakes + minutes == groups.count("other"), groups
+    assert 2 * (reads - 1) <= len(wakes) <= 2 * reads, groups
+    assert len(wakes) + minutes == groups.count("other"), groups
+
+
+async def test_a_wake_query_reading_another_namespace_is_refused_by_a_condition_naming_the_field(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Issue 22, case 2: a wake query that reads another tenant's series is never sent; the pool
+    stays at zero with ``MetricsMissing`` naming ``spec.scaling.wake.query``, and no value of the
+    other namespace reaches the status or an Event."""
+    nosy = scale_to_zero("chat")
+    nosy["spec"]["scaling"]["wake"]["query"] = 'count(kube_secret_info{namespace="team-a"})'
+    kube.objects[LLMDEPLOYMENTS, NAMESPACE, "chat"] = nosy
+    at_zero(kube, "chat")
+    canned.answer_containing("kube_secret_info", canned.vector([series("", "7", eval_s=EVAL)]))
+    op = await start_operator(reader(canned))
+
+    cond = await condition_is(kube, "MetricsAvailable", R.MetricsMissing)
+    assert "spec.scaling.wake.query refused" in cond["message"], cond
+    assert 'lacks the matcher namespace="serving"' in cond["message"], cond
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 2, what="two more ticks")
+    assert replicas_of(kube, "chat") == 0
+    assert not any("kube_secret_info" in q for q in canned.queries), "refused queries are never sent"
+    refused = [e for e in posted_events(kube) if e.get("reason") == "WakeQueryRefused"]
+    assert len(refused) == 1, "one Warning Event per refusal, not one per tick"
+    assert 'lacks the matcher namespace="serving"' in refused[0]["message"]
+    seen = json.dumps(status_of(kube, "chat")) + json.dumps(posted_events(kube))
+    assert "reads 7" not in seen and "kube_secret_info" in seen, "the refusal names the query, never its value"
 
 
 async def test_a_wake_query_prometheus_refuses_is_named_and_holds_the_pool_at_zero(
     canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
 ) -> None:
-    """A wake query that does not parse (HTTP 400) leaves the pool at zero with ``MetricsMissing``
-    naming Prometheus's own error: unknown, never read as zero (or as demand)."""
+    """A wake query Prometheus refuses (HTTP 400, e.g. a function this Prometheus does not know)
+    leaves the pool at zero with ``MetricsMissing`` naming Prometheus's own error: unknown, never
+    read as zero (or as demand). One that does not parse at all is refused before it is sent."""
     broken = scale_to_zero("chat")
-    broken["spec"]["scaling"]["wake"]["query"] = "sum("
+    broken["spec"]["scaling"]["wake"]["query"] = 'sum(router_pending_requests{namespace="$namespace"})'
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, "chat"] = broken
     at_zero(kube, "chat")
     canned.answer(canned.raw(

@@ -82,6 +82,11 @@ class CannedPrometheus:
     in_flight: list[str] = field(default_factory=list)  # groups of the queries being answered now
     most_in_flight: int = 0  # the most queries answered at once
     alongside: list[tuple[str, list[str]]] = field(default_factory=list)  # (group, others in flight) per arrival
+    by_text: dict[str, list[Answer]] = field(default_factory=dict)  # answers to queries holding a text
+
+    def answer_containing(self, text: str, *answers: Answer) -> None:
+        """Give these answers to the next requests whose query holds ``text`` (before any group's)."""
+        self.by_text[text] = list(answers)
 
     def answer(self, *answers: Answer, group: str | None = None) -> None:
         """Give these answers to the next requests of ``group`` (every group when ``None``), in order."""
@@ -115,7 +120,7 @@ async def canned() -> AsyncIterator[CannedPrometheus]:
         state.groups.append(group)
         state.headers.append(dict(request.headers))
         state.paths.append(request.path_qs)
-        answers = state.answers[group]
+        answers = next((a for t, a in state.by_text.items() if t in text), state.answers[group])
         state.alongside.append((group, list(state.in_flight)))
         state.in_flight.append(group)
         state.most_in_flight = max(state.most_in_flight, len(state.in_flight))

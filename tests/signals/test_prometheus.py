@@ -548,8 +548,8 @@ def test_parse_group_rejects_non_vectors(result: Any, error: str) -> None:
 # -- wake queries (scale from zero) -----------------------------------------------------------------
 
 
-def wake_series(key: str, value: str) -> dict[str, Any]:
-    return {"metric": {"llmscale_wake": key}, "value": [EVAL, value]}
+def wake_series(value: str, **labels: str) -> dict[str, Any]:
+    return {"metric": labels, "value": [EVAL, value]}
 
 
 CHAT_WAKE = 'sum(gateway_pending{namespace="$namespace", service="$name"})'
@@ -559,11 +559,11 @@ EMBED = PoolTarget("ml", "embed", "interactive")
 @pytest.mark.parametrize(
     ("answer", "value", "why"),
     [
-        pytest.param([wake_series("0", "4")], 4.0, None, id="value"),
+        pytest.param([wake_series("4")], 4.0, None, id="value"),
         pytest.param([], None, "returned no series (add `or vector(0)`", id="no-series-is-unknown"),
-        pytest.param([wake_series("0", "NaN")], None, "NaN or infinite", id="nan-is-unknown"),
-        pytest.param([wake_series("0", "-1")], None, "negative value -1.0", id="negative-is-rejected"),
-        pytest.param([wake_series("0", "1"), wake_series("0", "2")], None, "several series", id="duplicates"),
+        pytest.param([wake_series("NaN")], None, "NaN or infinite", id="nan-is-unknown"),
+        pytest.param([wake_series("-1")], None, "negative value -1.0", id="negative-is-rejected"),
+        pytest.param([wake_series("1", a="1"), wake_series("2", a="2")], None, "several series", id="duplicates"),
     ],
 )
 async def test_wake_query_answers(
@@ -580,21 +580,63 @@ async def test_wake_query_answers(
         assert why in snap.unknown["wake_demand"], snap.unknown
     assert snap.queue_depth == 14.0, "the engines' signals are read as ever"
     assert together(canned.groups) == together(["pods", *sorted(SENT_TOGETHER), "other"])
-    assert 'service="chat"' in canned.queries[-1] and 'namespace="ml"' in canned.queries[-1]
+    assert canned.queries[-1] == 'sum(\nsum(gateway_pending{namespace="ml", service="chat"})\n)'
 
 
-async def test_a_refused_joined_wake_query_is_sent_per_pool_so_one_bad_query_costs_only_its_pool(
+async def test_each_llmdeployment_s_wake_query_is_its_own_query_so_a_bad_one_costs_only_its_pool(
     canned: CannedPrometheus,
 ) -> None:
     bad = canned.raw('{"status":"error","errorType":"bad_data","error":"parse error"}', status=400)
-    # The joined query (400), then chat's alone (400: chat's query is the bad one), then embed's.
-    canned.answer(bad, bad, canned.vector([wake_series("1", "2")]), group="other")
+    canned.answer_containing('service="chat"', bad)
+    canned.answer_containing('service="embed"', canned.vector([wake_series("2")]))
     snaps = await reader(canned.url).read_fleet(
-        [PoolRequest(TARGET, VLLM, None, "sum("), PoolRequest(EMBED, VLLM, None, CHAT_WAKE)], now=NOW
+        [PoolRequest(TARGET, VLLM, None, CHAT_WAKE), PoolRequest(EMBED, VLLM, None, CHAT_WAKE)], now=NOW
     )
     assert snaps[EMBED].wake_demand == 2.0
     assert snaps[TARGET].wake_demand is None and "parse error" in snaps[TARGET].unknown["wake_demand"]
-    assert canned.groups.count("other") == 3
+    wakes = [q for q, g in zip(canned.queries, canned.groups, strict=True) if g == "other"]
+    assert len(wakes) == 2, wakes
+    assert all(("chat" in q) != ("embed" in q) for q in wakes), "no query holds two LLMDeployments' text"
+
+
+# Issue 22, case 1: team B's wake query closes the joined query's parentheses and adds a series
+# under team A's key. Case 2: team B reads team A's Secrets' count through the operator's identity.
+INJECTION = (
+    'vector(0)), "llmscale_wake", "evil", "", "") or label_replace(label_replace(vector(1000), "llmscale_wake", '
+    '"0", "", ""), "x", "1", "", "") or label_replace(sum(vector(0)'
+)
+TEAM_A = PoolTarget("team-a", "chat", "interactive")
+TEAM_B = PoolTarget("team-b", "chat", "interactive")
+
+
+@pytest.mark.parametrize(
+    ("query", "why"),
+    [
+        pytest.param(INJECTION, "is not one PromQL instant-vector expression", id="issue-22-injection"),
+        pytest.param('count(kube_secret_info{namespace="team-a"})', 'lacks the matcher namespace="team-b"',
+                     id="issue-22-confused-deputy"),
+        pytest.param('vector(0)) or (count(kube_secret_info{namespace="team-a"})', "is not one PromQL",
+                     id="balanced-splice"),
+        pytest.param('sum(gateway_pending{namespace="$namespace"}) or count(kube_secret_info)', "kube_secret_info",
+                     id="or-without-namespace"),
+    ],
+)
+async def test_a_wake_query_reading_outside_its_namespace_is_refused_unsent_and_leaves_the_other_tenant_alone(
+    canned: CannedPrometheus, query: str, why: str
+) -> None:
+    canned.answer_containing('namespace="team-a"', canned.vector([wake_series("3")]))
+    canned.answer_containing("kube_secret_info", canned.vector([wake_series("7")]))
+    snaps = await reader(canned.url).read_fleet(
+        [PoolRequest(TEAM_A, VLLM, None, CHAT_WAKE), PoolRequest(TEAM_B, VLLM, None, query)], now=NOW
+    )
+    assert snaps[TEAM_A].wake_demand == 3.0 and "wake_demand" not in snaps[TEAM_A].unknown
+    refused = snaps[TEAM_B].unknown["wake_demand"]
+    assert refused.startswith("spec.scaling.wake.query refused: ") and why in refused, refused
+    assert snaps[TEAM_B].wake_demand is None
+    assert not any("kube_secret_info" in q or "llmscale_wake" in q for q in canned.queries), "refused: not sent"
+    assert [q for q, g in zip(canned.queries, canned.groups, strict=True) if g == "other"] == [
+        'sum(\nsum(gateway_pending{namespace="team-a", service="chat"})\n)'
+    ]
 
 
 async def test_no_wake_query_when_prometheus_is_down(refused_url: str) -> None:
@@ -671,3 +713,34 @@ async def test_queries_go_in_a_form_body_so_a_long_one_passes_a_proxys_url_limit
     assert all(h.get("Content-Type") == "application/x-www-form-urlencoded" for h in canned.headers)
     assert all(canned.paths), canned.paths
     assert all(p == "/api/v1/query" for p in canned.paths), "nothing in the URL but the path"
+
+
+async def test_each_namespace_s_wake_query_carries_its_own_tenant_header_and_the_fleet_queries_none(
+    canned: CannedPrometheus,
+) -> None:
+    # Mimir/Cortex/Thanos with a tenant per namespace: a user's query is sent as its own tenant, so
+    # the store itself keeps it there; llmscale's own fleet queries keep the operator's headers.
+    canned.answer_containing("gateway_pending", canned.vector([wake_series("1")]))
+    read = reader(canned.url, tenant_headers={"X-Scope-OrgID": "{namespace}"},
+                  auth=PrometheusAuth(headers={"X-Scope-OrgID": "llmscale"}))
+    await read.read_fleet(
+        [PoolRequest(TEAM_A, VLLM, None, CHAT_WAKE), PoolRequest(TEAM_B, VLLM, None, CHAT_WAKE)], now=NOW
+    )
+    tenant = {q: h.get("X-Scope-OrgID") for q, h in zip(canned.queries, canned.headers, strict=True)}
+    assert tenant['sum(\nsum(gateway_pending{namespace="team-a", service="chat"})\n)'] == "team-a"
+    assert tenant['sum(\nsum(gateway_pending{namespace="team-b", service="chat"})\n)'] == "team-b"
+    fleet = [t for q, t in tenant.items() if "gateway_pending" not in q]
+    assert fleet and set(fleet) == {"llmscale"}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({"X Scope": "{namespace}"}, id="not-a-header-name"),
+        pytest.param({"X-Scope-OrgID": "{namespace}\r\nX-Evil: 1"}, id="line-break"),
+        pytest.param({"X-Scope-OrgID": ""}, id="empty"),
+    ],
+)
+def test_a_tenant_header_that_is_not_one_is_refused(headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="tenant header"):
+        ReaderSettings(tenant_headers=headers)

@@ -15,7 +15,6 @@ from llmscale.signals.queries import (
     GROUPS,
     PER_POD,
     SIGNAL_LABEL,
-    WAKE_LABEL,
     interval_probe_query,
     minute_query,
     past_rate_query,
@@ -266,16 +265,12 @@ def test_public_api_is_complete() -> None:
     assert public <= set(signals.__all__), public - set(signals.__all__)
 
 
-def test_wake_queries_join_into_one_valid_query_each_stamped_with_its_key() -> None:
-    exprs = {
-        "0": wake_expression('sum(gateway_pending{namespace="$namespace", service="$name"})', "ml", "chat"),
-        "1": wake_expression("sum(rate(gateway_requests_total[1m])) # a comment\nor vector(0)", "ml", "embed"),
-    }
-    assert exprs["0"] == 'sum(gateway_pending{namespace="ml", service="chat"})'
-    query = wake_query(exprs)
+def test_a_wake_query_is_one_query_of_its_own_that_a_comment_cannot_break() -> None:
+    expr = wake_expression('sum(gateway_pending{namespace="$namespace", service="$name"})', "ml", "chat")
+    assert expr == 'sum(gateway_pending{namespace="ml", service="chat"})'
+    query = wake_query("sum(rate(gateway_requests_total[1m])) # a comment\nor vector(0)")
+    assert query == "sum(\nsum(rate(gateway_requests_total[1m])) # a comment\nor vector(0)\n)"
     promql_parser.parse(query)  # the comment cannot swallow the closing parenthesis
-    assert query.count(f'"{WAKE_LABEL}"') == 2
-    assert f'"{WAKE_LABEL}", "0"' in query and f'"{WAKE_LABEL}", "1"' in query
 
 
 def test_wake_variables_are_whole_words_only() -> None:

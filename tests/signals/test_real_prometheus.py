@@ -731,10 +731,10 @@ def test_mock_engine_gives_every_vllm_signal_and_the_workload_mix(tmp_path: Path
 # -- scale from zero: the wake queries of every pool in one query ----------------------------------
 
 
-def test_wake_queries_of_every_pool_in_one_query(tmp_path: Path) -> None:
-    """Two pools at zero replicas (no engine series at all) with wake queries on a router's metrics:
-    one instant query answers both, ``$namespace``/``$name`` filled in per pool; a query with no
-    series is unknown with the hint, one ending in ``or vector(0)`` reads 0."""
+def test_wake_queries_of_every_pool_each_answered(tmp_path: Path) -> None:
+    """Pools at zero replicas (no engine series at all) with wake queries on a router's metrics:
+    each answered by a query of its own (issue 22), ``$namespace``/``$name`` filled in per pool; a
+    query with no series is unknown with the hint, one ending in ``or vector(0)`` reads 0."""
     now = time.time()
     ts = every(now - 300, now - 3, 15)
     router = {"job": "router"}
@@ -804,3 +804,43 @@ def test_the_minute_query_gives_each_pool_the_p95s_the_simulator_scores(tmp_path
     assert chat.generation_tokens == pytest.approx(60_000, rel=0.05)
     assert chat.queue_min == 0.0 and slow_minute.queue_min == 4.0
     assert not minutes[PoolTarget("ml", "gone", "interactive")].has_data
+
+
+def test_wake_queries_are_scoped_and_answered_one_per_llmdeployment(tmp_path: Path) -> None:
+    """Issue 22 on a real Prometheus: the old joined query let team B's wake query add a second
+    series under team A's key (shown by running it); now each LLMDeployment's query is sent alone
+    and Prometheus's own parser accepts the text llmscale checked (comment, range, offset, @),
+    while team B's injection and its read of team A's Secrets are refused and never sent."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = [gauge("gw_pending", {"namespace": "team-a", "service": "chat"}, ts, 3.0),
+              gauge("gw_pending", {"namespace": "team-b", "service": "chat"}, ts, 5.0),
+              counter("gw_requests_total", {"namespace": "team-b", "service": "chat"}, ts, 2.0)]
+    series += [gauge("kube_secret_info", {"namespace": "team-a", "secret": f"s{i}"}, ts, 1.0) for i in range(7)]
+    team_a, team_b = PoolTarget("team-a", "chat", "interactive"), PoolTarget("team-b", "chat", "interactive")
+    own = 'sum(gw_pending{namespace="$namespace", service="$name"})'
+    injection = ('vector(0)), "llmscale_wake", "evil", "", "") or label_replace(label_replace(vector(1000), '
+                 '"llmscale_wake", "0", "", ""), "x", "1", "", "") or label_replace(sum(vector(0)')
+    with backfilled(tmp_path, series) as url:
+        # Before: the joined query of both pools (team A key 0, team B key 1) as llmscale sent it.
+        joined = "\n  or ".join(f'label_replace(sum(\n{q}\n), "llmscale_wake", "{k}", "", "")' for k, q in (
+            ("0", own.replace("$namespace", "team-a").replace("$name", "chat")), ("1", injection)))
+        keys = [s["metric"].get("llmscale_wake") for s in raw(url, joined)]
+        assert keys.count("0") == 2, f"before: team B added a series under team A's key: {keys}"
+        reader = PrometheusSignalReader(url)
+        try:
+            snaps = reader.read_fleet_sync([
+                PoolRequest(team_a, VLLM, None, own),
+                PoolRequest(team_b, VLLM, None, "sum(gw_pending{namespace=\"$namespace\"} offset 1m)  # queue\n"
+                            "+ sum(rate(gw_requests_total{namespace=\"$namespace\"}[1m] @ end()))"),
+            ], time.time())
+            assert snaps[team_a].wake_demand == 3.0, snaps[team_a].unknown
+            assert snaps[team_b].wake_demand == pytest.approx(7.0, rel=0.05), snaps[team_b].unknown
+            for bad in (injection, 'count(kube_secret_info{namespace="team-a"})'):
+                snap = reader.read_fleet_sync([PoolRequest(team_a, VLLM, None, own),
+                                               PoolRequest(team_b, VLLM, None, bad)], time.time())
+                assert snap[team_a].wake_demand == 3.0, "team A reads its own demand, alone"
+                assert snap[team_b].wake_demand is None
+                assert snap[team_b].unknown["wake_demand"].startswith("spec.scaling.wake.query refused")
+        finally:
+            reader.close()

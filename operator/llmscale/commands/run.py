@@ -196,7 +196,10 @@ async def serve(
         metrics=metrics,
         kube_config=kube_config,
         clock=clock,
-        scales=KubernetesScaleClient(api_client, settings.field_manager),
+        scales=KubernetesScaleClient(
+            api_client, settings.field_manager,
+            opt_in=tuple(settings.scale_target_label.split("=", 1)) if settings.scale_target_label else None,  # type: ignore[arg-type]
+        ),
         gpus=GpuReader(api_client if settings.read_nodes else None),
     )
     try:

@@ -30,6 +30,7 @@ __all__ = [
     "post_scaled",
     "post_stalled",
     "post_target_error",
+    "post_wake_refused",
     "scaled_message",
 ]
 
@@ -69,6 +70,12 @@ def post_policy_state_unreadable(body: kopf.Body, message: str) -> None:
 def post_stalled(body: kopf.Body, message: str) -> None:
     """Post a ``StalledPods`` Warning Event: a pod's engine hangs (running requests, no token)."""
     kopf.warn(body, reason=Reason.StalledPods, message=clip(message))
+
+
+def post_wake_refused(body: kopf.Body, message: str) -> None:
+    """Post a ``WakeQueryRefused`` Warning Event: ``spec.scaling.wake.query`` reads outside the
+    LLMDeployment's namespace or is not one expression, so it is not sent (docs/security.md)."""
+    kopf.warn(body, reason="WakeQueryRefused", message=clip(message))
 
 
 def post_batch_removed(body: kopf.Body, batch_name: str) -> None:

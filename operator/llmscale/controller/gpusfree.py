@@ -1,6 +1,7 @@
 """The GPUs free for each LLMDeployment's batch pool: one shared read of the cluster's nodes and bound
-pods every :data:`READ_PERIOD_S` seconds, whatever the number of LLMDeployments, and a pure sum per
-object per tick from the newest read.
+pods every :data:`READ_PERIOD_S` seconds (longer on a cluster whose read takes more than
+:data:`READ_DUTY` of that, up to :data:`READ_PERIOD_MAX_S`), whatever the number of LLMDeployments, and a pure sum per object per
+tick from the newest read.
 
 What is read (two paginated ``list`` calls, cluster-wide, on a thread of the default executor):
 
@@ -58,6 +59,8 @@ from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABE
 
 __all__ = [
     "BOUND_PODS",
+    "READ_DUTY",
+    "READ_PERIOD_MAX_S",
     "READ_PERIOD_S",
     "STALE_AFTER_READS",
     "ClusterGPUs",
@@ -79,6 +82,14 @@ _LOG = logging.getLogger(__name__)
 READ_PERIOD_S = 15.0
 #: A read older than this many periods is not used (the API server stopped answering).
 STALE_AFTER_READS = 4
+#: The largest share of the time the read may take: a read that took ``t`` seconds is followed by
+#: the next one ``max(READ_PERIOD_S, t / READ_DUTY)`` seconds after it started, so the period grows
+#: with the cluster (issue 22). E.g. 4,000 nodes and 120,000 bound pods, 250 pages of 500: if they
+#: take 6 s, the next read starts 120 s later, ~2 page requests a second on average instead of ~17.
+READ_DUTY = 0.05
+#: The longest period, seconds: past it the GPUs free would be too old for the batch planner's
+#: windows (minutes); a cluster whose read takes more than 15 s then reads more than 5 % of the time.
+READ_PERIOD_MAX_S = 300.0
 #: The field selector of the pods that hold resources on a node (as ``kubectl describe node``).
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 _PAGE = 500
@@ -267,7 +278,8 @@ class GpuReader:
 
     Args:
         api_client: a configured ``kubernetes.client.ApiClient`` (``None``: the read is off).
-        period_s: seconds between reads (:data:`READ_PERIOD_S`).
+        period_s: seconds between the starts of two reads (:data:`READ_PERIOD_S`), at least; longer
+            when a read takes more than :data:`READ_DUTY` of it (:attr:`cycle_s`).
         loop_time: the event loop's clock, for the age of a read (tests pass a fake).
     """
 
@@ -275,6 +287,9 @@ class GpuReader:
                  loop_time: Callable[[], float] | None = None) -> None:
         self._core = kubernetes.client.CoreV1Api(api_client) if api_client is not None else None
         self.period_s = period_s
+        #: Seconds from the start of one read to the next: ``period_s``, or the last read's
+        #: duration over :data:`READ_DUTY` when that is longer (at most :data:`READ_PERIOD_MAX_S`).
+        self.cycle_s = period_s
         self._loop_time = loop_time
         self._task: asyncio.Task[None] | None = None
         self._latest: ClusterGPUs | None = None
@@ -294,8 +309,8 @@ class GpuReader:
         """The newest read if it is at most :data:`STALE_AFTER_READS` periods old, else ``None``."""
         if self._latest is None or self._latest_at is None:
             return None
-        if self._now() - self._latest_at > STALE_AFTER_READS * self.period_s:
-            self._unknown(f"has not read the nodes for more than {STALE_AFTER_READS * self.period_s:g} s")
+        if self._now() - self._latest_at > STALE_AFTER_READS * self.cycle_s:
+            self._unknown(f"has not read the nodes for more than {STALE_AFTER_READS * self.cycle_s:g} s")
             return None
         return self._latest
 
@@ -334,19 +349,21 @@ class GpuReader:
                 await task
 
     async def run(self) -> None:
-        """Read every ``period_s`` until cancelled; never raises otherwise."""
+        """Read every :attr:`cycle_s` until cancelled; never raises otherwise."""
         while True:
+            started = self._now()
             try:
                 await self.read_once()
             except Exception as exc:  # a bug in the read must not turn the period into a busy loop
                 self._unknown(f"failed to read the nodes: {exc!r}")
-            await asyncio.sleep(self.period_s)
+            await asyncio.sleep(max(self.cycle_s - (self._now() - started), 0.0) or self.period_s)
 
     async def read_once(self) -> ClusterGPUs | None:
         """Read the nodes and bound pods once; return the read, or ``None`` when it failed (the
         cause is in :attr:`unknown_because` and logged once)."""
         if self._core is None:
             return None
+        started = self._now()
         try:
             cluster = await asyncio.to_thread(self._read_sync)
         except ApiException as exc:
@@ -358,6 +375,11 @@ class GpuReader:
             self._unknown(f"could not list nodes or pods: {exc!r}")
             return None
         self._latest, self._latest_at, self._on_nodes = cluster, self._now(), {}
+        cycle = max(self.period_s, min((self._latest_at - started) / READ_DUTY, READ_PERIOD_MAX_S))
+        if cycle > self.period_s and cycle > 1.5 * self.cycle_s:
+            _LOG.info(f"Reading the nodes and pods every {cycle:.0f} s: a read of {len(cluster.nodes)} nodes took "
+                      f"{self._latest_at - started:.1f} s (at most {READ_DUTY:.0%} of the time)")
+        self.cycle_s = cycle
         if self._logged is not None:
             _LOG.info(f"Read the GPUs free on {len(cluster.nodes)} nodes again")
         self.unknown_because = self._logged = None

@@ -45,6 +45,8 @@ class ObjectMemory:
         other_autoscalers: the HPAs and ScaledObjects last seen targeting a child Deployment
             (one Event per change).
         stalled_reported: the pods last reported stalled (a Warning Event is posted once per stall).
+        wake_refused: why the wake query was last refused unsent (a Warning Event is posted once
+            per refusal; ``None``: it was not).
         last_advice: ``(interactive, batch)`` replicas last advised in ``Advisory`` mode (to post
             its Event once per new advice).
         last_target_error: the last message of a ``spec.scaleTargetRef`` that could not be read
@@ -68,6 +70,7 @@ class ObjectMemory:
     apply_error: str | None = None
     other_autoscalers: tuple[str, ...] = ()
     stalled_reported: frozenset[str] = frozenset()
+    wake_refused: str | None = None
     last_advice: tuple[int, int] | None = None
     last_target_error: str | None = None
     pools: dict[str, PoolObservation] = field(default_factory=dict)

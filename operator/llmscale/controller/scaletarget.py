@@ -161,9 +161,14 @@ class KubernetesScaleClient:
         field_manager: the field manager of the ``/scale`` applies (``llmscale``).
     """
 
-    def __init__(self, api_client: kubernetes.client.ApiClient, field_manager: str = MANAGER) -> None:
+    def __init__(self, api_client: kubernetes.client.ApiClient, field_manager: str = MANAGER,
+                 opt_in: tuple[str, str] | None = None) -> None:
         self.api_client = api_client
         self.field_manager = field_manager
+        #: ``(label, value)`` a workload must carry before llmscale reads or writes its ``/scale``
+        #: (issue 22: an LLMDeployment's author could otherwise scale any workload of a kind in
+        #: ``rbac.scaleTargets`` in its namespace, another team's database included); ``None``: any.
+        self.opt_in = opt_in
         self._core = kubernetes.client.CoreV1Api(api_client)
         self._dynamic: DynamicClient | None = None
         self._lock = threading.Lock()
@@ -177,7 +182,23 @@ class KubernetesScaleClient:
                 self._dynamic = DynamicClient(self.api_client)  # type: ignore[no-untyped-call]
             return self._dynamic
 
-    def _scale_resource(self, ref: ScaleTargetRef) -> Any:
+    def _check_opt_in(self, resource: Any, namespace: str, ref: ScaleTargetRef, reason: str) -> None:
+        """Raise :class:`ScaleTargetError` unless the workload carries :attr:`opt_in` (or none is set)."""
+        if self.opt_in is None:
+            return
+        label, value = self.opt_in
+        try:
+            got = self._client().get(resource, name=ref.name, namespace=namespace).to_dict()  # type: ignore[no-untyped-call]
+        except (ApiException, DynamicApiError) as exc:
+            raise ScaleTargetError(reason, f"could not read {ref.kind} {namespace}/{ref.name}: {_answer(exc)}") from None
+        if ((got.get("metadata") or {}).get("labels") or {}).get(label) != value:
+            raise ScaleTargetError(
+                reason, f"{ref.kind} {namespace}/{ref.name} does not carry the label {label}={value} that lets "
+                f"an LLMDeployment scale it (the operator's scale_target_label): not read, not scaled")
+
+    def _scale_resource(self, ref: ScaleTargetRef, namespace: str | None = None,
+                        reason: str = FAILED_GET_SCALE) -> Any:
+        """The ``/scale`` subresource of ``ref``'s kind; with ``namespace``, after the opt-in check."""
         try:
             resource = self._client().resources.get(api_version=ref.api_version, kind=ref.kind)
         except ResourceNotFoundError:
@@ -188,10 +209,12 @@ class KubernetesScaleClient:
         scale = resource.subresources.get("scale")
         if scale is None:
             raise ScaleTargetError(FAILED_GET_SCALE, f"{ref.kind} ({ref.api_version}) has no /scale subresource")
+        if namespace is not None:
+            self._check_opt_in(resource, namespace, ref, reason)
         return scale
 
     def _read_sync(self, namespace: str, ref: ScaleTargetRef) -> ScaleReading:
-        scale = self._scale_resource(ref)
+        scale = self._scale_resource(ref, namespace)
         try:
             got = self._client().get(scale, name=ref.name, namespace=namespace).to_dict()  # type: ignore[no-untyped-call]
         except (ApiException, DynamicApiError) as exc:
@@ -208,7 +231,7 @@ class KubernetesScaleClient:
 
     def _write_sync(self, namespace: str, ref: ScaleTargetRef, replicas: int) -> None:
         try:
-            scale = self._scale_resource(ref)
+            scale = self._scale_resource(ref, namespace, FAILED_UPDATE_SCALE)
         except ScaleTargetError as exc:
             raise ScaleTargetError(FAILED_UPDATE_SCALE, exc.message) from None
         body = {

@@ -146,6 +146,17 @@ class OperatorSettings(BaseSettings):
         "(cluster-wide list/watch on both). Turn off for a namespace-only RBAC with exact namespace "
         "names: the operator then watches exactly those namespaces and must start after the CRD.",
     )
+    scale_target_label: str | None = Field(
+        None,
+        title="label=value a workload must carry before spec.scaleTargetRef may scale it",
+        description="A label (key=value, e.g. llmscale.dev/scalable=true) that a workload must carry "
+        "before an LLMDeployment's spec.scaleTargetRef may read or write its /scale; others are "
+        "refused with ScalingActive=False/FailedGetScale naming the label. Unset: any workload of a "
+        "kind in the chart's rbac.scaleTargets in the LLMDeployment's namespace, so whoever may "
+        "create an LLMDeployment may scale another team's workload there (docs/security.md). Set, "
+        "the operator also needs get on those kinds (the chart adds it).",
+        pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?=([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$",
+    )
     read_nodes: bool = Field(
         False,
         title="read nodes and bound pods cluster-wide for the GPUs free (off by default)",
@@ -266,6 +277,9 @@ class OperatorSettings(BaseSettings):
         ("auth", "insecure_skip_verify"), "do not verify Prometheus's TLS certificate (tests only)")
     prometheus_headers: Annotated[dict[str, str], NoDecode] = _reader(
         ("auth", "headers"), "extra HTTP headers on every Prometheus request, a JSON object", metavar="JSON")
+    prometheus_tenant_headers: Annotated[dict[str, str], NoDecode] = _reader(
+        ("tenant_headers",), "HTTP headers of an LLMDeployment's own queries, '{namespace}' replaced, a JSON object",
+        metavar="JSON")
 
     # --- how it writes ----------------------------------------------------------------------------
     field_manager: str = Field(
@@ -425,7 +439,7 @@ class OperatorSettings(BaseSettings):
     def _auto(cls, value: Any) -> Any:
         return None if value in ("auto", "") else value
 
-    @field_validator("prometheus_headers", mode="before")
+    @field_validator("prometheus_headers", "prometheus_tenant_headers", mode="before")
     @classmethod
     def _json_object(cls, value: Any) -> Any:
         if isinstance(value, str):  # LLMSCALE_PROMETHEUS_HEADERS='{"X-Scope-OrgID": "team-a"}'

@@ -62,6 +62,7 @@ from llmscale.controller.events import (
     post_policy_state_unreadable,
     post_scaled,
     post_stalled,
+    post_wake_refused,
     scaled_message,
 )
 from llmscale.controller.indexes import (
@@ -196,6 +197,23 @@ def _report_stalls(mem: ObjectMemory, body: kopf.Body, namespace: str, name: str
         logger.warning(message)
         post_stalled(body, message)
     mem.stalled_reported = stalled
+
+
+def _report_wake_refused(mem: ObjectMemory, body: kopf.Body, namespace: str, name: str,
+                         snapshot: SignalSnapshot, logger: _Logger) -> None:
+    """Post a Warning Event and log a warning when the wake query starts to be refused unsent
+    (:func:`llmscale.signals.scope.scoped_query`), once per refusal."""
+    why = snapshot.unknown.get("wake_demand")
+    refused = why if why is not None and why.startswith("spec.scaling.wake.query refused") else None
+    if refused is not None and refused != mem.wake_refused:
+        message = f"Refused the wake query of LLMDeployment {namespace}/{name}, not sent: {refused}"
+        logger.warning(message)
+        post_wake_refused(body, message)
+        mem.wake_refused = refused
+    elif snapshot.wake_demand is not None:
+        # Forgotten only once the query was sent and answered: a read that failed for another
+        # reason (Prometheus down, the first tick's missing snapshot) must not post it again.
+        mem.wake_refused = None
 
 
 def _changes(spec: LLMDeploymentSpec, state: PoolState, batch_exists: bool, decision: Decision) -> list[tuple[Pool, int, int]]:
@@ -398,6 +416,7 @@ async def tick(
         now=wall_now, max_gap_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
     )
     _report_stalls(mem, body, namespace, name, snapshot, logger)
+    _report_wake_refused(mem, body, namespace, name, snapshot, logger)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None

@@ -37,7 +37,6 @@ from llmscale.signals.queries import (
     METRIC_LABEL,
     PER_POD,
     SIGNAL_LABEL,
-    WAKE_LABEL,
     PoolTarget,
     SelectorLabels,
 )
@@ -158,34 +157,28 @@ def _where(signal: str, pod: str, per_pod: bool) -> str:
     return f"{signal} of pod {pod!r}" if per_pod else signal
 
 
-def parse_wake(result: Any) -> tuple[dict[str, float | None], dict[str, str], str | None]:
-    """Split the answer to :func:`~llmscale.signals.queries.wake_query` per key.
+def parse_wake(result: Any) -> tuple[float | None, str | None, str | None]:
+    """Read the answer to one :func:`~llmscale.signals.queries.wake_query`.
 
     Args:
-        result: the instant vector as decoded JSON.
+        result: the instant vector as decoded JSON (``sum(...)``: one series at most).
 
     Returns:
-        ``(values, problems, failed)``: the value per key that had a series (``None`` where the
-        value was not a finite, non-negative number or the key had several series), a problem
-        line per such key, and why the whole answer was unusable (``None`` when it was a vector).
-        A key without a series is absent from ``values``.
+        ``(value, problem, failed)``: the value (``None`` when there was no series, or it was not
+        a finite, non-negative number, or there were several series), why the value is ``None``
+        (``None`` when there was no series: the caller words that), and why the whole answer was
+        unusable (``None`` when it was a vector).
     """
     if not isinstance(result, list):
-        return {}, {}, f"Prometheus answered {type(result).__name__}, not a vector"
-    values: dict[str, float | None] = {}
-    problems: dict[str, str] = {}
-    for item in result:
-        if not isinstance(item, Mapping) or not isinstance(item.get("metric"), Mapping):
-            continue
-        key = item["metric"].get(WAKE_LABEL)
-        if not isinstance(key, str):
-            continue
-        _, value, problem = _value(item.get("value"))
-        if problem is None and value is not None and value < 0:
-            problem, value = f"negative value {value}", None
-        if key in values:
-            problem, value = "several series where one was expected; rejected", None
-        values[key] = value
-        if problem:
-            problems[key] = problem
-    return values, problems, None
+        return None, None, f"Prometheus answered {type(result).__name__}, not a vector"
+    items = [item for item in result if isinstance(item, Mapping)]
+    if not items:
+        return None, None, None
+    if len(items) > 1:
+        return None, "several series where one was expected; rejected", None
+    _, value, problem = _value(items[0].get("value"))
+    if problem is None and value is not None and value < 0:
+        problem, value = f"negative value {value}", None
+    if problem is None and value is None:
+        problem = "its value is NaN or infinite"
+    return value, problem, None

@@ -170,6 +170,27 @@ class ReaderSettings(BaseModel):
         ),
     )
     auth: PrometheusAuth = Field(default_factory=PrometheusAuth, description="Authentication and TLS.")
+    tenant_headers: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "HTTP headers sent with the queries an LLMDeployment writes (spec.scaling.wake.query), "
+            "'{namespace}' in a value replaced by its namespace: e.g. {'X-Scope-OrgID': '{namespace}'} "
+            "where Mimir, Cortex or a Thanos tenancy proxy keeps a tenant per namespace, so a user's "
+            "query reads only its own tenant. Set by the operator's administrator, never by an "
+            "LLMDeployment (a tenant its own object names could be another's). llmscale's own fleet "
+            "queries keep auth.headers."
+        ),
+    )
+
+    @field_validator("tenant_headers")
+    @classmethod
+    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, template in value.items():
+            if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+                raise ValueError(f"tenant header {name!r} is not an HTTP header name")
+            if not template.replace("{namespace}", "x").strip() or re.search(r"[\r\n]", template):
+                raise ValueError(f"tenant header {name}: {template!r} is not a header value")
+        return value
 
     @field_validator("copy_labels")
     @classmethod

@@ -26,12 +26,13 @@ until they leave the window, and a replica younger than the window reads a low r
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import logging
 import re
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from concurrent.futures import CancelledError, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -64,6 +65,7 @@ from llmscale.signals.queries import (
     wake_expression,
     wake_query,
 )
+from llmscale.signals.scope import UnscopedQuery, scoped_query
 from llmscale.signals.snapshot import RateWindow, SignalSnapshot
 from llmscale.signals.window import check_samples, choose_window, interval_from_samples, interval_from_targets
 
@@ -183,6 +185,7 @@ class PrometheusSignalReader:
             self.settings.max_workers * (len(GROUPS) - 1), thread_name_prefix="llmscale-queries"
         )
         self._lock = threading.Lock()
+        self._tenants: dict[str, PrometheusConnect] = {}  # the client of each namespace's own queries
         self._interval: tuple[float | None, str, float] | None = None  # (seconds, source, read at)
 
     # -- the rate window ------------------------------------------------------------------------
@@ -269,8 +272,9 @@ class PrometheusSignalReader:
     def read_fleet_sync(self, pools: Sequence[PoolRequest], now: float) -> dict[PoolTarget, SignalSnapshot]:
         """Read every pool of ``pools``; blocks for up to a few timeouts.
 
-        Sends the seven fleet queries once per engine profile in ``pools``, plus one query for
-        every wake query of ``pools`` together (:func:`~llmscale.signals.queries.wake_query`), and
+        Sends the seven fleet queries once per engine profile in ``pools``, plus one query per
+        LLMDeployment with a wake query, scoped to its namespace and never joined with another's
+        (:func:`~llmscale.signals.queries.wake_query`), and
         splits the answers per pool and pod. Never raises for Prometheus or network failures: they are returned as
         ``error`` and ``unknown`` on the snapshots.
 
@@ -477,49 +481,76 @@ class PrometheusSignalReader:
     def _wake(
         self, pools: Sequence[PoolRequest], fatal: str | None
     ) -> dict[PoolTarget, tuple[float | None, str | None]]:
-        """Read the wake query of every pool in ``pools`` with one query; ``(value, why unknown)``.
+        """Read the wake query of every pool in ``pools``; ``(value, why unknown)`` per pool.
 
-        When Prometheus refuses the joined query as a bad query (HTTP 400/422, e.g. one user's
-        query does not parse), each is sent on its own, so one bad query costs only its own pool.
+        One query per LLMDeployment (its pools share ``spec.scaling.wake.query``), sent together
+        on the query threads and never joined with another LLMDeployment's: issue 22's wake query
+        ``vector(0)), "llmscale_wake", "evil", …`` closed the joined query's parentheses and added a
+        series under another tenant's key. Each is first scoped to its own namespace
+        (:func:`~llmscale.signals.scope.scoped_query`); one that reads outside it is not sent.
         """
-        exprs = {
-            str(i): wake_expression(r.wake_query or "", r.target.namespace, r.target.deployment)
-            for i, r in enumerate(pools)
-        }
-        if fatal is not None:
-            return {r.target: (None, f"wake query not sent: {fatal}") for r in pools}
-        results: dict[str, tuple[float | None, str | None]] = {}
-        try:
-            results = self._ask_wake(exprs)
-        except _Failed as exc:
-            if exc.fatal or len(exprs) == 1:
-                return {r.target: (None, f"wake query failed: {exc.why}") for r in pools}
-            for key, expr in exprs.items():
-                try:
-                    results.update(self._ask_wake({key: expr}))
-                except _Failed as one:
-                    results[key] = (None, f"wake query failed: {one.why}")
-        out = {}
-        for i, r in enumerate(pools):
-            out[r.target] = results.get(
-                str(i),
-                (None, "wake query returned no series (add `or vector(0)` if no series means no demand)"),
-            )
+        label = self.settings.labels.namespace
+        sent: dict[tuple[str, str], Future[tuple[float | None, str | None]] | str] = {}
+        for r in pools:
+            key = (r.target.namespace, r.target.deployment)
+            if key in sent:
+                continue
+            expr = wake_expression(r.wake_query or "", *key)
+            try:
+                scoped_query(expr, r.target.namespace, label)
+            except UnscopedQuery as exc:
+                sent[key] = f"spec.scaling.wake.query refused: {exc}"
+                continue
+            if fatal is None:
+                sent[key] = self._queries.submit(self._ask_wake, expr, r.target.namespace)
+        out: dict[PoolTarget, tuple[float | None, str | None]] = {}
+        for r in pools:
+            answer = sent.get((r.target.namespace, r.target.deployment))
+            if answer is None:
+                out[r.target] = (None, f"wake query not sent: {fatal}")
+                continue
+            if isinstance(answer, str):
+                out[r.target] = (None, answer)
+                _LOG.warning("Refused the wake query of LLMDeployment %s: %s", r.target, answer)
+                continue
+            try:
+                out[r.target] = answer.result()
+            except _Failed as exc:
+                out[r.target] = (None, f"wake query failed: {exc.why}")
+            except CancelledError:  # close() cancelled it: the operator is stopping
+                out[r.target] = (None, "wake query not sent: the reader is closing")
             if out[r.target][1] is not None:
                 _LOG.warning("Failed to read the wake query of LLMDeployment %s: %s", r.target, out[r.target][1])
         return out
 
-    def _ask_wake(self, exprs: Mapping[str, str]) -> dict[str, tuple[float | None, str | None]]:
-        """Send one joined wake query; raise :class:`_Failed` when it gets no usable answer."""
-        query = wake_query(exprs)
-        result = self._call(lambda: self._client.custom_query(query))
-        values, problems, failed = parse_wake(result)
+    def _tenant(self, namespace: str) -> PrometheusConnect:
+        """The client of ``namespace``'s own queries: the reader's, plus ``settings.tenant_headers``
+        for that namespace (a copy sharing its session, so its connection pool and adapters)."""
+        if not self.settings.tenant_headers:
+            return self._client
+        with self._lock:
+            client = self._tenants.get(namespace)
+            if client is None:
+                client = copy.copy(self._client)
+                client.headers = {
+                    **(self._client.headers or {}),
+                    **{k: v.replace("{namespace}", namespace) for k, v in self.settings.tenant_headers.items()},
+                }
+                self._tenants[namespace] = client
+            return client
+
+    def _ask_wake(self, expression: str, namespace: str) -> tuple[float | None, str | None]:
+        """Send one LLMDeployment's wake query, with its namespace's tenant headers; raise
+        :class:`_Failed` when it gets no usable answer."""
+        query = wake_query(expression)
+        client = self._tenant(namespace)
+        result = self._call(lambda: client.custom_query(query))
+        value, problem, failed = parse_wake(result)
         if failed is not None:
             raise _Failed(failed, fatal=False)
-        return {
-            key: (value, None if value is not None else problems.get(key, "its value is NaN or infinite"))
-            for key, value in values.items()
-        }
+        if value is None and problem is None:
+            problem = "wake query returned no series (add `or vector(0)` if no series means no demand)"
+        return value, problem
 
     def _ask(self, profile: MetricProfile, window: RateWindow, scope: PoolTarget | None) -> FleetAnswer:
         """Send the profile's queries and parse the answers: the first alone, the rest together.

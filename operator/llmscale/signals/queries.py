@@ -50,9 +50,9 @@ absolute past times (``query_range`` from ``now − offset − before`` to ``now
 
 **Wake queries.** An LLMDeployment that may scale to zero gives a PromQL query of its own
 (``spec.scaling.wake.query``): a demand signal that exists while no engine runs (a gateway's queue
-or request rate). :func:`wake_query` answers every such query of a read in *one* instant query:
-each is summed to a single series and stamped with :data:`WAKE_LABEL`, and the parts are joined
-with ``or`` — so a fleet of scale-to-zero deployments still costs one round trip.
+or request rate). Each is read with one instant query per LLMDeployment (:func:`wake_query`),
+sent together with the others of the read, never joined with another LLMDeployment's text; :mod:`llmscale.signals.scope` first checks
+that every selector of it reads only the LLMDeployment's own namespace.
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ __all__ = [
     "MINUTE_GROUP",
     "POOL_GROUPS",
     "SIGNAL_LABEL",
-    "WAKE_LABEL",
     "PoolRequest",
     "PoolTarget",
     "SelectorLabels",
@@ -153,8 +152,6 @@ ALL_GROUPS: dict[str, tuple[str, ...]] = {**GROUPS, "minute": MINUTE_GROUP}
 PER_POD = frozenset(POD_GROUP + RATE_GROUP + ABSENT_GROUP)
 #: The label naming the missing metric on an ``absent`` series.
 METRIC_LABEL = "llmscale_metric"
-#: The label telling apart the wake queries of one read (:func:`wake_query`).
-WAKE_LABEL = "llmscale_wake"
 # $namespace and $name in a wake query: the LLMDeployment's own (PromQL has no "$").
 _WAKE_VARIABLE = re.compile(r"\$(namespace|name)\b")
 
@@ -546,25 +543,20 @@ def wake_expression(query: str, namespace: str, name: str) -> str:
     return _WAKE_VARIABLE.sub(lambda m: values[m.group(1)], query)
 
 
-def wake_query(queries: Mapping[str, str]) -> str:
-    """Return the one instant query that answers every wake query of a read.
+def wake_query(expression: str) -> str:
+    """Return the instant query that reads one LLMDeployment's wake query.
 
     Args:
-        queries: ``{key: expression}``: a key per pool (a short label value, e.g. its index in the
-            read) and its wake query after :func:`wake_expression`. Each expression must give an
-            instant vector; it is summed, so any number of series counts as one value.
+        expression: its wake query after :func:`wake_expression`, checked by
+            :func:`llmscale.signals.scope.scoped_query`; it must give an instant vector.
 
     Returns:
-        ``label_replace(sum(<expression>), "llmscale_wake", "<key>", "", "")`` per query, joined
-        with ``or``: the answer holds one series per query that had any series, labelled with its
-        key. The expression goes on lines of its own, so a ``#`` comment in it cannot swallow the
-        closing parenthesis.
+        ``sum(<expression>)``: one series, or none when the expression had none. Never joined
+        with another LLMDeployment's query (issue 22: a joined query let one tenant's text reach
+        into another's answer). The expression goes on lines of its own, so a ``#`` comment in it
+        cannot swallow the closing parenthesis.
     """
-    parts = [
-        f'label_replace(sum(\n{expression}\n), "{WAKE_LABEL}", {_quote(key)}, "", "")'
-        for key, expression in queries.items()
-    ]
-    return "\n  or ".join(parts)
+    return f"sum(\n{expression}\n)"
 
 
 #: The range of the per-minute judgement: one minute, as the simulator scores it (docs/simulate.md).
