@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from llmscale.model.presets import GPU, GPU_PRESETS, ModelArch, dtype_bytes
+from llmscale.model.presets import GPU, ModelArch, dtype_bytes, gpu_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmscale.api import LLMDeploymentSpec
@@ -91,6 +91,9 @@ class ReplicaModel:
             graphs and non-torch allocations (vLLM measures these with a profiling run); 0 by
             default because the planner cannot know them in advance — set it from an engine's
             startup log ("Available KV cache memory") to match a real deployment.
+        step_overhead_s: fixed seconds every step costs beyond the roofline (scheduler, sampling,
+            kernel launches); 0 by default, fitted by ``llmscale calibrate``
+            (:mod:`llmscale.model.fit`). A step takes ``overhead + max(memory, compute)``.
     """
 
     arch: ModelArch
@@ -102,6 +105,7 @@ class ReplicaModel:
     compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     reserve_bytes_per_gpu: int = 0
+    step_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -112,6 +116,8 @@ class ReplicaModel:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
         if self.reserve_bytes_per_gpu < 0:
             raise ValueError("reserve_bytes_per_gpu must not be negative")
+        if not (math.isfinite(self.step_overhead_s) and self.step_overhead_s >= 0):
+            raise ValueError(f"step_overhead_s must be finite and ≥ 0, got {self.step_overhead_s}")
         dtype_bytes(self.weight_dtype)  # raises ValueError on an unknown type
         dtype_bytes(self.kv_dtype)
 
@@ -119,16 +125,25 @@ class ReplicaModel:
     def from_spec(cls, spec: LLMDeploymentSpec, **overrides: Any) -> ReplicaModel:
         """Build the replica an ``LLMDeployment`` spec describes; ``overrides`` replace any field.
 
+        The accelerator is ``spec.resources.accelerator`` when set, else the ``gpuType`` preset;
+        the efficiencies and the per-step overhead are ``spec.model.calibration``'s when set, else
+        the planning defaults.
+
         Raises:
             TypeError: an override names no field.
         """
         kwargs: dict[str, Any] = {
             "arch": ModelArch.from_spec(spec.model),
-            "gpu": GPU_PRESETS[spec.resources.gpu_type],
+            "gpu": gpu_of(spec.resources),
             "gpus": spec.resources.gpus_per_replica,
             "weight_dtype": spec.model.weight_dtype,
             "kv_dtype": spec.model.kv_cache_dtype,
         }
+        cal = spec.model.calibration
+        if cal is not None:
+            kwargs["bandwidth_efficiency"] = cal.bandwidth_efficiency
+            kwargs["compute_efficiency"] = cal.compute_efficiency
+            kwargs["step_overhead_s"] = cal.step_overhead_seconds
         names = {f.name for f in fields(cls)}
         unknown = set(overrides) - names
         if unknown:
@@ -255,7 +270,7 @@ class ReplicaModel:
     ) -> NDArray[np.float64] | float:
         """Seconds of one engine step.
 
-        ``max(memory, compute)`` with
+        ``step_overhead_s + max(memory, compute)`` with
         ``memory = (weight_bytes + kv_tokens_read × kv_bytes_per_token) / effective_bandwidth`` and
         ``compute = 2 × active_parameters × (decode_seqs + prefill_tokens) / effective_flops``.
         An empty step still reads every weight once.
@@ -276,14 +291,14 @@ class ReplicaModel:
         ):
             memory = self._weight_time_s + kv_tokens_read * self._kv_time_per_token_s
             compute = (decode_seqs + prefill_tokens) * self._compute_time_per_token_s
-            return float(memory if memory >= compute else compute)
+            return float(memory if memory >= compute else compute) + self.step_overhead_s
         memory_a = (
             self._weight_time_s + np.asarray(kv_tokens_read, dtype=np.float64) * self._kv_time_per_token_s
         )
         compute_a = (
             np.asarray(decode_seqs, dtype=np.float64) + np.asarray(prefill_tokens, dtype=np.float64)
         ) * self._compute_time_per_token_s
-        return np.maximum(memory_a, compute_a)
+        return np.maximum(memory_a, compute_a) + self.step_overhead_s
 
     @overload
     def decode_step_time(self, batch: Number, mean_context_tokens: Number) -> float: ...
@@ -357,7 +372,7 @@ class ReplicaModel:
         """
         if min_tok_s_per_user <= 0:
             raise ValueError("min_tok_s_per_user must be positive")
-        budget = 1.0 / min_tok_s_per_user
+        budget = 1.0 / min_tok_s_per_user - self.step_overhead_s
         if budget < self._weight_time_s:
             return 0
         by_memory = (budget - self._weight_time_s) / (mean_context_tokens * self._kv_time_per_token_s)
