@@ -1,0 +1,191 @@
+"""Fit the roofline's efficiencies and a per-step overhead to measured step times.
+
+The model (:meth:`~llmscale.model.ReplicaModel.step_time`) says one engine step takes
+
+    ``t = o + max(u·m, v·f)``,
+
+with ``m`` the step's bytes (weights + KV reads) over the accelerator's *peak* bandwidth and ``f``
+its FLOPs (``2 × active parameters × tokens``) over the *peak* FLOP/s, both in seconds; ``u = 1 /
+bandwidth efficiency`` and ``v = 1 / compute efficiency`` (each ≥ 1: no engine beats the
+datasheet), ``o ≥ 0`` the per-step overhead. Given measured steps (a decode batch's median ITL,
+a lone prompt's TTFT), this finds ``(o, u, v)`` by weighted least squares on the *relative* error
+(an error of 1 ms matters at a 2 ms step, not at a 2 s prefill).
+
+For a fixed ratio ``r = v/u`` the model is ``o + u·max(m, r·f)``: linear in ``(o, u)``, solved in
+closed form; the ratio is searched on a log grid, then refined around the best point. Where no
+measured step is compute-bound the data cannot say how fast compute is (only that it is at least
+fast enough for every step to stay memory-bound): the fit then keeps the prior compute efficiency
+if the data allows it, else the smallest efficiency the data allows, and says so
+(``compute_identified = False``); the same holds for bandwidth when every step is compute-bound.
+
+Pure module: numbers in, numbers out; numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmscale.model.roofline import ReplicaModel
+
+__all__ = ["EfficiencyFit", "StepObservation", "fit_efficiencies"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepObservation:
+    """``steps`` engine steps of one shape and the seconds *one* of them took (a mean or median).
+
+    Attributes:
+        decode_seqs: sequences producing a token in the step.
+        kv_tokens_read: KV-cache tokens the step reads (sum of the decodes' contexts).
+        prefill_tokens: prompt tokens computed in the step.
+        seconds: measured duration of one such step, seconds (> 0).
+        weight: relative weight in the fit (e.g. how many samples the figure stands on), > 0.
+    """
+
+    decode_seqs: float
+    kv_tokens_read: float
+    prefill_tokens: float
+    seconds: float
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyFit:
+    """The fitted efficiencies and how well they explain the observations.
+
+    Attributes:
+        bandwidth_efficiency: achieved / peak memory bandwidth, (0, 1].
+        compute_efficiency: achieved / peak FLOP/s, (0, 1].
+        step_overhead_s: fixed seconds per step, ≥ 0.
+        rms_relative_error: root mean square of (model − measured) / measured over the observations.
+        max_relative_error: the largest |model − measured| / measured.
+        bandwidth_identified: some observation is memory-bound under the fit (else the figure is
+            a bound, kept at the prior where the data allows).
+        compute_identified: some observation is compute-bound under the fit (likewise).
+        observations: how many observations were fitted.
+    """
+
+    bandwidth_efficiency: float
+    compute_efficiency: float
+    step_overhead_s: float
+    rms_relative_error: float
+    max_relative_error: float
+    bandwidth_identified: bool
+    compute_identified: bool
+    observations: int
+
+    def apply(self, model: ReplicaModel) -> ReplicaModel:
+        """``model`` with the fitted efficiencies and overhead."""
+        return model.with_changes(
+            bandwidth_efficiency=self.bandwidth_efficiency,
+            compute_efficiency=self.compute_efficiency,
+            step_overhead_s=self.step_overhead_s,
+        )
+
+
+def _unit_times(
+    model: ReplicaModel, obs: Sequence[StepObservation]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(m, f)``: each step's memory and compute time at efficiency 1, seconds."""
+    d = np.array([o.decode_seqs for o in obs], dtype=np.float64)
+    kv = np.array([o.kv_tokens_read for o in obs], dtype=np.float64)
+    p = np.array([o.prefill_tokens for o in obs], dtype=np.float64)
+    peak_bw = model.gpu.hbm_bandwidth_bytes_s * model.gpus
+    peak_flops = model.peak_flops * model.gpus
+    m = (model.weight_bytes + kv * model.kv_bytes_per_token) / peak_bw
+    f = (d + p) * model.flops_per_token / peak_flops
+    return m, f
+
+
+def _solve(
+    x: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Weighted least squares of ``y ≈ o + u·x`` per row of ``x`` (shape ``(R, N)``), with
+    ``o ≥ 0`` and ``u ≥ 1``; returns ``(o, u, loss)`` of shape ``(R,)``."""
+    sw = w.sum()
+    sx = (w * x).sum(axis=1)
+    sy = float((w * y).sum())
+    sxx = (w * x * x).sum(axis=1)
+    sxy = (w * x * y).sum(axis=1)
+    det = sw * sxx - sx * sx
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(det > 0, (sw * sxy - sx * sy) / det, sxy / np.maximum(sxx, 1e-300))
+        o = (sy - u * sx) / sw
+    # o < 0: no overhead, u alone; u < 1: the datasheet's peak, o alone (both clamps: o = 0, u = 1).
+    neg = o < 0
+    u = np.where(neg, sxy / np.maximum(sxx, 1e-300), u)
+    o = np.where(neg, 0.0, o)
+    slow = u < 1
+    u = np.where(slow, 1.0, u)
+    o = np.where(slow, np.maximum((sy - sx) / sw, 0.0), o)
+    resid = o[:, None] + u[:, None] * x - y[None, :]
+    loss = (w * resid * resid).sum(axis=1)
+    return o, u, loss
+
+
+def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation]) -> EfficiencyFit:
+    """Fit ``model``'s bandwidth and compute efficiencies and a per-step overhead to
+    ``observations`` (module docstring: the model and the method). ``model``'s own efficiencies are
+    the prior kept for a side the data does not reach.
+
+    Raises:
+        ValueError: fewer than two observations, or a non-positive or non-finite duration or weight.
+    """
+    obs = list(observations)
+    if len(obs) < 2:
+        raise ValueError(f"need at least two observations to fit, got {len(obs)}")
+    for ob in obs:
+        if not (math.isfinite(ob.seconds) and ob.seconds > 0 and math.isfinite(ob.weight) and ob.weight > 0):
+            raise ValueError(f"observation durations and weights must be positive and finite: {ob}")
+    m, f = _unit_times(model, obs)
+    y = np.array([ob.seconds for ob in obs], dtype=np.float64)
+    # Relative error: weight each squared residual by 1/y².
+    w = np.array([ob.weight for ob in obs], dtype=np.float64) / (y * y)
+
+    positive = f > 0
+    if positive.any():
+        ratios = m[positive] / f[positive]
+        lo, hi = math.log10(float(ratios.min())) - 3.0, math.log10(float(ratios.max())) + 3.0
+    else:
+        lo, hi = 0.0, 1.0
+    grid = np.logspace(lo, hi, 601)
+    for _ in range(3):  # refine around the best ratio, twice
+        x = np.maximum(m[None, :], grid[:, None] * f[None, :])
+        o_r, u_r, loss = _solve(x, y, w)
+        feasible = grid * u_r >= 1.0 - 1e-12  # v = r·u ≥ 1
+        loss = np.where(feasible, loss, np.inf)
+        best = int(np.argmin(loss))
+        step = (hi - lo) / (len(grid) - 1)
+        lo, hi = math.log10(grid[best]) - 2 * step, math.log10(grid[best]) + 2 * step
+        best_r, best_o, best_u = float(grid[best]), float(o_r[best]), float(u_r[best])
+        grid = np.logspace(lo, hi, 101)
+    o, u, v = best_o, best_u, best_r * best_u
+
+    memory_bound = u * m >= v * f
+    bandwidth_identified = bool(memory_bound.any())
+    compute_identified = bool((~memory_bound).any())
+    prior_u, prior_v = 1.0 / model.bandwidth_efficiency, 1.0 / model.compute_efficiency
+    if not compute_identified and positive.any():
+        # Any v up to the one that would turn the first step compute-bound explains the data.
+        v_max = float((u * m[positive] / f[positive]).min())
+        v = max(min(prior_v, v_max), 1.0)
+    if not bandwidth_identified:
+        u_max = float((v * f / m).min())
+        u = max(min(prior_u, u_max), 1.0)
+    pred = o + np.maximum(u * m, v * f)
+    rel = (pred - y) / y
+    return EfficiencyFit(
+        bandwidth_efficiency=min(1.0 / u, 1.0),
+        compute_efficiency=min(1.0 / v, 1.0),
+        step_overhead_s=max(o, 0.0),
+        rms_relative_error=float(np.sqrt(np.mean(rel * rel))),
+        max_relative_error=float(np.abs(rel).max()),
+        bandwidth_identified=bandwidth_identified,
+        compute_identified=compute_identified,
+        observations=len(obs),
+    )

@@ -1,0 +1,154 @@
+"""The efficiency fit recovers what made the data: synthetic steps from a model with known
+efficiencies and overhead, with and without noise, and sides the data cannot reach."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
+from llmscale.model.fit import StepObservation, fit_efficiencies
+from llmscale.model.presets import GPU
+
+CPU = GPU(
+    name="cpu-test",
+    memory_bytes=8 << 30,
+    hbm_bandwidth_bytes_s=20e9,
+    bf16_dense_flops=200e9,
+    fp8_dense_flops=200e9,
+    source="test",
+)
+
+
+def _truth(gpu: GPU, arch: str, bw: float, comp: float, overhead: float) -> ReplicaModel:
+    return ReplicaModel(
+        arch=MODEL_PRESETS[arch], gpu=gpu, bandwidth_efficiency=bw, compute_efficiency=comp, step_overhead_s=overhead
+    )
+
+
+def _sweep(truth: ReplicaModel, noise: float = 0.0, seed: int = 0) -> list[StepObservation]:
+    """Decode steps at batches 1–256 (context 600) and lone prefills of 16–4,096 tokens, as the
+    calibration verb measures them."""
+    rng = np.random.default_rng(seed)
+    obs = []
+    for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        t = truth.step_time(b, b * 600, 0)
+        obs.append(StepObservation(b, b * 600, 0, t * (1 + noise * rng.standard_normal())))
+    for p in (16, 64, 256, 1024, 4096):
+        t = truth.step_time(0, 0, p)
+        obs.append(StepObservation(0, 0, p, t * (1 + noise * rng.standard_normal())))
+    return obs
+
+
+@pytest.mark.parametrize(
+    ("gpu", "arch", "bw", "comp", "overhead"),
+    [
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0, id="h100-defaults-no-overhead"),
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.55, 0.3, 0.004, id="h100-slow-with-overhead"),
+        pytest.param(GPU_PRESETS["l40s"], "mistral-7b", 0.9, 0.7, 0.001, id="l40s-fast"),
+        pytest.param(CPU, "llama-3.1-8b", 0.25, 0.05, 0.002, id="cpu-low-efficiencies"),
+    ],
+)
+def test_recovers_known_efficiencies_exactly(gpu: GPU, arch: str, bw: float, comp: float, overhead: float) -> None:
+    truth = _truth(gpu, arch, bw, comp, overhead)
+    prior = _truth(gpu, arch, 0.8, 0.5, 0.0)
+    fit = fit_efficiencies(prior, _sweep(truth))
+    assert fit.bandwidth_efficiency == pytest.approx(bw, rel=0.01)
+    assert fit.compute_efficiency == pytest.approx(comp, rel=0.01)
+    assert fit.step_overhead_s == pytest.approx(overhead, abs=2e-5)
+    assert fit.rms_relative_error < 0.005
+    assert fit.bandwidth_identified and fit.compute_identified
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_recovers_efficiencies_through_five_percent_noise(seed: int) -> None:
+    truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.6, 0.35, 0.003)
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    fit = fit_efficiencies(prior, _sweep(truth, noise=0.05, seed=seed))
+    assert fit.bandwidth_efficiency == pytest.approx(0.6, rel=0.15)
+    assert fit.compute_efficiency == pytest.approx(0.35, rel=0.15)
+    # The fitted model predicts the true step times within the noise.
+    fitted = fit.apply(prior)
+    for b in (1, 16, 128):
+        assert fitted.step_time(b, b * 600, 0) == pytest.approx(truth.step_time(b, b * 600, 0), rel=0.1)
+    assert fitted.prefill_time(2048) == pytest.approx(truth.prefill_time(2048), rel=0.1)
+
+
+def test_memory_bound_data_keeps_the_prior_compute_efficiency_and_says_so() -> None:
+    truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.7, 0.4, 0.001)
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    decode_only = [StepObservation(b, b * 600, 0, truth.step_time(b, b * 600, 0)) for b in (1, 4, 16, 64)]
+    fit = fit_efficiencies(prior, decode_only)
+    assert fit.bandwidth_efficiency == pytest.approx(0.7, rel=0.01)
+    assert fit.step_overhead_s == pytest.approx(0.001, rel=0.02)
+    assert not fit.compute_identified
+    assert fit.compute_efficiency == pytest.approx(0.5)
+
+
+def test_the_fit_never_claims_more_than_the_datasheet() -> None:
+    """Steps faster than peak bandwidth allows are explained by efficiency 1, never above it."""
+    model = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    fast = [StepObservation(b, b * 600, 0, 0.5 * model.step_time(b, b * 600, 0)) for b in (1, 8, 64)]
+    fit = fit_efficiencies(model, fast)
+    assert 0 < fit.bandwidth_efficiency <= 1.0
+    assert 0 < fit.compute_efficiency <= 1.0
+    assert fit.step_overhead_s >= 0.0
+
+
+@pytest.mark.parametrize(
+    "observations",
+    [
+        pytest.param([StepObservation(1, 600, 0, 0.01)], id="one-observation"),
+        pytest.param([StepObservation(1, 600, 0, 0.01), StepObservation(2, 1200, 0, 0.0)], id="zero-duration"),
+        pytest.param(
+            [StepObservation(1, 600, 0, 0.01), StepObservation(2, 1200, 0, float("nan"))], id="nan-duration"
+        ),
+    ],
+)
+def test_refuses_data_it_cannot_fit(observations: list[StepObservation]) -> None:
+    model = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    with pytest.raises(ValueError):
+        fit_efficiencies(model, observations)
+
+
+def test_overhead_enters_every_step_and_the_speed_floor() -> None:
+    base = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    slow = base.with_changes(step_overhead_s=0.005)
+    assert slow.step_time(8, 8000, 0) == pytest.approx(base.step_time(8, 8000, 0) + 0.005)
+    assert slow.prefill_time(512) == pytest.approx(base.prefill_time(512) + 0.005)
+    arr = slow.step_time(np.array([1, 8]), np.array([600, 4800]), 0)
+    assert arr == pytest.approx([slow.step_time(1, 600, 0), slow.step_time(8, 4800, 0)])
+    b = slow.max_batch_at_speed(50.0, 1000)
+    assert slow.per_user_tok_s(b, 1000) >= 50.0 > slow.per_user_tok_s(b + 1, 1000)
+    with pytest.raises(ValueError):
+        base.with_changes(step_overhead_s=-1.0)
+
+
+def test_from_spec_uses_the_custom_accelerator_and_the_calibration() -> None:
+    from llmscale.api import LLMDeploymentSpec
+    from llmscale.model.capacity import engine_limits
+
+    spec = LLMDeploymentSpec.model_validate(
+        {
+            "model": {
+                "name": "tiny",
+                "preset": "llama-3.1-8b",
+                "calibration": {"bandwidthEfficiency": 0.3, "computeEfficiency": 0.1, "stepOverheadSeconds": 0.002},
+            },
+            "resources": {
+                "accelerator": {
+                    "name": "cpu-2core",
+                    "memoryBytes": 8 << 30,
+                    "memoryBandwidthBytesPerSecond": 20e9,
+                    "denseFlops": 200e9,
+                }
+            },
+        }
+    )
+    model = ReplicaModel.from_spec(spec)
+    assert model.gpu.name == "cpu-2core"
+    assert model.gpu.hbm_bandwidth_bytes_s == 20e9 and model.gpu.fp8_dense_flops == 200e9
+    assert (model.bandwidth_efficiency, model.compute_efficiency, model.step_overhead_s) == (0.3, 0.1, 0.002)
+    assert engine_limits(spec).max_num_batched_tokens == 2048  # a small device: vLLM's small defaults
+    uncalibrated = LLMDeploymentSpec.model_validate({"model": {"name": "x", "preset": "llama-3.1-8b"}})
+    assert ReplicaModel.from_spec(uncalibrated).step_overhead_s == 0.0
