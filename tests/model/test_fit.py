@@ -152,3 +152,39 @@ def test_from_spec_uses_the_custom_accelerator_and_the_calibration() -> None:
     assert engine_limits(spec).max_num_batched_tokens == 2048  # a small device: vLLM's small defaults
     uncalibrated = LLMDeploymentSpec.model_validate({"model": {"name": "x", "preset": "llama-3.1-8b"}})
     assert ReplicaModel.from_spec(uncalibrated).step_overhead_s == 0.0
+
+
+def test_live_windows_recover_an_upgrade_that_halves_the_overhead() -> None:
+    """Production: windows of live histogram means at different loads; an engine upgrade that
+    changes the efficiencies shows as a different fit on the windows after it."""
+    from llmscale.model.fit import LiveWindow, fit_live
+
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+
+    def windows(truth: ReplicaModel) -> list[LiveWindow]:
+        out = []
+        for running, prompt in ((2, 300), (10, 900), (40, 2000), (120, 4000), (200, 12000)):
+            ctx = prompt + 100
+            n = -(-prompt // 8192)
+            out.append(
+                LiveWindow(
+                    running=running,
+                    context_tokens=ctx,
+                    itl_mean_s=truth.step_time(running, running * ctx, 0),
+                    prompt_tokens=prompt,
+                    prefill_mean_s=n * truth.step_time(0, 0, prompt / n),
+                    tokens=1000,
+                )
+            )
+        return out
+
+    before = fit_live(prior, windows(_truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.6, 0.4, 0.004)))
+    after = fit_live(prior, windows(_truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.6, 0.4, 0.002)))
+    assert before is not None and after is not None
+    assert before.step_overhead_s == pytest.approx(0.004, rel=0.05)
+    assert after.step_overhead_s == pytest.approx(0.002, rel=0.05)
+    assert after.bandwidth_efficiency == pytest.approx(0.6, rel=0.02)
+    assert after.compute_efficiency == pytest.approx(0.4, rel=0.02)
+    # Idle windows (no running requests, no prompts) are not evidence.
+    idle = [LiveWindow(0.0, 0.0, float("nan"), 0.0, float("nan"))] * 3
+    assert fit_live(prior, idle) is None

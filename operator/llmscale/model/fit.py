@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from llmscale.model.roofline import ReplicaModel
 
-__all__ = ["EfficiencyFit", "StepObservation", "fit_efficiencies"]
+__all__ = ["EfficiencyFit", "LiveWindow", "StepObservation", "fit_efficiencies", "fit_live"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,3 +189,52 @@ def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation
         compute_identified=compute_identified,
         observations=len(obs),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LiveWindow:
+    """What a deployment's engines' own histograms say over one window (e.g. five minutes).
+
+    Read from Prometheus as ``increase(_sum) / increase(_count)`` of each histogram and the mean of
+    the gauges (vLLM names): ``vllm:inter_token_latency_seconds``, ``vllm:num_requests_running``,
+    ``vllm:request_prefill_time_seconds`` and ``vllm:request_prompt_tokens``.
+
+    Attributes:
+        running: mean running requests per engine.
+        context_tokens: mean context of a running request, tokens (mean prompt + half the mean output).
+        itl_mean_s: mean inter-token latency, seconds.
+        prompt_tokens: mean prompt per request, tokens.
+        prefill_mean_s: mean prefill time per request, seconds.
+        tokens: output tokens the window's ITL mean stands on (its weight).
+        budget_tokens: the engine's step token budget (``--max-num-batched-tokens``).
+    """
+
+    running: float
+    context_tokens: float
+    itl_mean_s: float
+    prompt_tokens: float
+    prefill_mean_s: float
+    tokens: float = 1.0
+    budget_tokens: int = 8192
+
+
+def fit_live(model: ReplicaModel, windows: Sequence[LiveWindow]) -> EfficiencyFit | None:
+    """Fit the efficiencies to a deployment's live histograms (the production side of
+    ``llmscale calibrate``): each window's mean ITL is a decode step of its mean running batch,
+    its mean prefill time the chunk steps of its mean prompt. Windows with no traffic or
+    non-finite figures are skipped; ``None`` when fewer than two observations remain.
+
+    The mean ITL also carries the steps that held a prompt chunk, so on prefill-heavy traffic the
+    decode efficiency reads low; the fit still tracks a *change* (an engine upgrade) faithfully.
+    """
+    obs: list[StepObservation] = []
+    for w in windows:
+        weight = max(w.tokens, 1.0)
+        if w.running >= 1.0 and math.isfinite(w.itl_mean_s) and w.itl_mean_s > 0 and math.isfinite(w.context_tokens):
+            obs.append(StepObservation(w.running, w.running * w.context_tokens, 0.0, w.itl_mean_s, weight))
+        if w.prompt_tokens >= 1 and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:
+            n = max(1, math.ceil(w.prompt_tokens / max(w.budget_tokens, 1)))
+            obs.append(StepObservation(0.0, 0.0, w.prompt_tokens / n, w.prefill_mean_s / n, weight))
+    if len(obs) < 2:
+        return None
+    return fit_efficiencies(model, obs)
