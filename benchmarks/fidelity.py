@@ -39,7 +39,7 @@ def table(doc: dict[str, Any], target: float) -> str:
     lines = [
         f"Engine: {doc['model']} at {doc['url']} on {doc['accelerator']}. Fit: bandwidth efficiency "
         f"{f['bandwidth_efficiency']}, compute efficiency {f['compute_efficiency']}, per-step overhead "
-        f"{f['step_overhead_s'] * 1e3:.3f} ms (rms error {f['rms_relative_error']:.1%} over {f['observations']} "
+        f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence overhead {f['seq_overhead_s'] * 1e3:.4f} ms (rms error {f['rms_relative_error']:.1%} over {f['observations']} "
         "fitted points).",
         "",
         "| load point | figure | real engine (ms) | roofline before (ms) | roofline after (ms) | simulator after (ms) |",

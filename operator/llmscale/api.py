@@ -191,15 +191,18 @@ class CalibrationSpec(_Model):
     """The performance model's efficiencies as measured on a live engine (``llmscale calibrate --url``
     writes this block). Every figure that comes from the roofline model — the capacity note, the
     load signal's capacity, the simulator — then uses them instead of the planning defaults
-    (bandwidth 0.8, compute 0.5, no per-step overhead). docs/calibrate.md tells how they are fitted."""
+    (bandwidth 0.8, compute 0.5, no overheads). docs/calibrate.md tells how they are fitted."""
 
     bandwidth_efficiency: float = Field(gt=0, le=1)
     """Achieved share of the accelerator's peak memory bandwidth in a decode step, 0–1."""
     compute_efficiency: float = Field(gt=0, le=1)
     """Achieved share of the accelerator's dense peak FLOP/s in a compute-bound step, 0–1."""
     step_overhead_seconds: float = Field(default=0.0, ge=0, le=10)
-    """Fixed time every engine step costs beyond its bytes and FLOPs (scheduling, sampling, kernel
-    launches, the API server), seconds."""
+    """Fixed time every engine step costs beyond its bytes and FLOPs (scheduling, kernel launches),
+    seconds."""
+    sequence_overhead_seconds: float = Field(default=0.0, ge=0, le=1)
+    """Time each decoding sequence adds to a step beyond its bytes and FLOPs (sampling, detokenising
+    and streaming its token), seconds."""
     source: str | None = Field(default=None, max_length=1024)
     """Where and when it was measured (the engine URL, its image or version, the date); informative."""
 

@@ -20,9 +20,14 @@ CPU = GPU(
 )
 
 
-def _truth(gpu: GPU, arch: str, bw: float, comp: float, overhead: float) -> ReplicaModel:
+def _truth(gpu: GPU, arch: str, bw: float, comp: float, overhead: float, per_seq: float = 0.0) -> ReplicaModel:
     return ReplicaModel(
-        arch=MODEL_PRESETS[arch], gpu=gpu, bandwidth_efficiency=bw, compute_efficiency=comp, step_overhead_s=overhead
+        arch=MODEL_PRESETS[arch],
+        gpu=gpu,
+        bandwidth_efficiency=bw,
+        compute_efficiency=comp,
+        step_overhead_s=overhead,
+        seq_overhead_s=per_seq,
     )
 
 
@@ -34,6 +39,11 @@ def _sweep(truth: ReplicaModel, noise: float = 0.0, seed: int = 0) -> list[StepO
     for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
         t = truth.step_time(b, b * 600, 0)
         obs.append(StepObservation(b, b * 600, 0, t * (1 + noise * rng.standard_normal())))
+    # The context alone (a per-sequence cost and KV reads both grow with the batch: only the
+    # context tells them apart).
+    for c in (2000, 6000):
+        t = truth.step_time(16, 16 * c, 0)
+        obs.append(StepObservation(16, 16 * c, 0, t * (1 + noise * rng.standard_normal())))
     for p in (16, 64, 256, 1024, 4096):
         t = truth.step_time(0, 0, p)
         obs.append(StepObservation(0, 0, p, t * (1 + noise * rng.standard_normal())))
@@ -41,21 +51,30 @@ def _sweep(truth: ReplicaModel, noise: float = 0.0, seed: int = 0) -> list[StepO
 
 
 @pytest.mark.parametrize(
-    ("gpu", "arch", "bw", "comp", "overhead"),
+    ("gpu", "arch", "bw", "comp", "overhead", "per_seq"),
     [
-        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0, id="h100-defaults-no-overhead"),
-        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.55, 0.3, 0.004, id="h100-slow-with-overhead"),
-        pytest.param(GPU_PRESETS["l40s"], "mistral-7b", 0.9, 0.7, 0.001, id="l40s-fast"),
-        pytest.param(CPU, "llama-3.1-8b", 0.25, 0.05, 0.002, id="cpu-low-efficiencies"),
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0, 0.0, id="h100-defaults-no-overhead"),
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.55, 0.3, 0.004, 0.0, id="h100-slow-with-overhead"),
+        pytest.param(GPU_PRESETS["l40s"], "mistral-7b", 0.9, 0.7, 0.001, 0.0, id="l40s-fast"),
+        pytest.param(CPU, "llama-3.1-8b", 0.25, 0.05, 0.002, 0.0, id="cpu-low-efficiencies"),
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.7, 0.4, 0.002, 5e-5, id="h100-per-sequence-cost"),
+        pytest.param(CPU, "llama-3.1-8b", 0.3, 0.1, 0.001, 2e-4, id="cpu-per-sequence-cost"),
     ],
 )
-def test_recovers_known_efficiencies_exactly(gpu: GPU, arch: str, bw: float, comp: float, overhead: float) -> None:
-    truth = _truth(gpu, arch, bw, comp, overhead)
+def test_recovers_known_efficiencies_exactly(
+    gpu: GPU, arch: str, bw: float, comp: float, overhead: float, per_seq: float
+) -> None:
+    truth = _truth(gpu, arch, bw, comp, overhead, per_seq)
     prior = _truth(gpu, arch, 0.8, 0.5, 0.0)
-    fit = fit_efficiencies(prior, _sweep(truth))
+    sweep = _sweep(truth)
+    fit = fit_efficiencies(prior, sweep)
     assert fit.bandwidth_efficiency == pytest.approx(bw, rel=0.01)
     assert fit.compute_efficiency == pytest.approx(comp, rel=0.01)
-    assert fit.step_overhead_s == pytest.approx(overhead, abs=2e-5)
+    # Overheads are found to a thousandth of the shortest step (an 8B model on a slow device takes
+    # seconds a step: a millisecond of overhead is then below what any step can show).
+    shortest = min(o.seconds for o in sweep)
+    assert fit.step_overhead_s == pytest.approx(overhead, abs=max(2e-5, 1e-3 * shortest))
+    assert fit.seq_overhead_s == pytest.approx(per_seq, abs=max(1e-6, 1e-4 * shortest))
     assert fit.rms_relative_error < 0.005
     assert fit.bandwidth_identified and fit.compute_identified
 
@@ -77,7 +96,9 @@ def test_recovers_efficiencies_through_five_percent_noise(seed: int) -> None:
 def test_memory_bound_data_keeps_the_prior_compute_efficiency_and_says_so() -> None:
     truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.7, 0.4, 0.001)
     prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
-    decode_only = [StepObservation(b, b * 600, 0, truth.step_time(b, b * 600, 0)) for b in (1, 4, 16, 64)]
+    decode_only = [
+        StepObservation(b, b * c, 0, truth.step_time(b, b * c, 0)) for b in (1, 4, 16, 64) for c in (600, 4000)
+    ]
     fit = fit_efficiencies(prior, decode_only)
     assert fit.bandwidth_efficiency == pytest.approx(0.7, rel=0.01)
     assert fit.step_overhead_s == pytest.approx(0.001, rel=0.02)
@@ -113,8 +134,8 @@ def test_refuses_data_it_cannot_fit(observations: list[StepObservation]) -> None
 
 def test_overhead_enters_every_step_and_the_speed_floor() -> None:
     base = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
-    slow = base.with_changes(step_overhead_s=0.005)
-    assert slow.step_time(8, 8000, 0) == pytest.approx(base.step_time(8, 8000, 0) + 0.005)
+    slow = base.with_changes(step_overhead_s=0.005, seq_overhead_s=0.0002)
+    assert slow.step_time(8, 8000, 0) == pytest.approx(base.step_time(8, 8000, 0) + 0.005 + 8 * 0.0002)
     assert slow.prefill_time(512) == pytest.approx(base.prefill_time(512) + 0.005)
     arr = slow.step_time(np.array([1, 8]), np.array([600, 4800]), 0)
     assert arr == pytest.approx([slow.step_time(1, 600, 0), slow.step_time(8, 4800, 0)])
@@ -133,7 +154,12 @@ def test_from_spec_uses_the_custom_accelerator_and_the_calibration() -> None:
             "model": {
                 "name": "tiny",
                 "preset": "llama-3.1-8b",
-                "calibration": {"bandwidthEfficiency": 0.3, "computeEfficiency": 0.1, "stepOverheadSeconds": 0.002},
+                "calibration": {
+                    "bandwidthEfficiency": 0.3,
+                    "computeEfficiency": 0.1,
+                    "stepOverheadSeconds": 0.002,
+                    "sequenceOverheadSeconds": 0.0001,
+                },
             },
             "resources": {
                 "accelerator": {
@@ -149,6 +175,7 @@ def test_from_spec_uses_the_custom_accelerator_and_the_calibration() -> None:
     assert model.gpu.name == "cpu-2core"
     assert model.gpu.hbm_bandwidth_bytes_s == 20e9 and model.gpu.fp8_dense_flops == 200e9
     assert (model.bandwidth_efficiency, model.compute_efficiency, model.step_overhead_s) == (0.3, 0.1, 0.002)
+    assert model.seq_overhead_s == 0.0001
     assert engine_limits(spec).max_num_batched_tokens == 2048  # a small device: vLLM's small defaults
     uncalibrated = LLMDeploymentSpec.model_validate({"model": {"name": "x", "preset": "llama-3.1-8b"}})
     assert ReplicaModel.from_spec(uncalibrated).step_overhead_s == 0.0

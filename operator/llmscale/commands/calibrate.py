@@ -3,7 +3,7 @@
 Measures (one variable at a time, warm-up discarded; :mod:`llmscale.calibrate.sweep`) lone
 prompts of growing length, closed-loop decode batches of growing size (the knee), and fixed
 request rates with a trace's lengths; fits the roofline's bandwidth and compute efficiency and a
-per-step overhead (:mod:`llmscale.model.fit`); prints the measured capacity note beside the
+per-step and a per-sequence overhead (:mod:`llmscale.model.fit`); prints the measured capacity note beside the
 roofline's before and after calibration with the error of each figure; ``--spec-out FILE`` writes
 the ``spec.model.calibration`` (and ``spec.resources.accelerator``) fragment the operator uses.
 
@@ -257,6 +257,7 @@ def _document(args: argparse.Namespace, m: Any, prior: Any, fit: Any, figures: l
         "bandwidthEfficiency": num(fit.bandwidth_efficiency, 4),
         "computeEfficiency": num(fit.compute_efficiency, 4),
         "stepOverheadSeconds": num(fit.step_overhead_s, 6),
+        "sequenceOverheadSeconds": num(fit.seq_overhead_s, 7),
         "source": f"llmscale calibrate --url {m.url} ({m.model}) on "
         f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}",
     }
@@ -282,6 +283,7 @@ def _document(args: argparse.Namespace, m: Any, prior: Any, fit: Any, figures: l
             "bandwidth_efficiency": num(fit.bandwidth_efficiency),
             "compute_efficiency": num(fit.compute_efficiency),
             "step_overhead_s": num(fit.step_overhead_s, 6),
+            "seq_overhead_s": num(fit.seq_overhead_s, 7),
             "bandwidth_identified": fit.bandwidth_identified,
             "compute_identified": fit.compute_identified,
             "rms_relative_error": num(fit.rms_relative_error),
@@ -370,7 +372,7 @@ def _render(doc: dict[str, Any]) -> None:
             f"{'' if f['bandwidth_identified'] else ', not reached by the data'}), compute efficiency "
             f"{f['compute_efficiency']} (prior {f['prior_compute_efficiency']}"
             f"{'' if f['compute_identified'] else ', not reached by the data'}), per-step overhead "
-            f"{f['step_overhead_s'] * 1e3:.3f} ms; rms error {f['rms_relative_error']:.1%} over {f['observations']} points. "
+            f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence {f['seq_overhead_s'] * 1e3:.4f} ms; rms error {f['rms_relative_error']:.1%} over {f['observations']} points. "
             "* out of sample (not fitted)."
         ),
     )

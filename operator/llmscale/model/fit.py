@@ -2,17 +2,19 @@
 
 The model (:meth:`~llmscale.model.ReplicaModel.step_time`) says one engine step takes
 
-    ``t = o + max(u·m, v·f)``,
+    ``t = o + s·d + max(u·m, v·f)``,
 
 with ``m`` the step's bytes (weights + KV reads) over the accelerator's *peak* bandwidth and ``f``
 its FLOPs (``2 × active parameters × tokens``) over the *peak* FLOP/s, both in seconds; ``u = 1 /
 bandwidth efficiency`` and ``v = 1 / compute efficiency`` (each ≥ 1: no engine beats the
-datasheet), ``o ≥ 0`` the per-step overhead. Given measured steps (a decode batch's median ITL,
+datasheet), ``o ≥ 0`` the per-step overhead and ``s ≥ 0`` what each of the ``d`` decoding
+sequences adds (sampling, detokenising, streaming). Given measured steps (a decode batch's median ITL,
 a lone prompt's TTFT), this finds ``(o, u, v)`` by weighted least squares on the *relative* error
 (an error of 1 ms matters at a 2 ms step, not at a 2 s prefill).
 
-For a fixed ratio ``r = v/u`` the model is ``o + u·max(m, r·f)``: linear in ``(o, u)``, solved in
-closed form; the ratio is searched on a log grid, then refined around the best point. Where no
+For a fixed ratio ``r = v/u`` the model is ``o + s·d + u·max(m, r·f)``: linear in ``(o, s, u)``,
+solved by least squares with the bounds kept; the ratio is searched on a log grid, then refined
+around the best point. Where no
 measured step is compute-bound the data cannot say how fast compute is (only that it is at least
 fast enough for every step to stay memory-bound): the fit then keeps the prior compute efficiency
 if the data allows it, else the smallest efficiency the data allows, and says so
@@ -62,6 +64,7 @@ class EfficiencyFit:
         bandwidth_efficiency: achieved / peak memory bandwidth, (0, 1].
         compute_efficiency: achieved / peak FLOP/s, (0, 1].
         step_overhead_s: fixed seconds per step, ≥ 0.
+        seq_overhead_s: seconds each decoding sequence adds to a step, ≥ 0.
         rms_relative_error: root mean square of (model − measured) / measured over the observations.
         max_relative_error: the largest |model − measured| / measured.
         bandwidth_identified: some observation is memory-bound under the fit (else the figure is
@@ -73,6 +76,7 @@ class EfficiencyFit:
     bandwidth_efficiency: float
     compute_efficiency: float
     step_overhead_s: float
+    seq_overhead_s: float
     rms_relative_error: float
     max_relative_error: float
     bandwidth_identified: bool
@@ -85,6 +89,7 @@ class EfficiencyFit:
             bandwidth_efficiency=self.bandwidth_efficiency,
             compute_efficiency=self.compute_efficiency,
             step_overhead_s=self.step_overhead_s,
+            seq_overhead_s=self.seq_overhead_s,
         )
 
 
@@ -103,29 +108,32 @@ def _unit_times(
 
 
 def _solve(
-    x: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64]
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Weighted least squares of ``y ≈ o + u·x`` per row of ``x`` (shape ``(R, N)``), with
-    ``o ≥ 0`` and ``u ≥ 1``; returns ``(o, u, loss)`` of shape ``(R,)``."""
-    sw = w.sum()
-    sx = (w * x).sum(axis=1)
-    sy = float((w * y).sum())
-    sxx = (w * x * x).sum(axis=1)
-    sxy = (w * x * y).sum(axis=1)
-    det = sw * sxx - sx * sx
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u = np.where(det > 0, (sw * sxy - sx * sy) / det, sxy / np.maximum(sxx, 1e-300))
-        o = (sy - u * sx) / sw
-    # o < 0: no overhead, u alone; u < 1: the datasheet's peak, o alone (both clamps: o = 0, u = 1).
-    neg = o < 0
-    u = np.where(neg, sxy / np.maximum(sxx, 1e-300), u)
-    o = np.where(neg, 0.0, o)
-    slow = u < 1
-    u = np.where(slow, 1.0, u)
-    o = np.where(slow, np.maximum((sy - sx) / sw, 0.0), o)
-    resid = o[:, None] + u[:, None] * x - y[None, :]
-    loss = (w * resid * resid).sum(axis=1)
-    return o, u, loss
+    x: NDArray[np.float64], d: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64]
+) -> tuple[float, float, float, float]:
+    """Weighted least squares of ``y ≈ o + s·d + u·x`` with ``o ≥ 0``, ``s ≥ 0``, ``u ≥ 1``
+    (a small active set: a coefficient that leaves its bound is fixed there and the rest re-solved);
+    returns ``(o, s, u, loss)``."""
+    sw = np.sqrt(w)
+    cols = np.stack([np.ones_like(x), d, x], axis=1)
+    bounds = (0.0, 0.0, 1.0)
+    fixed: dict[int, float] = {}
+    coef = np.zeros(3)
+    for _ in range(4):
+        free = [i for i in range(3) if i not in fixed]
+        target = y - sum((cols[:, i] * v for i, v in fixed.items()), np.zeros_like(y))
+        sol = np.linalg.lstsq(cols[:, free] * sw[:, None], target * sw, rcond=None)[0] if free else np.zeros(0)
+        coef = np.zeros(3)
+        for i, v in fixed.items():
+            coef[i] = v
+        for i, v in zip(free, sol, strict=True):
+            coef[i] = v
+        low = [i for i in free if coef[i] < bounds[i]]
+        if not low:
+            break
+        for i in low:
+            fixed[i] = bounds[i]
+    resid = cols @ coef - y
+    return float(coef[0]), float(coef[1]), float(coef[2]), float((w * resid * resid).sum())
 
 
 def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation]) -> EfficiencyFit:
@@ -153,18 +161,19 @@ def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation
         lo, hi = math.log10(float(ratios.min())) - 3.0, math.log10(float(ratios.max())) + 3.0
     else:
         lo, hi = 0.0, 1.0
-    grid = np.logspace(lo, hi, 601)
+    d = np.array([ob.decode_seqs for ob in obs], dtype=np.float64)
+    grid = np.logspace(lo, hi, 301)
+    best_r, best_o, best_s, best_u = 1.0, 0.0, 0.0, 1.0
     for _ in range(3):  # refine around the best ratio, twice
-        x = np.maximum(m[None, :], grid[:, None] * f[None, :])
-        o_r, u_r, loss = _solve(x, y, w)
-        feasible = grid * u_r >= 1.0 - 1e-12  # v = r·u ≥ 1
-        loss = np.where(feasible, loss, np.inf)
-        best = int(np.argmin(loss))
+        best_loss = math.inf
+        for r in grid:
+            o_r, s_r, u_r, loss = _solve(np.maximum(m, r * f), d, y, w)
+            if r * u_r >= 1.0 - 1e-12 and loss < best_loss:  # v = r·u ≥ 1
+                best_loss, best_r, best_o, best_s, best_u = loss, float(r), o_r, s_r, u_r
         step = (hi - lo) / (len(grid) - 1)
-        lo, hi = math.log10(grid[best]) - 2 * step, math.log10(grid[best]) + 2 * step
-        best_r, best_o, best_u = float(grid[best]), float(o_r[best]), float(u_r[best])
-        grid = np.logspace(lo, hi, 101)
-    o, u, v = best_o, best_u, best_r * best_u
+        lo, hi = math.log10(best_r) - 2 * step, math.log10(best_r) + 2 * step
+        grid = np.logspace(lo, hi, 41)
+    o, seq, u, v = best_o, best_s, best_u, best_r * best_u
 
     memory_bound = u * m >= v * f
     bandwidth_identified = bool(memory_bound.any())
@@ -177,12 +186,13 @@ def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation
     if not bandwidth_identified:
         u_max = float((v * f / m).min())
         u = max(min(prior_u, u_max), 1.0)
-    pred = o + np.maximum(u * m, v * f)
+    pred = o + seq * d + np.maximum(u * m, v * f)
     rel = (pred - y) / y
     return EfficiencyFit(
         bandwidth_efficiency=min(1.0 / u, 1.0),
         compute_efficiency=min(1.0 / v, 1.0),
         step_overhead_s=max(o, 0.0),
+        seq_overhead_s=max(seq, 0.0),
         rms_relative_error=float(np.sqrt(np.mean(rel * rel))),
         max_relative_error=float(np.abs(rel).max()),
         bandwidth_identified=bandwidth_identified,

@@ -91,9 +91,12 @@ class ReplicaModel:
             graphs and non-torch allocations (vLLM measures these with a profiling run); 0 by
             default because the planner cannot know them in advance — set it from an engine's
             startup log ("Available KV cache memory") to match a real deployment.
-        step_overhead_s: fixed seconds every step costs beyond the roofline (scheduler, sampling,
-            kernel launches); 0 by default, fitted by ``llmscale calibrate``
-            (:mod:`llmscale.model.fit`). A step takes ``overhead + max(memory, compute)``.
+        step_overhead_s: fixed seconds every step costs beyond the roofline (scheduler, kernel
+            launches); 0 by default, fitted by ``llmscale calibrate`` (:mod:`llmscale.model.fit`).
+        seq_overhead_s: seconds each decoding sequence adds to a step beyond its bytes and FLOPs
+            (sampling, detokenising and streaming its token: the API server's share, large on a
+            CPU where it shares the cores); 0 by default, fitted likewise. A step takes
+            ``step_overhead + decode_seqs × seq_overhead + max(memory, compute)``.
     """
 
     arch: ModelArch
@@ -106,6 +109,7 @@ class ReplicaModel:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     reserve_bytes_per_gpu: int = 0
     step_overhead_s: float = 0.0
+    seq_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -116,8 +120,10 @@ class ReplicaModel:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
         if self.reserve_bytes_per_gpu < 0:
             raise ValueError("reserve_bytes_per_gpu must not be negative")
-        if not (math.isfinite(self.step_overhead_s) and self.step_overhead_s >= 0):
-            raise ValueError(f"step_overhead_s must be finite and ≥ 0, got {self.step_overhead_s}")
+        for name in ("step_overhead_s", "seq_overhead_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and ≥ 0, got {value}")
         dtype_bytes(self.weight_dtype)  # raises ValueError on an unknown type
         dtype_bytes(self.kv_dtype)
 
@@ -144,6 +150,7 @@ class ReplicaModel:
             kwargs["bandwidth_efficiency"] = cal.bandwidth_efficiency
             kwargs["compute_efficiency"] = cal.compute_efficiency
             kwargs["step_overhead_s"] = cal.step_overhead_seconds
+            kwargs["seq_overhead_s"] = cal.sequence_overhead_seconds
         names = {f.name for f in fields(cls)}
         unknown = set(overrides) - names
         if unknown:
@@ -270,7 +277,7 @@ class ReplicaModel:
     ) -> NDArray[np.float64] | float:
         """Seconds of one engine step.
 
-        ``step_overhead_s + max(memory, compute)`` with
+        ``step_overhead_s + decode_seqs × seq_overhead_s + max(memory, compute)`` with
         ``memory = (weight_bytes + kv_tokens_read × kv_bytes_per_token) / effective_bandwidth`` and
         ``compute = 2 × active_parameters × (decode_seqs + prefill_tokens) / effective_flops``.
         An empty step still reads every weight once.
@@ -291,14 +298,19 @@ class ReplicaModel:
         ):
             memory = self._weight_time_s + kv_tokens_read * self._kv_time_per_token_s
             compute = (decode_seqs + prefill_tokens) * self._compute_time_per_token_s
-            return float(memory if memory >= compute else compute) + self.step_overhead_s
+            return (
+                float(memory if memory >= compute else compute)
+                + self.step_overhead_s
+                + decode_seqs * self.seq_overhead_s
+            )
         memory_a = (
             self._weight_time_s + np.asarray(kv_tokens_read, dtype=np.float64) * self._kv_time_per_token_s
         )
         compute_a = (
             np.asarray(decode_seqs, dtype=np.float64) + np.asarray(prefill_tokens, dtype=np.float64)
         ) * self._compute_time_per_token_s
-        return np.maximum(memory_a, compute_a) + self.step_overhead_s
+        overhead = self.step_overhead_s + np.asarray(decode_seqs, dtype=np.float64) * self.seq_overhead_s
+        return np.maximum(memory_a, compute_a) + overhead
 
     @overload
     def decode_step_time(self, batch: Number, mean_context_tokens: Number) -> float: ...
@@ -375,8 +387,10 @@ class ReplicaModel:
         budget = 1.0 / min_tok_s_per_user - self.step_overhead_s
         if budget < self._weight_time_s:
             return 0
-        by_memory = (budget - self._weight_time_s) / (mean_context_tokens * self._kv_time_per_token_s)
-        by_compute = budget / self._compute_time_per_token_s
+        by_memory = (budget - self._weight_time_s) / (
+            mean_context_tokens * self._kv_time_per_token_s + self.seq_overhead_s
+        )
+        by_compute = budget / (self._compute_time_per_token_s + self.seq_overhead_s)
         # Guard against float round-off at the boundary: step down until the batch really meets it.
         b = math.floor(min(by_memory, by_compute) * (1 + 1e-12))
         while b > 0 and self.per_user_tok_s(b, mean_context_tokens) < min_tok_s_per_user:
