@@ -39,7 +39,8 @@ def table(doc: dict[str, Any], target: float) -> str:
     lines = [
         f"Engine: {doc['model']} at {doc['url']} on {doc['accelerator']}. Fit: bandwidth efficiency "
         f"{f['bandwidth_efficiency']}, compute efficiency {f['compute_efficiency']}, per-step overhead "
-        f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence overhead {f['seq_overhead_s'] * 1e3:.4f} ms (rms error {f['rms_relative_error']:.1%} over {f['observations']} "
+        f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence overhead {f['seq_overhead_s'] * 1e3:.4f} ms, attention efficiency "
+        f"{f.get('attention_efficiency') or 'not needed'} (rms error {f['rms_relative_error']:.1%} over {f['observations']} "
         "fitted points).",
         "",
         "| load point | figure | real engine (ms) | roofline before (ms) | roofline after (ms) | simulator after (ms) |",
@@ -48,7 +49,7 @@ def table(doc: dict[str, Any], target: float) -> str:
     worst_after: float = 0.0
     worst_sim: float = 0.0
     for fig in doc["figures"]:
-        if fig["fitted"]:
+        if fig["fitted"] or " p95 at " not in fig["name"]:
             continue
         kind, _, rest = fig["name"].partition(" p95 at ")
         lines.append(
@@ -61,14 +62,14 @@ def table(doc: dict[str, Any], target: float) -> str:
             worst_sim = max(worst_sim, abs(fig["simulated_error"]))
     lines += [
         "",
-        "| fitted figure | real engine | roofline before | roofline after |",
+        "| capacity-note figure (* not fitted) | real engine | roofline before | roofline after |",
         "| --- | ---: | ---: | ---: |",
     ]
     for fig in doc["figures"]:
-        if fig["fitted"]:
+        if fig["fitted"] or " p95 at " not in fig["name"]:
             unit = fig["unit"]
             lines.append(
-                f"| {fig['name']} ({unit}) | {_ms(fig['measured'])} | {_ms(fig['roofline'])}{_err(fig['roofline_error'])} "
+                f"| {fig['name']} ({unit}){'' if fig['fitted'] else ' *'} | {_ms(fig['measured'])} | {_ms(fig['roofline'])}{_err(fig['roofline_error'])} "
                 f"| {_ms(fig['calibrated'])}{_err(fig['calibrated_error'])} |"
             )
     met = worst_after <= target

@@ -203,6 +203,9 @@ class CalibrationSpec(_Model):
     sequence_overhead_seconds: float = Field(default=0.0, ge=0, le=1)
     """Time each decoding sequence adds to a step beyond its bytes and FLOPs (sampling, detokenising
     and streaming its token), seconds."""
+    attention_efficiency: float | None = Field(default=None, gt=0, le=1)
+    """Achieved share of peak FLOP/s in attention, 0–1; unset: attention FLOPs not modelled (they
+    matter for small models and long prompts)."""
     source: str | None = Field(default=None, max_length=1024)
     """Where and when it was measured (the engine URL, its image or version, the date); informative."""
 

@@ -215,3 +215,25 @@ def test_live_windows_recover_an_upgrade_that_halves_the_overhead() -> None:
     # Idle windows (no running requests, no prompts) are not evidence.
     idle = [LiveWindow(0.0, 0.0, float("nan"), 0.0, float("nan"))] * 3
     assert fit_live(prior, idle) is None
+
+
+def test_recovers_attention_that_dominates_a_small_models_long_prompts() -> None:
+    """A tiny model on a CPU: attention over a 4k prompt costs more than its weights' FLOPs."""
+    from llmscale.model.presets import ModelArch
+
+    tiny = ModelArch.from_hf_config(
+        {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 2048},
+        name="tiny",
+    )
+    truth = ReplicaModel(arch=tiny, gpu=CPU, bandwidth_efficiency=0.2, compute_efficiency=0.3,
+                         step_overhead_s=0.001, seq_overhead_s=1e-4, attention_efficiency=0.02)
+    prior = ReplicaModel(arch=tiny, gpu=CPU)
+    obs = [StepObservation(b, b * c, 0, truth.step_time(b, b * c, 0)) for b in (1, 4, 16, 32) for c in (128, 2000)]
+    obs += [StepObservation(0, 0, p, truth.step_time(0, 0, p)) for p in (16, 256, 1024, 2048, 4096)]
+    fit = fit_efficiencies(prior, obs)
+    assert fit.attention_efficiency == pytest.approx(0.02, rel=0.05)
+    assert fit.rms_relative_error < 0.01
+    without = fit_efficiencies(prior, obs, attention=False)
+    assert without.attention_efficiency is None
+    assert without.rms_relative_error > 5 * fit.rms_relative_error

@@ -68,16 +68,17 @@ class Measurement:
 
 def observations(m: Measurement) -> list[StepObservation]:
     """The step times the fit explains: each decode point's median ITL is one decode step of its
-    running batch; each lone prompt's median TTFT is ``ceil(P / budget)`` chunk steps of equal size."""
+    running batch; each lone prompt within the step budget's median TTFT is one prefill step."""
     out: list[StepObservation] = []
     for d in m.decode:
         if d.itl.samples and math.isfinite(d.itl.p50_s) and d.itl.p50_s > 0:
             b = max(d.running, 1.0)
             out.append(StepObservation(b, b * d.context_tokens, 0.0, d.itl.p50_s))
     for p in m.prefill:
-        if p.ttft.samples and math.isfinite(p.ttft.p50_s) and p.ttft.p50_s > 0:
-            n = max(1, math.ceil(p.prompt_tokens / m.max_num_batched_tokens))
-            out.append(StepObservation(0.0, 0.0, p.prompt_tokens / n, p.ttft.p50_s / n))
+        # One step each: a longer prompt's later chunks attend to the earlier ones, which a step's
+        # shape does not carry; those prompts are shown beside the model, not fitted.
+        if p.prompt_tokens <= m.max_num_batched_tokens and p.ttft.samples and p.ttft.p50_s > 0:
+            out.append(StepObservation(0.0, 0.0, p.prompt_tokens, p.ttft.p50_s))
     return out
 
 
@@ -241,6 +242,7 @@ def note_figures(
                 p.ttft.p50_s * 1e3,
                 n * prior.step_time(0, 0, p.prompt_tokens / n) * 1e3,
                 n * fitted.step_time(0, 0, p.prompt_tokens / n) * 1e3,
+                fitted=n == 1,
             )
         )
     if m.decode:

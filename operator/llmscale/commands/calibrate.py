@@ -96,8 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the engine's step token budget (default: vLLM's for the accelerator)")
     parser.add_argument("--max-num-seqs", type=int, default=None, metavar="S",
                         help="the engine's most running requests (default: vLLM's for the accelerator)")
-    parser.add_argument("--prompt-lengths", type=_ints, default=[16, 64, 256, 1024, 2048], metavar="N,N,…",
-                        help="lone prompts measured, tokens (default 16,64,256,1024,2048; clipped to the context)")
+    parser.add_argument("--prompt-lengths", type=_ints, default=[16, 64, 256, 1024, 2048, 4000], metavar="N,N,…",
+                        help="lone prompts measured, tokens (default 16,64,256,1024,2048,4000; below the context); "
+                        "those over the step budget are shown, not fitted")
     parser.add_argument("--repeats", type=int, default=5, help="requests per prompt length (default 5)")
     parser.add_argument("--concurrency", type=_ints, default=[1, 2, 4, 8, 16, 32], metavar="N,N,…",
                         help="closed-loop clients of the batch sweep (the knee) (default 1,2,4,8,16,32)")
@@ -258,6 +259,7 @@ def _document(args: argparse.Namespace, m: Any, prior: Any, fit: Any, figures: l
         "computeEfficiency": num(fit.compute_efficiency, 4),
         "stepOverheadSeconds": num(fit.step_overhead_s, 6),
         "sequenceOverheadSeconds": num(fit.seq_overhead_s, 7),
+        **({} if fit.attention_efficiency is None else {"attentionEfficiency": num(fit.attention_efficiency, 5)}),
         "source": f"llmscale calibrate --url {m.url} ({m.model}) on "
         f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}",
     }
@@ -284,6 +286,7 @@ def _document(args: argparse.Namespace, m: Any, prior: Any, fit: Any, figures: l
             "compute_efficiency": num(fit.compute_efficiency),
             "step_overhead_s": num(fit.step_overhead_s, 6),
             "seq_overhead_s": num(fit.seq_overhead_s, 7),
+            "attention_efficiency": None if fit.attention_efficiency is None else num(fit.attention_efficiency, 5),
             "bandwidth_identified": fit.bandwidth_identified,
             "compute_identified": fit.compute_identified,
             "rms_relative_error": num(fit.rms_relative_error),
@@ -372,7 +375,8 @@ def _render(doc: dict[str, Any]) -> None:
             f"{'' if f['bandwidth_identified'] else ', not reached by the data'}), compute efficiency "
             f"{f['compute_efficiency']} (prior {f['prior_compute_efficiency']}"
             f"{'' if f['compute_identified'] else ', not reached by the data'}), per-step overhead "
-            f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence {f['seq_overhead_s'] * 1e3:.4f} ms; rms error {f['rms_relative_error']:.1%} over {f['observations']} points. "
+            f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence {f['seq_overhead_s'] * 1e3:.4f} ms, attention "
+            f"efficiency {f['attention_efficiency'] if f['attention_efficiency'] is not None else 'not needed'}; rms error {f['rms_relative_error']:.1%} over {f['observations']} points. "
             "* out of sample (not fitted)."
         ),
     )

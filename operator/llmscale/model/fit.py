@@ -2,17 +2,19 @@
 
 The model (:meth:`~llmscale.model.ReplicaModel.step_time`) says one engine step takes
 
-    ``t = o + s·d + max(u·m, v·f)``,
+    ``t = o + s·d + a·A + max(u·m, v·f)``,
 
 with ``m`` the step's bytes (weights + KV reads) over the accelerator's *peak* bandwidth and ``f``
 its FLOPs (``2 × active parameters × tokens``) over the *peak* FLOP/s, both in seconds; ``u = 1 /
 bandwidth efficiency`` and ``v = 1 / compute efficiency`` (each ≥ 1: no engine beats the
 datasheet), ``o ≥ 0`` the per-step overhead and ``s ≥ 0`` what each of the ``d`` decoding
-sequences adds (sampling, detokenising, streaming). Given measured steps (a decode batch's median ITL,
+sequences adds (sampling, detokenising, streaming); ``A`` is the step's attention FLOPs over the
+peak FLOP/s and ``a = 1 / attention efficiency`` (kept only when attention explains a visible share
+of some step: small models, long prompts). Given measured steps (a decode batch's median ITL,
 a lone prompt's TTFT), this finds ``(o, u, v)`` by weighted least squares on the *relative* error
 (an error of 1 ms matters at a 2 ms step, not at a 2 s prefill).
 
-For a fixed ratio ``r = v/u`` the model is ``o + s·d + u·max(m, r·f)``: linear in ``(o, s, u)``,
+For a fixed ratio ``r = v/u`` the model is ``o + s·d + a·A + u·max(m, r·f)``: linear in ``(o, s, a, u)``,
 solved by least squares with the bounds kept; the ratio is searched on a log grid, then refined
 around the best point. Where no
 measured step is compute-bound the data cannot say how fast compute is (only that it is at least
@@ -65,6 +67,8 @@ class EfficiencyFit:
         compute_efficiency: achieved / peak FLOP/s, (0, 1].
         step_overhead_s: fixed seconds per step, ≥ 0.
         seq_overhead_s: seconds each decoding sequence adds to a step, ≥ 0.
+        attention_efficiency: achieved share of peak FLOP/s in attention, or ``None`` when attention
+            explains no visible share of any step (then it is left out of the model).
         rms_relative_error: root mean square of (model − measured) / measured over the observations.
         max_relative_error: the largest |model − measured| / measured.
         bandwidth_identified: some observation is memory-bound under the fit (else the figure is
@@ -77,6 +81,7 @@ class EfficiencyFit:
     compute_efficiency: float
     step_overhead_s: float
     seq_overhead_s: float
+    attention_efficiency: float | None
     rms_relative_error: float
     max_relative_error: float
     bandwidth_identified: bool
@@ -90,6 +95,7 @@ class EfficiencyFit:
             compute_efficiency=self.compute_efficiency,
             step_overhead_s=self.step_overhead_s,
             seq_overhead_s=self.seq_overhead_s,
+            attention_efficiency=self.attention_efficiency,
         )
 
 
@@ -108,21 +114,25 @@ def _unit_times(
 
 
 def _solve(
-    x: NDArray[np.float64], d: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64]
-) -> tuple[float, float, float, float]:
-    """Weighted least squares of ``y ≈ o + s·d + u·x`` with ``o ≥ 0``, ``s ≥ 0``, ``u ≥ 1``
+    x: NDArray[np.float64],
+    d: NDArray[np.float64],
+    att: NDArray[np.float64],
+    y: NDArray[np.float64],
+    w: NDArray[np.float64],
+) -> tuple[float, float, float, float, float]:
+    """Weighted least squares of ``y ≈ o + s·d + a·att + u·x`` with ``o, s, a ≥ 0`` and ``u ≥ 1``
     (a small active set: a coefficient that leaves its bound is fixed there and the rest re-solved);
-    returns ``(o, s, u, loss)``."""
+    returns ``(o, s, a, u, loss)``."""
     sw = np.sqrt(w)
-    cols = np.stack([np.ones_like(x), d, x], axis=1)
-    bounds = (0.0, 0.0, 1.0)
+    cols = np.stack([np.ones_like(x), d, att, x], axis=1)
+    bounds = (0.0, 0.0, 0.0, 1.0)
     fixed: dict[int, float] = {}
-    coef = np.zeros(3)
-    for _ in range(4):
-        free = [i for i in range(3) if i not in fixed]
+    coef = np.zeros(4)
+    for _ in range(5):
+        free = [i for i in range(4) if i not in fixed]
         target = y - sum((cols[:, i] * v for i, v in fixed.items()), np.zeros_like(y))
         sol = np.linalg.lstsq(cols[:, free] * sw[:, None], target * sw, rcond=None)[0] if free else np.zeros(0)
-        coef = np.zeros(3)
+        coef = np.zeros(4)
         for i, v in fixed.items():
             coef[i] = v
         for i, v in zip(free, sol, strict=True):
@@ -133,13 +143,23 @@ def _solve(
         for i in low:
             fixed[i] = bounds[i]
     resid = cols @ coef - y
-    return float(coef[0]), float(coef[1]), float(coef[2]), float((w * resid * resid).sum())
+    return float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]), float((w * resid * resid).sum())
 
 
-def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation]) -> EfficiencyFit:
+def _attention_units(model: ReplicaModel, obs: Sequence[StepObservation]) -> NDArray[np.float64]:
+    """Each step's attention time at the peak FLOP/s, seconds (the roofline's attention term)."""
+    kv = np.array([o.kv_tokens_read for o in obs], dtype=np.float64)
+    p = np.array([o.prefill_tokens for o in obs], dtype=np.float64)
+    return (kv + p * p / 2.0) * model.attention_flops_per_token_pair / (model.peak_flops * model.gpus)
+
+
+def fit_efficiencies(
+    model: ReplicaModel, observations: Sequence[StepObservation], *, attention: bool = True
+) -> EfficiencyFit:
     """Fit ``model``'s bandwidth and compute efficiencies and a per-step overhead to
     ``observations`` (module docstring: the model and the method). ``model``'s own efficiencies are
-    the prior kept for a side the data does not reach.
+    the prior kept for a side the data does not reach. ``attention``: also fit an attention term
+    (kept only when it explains a visible share of some step).
 
     Raises:
         ValueError: fewer than two observations, or a non-positive or non-finite duration or weight.
@@ -162,18 +182,33 @@ def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation
     else:
         lo, hi = 0.0, 1.0
     d = np.array([ob.decode_seqs for ob in obs], dtype=np.float64)
-    grid = np.logspace(lo, hi, 301)
-    best_r, best_o, best_s, best_u = 1.0, 0.0, 0.0, 1.0
-    for _ in range(3):  # refine around the best ratio, twice
-        best_loss = math.inf
-        for r in grid:
-            o_r, s_r, u_r, loss = _solve(np.maximum(m, r * f), d, y, w)
-            if r * u_r >= 1.0 - 1e-12 and loss < best_loss:  # v = r·u ≥ 1
-                best_loss, best_r, best_o, best_s, best_u = loss, float(r), o_r, s_r, u_r
-        step = (hi - lo) / (len(grid) - 1)
-        lo, hi = math.log10(best_r) - 2 * step, math.log10(best_r) + 2 * step
-        grid = np.logspace(lo, hi, 41)
-    o, seq, u, v = best_o, best_s, best_u, best_r * best_u
+    def search(att: NDArray[np.float64]) -> tuple[float, float, float, float, float, float]:
+        lo_, hi_ = lo, hi
+        grid = np.logspace(lo_, hi_, 121)
+        best = (math.inf, 1.0, 0.0, 0.0, 0.0, 1.0)  # loss, r, o, s, a, u
+        for _ in range(5):  # refine around the best ratio, four times
+            for r in grid:
+                o_r, s_r, a_r, u_r, loss = _solve(np.maximum(m, r * f), d, att, y, w)
+                if r * u_r >= 1.0 - 1e-12 and loss < best[0]:  # v = r·u ≥ 1
+                    best = (loss, float(r), o_r, s_r, a_r, u_r)
+            step = (hi_ - lo_) / (len(grid) - 1)
+            lo_, hi_ = math.log10(best[1]) - 2 * step, math.log10(best[1]) + 2 * step
+            grid = np.logspace(lo_, hi_, 17)
+        return best
+
+    no_att = np.zeros_like(y)
+    loss, r, o, seq, a, u = search(no_att)
+    att = _attention_units(model, obs) if attention else no_att
+    if attention:
+        # Attention is one more free coefficient: keep it only when it explains much more (a fifth
+        # of the squared error) and a visible share (1 %) of some step; its efficiency is 1/a.
+        with_att = search(att)
+        if with_att[0] < 0.8 * loss and bool((with_att[4] * att > 0.01 * y).any()):
+            loss, r, o, seq, a, u = with_att
+    v = r * u
+    attention_efficiency = min(1.0 / a, 1.0) if a > 0 else None
+    if attention_efficiency is None:
+        a = 0.0
 
     memory_bound = u * m >= v * f
     bandwidth_identified = bool(memory_bound.any())
@@ -186,13 +221,14 @@ def fit_efficiencies(model: ReplicaModel, observations: Sequence[StepObservation
     if not bandwidth_identified:
         u_max = float((v * f / m).min())
         u = max(min(prior_u, u_max), 1.0)
-    pred = o + seq * d + np.maximum(u * m, v * f)
+    pred = o + seq * d + a * att + np.maximum(u * m, v * f)
     rel = (pred - y) / y
     return EfficiencyFit(
         bandwidth_efficiency=min(1.0 / u, 1.0),
         compute_efficiency=min(1.0 / v, 1.0),
         step_overhead_s=max(o, 0.0),
         seq_overhead_s=max(seq, 0.0),
+        attention_efficiency=attention_efficiency,
         rms_relative_error=float(np.sqrt(np.mean(rel * rel))),
         max_relative_error=float(np.abs(rel).max()),
         bandwidth_identified=bandwidth_identified,

@@ -96,7 +96,12 @@ class ReplicaModel:
         seq_overhead_s: seconds each decoding sequence adds to a step beyond its bytes and FLOPs
             (sampling, detokenising and streaming its token: the API server's share, large on a
             CPU where it shares the cores); 0 by default, fitted likewise. A step takes
-            ``step_overhead + decode_seqs × seq_overhead + max(memory, compute)``.
+            ``step_overhead + decode_seqs × seq_overhead + attention + max(memory, compute)``.
+        attention_efficiency: achieved share of peak FLOP/s in attention (``QKᵀ`` and ``AV``),
+            0–1; ``None`` (default): attention FLOPs are not modelled (a few per cent of a large
+            model's step). When set, a step adds ``4 × layers × heads × head_dim × (KV tokens read
+            + prefill tokens² / 2)`` FLOPs at that efficiency — what dominates a small model's long
+            prompts (a prompt's chunk is counted as if it had no earlier chunk before it).
     """
 
     arch: ModelArch
@@ -110,6 +115,7 @@ class ReplicaModel:
     reserve_bytes_per_gpu: int = 0
     step_overhead_s: float = 0.0
     seq_overhead_s: float = 0.0
+    attention_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -120,6 +126,8 @@ class ReplicaModel:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
         if self.reserve_bytes_per_gpu < 0:
             raise ValueError("reserve_bytes_per_gpu must not be negative")
+        if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
+            raise ValueError(f"attention_efficiency must be in (0, 1], got {self.attention_efficiency}")
         for name in ("step_overhead_s", "seq_overhead_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -151,6 +159,7 @@ class ReplicaModel:
             kwargs["compute_efficiency"] = cal.compute_efficiency
             kwargs["step_overhead_s"] = cal.step_overhead_seconds
             kwargs["seq_overhead_s"] = cal.sequence_overhead_seconds
+            kwargs["attention_efficiency"] = cal.attention_efficiency
         names = {f.name for f in fields(cls)}
         unknown = set(overrides) - names
         if unknown:
@@ -256,6 +265,19 @@ class ReplicaModel:
     def _compute_time_per_token_s(self) -> float:
         return self.flops_per_token / self.effective_flops
 
+    @cached_property
+    def attention_flops_per_token_pair(self) -> float:
+        """Attention FLOPs of one query token against one context token over all layers:
+        ``4 × layers × heads × head_dim`` (``QKᵀ`` and ``AV``, a multiply and an add each)."""
+        a = self.arch
+        return 4.0 * a.num_hidden_layers * a.num_attention_heads * a.head_dim
+
+    @cached_property
+    def _attention_time_per_pair_s(self) -> float:
+        if self.attention_efficiency is None:
+            return 0.0
+        return self.attention_flops_per_token_pair / (self.peak_flops * self.gpus * self.attention_efficiency)
+
     # ---------------------------------------------------------------- times (seconds)
 
     @overload
@@ -298,10 +320,12 @@ class ReplicaModel:
         ):
             memory = self._weight_time_s + kv_tokens_read * self._kv_time_per_token_s
             compute = (decode_seqs + prefill_tokens) * self._compute_time_per_token_s
+            attention = (kv_tokens_read + prefill_tokens * prefill_tokens / 2.0) * self._attention_time_per_pair_s
             return (
                 float(memory if memory >= compute else compute)
                 + self.step_overhead_s
                 + decode_seqs * self.seq_overhead_s
+                + attention
             )
         memory_a = (
             self._weight_time_s + np.asarray(kv_tokens_read, dtype=np.float64) * self._kv_time_per_token_s
@@ -310,6 +334,10 @@ class ReplicaModel:
             np.asarray(decode_seqs, dtype=np.float64) + np.asarray(prefill_tokens, dtype=np.float64)
         ) * self._compute_time_per_token_s
         overhead = self.step_overhead_s + np.asarray(decode_seqs, dtype=np.float64) * self.seq_overhead_s
+        if self._attention_time_per_pair_s:
+            p = np.asarray(prefill_tokens, dtype=np.float64)
+            kv = np.asarray(kv_tokens_read, dtype=np.float64)
+            overhead = overhead + (kv + p * p / 2.0) * self._attention_time_per_pair_s
         return np.maximum(memory_a, compute_a) + overhead
 
     @overload
