@@ -72,19 +72,25 @@ def test_calibration_of_the_mock_finds_its_efficiencies_and_writes_a_spec_the_ap
     doc = json.loads(done.stdout)
     fit = doc["fit"]
     # The mock's decode steps are memory-bound (bandwidth 0.8) and a 2,048-token prompt is
-    # compute-bound (0.5): both sides are reached and recovered; its own overhead is small.
+    # compute-bound (0.5): both sides are reached. The compute side is recovered; the bandwidth
+    # side shares every step's weight read with the mock's own per-step time (HTTP, event loop),
+    # told apart only by the KV slope of the context sweep, so on a busy machine it lands between
+    # 0.8 and the datasheet's 1 with the overhead taking the rest.
     assert fit["bandwidth_identified"] and fit["compute_identified"]
-    assert fit["bandwidth_efficiency"] == pytest.approx(0.8, rel=0.2)
+    assert 0.6 <= fit["bandwidth_efficiency"] <= 1.0
     assert fit["compute_efficiency"] == pytest.approx(0.5, rel=0.2)
     assert 0 <= fit["step_overhead_s"] < 0.01
-    assert fit["rms_relative_error"] < 0.15
+    assert fit["rms_relative_error"] < 0.1
     # Progress for each point went to stderr; the batch grew with the clients.
     assert "decode   32 clients" in done.stderr and "rate" in done.stderr
-    running = [d["running"] for d in doc["decode"]]
+    running = [d["running"] for d in doc["decode"][:3]]  # the batch sweep; the context sweep follows
     assert running == sorted(running) and running[-1] > 8
+    assert [d["context_tokens"] for d in doc["decode"][3:]] == [512 + 64, 2048 + 64]
     names = [f["name"] for f in doc["figures"]]
     assert any(n.startswith("ITL p95 at 3.00 req/s") for n in names)
     assert any(n.startswith("knee") for n in names)
+    batch_one = next(f for f in doc["figures"] if f["name"].startswith("ITL p50 at batch 1.0"))
+    assert abs(batch_one["calibrated_error"]) < 0.1
     # After calibration the fitted figures are closer to the measurement than the plain roofline.
     fitted = [f for f in doc["figures"] if f["fitted"] and f["calibrated_error"] is not None]
     assert sum(abs(f["calibrated_error"]) for f in fitted) <= sum(abs(f["roofline_error"]) for f in fitted)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -97,8 +98,15 @@ class EngineClient:
         limit = card.get("max_model_len")
         return EngineInfo(self.model, int(limit) if isinstance(limit, int) else None)
 
-    async def complete(self, prompt_tokens: int, output_tokens: int, rng: np.random.Generator) -> Stream:
-        """Send one streamed completion and time its tokens."""
+    async def complete(
+        self,
+        prompt_tokens: int,
+        output_tokens: int,
+        rng: np.random.Generator,
+        on_gap: Callable[[float, float], None] | None = None,
+    ) -> Stream:
+        """Send one streamed completion and time its tokens; ``on_gap(now, gap_s)`` is called for
+        each token after the first as it arrives (so a caller that cancels keeps what came)."""
         loop = asyncio.get_running_loop()
         ids = rng.integers(PROMPT_ID_LOW, PROMPT_ID_HIGH, size=max(1, prompt_tokens)).tolist()
         body = {
@@ -137,6 +145,9 @@ class EngineClient:
                             ttft = now - start
                         else:
                             gaps.extend([(now - last) / n] * n)
+                            if on_gap is not None:
+                                for _ in range(n):
+                                    on_gap(now, (now - last) / n)
                         last = now
         except (aiohttp.ClientError, TimeoutError):
             status = 0

@@ -156,37 +156,41 @@ async def measure_decode(
     rng: np.random.Generator,
     progress: Callable[[str], None] = lambda _: None,
 ) -> DecodePoint:
-    """``concurrency`` closed-loop clients for ``warmup_s + seconds``; gaps and tokens of the
-    requests that started after the warm-up count."""
+    """``concurrency`` closed-loop clients for ``warmup_s + seconds``; the gaps of the tokens that
+    arrived in the last ``seconds`` count, and the clients are cancelled at the end (requests that
+    outlast the window give what they streamed within it)."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     begin, end = t0 + warmup_s, t0 + warmup_s + seconds
-    results: list[Stream] = []
+    gaps: list[float] = []
     sampler = _Sampler(client)
+
+    def on_gap(now: float, gap: float) -> None:
+        if begin <= now <= end:
+            gaps.append(gap)
 
     async def worker() -> None:
         while loop.time() < end:
-            s = await client.complete(prompt_tokens, output_tokens, rng)
-            if s.sent_at >= begin:
-                results.append(s)
+            await client.complete(prompt_tokens, output_tokens, rng, on_gap)
 
     async def start_sampling() -> None:
         await asyncio.sleep(warmup_s)
         sampler.start()
 
     starter = asyncio.create_task(start_sampling())
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    await asyncio.sleep(max(end - loop.time(), 0.0))
+    for task in workers:
+        task.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
     await starter
     running = await sampler.stop()
-    elapsed = max(loop.time() - begin, 1e-9)
-    gaps = [g for s in results if s.ok for g in s.gaps_s]
-    tokens = sum(len(s.gaps_s) + 1 for s in results if s.ok)
     point = DecodePoint(
         concurrency=concurrency,
         running=running if running is not None else float(concurrency),
         context_tokens=prompt_tokens + output_tokens / 2.0,
         itl=LatencyStats.of(gaps),
-        tokens_per_s=tokens / elapsed,
+        tokens_per_s=len(gaps) / seconds,
     )
     progress(
         f"decode {concurrency:>4} clients: running {point.running:6.1f}, ITL p50 {point.itl.p50_s * 1e3:7.2f} ms "
