@@ -85,6 +85,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from-json", type=Path, default=None, help="format a saved llmscale calibrate -o json")
     parser.add_argument("--target", type=float, default=0.15, help="largest relative error allowed (default 0.15)")
+    parser.add_argument("--save-json", type=Path, default=None, help="also write the calibrate document here")
     args, rest = parser.parse_known_args()
     if args.from_json is not None:
         doc = json.loads(args.from_json.read_text(encoding="utf-8"))
@@ -96,6 +97,8 @@ def main() -> int:
         if done.returncode != 0:
             return done.returncode
         doc = json.loads(done.stdout)
+        if args.save_json is not None:
+            args.save_json.write_text(done.stdout, encoding="utf-8")
     print(table(doc, args.target))
     return 0
 
