@@ -36,9 +36,11 @@ __all__ = [
     "PLURAL",
     "SHORT_NAME",
     "VERSION",
+    "AcceleratorSpec",
     "BatchJobStatus",
     "BatchSpec",
     "BatchStatus",
+    "CalibrationSpec",
     "Condition",
     "CostSpec",
     "DecisionStatus",
@@ -185,6 +187,29 @@ class ModelArchitecture(_Model):
     """Parameters active per token for a mixture-of-experts model (FLOPs); defaults to ``parameters``."""
 
 
+class CalibrationSpec(_Model):
+    """The performance model's efficiencies as measured on a live engine (``llmscale calibrate --url``
+    writes this block). Every figure that comes from the roofline model — the capacity note, the
+    load signal's capacity, the simulator — then uses them instead of the planning defaults
+    (bandwidth 0.8, compute 0.5, no overheads). docs/calibrate.md tells how they are fitted."""
+
+    bandwidth_efficiency: float = Field(gt=0, le=1)
+    """Achieved share of the accelerator's peak memory bandwidth in a decode step, 0–1."""
+    compute_efficiency: float = Field(gt=0, le=1)
+    """Achieved share of the accelerator's dense peak FLOP/s in a compute-bound step, 0–1."""
+    step_overhead_seconds: float = Field(default=0.0, ge=0, le=10)
+    """Fixed time every engine step costs beyond its bytes and FLOPs (scheduling, kernel launches),
+    seconds."""
+    sequence_overhead_seconds: float = Field(default=0.0, ge=0, le=1)
+    """Time each decoding sequence adds to a step beyond its bytes and FLOPs (sampling, detokenising
+    and streaming its token), seconds."""
+    attention_efficiency: float | None = Field(default=None, gt=0, le=1)
+    """Achieved share of peak FLOP/s in attention, 0–1; unset: attention FLOPs not modelled (they
+    matter for small models and long prompts)."""
+    source: str | None = Field(default=None, max_length=1024)
+    """Where and when it was measured (the engine URL, its image or version, the date); informative."""
+
+
 class ModelSpec(_Model):
     """The model the replicas serve and how its weights and KV cache are stored."""
 
@@ -211,6 +236,8 @@ class ModelSpec(_Model):
     """Storage type of the KV cache (vLLM ``--kv-cache-dtype``): 2 or 1 bytes per element."""
     context_limit_tokens: int = Field(default=8192, ge=256, le=2_097_152)
     """Longest prompt + output a request may have, in tokens (vLLM ``--max-model-len``)."""
+    calibration: CalibrationSpec | None = None
+    """Efficiencies measured on a live engine (``llmscale calibrate``); unset: the planning defaults."""
 
     @model_validator(mode="after")
     def _one_of_preset_or_architecture(self) -> ModelSpec:
@@ -246,6 +273,23 @@ class EngineSpec(_Model):
         return "sglang" if self.type == "sglang" else "vllm"
 
 
+class AcceleratorSpec(_Model):
+    """An accelerator that is not a preset, as the roofline model sees it (per device). Figures are
+    the datasheet's peaks; what an engine achieves of them is ``spec.model.calibration``'s job. A CPU
+    is described the same way (its RAM share, its memory bandwidth, its FLOP/s)."""
+
+    name: str = Field(min_length=1, max_length=63)
+    """A name for reports, e.g. ``l4`` or ``cpu-2core``."""
+    memory_bytes: int = Field(ge=1 << 20)
+    """Device memory, bytes (for a CPU: the memory given to the engine)."""
+    memory_bandwidth_bytes_per_second: float = Field(gt=0)
+    """Peak memory bandwidth, bytes/s."""
+    dense_flops: float = Field(gt=0)
+    """Dense 16-bit peak, FLOP/s (no 2:4 sparsity)."""
+    fp8_dense_flops: float | None = Field(default=None, gt=0)
+    """Dense FP8 peak, FLOP/s; unset: ``denseFlops`` (no FP8 units)."""
+
+
 class ResourcesSpec(_Model):
     """Accelerators of one replica."""
 
@@ -253,6 +297,8 @@ class ResourcesSpec(_Model):
     """GPUs per replica (tensor parallel size); requested as ``nvidia.com/gpu``."""
     gpu_type: Literal[GPU_PRESET_NAMES] = "h100-sxm"  # type: ignore[valid-type]
     """GPU preset (memory, bandwidth, FLOP/s) used by the performance model."""
+    accelerator: AcceleratorSpec | None = None
+    """An accelerator that is not a preset; when set it replaces ``gpuType`` in the performance model."""
     gpu_resource_name: str = Field(default="nvidia.com/gpu", min_length=1)
     """Extended resource name the pods request (the device plugin's)."""
 

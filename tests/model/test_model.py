@@ -47,7 +47,7 @@ def test_presets_equal_the_api_name_lists() -> None:
 
 def test_public_api_is_complete() -> None:
     public = {n for n in dir(model_pkg) if not n.startswith("_")} - {
-        "batch", "capacity", "presets", "roofline", "vllm_defaults"}
+        "batch", "capacity", "fit", "predict", "presets", "roofline", "vllm_defaults"}
     assert set(model_pkg.__all__) == public
 
 

@@ -321,9 +321,9 @@ def engine_limits(spec: LLMDeploymentSpec) -> EngineLimits:
     vLLM 0.10–0.11): 8,192 tokens and 1,024 sequences on GPUs with ≥ 70 GiB other than the A100,
     2,048 and 256 elsewhere; ``max_num_seqs`` capped at the token budget as vLLM caps it.
     """
-    from llmscale.model.presets import GPU_PRESETS
+    from llmscale.model.presets import gpu_of
 
-    gpu = GPU_PRESETS[spec.resources.gpu_type]
+    gpu = gpu_of(spec.resources)
     large = gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.name
     tokens = _flag(spec.engine.args, "--max-num-batched-tokens") or (8192 if large else 2048)
     seqs = _flag(spec.engine.args, "--max-num-seqs") or (1024 if large else 256)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llmscale.api import ModelSpec
+    from llmscale.api import ModelSpec, ResourcesSpec
 
 __all__ = [
     "DTYPE_BYTES",
@@ -26,6 +26,7 @@ __all__ = [
     "ModelArch",
     "dtype_bytes",
     "estimate_parameters",
+    "gpu_of",
 ]
 
 GiB = 1 << 30
@@ -148,6 +149,22 @@ GPU_PRESETS: dict[str, GPU] = {
         ),
     )
 }
+
+
+def gpu_of(resources: ResourcesSpec) -> GPU:
+    """The accelerator of ``spec.resources``: its ``accelerator`` when set (hardware that is not a
+    preset, a CPU included), else the ``gpuType`` preset."""
+    acc = resources.accelerator
+    if acc is None:
+        return GPU_PRESETS[resources.gpu_type]
+    return GPU(
+        name=acc.name,
+        memory_bytes=acc.memory_bytes,
+        hbm_bandwidth_bytes_s=acc.memory_bandwidth_bytes_per_second,
+        bf16_dense_flops=acc.dense_flops,
+        fp8_dense_flops=acc.fp8_dense_flops or acc.dense_flops,
+        source="spec.resources.accelerator",
+    )
 
 
 def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:

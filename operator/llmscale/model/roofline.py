@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from llmscale.model.presets import GPU, GPU_PRESETS, ModelArch, dtype_bytes
+from llmscale.model.presets import GPU, ModelArch, dtype_bytes, gpu_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmscale.api import LLMDeploymentSpec
@@ -91,6 +91,17 @@ class ReplicaModel:
             graphs and non-torch allocations (vLLM measures these with a profiling run); 0 by
             default because the planner cannot know them in advance — set it from an engine's
             startup log ("Available KV cache memory") to match a real deployment.
+        step_overhead_s: fixed seconds every step costs beyond the roofline (scheduler, kernel
+            launches); 0 by default, fitted by ``llmscale calibrate`` (:mod:`llmscale.model.fit`).
+        seq_overhead_s: seconds each decoding sequence adds to a step beyond its bytes and FLOPs
+            (sampling, detokenising and streaming its token: the API server's share, large on a
+            CPU where it shares the cores); 0 by default, fitted likewise. A step takes
+            ``step_overhead + decode_seqs × seq_overhead + attention + max(memory, compute)``.
+        attention_efficiency: achieved share of peak FLOP/s in attention (``QKᵀ`` and ``AV``),
+            0–1; ``None`` (default): attention FLOPs are not modelled (a few per cent of a large
+            model's step). When set, a step adds ``4 × layers × heads × head_dim × (KV tokens read
+            + prefill tokens² / 2)`` FLOPs at that efficiency — what dominates a small model's long
+            prompts (a prompt's chunk is counted as if it had no earlier chunk before it).
     """
 
     arch: ModelArch
@@ -102,6 +113,9 @@ class ReplicaModel:
     compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     reserve_bytes_per_gpu: int = 0
+    step_overhead_s: float = 0.0
+    seq_overhead_s: float = 0.0
+    attention_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -112,6 +126,12 @@ class ReplicaModel:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
         if self.reserve_bytes_per_gpu < 0:
             raise ValueError("reserve_bytes_per_gpu must not be negative")
+        if self.attention_efficiency is not None and not 0 < self.attention_efficiency <= 1:
+            raise ValueError(f"attention_efficiency must be in (0, 1], got {self.attention_efficiency}")
+        for name in ("step_overhead_s", "seq_overhead_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be finite and ≥ 0, got {value}")
         dtype_bytes(self.weight_dtype)  # raises ValueError on an unknown type
         dtype_bytes(self.kv_dtype)
 
@@ -119,16 +139,27 @@ class ReplicaModel:
     def from_spec(cls, spec: LLMDeploymentSpec, **overrides: Any) -> ReplicaModel:
         """Build the replica an ``LLMDeployment`` spec describes; ``overrides`` replace any field.
 
+        The accelerator is ``spec.resources.accelerator`` when set, else the ``gpuType`` preset;
+        the efficiencies and the per-step overhead are ``spec.model.calibration``'s when set, else
+        the planning defaults.
+
         Raises:
             TypeError: an override names no field.
         """
         kwargs: dict[str, Any] = {
             "arch": ModelArch.from_spec(spec.model),
-            "gpu": GPU_PRESETS[spec.resources.gpu_type],
+            "gpu": gpu_of(spec.resources),
             "gpus": spec.resources.gpus_per_replica,
             "weight_dtype": spec.model.weight_dtype,
             "kv_dtype": spec.model.kv_cache_dtype,
         }
+        cal = spec.model.calibration
+        if cal is not None:
+            kwargs["bandwidth_efficiency"] = cal.bandwidth_efficiency
+            kwargs["compute_efficiency"] = cal.compute_efficiency
+            kwargs["step_overhead_s"] = cal.step_overhead_seconds
+            kwargs["seq_overhead_s"] = cal.sequence_overhead_seconds
+            kwargs["attention_efficiency"] = cal.attention_efficiency
         names = {f.name for f in fields(cls)}
         unknown = set(overrides) - names
         if unknown:
@@ -234,6 +265,19 @@ class ReplicaModel:
     def _compute_time_per_token_s(self) -> float:
         return self.flops_per_token / self.effective_flops
 
+    @cached_property
+    def attention_flops_per_token_pair(self) -> float:
+        """Attention FLOPs of one query token against one context token over all layers:
+        ``4 × layers × heads × head_dim`` (``QKᵀ`` and ``AV``, a multiply and an add each)."""
+        a = self.arch
+        return 4.0 * a.num_hidden_layers * a.num_attention_heads * a.head_dim
+
+    @cached_property
+    def _attention_time_per_pair_s(self) -> float:
+        if self.attention_efficiency is None:
+            return 0.0
+        return self.attention_flops_per_token_pair / (self.peak_flops * self.gpus * self.attention_efficiency)
+
     # ---------------------------------------------------------------- times (seconds)
 
     @overload
@@ -255,7 +299,7 @@ class ReplicaModel:
     ) -> NDArray[np.float64] | float:
         """Seconds of one engine step.
 
-        ``max(memory, compute)`` with
+        ``step_overhead_s + decode_seqs × seq_overhead_s + max(memory, compute)`` with
         ``memory = (weight_bytes + kv_tokens_read × kv_bytes_per_token) / effective_bandwidth`` and
         ``compute = 2 × active_parameters × (decode_seqs + prefill_tokens) / effective_flops``.
         An empty step still reads every weight once.
@@ -276,14 +320,25 @@ class ReplicaModel:
         ):
             memory = self._weight_time_s + kv_tokens_read * self._kv_time_per_token_s
             compute = (decode_seqs + prefill_tokens) * self._compute_time_per_token_s
-            return float(memory if memory >= compute else compute)
+            attention = (kv_tokens_read + prefill_tokens * prefill_tokens / 2.0) * self._attention_time_per_pair_s
+            return (
+                float(memory if memory >= compute else compute)
+                + self.step_overhead_s
+                + decode_seqs * self.seq_overhead_s
+                + attention
+            )
         memory_a = (
             self._weight_time_s + np.asarray(kv_tokens_read, dtype=np.float64) * self._kv_time_per_token_s
         )
         compute_a = (
             np.asarray(decode_seqs, dtype=np.float64) + np.asarray(prefill_tokens, dtype=np.float64)
         ) * self._compute_time_per_token_s
-        return np.maximum(memory_a, compute_a)
+        overhead = self.step_overhead_s + np.asarray(decode_seqs, dtype=np.float64) * self.seq_overhead_s
+        if self._attention_time_per_pair_s:
+            p = np.asarray(prefill_tokens, dtype=np.float64)
+            kv = np.asarray(kv_tokens_read, dtype=np.float64)
+            overhead = overhead + (kv + p * p / 2.0) * self._attention_time_per_pair_s
+        return np.maximum(memory_a, compute_a) + overhead
 
     @overload
     def decode_step_time(self, batch: Number, mean_context_tokens: Number) -> float: ...
@@ -357,11 +412,13 @@ class ReplicaModel:
         """
         if min_tok_s_per_user <= 0:
             raise ValueError("min_tok_s_per_user must be positive")
-        budget = 1.0 / min_tok_s_per_user
+        budget = 1.0 / min_tok_s_per_user - self.step_overhead_s
         if budget < self._weight_time_s:
             return 0
-        by_memory = (budget - self._weight_time_s) / (mean_context_tokens * self._kv_time_per_token_s)
-        by_compute = budget / self._compute_time_per_token_s
+        by_memory = (budget - self._weight_time_s) / (
+            mean_context_tokens * self._kv_time_per_token_s + self.seq_overhead_s
+        )
+        by_compute = budget / (self._compute_time_per_token_s + self.seq_overhead_s)
         # Guard against float round-off at the boundary: step down until the batch really meets it.
         b = math.floor(min(by_memory, by_compute) * (1 + 1e-12))
         while b > 0 and self.per_user_tok_s(b, mean_context_tokens) < min_tok_s_per_user:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.model import GPU_PRESETS
+from llmscale.model.presets import gpu_of
 from llmscale.model.vllm_defaults import PREFIX_CACHING_DEFAULT, vllm_batch_defaults
 from llmscale.sim.replica import EngineConfig
 
@@ -85,7 +85,7 @@ def engine_config(
         ValueError: as :func:`parse_engine_args`, or limits :class:`EngineConfig` refuses.
     """
     parsed = parse_engine_args(spec.engine.args)
-    seqs_default, tokens_default = vllm_batch_defaults(GPU_PRESETS[spec.resources.gpu_type])
+    seqs_default, tokens_default = vllm_batch_defaults(gpu_of(spec.resources))
     tokens = int(max_num_batched_tokens or parsed.get("max_num_batched_tokens") or tokens_default)
     seqs = int(max_num_seqs or parsed.get("max_num_seqs") or seqs_default)
     caching = enable_prefix_caching

@@ -280,6 +280,7 @@ def simulate(
     context_limit_tokens: int | None = None,
     itl_slo_s: float = math.inf,
     progress: Callable[[float], None] | None = None,
+    latency_bounds_s: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> SimResult:
     """Replay ``trace`` through a fleet sized by ``autoscaler``; return every request's fate.
 
@@ -294,6 +295,8 @@ def simulate(
         itl_slo_s: the ITL target, seconds: each request's inter-token gaps longer than it are
             counted (``SimResult.requests.slow_gaps``).
         progress: called now and then with the simulated time reached (seconds since the epoch).
+        latency_bounds_s: ``(itl, ttft)`` histogram bucket bounds, seconds (default vLLM's): finer
+            ones let a benchmark read quantiles of a fast engine (a CPU's few-millisecond ITL).
 
     Returns:
         A :class:`SimResult`.
@@ -337,7 +340,10 @@ def simulate(
     pending: deque[int] = deque()  # interactive requests waiting at the router (no ready replica)
     backlog: deque[int] = deque()  # batch requests not yet handed to a batch replica
     batch_cap = 2 * engine.max_num_seqs
-    latency = LatencyRecorder(start, end)
+    if latency_bounds_s is None:
+        latency = LatencyRecorder(start, end)
+    else:
+        latency = LatencyRecorder(start, end, itl_bounds=latency_bounds_s[0], ttft_bounds=latency_bounds_s[1])
     counters = RequestCounters(start, limit)  # what Prometheus holds of the pool's counters
     inflight = 0
     inflight_integral = 0.0

@@ -1,0 +1,107 @@
+"""Model fidelity: the roofline before and after calibration, and the simulator, against a live engine.
+
+Runs ``llmscale calibrate`` on the engine at ``--url`` (every other argument is passed through:
+the model, the hardware, the sweeps and the fixed rates) and prints, as Markdown, each fixed-rate
+point's ITL and TTFT p95 four ways: measured on the engine, predicted by the capacity model with
+the planning efficiencies (before), with the calibrated ones (after), and by the simulator running
+the calibrated model over the same lengths and rate. The rate points are out of sample: the fit
+saw only the lone prompts and the closed-loop decode sweeps. The last lines say whether the
+calibrated model is within ``--target`` (15 %) of the engine at every point.
+
+Usage (the README's run, real vLLM on the CPU with the tiny local model):
+``.venv/bin/python benchmarks/fidelity.py --url http://127.0.0.1:8000 --config MODEL/config.json
+--accelerator name=cpu-2core,memory=8589934592,bandwidth=45e9,flops=256e9
+--max-num-batched-tokens 2048 --max-num-seqs 128 --rates 2,4,7``; ``--from-json FILE`` formats a
+saved ``llmscale calibrate -o json`` document instead of measuring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _ms(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.1f}"
+
+
+def _err(x: float | None) -> str:
+    return "" if x is None else f" ({x:+.0%})"
+
+
+def table(doc: dict[str, Any], target: float) -> str:
+    """The fidelity table of one ``llmscale calibrate -o json`` document, as Markdown."""
+    f = doc["fit"]
+    lines = [
+        f"Engine: {doc['model']} at {doc['url']} on {doc['accelerator']}. Fit: bandwidth efficiency "
+        f"{f['bandwidth_efficiency']}, compute efficiency {f['compute_efficiency']}, per-step overhead "
+        f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence overhead {f['seq_overhead_s'] * 1e3:.4f} ms, attention efficiency "
+        f"{f.get('attention_efficiency') or 'not needed'} (rms error {f['rms_relative_error']:.1%} over {f['observations']} "
+        "fitted points).",
+        "",
+        "| load point | figure | real engine (ms) | roofline before (ms) | roofline after (ms) | simulator after (ms) |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    worst_after: float = 0.0
+    worst_sim: float = 0.0
+    for fig in doc["figures"]:
+        if fig["fitted"] or " p95 at " not in fig["name"]:
+            continue
+        kind, _, rest = fig["name"].partition(" p95 at ")
+        lines.append(
+            f"| {rest} | {kind} p95 | {_ms(fig['measured'])} | {_ms(fig['roofline'])}{_err(fig['roofline_error'])} "
+            f"| {_ms(fig['calibrated'])}{_err(fig['calibrated_error'])} | {_ms(fig['simulated'])}{_err(fig['simulated_error'])} |"
+        )
+        if fig["calibrated_error"] is not None:
+            worst_after = max(worst_after, abs(fig["calibrated_error"]))
+        if fig["simulated_error"] is not None:
+            worst_sim = max(worst_sim, abs(fig["simulated_error"]))
+    lines += [
+        "",
+        "| capacity-note figure (* not fitted) | real engine | roofline before | roofline after |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for fig in doc["figures"]:
+        if fig["fitted"] or " p95 at " not in fig["name"]:
+            unit = fig["unit"]
+            lines.append(
+                f"| {fig['name']} ({unit}){'' if fig['fitted'] else ' *'} | {_ms(fig['measured'])} | {_ms(fig['roofline'])}{_err(fig['roofline_error'])} "
+                f"| {_ms(fig['calibrated'])}{_err(fig['calibrated_error'])} |"
+            )
+    met = worst_after <= target
+    lines += [
+        "",
+        f"Largest error after calibration at the rate points: {worst_after:.0%} (capacity model), "
+        f"{worst_sim:.0%} (simulator); target {target:.0%}: {'met' if met else 'NOT met'}.",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--from-json", type=Path, default=None, help="format a saved llmscale calibrate -o json")
+    parser.add_argument("--target", type=float, default=0.15, help="largest relative error allowed (default 0.15)")
+    parser.add_argument("--save-json", type=Path, default=None, help="also write the calibrate document here")
+    args, rest = parser.parse_known_args()
+    if args.from_json is not None:
+        doc = json.loads(args.from_json.read_text(encoding="utf-8"))
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "llmscale.cli", "calibrate", *rest, "-o", "json"],
+            stdout=subprocess.PIPE, text=True, check=False,
+        )
+        if done.returncode != 0:
+            return done.returncode
+        doc = json.loads(done.stdout)
+        if args.save_json is not None:
+            args.save_json.write_text(done.stdout, encoding="utf-8")
+    print(table(doc, args.target))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

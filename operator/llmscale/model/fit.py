@@ -1,0 +1,286 @@
+"""Fit the roofline's efficiencies and a per-step overhead to measured step times.
+
+The model (:meth:`~llmscale.model.ReplicaModel.step_time`) says one engine step takes
+
+    ``t = o + s·d + a·A + max(u·m, v·f)``,
+
+with ``m`` the step's bytes (weights + KV reads) over the accelerator's *peak* bandwidth and ``f``
+its FLOPs (``2 × active parameters × tokens``) over the *peak* FLOP/s, both in seconds; ``u = 1 /
+bandwidth efficiency`` and ``v = 1 / compute efficiency`` (each ≥ 1: no engine beats the
+datasheet), ``o ≥ 0`` the per-step overhead and ``s ≥ 0`` what each of the ``d`` decoding
+sequences adds (sampling, detokenising, streaming); ``A`` is the step's attention FLOPs over the
+peak FLOP/s and ``a = 1 / attention efficiency`` (kept only when attention explains a visible share
+of some step: small models, long prompts). Given measured steps (a decode batch's median ITL,
+a lone prompt's TTFT), this finds ``(o, u, v)`` by weighted least squares on the *relative* error
+(an error of 1 ms matters at a 2 ms step, not at a 2 s prefill).
+
+For a fixed ratio ``r = v/u`` the model is ``o + s·d + a·A + u·max(m, r·f)``: linear in ``(o, s, a, u)``,
+solved by least squares with the bounds kept; the ratio is searched on a log grid, then refined
+around the best point. Where no
+measured step is compute-bound the data cannot say how fast compute is (only that it is at least
+fast enough for every step to stay memory-bound): the fit then keeps the prior compute efficiency
+if the data allows it, else the smallest efficiency the data allows, and says so
+(``compute_identified = False``); the same holds for bandwidth when every step is compute-bound.
+
+Pure module: numbers in, numbers out; numpy only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from llmscale.model.roofline import ReplicaModel
+
+__all__ = ["EfficiencyFit", "LiveWindow", "StepObservation", "fit_efficiencies", "fit_live"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepObservation:
+    """``steps`` engine steps of one shape and the seconds *one* of them took (a mean or median).
+
+    Attributes:
+        decode_seqs: sequences producing a token in the step.
+        kv_tokens_read: KV-cache tokens the step reads (sum of the decodes' contexts).
+        prefill_tokens: prompt tokens computed in the step.
+        seconds: measured duration of one such step, seconds (> 0).
+        weight: relative weight in the fit (e.g. how many samples the figure stands on), > 0.
+    """
+
+    decode_seqs: float
+    kv_tokens_read: float
+    prefill_tokens: float
+    seconds: float
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyFit:
+    """The fitted efficiencies and how well they explain the observations.
+
+    Attributes:
+        bandwidth_efficiency: achieved / peak memory bandwidth, (0, 1].
+        compute_efficiency: achieved / peak FLOP/s, (0, 1].
+        step_overhead_s: fixed seconds per step, ≥ 0.
+        seq_overhead_s: seconds each decoding sequence adds to a step, ≥ 0.
+        attention_efficiency: achieved share of peak FLOP/s in attention, or ``None`` when attention
+            explains no visible share of any step (then it is left out of the model).
+        rms_relative_error: root mean square of (model − measured) / measured over the observations.
+        max_relative_error: the largest |model − measured| / measured.
+        bandwidth_identified: some observation is memory-bound under the fit (else the figure is
+            a bound, kept at the prior where the data allows).
+        compute_identified: some observation is compute-bound under the fit (likewise).
+        observations: how many observations were fitted.
+    """
+
+    bandwidth_efficiency: float
+    compute_efficiency: float
+    step_overhead_s: float
+    seq_overhead_s: float
+    attention_efficiency: float | None
+    rms_relative_error: float
+    max_relative_error: float
+    bandwidth_identified: bool
+    compute_identified: bool
+    observations: int
+
+    def apply(self, model: ReplicaModel) -> ReplicaModel:
+        """``model`` with the fitted efficiencies and overhead."""
+        return model.with_changes(
+            bandwidth_efficiency=self.bandwidth_efficiency,
+            compute_efficiency=self.compute_efficiency,
+            step_overhead_s=self.step_overhead_s,
+            seq_overhead_s=self.seq_overhead_s,
+            attention_efficiency=self.attention_efficiency,
+        )
+
+
+def _unit_times(
+    model: ReplicaModel, obs: Sequence[StepObservation]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(m, f)``: each step's memory and compute time at efficiency 1, seconds."""
+    d = np.array([o.decode_seqs for o in obs], dtype=np.float64)
+    kv = np.array([o.kv_tokens_read for o in obs], dtype=np.float64)
+    p = np.array([o.prefill_tokens for o in obs], dtype=np.float64)
+    peak_bw = model.gpu.hbm_bandwidth_bytes_s * model.gpus
+    peak_flops = model.peak_flops * model.gpus
+    m = (model.weight_bytes + kv * model.kv_bytes_per_token) / peak_bw
+    f = (d + p) * model.flops_per_token / peak_flops
+    return m, f
+
+
+def _solve(
+    x: NDArray[np.float64],
+    d: NDArray[np.float64],
+    att: NDArray[np.float64],
+    y: NDArray[np.float64],
+    w: NDArray[np.float64],
+) -> tuple[float, float, float, float, float]:
+    """Weighted least squares of ``y ≈ o + s·d + a·att + u·x`` with ``o, s, a ≥ 0`` and ``u ≥ 1``
+    (a small active set: a coefficient that leaves its bound is fixed there and the rest re-solved);
+    returns ``(o, s, a, u, loss)``."""
+    sw = np.sqrt(w)
+    cols = np.stack([np.ones_like(x), d, att, x], axis=1)
+    bounds = (0.0, 0.0, 0.0, 1.0)
+    fixed: dict[int, float] = {}
+    coef = np.zeros(4)
+    for _ in range(5):
+        free = [i for i in range(4) if i not in fixed]
+        target = y - sum((cols[:, i] * v for i, v in fixed.items()), np.zeros_like(y))
+        sol = np.linalg.lstsq(cols[:, free] * sw[:, None], target * sw, rcond=None)[0] if free else np.zeros(0)
+        coef = np.zeros(4)
+        for i, v in fixed.items():
+            coef[i] = v
+        for i, v in zip(free, sol, strict=True):
+            coef[i] = v
+        low = [i for i in free if coef[i] < bounds[i]]
+        if not low:
+            break
+        for i in low:
+            fixed[i] = bounds[i]
+    resid = cols @ coef - y
+    return float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]), float((w * resid * resid).sum())
+
+
+def _attention_units(model: ReplicaModel, obs: Sequence[StepObservation]) -> NDArray[np.float64]:
+    """Each step's attention time at the peak FLOP/s, seconds (the roofline's attention term)."""
+    kv = np.array([o.kv_tokens_read for o in obs], dtype=np.float64)
+    p = np.array([o.prefill_tokens for o in obs], dtype=np.float64)
+    return (kv + p * p / 2.0) * model.attention_flops_per_token_pair / (model.peak_flops * model.gpus)
+
+
+def fit_efficiencies(
+    model: ReplicaModel, observations: Sequence[StepObservation], *, attention: bool = True
+) -> EfficiencyFit:
+    """Fit ``model``'s bandwidth and compute efficiencies and a per-step overhead to
+    ``observations`` (module docstring: the model and the method). ``model``'s own efficiencies are
+    the prior kept for a side the data does not reach. ``attention``: also fit an attention term
+    (kept only when it explains a visible share of some step).
+
+    Raises:
+        ValueError: fewer than two observations, or a non-positive or non-finite duration or weight.
+    """
+    obs = list(observations)
+    if len(obs) < 2:
+        raise ValueError(f"need at least two observations to fit, got {len(obs)}")
+    for ob in obs:
+        if not (math.isfinite(ob.seconds) and ob.seconds > 0 and math.isfinite(ob.weight) and ob.weight > 0):
+            raise ValueError(f"observation durations and weights must be positive and finite: {ob}")
+    m, f = _unit_times(model, obs)
+    y = np.array([ob.seconds for ob in obs], dtype=np.float64)
+    # Relative error: weight each squared residual by 1/y².
+    w = np.array([ob.weight for ob in obs], dtype=np.float64) / (y * y)
+
+    positive = f > 0
+    if positive.any():
+        ratios = m[positive] / f[positive]
+        lo, hi = math.log10(float(ratios.min())) - 3.0, math.log10(float(ratios.max())) + 3.0
+    else:
+        lo, hi = 0.0, 1.0
+    d = np.array([ob.decode_seqs for ob in obs], dtype=np.float64)
+    def search(att: NDArray[np.float64]) -> tuple[float, float, float, float, float, float]:
+        lo_, hi_ = lo, hi
+        grid = np.logspace(lo_, hi_, 121)
+        best = (math.inf, 1.0, 0.0, 0.0, 0.0, 1.0)  # loss, r, o, s, a, u
+        for _ in range(5):  # refine around the best ratio, four times
+            for r in grid:
+                o_r, s_r, a_r, u_r, loss = _solve(np.maximum(m, r * f), d, att, y, w)
+                if r * u_r >= 1.0 - 1e-12 and loss < best[0]:  # v = r·u ≥ 1
+                    best = (loss, float(r), o_r, s_r, a_r, u_r)
+            step = (hi_ - lo_) / (len(grid) - 1)
+            lo_, hi_ = math.log10(best[1]) - 2 * step, math.log10(best[1]) + 2 * step
+            grid = np.logspace(lo_, hi_, 17)
+        return best
+
+    no_att = np.zeros_like(y)
+    loss, r, o, seq, a, u = search(no_att)
+    att = _attention_units(model, obs) if attention else no_att
+    if attention:
+        # Attention is one more free coefficient: keep it only when it explains much more (a fifth
+        # of the squared error) and a visible share (1 %) of some step; its efficiency is 1/a.
+        with_att = search(att)
+        if with_att[0] < 0.8 * loss and bool((with_att[4] * att > 0.01 * y).any()):
+            loss, r, o, seq, a, u = with_att
+    v = r * u
+    attention_efficiency = min(1.0 / a, 1.0) if a > 0 else None
+    if attention_efficiency is None:
+        a = 0.0
+
+    memory_bound = u * m >= v * f
+    bandwidth_identified = bool(memory_bound.any())
+    compute_identified = bool((~memory_bound).any())
+    prior_u, prior_v = 1.0 / model.bandwidth_efficiency, 1.0 / model.compute_efficiency
+    if not compute_identified and positive.any():
+        # Any v up to the one that would turn the first step compute-bound explains the data.
+        v_max = float((u * m[positive] / f[positive]).min())
+        v = max(min(prior_v, v_max), 1.0)
+    if not bandwidth_identified:
+        u_max = float((v * f / m).min())
+        u = max(min(prior_u, u_max), 1.0)
+    pred = o + seq * d + a * att + np.maximum(u * m, v * f)
+    rel = (pred - y) / y
+    return EfficiencyFit(
+        bandwidth_efficiency=min(1.0 / u, 1.0),
+        compute_efficiency=min(1.0 / v, 1.0),
+        step_overhead_s=max(o, 0.0),
+        seq_overhead_s=max(seq, 0.0),
+        attention_efficiency=attention_efficiency,
+        rms_relative_error=float(np.sqrt(np.mean(rel * rel))),
+        max_relative_error=float(np.abs(rel).max()),
+        bandwidth_identified=bandwidth_identified,
+        compute_identified=compute_identified,
+        observations=len(obs),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LiveWindow:
+    """What a deployment's engines' own histograms say over one window (e.g. five minutes).
+
+    Read from Prometheus as ``increase(_sum) / increase(_count)`` of each histogram and the mean of
+    the gauges (vLLM names): ``vllm:inter_token_latency_seconds``, ``vllm:num_requests_running``,
+    ``vllm:request_prefill_time_seconds`` and ``vllm:request_prompt_tokens``.
+
+    Attributes:
+        running: mean running requests per engine.
+        context_tokens: mean context of a running request, tokens (mean prompt + half the mean output).
+        itl_mean_s: mean inter-token latency, seconds.
+        prompt_tokens: mean prompt per request, tokens.
+        prefill_mean_s: mean prefill time per request, seconds.
+        tokens: output tokens the window's ITL mean stands on (its weight).
+        budget_tokens: the engine's step token budget (``--max-num-batched-tokens``).
+    """
+
+    running: float
+    context_tokens: float
+    itl_mean_s: float
+    prompt_tokens: float
+    prefill_mean_s: float
+    tokens: float = 1.0
+    budget_tokens: int = 8192
+
+
+def fit_live(model: ReplicaModel, windows: Sequence[LiveWindow]) -> EfficiencyFit | None:
+    """Fit the efficiencies to a deployment's live histograms (the production side of
+    ``llmscale calibrate``): each window's mean ITL is a decode step of its mean running batch,
+    its mean prefill time the chunk steps of its mean prompt. Windows with no traffic or
+    non-finite figures are skipped; ``None`` when fewer than two observations remain.
+
+    The mean ITL also carries the steps that held a prompt chunk, so on prefill-heavy traffic the
+    decode efficiency reads low; the fit still tracks a *change* (an engine upgrade) faithfully.
+    """
+    obs: list[StepObservation] = []
+    for w in windows:
+        weight = max(w.tokens, 1.0)
+        if w.running >= 1.0 and math.isfinite(w.itl_mean_s) and w.itl_mean_s > 0 and math.isfinite(w.context_tokens):
+            obs.append(StepObservation(w.running, w.running * w.context_tokens, 0.0, w.itl_mean_s, weight))
+        if w.prompt_tokens >= 1 and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:
+            n = max(1, math.ceil(w.prompt_tokens / max(w.budget_tokens, 1)))
+            obs.append(StepObservation(0.0, 0.0, w.prompt_tokens / n, w.prefill_mean_s / n, weight))
+    if len(obs) < 2:
+        return None
+    return fit_efficiencies(model, obs)

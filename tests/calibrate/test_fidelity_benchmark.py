@@ -1,0 +1,45 @@
+"""benchmarks/fidelity.py: the README's fidelity table is what the script prints for the stored
+run, and the verdict line follows the largest out-of-sample error."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fidelity() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fidelity", ROOT / "benchmarks" / "fidelity.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_holds_the_table_of_the_stored_run() -> None:
+    doc = json.loads((ROOT / "benchmarks" / "results" / "fidelity-vllm-cpu.json").read_text())
+    table = _fidelity().table(doc, 0.15)
+    assert table in (ROOT / "README.md").read_text()
+    assert (ROOT / "benchmarks" / "results" / "fidelity-vllm-cpu.md").read_text().strip() == table
+
+
+def _doc(errors: list[float]) -> dict[str, Any]:
+    figures = [
+        {"name": f"ITL p95 at {i + 1}.00 req/s", "unit": "ms", "measured": 10.0, "roofline": 5.0,
+         "calibrated": 10.0 * (1 + e), "simulated": 10.0, "roofline_error": -0.5, "calibrated_error": e,
+         "simulated_error": 0.0, "fitted": False}
+        for i, e in enumerate(errors)
+    ]
+    fit = {"bandwidth_efficiency": 0.5, "compute_efficiency": 0.5, "step_overhead_s": 0.001,
+           "seq_overhead_s": 0.0, "attention_efficiency": None, "rms_relative_error": 0.01, "observations": 5}
+    return {"model": "m", "url": "u", "accelerator": "a", "fit": fit, "figures": figures}
+
+
+def test_the_verdict_follows_the_largest_error_after_calibration() -> None:
+    fidelity = _fidelity()
+    assert fidelity.table(_doc([0.05, -0.14]), 0.15).endswith("target 15%: met.")
+    assert fidelity.table(_doc([0.05, -0.16]), 0.15).endswith("target 15%: NOT met.")

@@ -1,0 +1,239 @@
+"""The efficiency fit recovers what made the data: synthetic steps from a model with known
+efficiencies and overhead, with and without noise, and sides the data cannot reach."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
+from llmscale.model.fit import StepObservation, fit_efficiencies
+from llmscale.model.presets import GPU
+
+CPU = GPU(
+    name="cpu-test",
+    memory_bytes=8 << 30,
+    hbm_bandwidth_bytes_s=20e9,
+    bf16_dense_flops=200e9,
+    fp8_dense_flops=200e9,
+    source="test",
+)
+
+
+def _truth(gpu: GPU, arch: str, bw: float, comp: float, overhead: float, per_seq: float = 0.0) -> ReplicaModel:
+    return ReplicaModel(
+        arch=MODEL_PRESETS[arch],
+        gpu=gpu,
+        bandwidth_efficiency=bw,
+        compute_efficiency=comp,
+        step_overhead_s=overhead,
+        seq_overhead_s=per_seq,
+    )
+
+
+def _sweep(truth: ReplicaModel, noise: float = 0.0, seed: int = 0) -> list[StepObservation]:
+    """Decode steps at batches 1–256 (context 600) and lone prefills of 16–4,096 tokens, as the
+    calibration verb measures them."""
+    rng = np.random.default_rng(seed)
+    obs = []
+    for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        t = truth.step_time(b, b * 600, 0)
+        obs.append(StepObservation(b, b * 600, 0, t * (1 + noise * rng.standard_normal())))
+    # The context alone (a per-sequence cost and KV reads both grow with the batch: only the
+    # context tells them apart).
+    for c in (2000, 6000):
+        t = truth.step_time(16, 16 * c, 0)
+        obs.append(StepObservation(16, 16 * c, 0, t * (1 + noise * rng.standard_normal())))
+    for p in (16, 64, 256, 1024, 4096):
+        t = truth.step_time(0, 0, p)
+        obs.append(StepObservation(0, 0, p, t * (1 + noise * rng.standard_normal())))
+    return obs
+
+
+@pytest.mark.parametrize(
+    ("gpu", "arch", "bw", "comp", "overhead", "per_seq"),
+    [
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0, 0.0, id="h100-defaults-no-overhead"),
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.55, 0.3, 0.004, 0.0, id="h100-slow-with-overhead"),
+        pytest.param(GPU_PRESETS["l40s"], "mistral-7b", 0.9, 0.7, 0.001, 0.0, id="l40s-fast"),
+        pytest.param(CPU, "llama-3.1-8b", 0.25, 0.05, 0.002, 0.0, id="cpu-low-efficiencies"),
+        pytest.param(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.7, 0.4, 0.002, 5e-5, id="h100-per-sequence-cost"),
+        pytest.param(CPU, "llama-3.1-8b", 0.3, 0.1, 0.001, 2e-4, id="cpu-per-sequence-cost"),
+    ],
+)
+def test_recovers_known_efficiencies_exactly(
+    gpu: GPU, arch: str, bw: float, comp: float, overhead: float, per_seq: float
+) -> None:
+    truth = _truth(gpu, arch, bw, comp, overhead, per_seq)
+    prior = _truth(gpu, arch, 0.8, 0.5, 0.0)
+    sweep = _sweep(truth)
+    fit = fit_efficiencies(prior, sweep)
+    assert fit.bandwidth_efficiency == pytest.approx(bw, rel=0.01)
+    assert fit.compute_efficiency == pytest.approx(comp, rel=0.01)
+    # Overheads are found to a thousandth of the shortest step (an 8B model on a slow device takes
+    # seconds a step: a millisecond of overhead is then below what any step can show).
+    shortest = min(o.seconds for o in sweep)
+    assert fit.step_overhead_s == pytest.approx(overhead, abs=max(2e-5, 1e-3 * shortest))
+    assert fit.seq_overhead_s == pytest.approx(per_seq, abs=max(1e-6, 1e-4 * shortest))
+    assert fit.rms_relative_error < 0.005
+    assert fit.bandwidth_identified and fit.compute_identified
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_recovers_efficiencies_through_five_percent_noise(seed: int) -> None:
+    truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.6, 0.35, 0.003)
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    fit = fit_efficiencies(prior, _sweep(truth, noise=0.05, seed=seed))
+    assert fit.bandwidth_efficiency == pytest.approx(0.6, rel=0.15)
+    assert fit.compute_efficiency == pytest.approx(0.35, rel=0.15)
+    # The fitted model predicts the true step times within the noise.
+    fitted = fit.apply(prior)
+    for b in (1, 16, 128):
+        assert fitted.step_time(b, b * 600, 0) == pytest.approx(truth.step_time(b, b * 600, 0), rel=0.1)
+    assert fitted.prefill_time(2048) == pytest.approx(truth.prefill_time(2048), rel=0.1)
+
+
+def test_memory_bound_data_keeps_the_prior_compute_efficiency_and_says_so() -> None:
+    truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.7, 0.4, 0.001)
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    decode_only = [
+        StepObservation(b, b * c, 0, truth.step_time(b, b * c, 0)) for b in (1, 4, 16, 64) for c in (600, 4000)
+    ]
+    fit = fit_efficiencies(prior, decode_only)
+    assert fit.bandwidth_efficiency == pytest.approx(0.7, rel=0.01)
+    assert fit.step_overhead_s == pytest.approx(0.001, rel=0.02)
+    assert not fit.compute_identified
+    assert fit.compute_efficiency == pytest.approx(0.5)
+
+
+def test_the_fit_never_claims_more_than_the_datasheet() -> None:
+    """Steps faster than peak bandwidth allows are explained by efficiency 1, never above it."""
+    model = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    fast = [StepObservation(b, b * 600, 0, 0.5 * model.step_time(b, b * 600, 0)) for b in (1, 8, 64)]
+    fit = fit_efficiencies(model, fast)
+    assert 0 < fit.bandwidth_efficiency <= 1.0
+    assert 0 < fit.compute_efficiency <= 1.0
+    assert fit.step_overhead_s >= 0.0
+
+
+@pytest.mark.parametrize(
+    "observations",
+    [
+        pytest.param([StepObservation(1, 600, 0, 0.01)], id="one-observation"),
+        pytest.param([StepObservation(1, 600, 0, 0.01), StepObservation(2, 1200, 0, 0.0)], id="zero-duration"),
+        pytest.param(
+            [StepObservation(1, 600, 0, 0.01), StepObservation(2, 1200, 0, float("nan"))], id="nan-duration"
+        ),
+    ],
+)
+def test_refuses_data_it_cannot_fit(observations: list[StepObservation]) -> None:
+    model = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    with pytest.raises(ValueError):
+        fit_efficiencies(model, observations)
+
+
+def test_overhead_enters_every_step_and_the_speed_floor() -> None:
+    base = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    slow = base.with_changes(step_overhead_s=0.005, seq_overhead_s=0.0002)
+    assert slow.step_time(8, 8000, 0) == pytest.approx(base.step_time(8, 8000, 0) + 0.005 + 8 * 0.0002)
+    assert slow.prefill_time(512) == pytest.approx(base.prefill_time(512) + 0.005)
+    arr = slow.step_time(np.array([1, 8]), np.array([600, 4800]), 0)
+    assert arr == pytest.approx([slow.step_time(1, 600, 0), slow.step_time(8, 4800, 0)])
+    b = slow.max_batch_at_speed(50.0, 1000)
+    assert slow.per_user_tok_s(b, 1000) >= 50.0 > slow.per_user_tok_s(b + 1, 1000)
+    with pytest.raises(ValueError):
+        base.with_changes(step_overhead_s=-1.0)
+
+
+def test_from_spec_uses_the_custom_accelerator_and_the_calibration() -> None:
+    from llmscale.api import LLMDeploymentSpec
+    from llmscale.model.capacity import engine_limits
+
+    spec = LLMDeploymentSpec.model_validate(
+        {
+            "model": {
+                "name": "tiny",
+                "preset": "llama-3.1-8b",
+                "calibration": {
+                    "bandwidthEfficiency": 0.3,
+                    "computeEfficiency": 0.1,
+                    "stepOverheadSeconds": 0.002,
+                    "sequenceOverheadSeconds": 0.0001,
+                },
+            },
+            "resources": {
+                "accelerator": {
+                    "name": "cpu-2core",
+                    "memoryBytes": 8 << 30,
+                    "memoryBandwidthBytesPerSecond": 20e9,
+                    "denseFlops": 200e9,
+                }
+            },
+        }
+    )
+    model = ReplicaModel.from_spec(spec)
+    assert model.gpu.name == "cpu-2core"
+    assert model.gpu.hbm_bandwidth_bytes_s == 20e9 and model.gpu.fp8_dense_flops == 200e9
+    assert (model.bandwidth_efficiency, model.compute_efficiency, model.step_overhead_s) == (0.3, 0.1, 0.002)
+    assert model.seq_overhead_s == 0.0001
+    assert engine_limits(spec).max_num_batched_tokens == 2048  # a small device: vLLM's small defaults
+    uncalibrated = LLMDeploymentSpec.model_validate({"model": {"name": "x", "preset": "llama-3.1-8b"}})
+    assert ReplicaModel.from_spec(uncalibrated).step_overhead_s == 0.0
+
+
+def test_live_windows_recover_an_upgrade_that_halves_the_overhead() -> None:
+    """Production: windows of live histogram means at different loads; an engine upgrade that
+    changes the efficiencies shows as a different fit on the windows after it."""
+    from llmscale.model.fit import LiveWindow, fit_live
+
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+
+    def windows(truth: ReplicaModel) -> list[LiveWindow]:
+        out = []
+        for running, prompt in ((2, 300), (10, 900), (40, 2000), (120, 4000), (200, 12000)):
+            ctx = prompt + 100
+            n = -(-prompt // 8192)
+            out.append(
+                LiveWindow(
+                    running=running,
+                    context_tokens=ctx,
+                    itl_mean_s=truth.step_time(running, running * ctx, 0),
+                    prompt_tokens=prompt,
+                    prefill_mean_s=n * truth.step_time(0, 0, prompt / n),
+                    tokens=1000,
+                )
+            )
+        return out
+
+    before = fit_live(prior, windows(_truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.6, 0.4, 0.004)))
+    after = fit_live(prior, windows(_truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.6, 0.4, 0.002)))
+    assert before is not None and after is not None
+    assert before.step_overhead_s == pytest.approx(0.004, rel=0.05)
+    assert after.step_overhead_s == pytest.approx(0.002, rel=0.05)
+    assert after.bandwidth_efficiency == pytest.approx(0.6, rel=0.02)
+    assert after.compute_efficiency == pytest.approx(0.4, rel=0.02)
+    # Idle windows (no running requests, no prompts) are not evidence.
+    idle = [LiveWindow(0.0, 0.0, float("nan"), 0.0, float("nan"))] * 3
+    assert fit_live(prior, idle) is None
+
+
+def test_recovers_attention_that_dominates_a_small_models_long_prompts() -> None:
+    """A tiny model on a CPU: attention over a 4k prompt costs more than its weights' FLOPs."""
+    from llmscale.model.presets import ModelArch
+
+    tiny = ModelArch.from_hf_config(
+        {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 2048},
+        name="tiny",
+    )
+    truth = ReplicaModel(arch=tiny, gpu=CPU, bandwidth_efficiency=0.2, compute_efficiency=0.3,
+                         step_overhead_s=0.001, seq_overhead_s=1e-4, attention_efficiency=0.02)
+    prior = ReplicaModel(arch=tiny, gpu=CPU)
+    obs = [StepObservation(b, b * c, 0, truth.step_time(b, b * c, 0)) for b in (1, 4, 16, 32) for c in (128, 2000)]
+    obs += [StepObservation(0, 0, p, truth.step_time(0, 0, p)) for p in (16, 256, 1024, 2048, 4096)]
+    fit = fit_efficiencies(prior, obs)
+    assert fit.attention_efficiency == pytest.approx(0.02, rel=0.05)
+    assert fit.rms_relative_error < 0.01
+    without = fit_efficiencies(prior, obs, attention=False)
+    assert without.attention_efficiency is None
+    assert without.rms_relative_error > 5 * fit.rms_relative_error
