@@ -27,6 +27,7 @@ from llmscale.signals.snapshot import SignalSnapshot
 __all__ = [
     "BURSTINESS_MEMORY_SAMPLES",
     "BURSTINESS_PRIOR_SAMPLES",
+    "BURSTINESS_SAMPLE_MAX",
     "MIX_MEMORY_S",
     "RATE_WINDOW_S",
     "Arrivals",
@@ -51,6 +52,10 @@ RATE_WINDOW_S = 60.0
 #: The burstiness estimate averages this many minute pairs before it forgets old ones (an
 #: exponentially weighted mean): 60, an hour of traffic.
 BURSTINESS_MEMORY_SAMPLES = 60
+
+#: Largest single pair's figure, as a multiple of the estimate: 8 (a chi-square variable with one
+#: degree of freedom, what a Poisson pair's figure is, exceeds 8× its mean in 0.5 % of pairs).
+BURSTINESS_SAMPLE_MAX = 8.0
 
 #: The Poisson prior (1) weighs as this many minute pairs: 4, so that the first few minutes of a new
 #: pool (one of them a warm-up) move the estimate by at most a fifth each.
@@ -306,6 +311,12 @@ def update_burstiness(
     if not (math.isfinite(d_req) and math.isfinite(d_tok)):
         return previous
     req, tok, n, _ = previous if previous is not None else (1.0, 1.0, 0, snap.observed_at)
+    # One pair is at most BURSTINESS_SAMPLE_MAX times the estimate (winsorised): a step in the load,
+    # or replicas landing under a backlog (the finished rate jumps 37 → 197/s), is a level shift, not
+    # the minute-to-minute spread, and one such pair read as ×1,800 set a flash crowd's estimate to
+    # ×170 for an hour. A real burstiness still shows: pair after pair above the estimate raise it.
+    d_req = min(d_req, BURSTINESS_SAMPLE_MAX * max(req, 1.0))
+    d_tok = min(d_tok, BURSTINESS_SAMPLE_MAX * max(tok, 1.0))
     # The Poisson prior counts as BURSTINESS_PRIOR_SAMPLES pairs: a few minutes decide nothing alone.
     alpha = 1.0 / min(n + 1 + BURSTINESS_PRIOR_SAMPLES, BURSTINESS_MEMORY_SAMPLES)
     return req + alpha * (d_req - req), tok + alpha * (d_tok - tok), min(n + 1, 10**9), snap.observed_at
