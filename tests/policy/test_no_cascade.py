@@ -93,3 +93,36 @@ def test_a_step_asks_for_what_the_arrivals_need_not_for_the_preemptions(step: fl
     base = decide(spec, [before], PoolState(3, 3), PolicyMemory(since=NOW - 3600), NOW - 60).demand_replicas
     assert d.demand_replicas <= max(int(step * base * 1.5) + 1, 4), d.reasons
     assert not any("demand" in r and "(preemption rate)" in r for r in d.reasons)
+
+
+# --------------------------------------------------------------------------- item 1: the SLO is the truth
+
+
+def _breaching(t: float, itl: float) -> SignalSnapshot:
+    mix = WorkloadMix(request_rate=60.0, prompt_tokens_rate=60_000.0, generation_tokens_rate=12_000.0,
+                      prompt_tokens_mean=1000.0, generation_tokens_mean=200.0)
+    return SignalSnapshot(t, queue_depth=0.0, running_requests=200.0, kv_cache_utilization=0.5,
+                          preemption_rate=0.0, ttft_p95_s=0.3, itl_p95_s=itl, replicas_reporting=3, workload=mix)
+
+
+@pytest.mark.parametrize(
+    "itl_before, itl_now, stabilised",
+    [
+        pytest.param(0.2, 0.2, False, id="two-windows-breach-window-does-not-hold"),
+        pytest.param(0.05, 0.2, True, id="one-breach-window-holds"),
+        pytest.param(0.05, 0.05, True, id="no-breach-window-holds"),
+    ],
+)
+def test_scale_up_stabilisation_does_not_hold_through_sustained_breaches(
+    itl_before: float, itl_now: float, stabilised: bool
+) -> None:
+    # 3 replicas, recommendations of 3 in the last two minutes, 60 requests/s that need more now.
+    spec = _spec()
+    memory = PolicyMemory(recommendations=((NOW - 90, 3), (NOW - 30, 3)), since=NOW - 3600)
+    history = [_breaching(NOW - 60, itl_before), _breaching(NOW, itl_now)]
+    d = decide(spec, history, PoolState(3, 3), memory, NOW)
+    if itl_now > 0.08:  # the breach asks for more (latency guard, capacity correction)
+        assert d.demand_replicas > 3, d.reasons
+        held = any(r.startswith("scale-up stabilised") for r in d.reasons)
+        assert held == stabilised, d.reasons
+    assert (d.interactive_replicas == 3) == stabilised

@@ -245,6 +245,20 @@ def _breaches(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> list[str]:
     return out
 
 
+def _sustained_breach(spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], snap: SignalSnapshot | None) -> str:
+    """What broke in the newest p95 window and in the one a window before it, or ``""``."""
+    if snap is None:
+        return ""
+    now_breaches = _breaches(spec, snap)
+    if not now_breaches:
+        return ""
+    window = latency_window_s(snap)
+    before = [s for s in history if s.observed_at <= snap.observed_at - window]
+    if not before or not _breaches(spec, before[-1]):
+        return ""
+    return " and ".join(now_breaches) + f", and in the {window:.0f} s window before"
+
+
 @dataclass(frozen=True, slots=True)
 class _Guard:
     demand: int
@@ -501,6 +515,7 @@ def decide(
         floor=floor,
         floor_window=describe_window(floor_window) if floor_window is not None else "",
         stalled=fresh.stalled_pods if fresh is not None else (),
+        sustained_breach=_sustained_breach(spec, usable, fresh),
     )
 
     recommendation: int | None = None
