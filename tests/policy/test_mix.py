@@ -18,6 +18,7 @@ from llmscale.policy.mix import (
     MIX_MEMORY_S,
     arrival_rate,
     live_shape,
+    steady_arrival_rate,
     update_burstiness,
     update_mix,
 )
@@ -215,3 +216,23 @@ def test_burstiness_tells_a_level_shift_from_sustained_swings(rates: list[float]
         est = update_burstiness(est, history[-3:], fixed)
     assert est is not None
     assert least <= est[0] <= most
+
+
+@pytest.mark.parametrize(
+    "rates, expected",
+    [
+        # Issue 27: microbursts swing one window's rate 5–14 requests/s; the mean of three floors it.
+        pytest.param([14.0, 5.0, 11.0], 11.0, id="newest-above-mean"),
+        pytest.param([14.0, 11.0, 5.0], 10.0, id="low-window-floored-at-the-mean"),
+        # A step shows at once in the newest window.
+        pytest.param([10.0, 10.0, 30.0], 30.0, id="step-at-once"),
+        # A fall shows after the mean.
+        pytest.param([30.0, 30.0, 10.0], pytest.approx(70.0 / 3), id="fall-after-the-mean"),
+        pytest.param([7.0], 7.0, id="one-window"),
+    ],
+)
+def test_the_load_signals_rate_is_robust_to_microbursts(rates: list[float], expected: float) -> None:
+    history = [snap(NOW - 60 * (len(rates) - 1 - i), WorkloadMix(request_rate=r)) for i, r in enumerate(rates)]
+    a = steady_arrival_rate(history, history[-1])
+    assert a.rate_rps == expected
+    assert a.finished_rps == rates[-1]

@@ -30,7 +30,7 @@ from llmscale.policy.diagnosis import KV_FULL
 from llmscale.policy.forecast import forecast_rate
 from llmscale.policy.leadtime import LeadTime
 from llmscale.policy.load import LATENCY_WINDOW_S, Capacity, capacity_context
-from llmscale.policy.mix import Arrivals, arrival_rate, burstiness_of
+from llmscale.policy.mix import Arrivals, burstiness_of, steady_arrival_rate
 from llmscale.policy.types import PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -374,7 +374,7 @@ def read_load(
 ) -> Load:
     """The load signal and the forecast's need (both ``None`` when the arrival rate or the model is
     unknown)."""
-    arrivals = arrival_rate(history, snap)
+    arrivals = steady_arrival_rate(history, snap)
     queue = known_value(snap.queue_depth)
     excess = max((queue or 0.0) - spec.scaling.targets.queue_depth_per_replica * ready, 0.0)
     # Asked for and not Ready: starting pods, and pods the Deployment has not created yet.
