@@ -37,15 +37,41 @@ def test_the_step_by_hand() -> None:
     assert pytest.approx(0.005) == CORRECTION_TARGET and CORRECTION_STEP == 0.05
 
 
-def test_the_factor_is_bounded() -> None:
+def test_the_factor_is_bounded_only_by_sanity_bounds() -> None:
+    # Issue 27: no 2× wall. Breaches take the factor below 0.5 (the old floor) …
     c = CapacityCorrection(0.51, NOW)
-    for _ in range(10):
+    for _ in range(3):
+        c = correct(c, "TTFT", NOW)
+    assert c.factor < 0.5
+    for _ in range(100):
         c = correct(c, "TTFT", NOW)
     assert c.factor == CAPACITY_FACTOR_MIN
+    # … and good minutes above 2.
     c = CapacityCorrection(1.999, NOW)
     for _ in range(10_000):
         c = correct(c, None, NOW)
+    assert c.factor > 2.0
+    for _ in range(1_000_000):
+        c = correct(c, None, NOW)
+        if c.factor == CAPACITY_FACTOR_MAX:
+            break
     assert c.factor == CAPACITY_FACTOR_MAX
+
+
+@pytest.mark.parametrize("truth", [0.5, 1 / 3, 0.3])
+def test_consecutive_breaches_learn_a_model_wrong_by_far_within_minutes(truth: float) -> None:
+    # Each minute breaches while the factor is above the truth (the pool sized by an optimistic
+    # model): the doubling step gets there within ten minutes, where a fixed 5 % step took 22–25.
+    c, minutes = None, 0
+    while (c.factor if c is not None else 1.0) > truth:
+        c = correct(c, "ITL", NOW + 60 * minutes)
+        minutes += 1
+    assert minutes <= 10
+    assert c is not None and c.streak == minutes and c.factor > truth * 0.4
+    # A good minute ends the streak: the next breach is a 5 % step again.
+    c = correct(c, None, NOW + 60 * minutes)
+    assert c.streak == 0
+    assert correct(c, "ITL", NOW).factor == pytest.approx(c.factor * math.exp(-0.05 * 0.995))
 
 
 SPEC = LLMDeploymentSpec(

@@ -14,9 +14,11 @@ from llmscale.model.capacity import DEFAULT_SHAPE, LengthDistribution, vllm_leng
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
 from llmscale.policy.mix import (
     BURSTINESS_PRIOR_SAMPLES,
+    BURSTINESS_SAMPLE_MAX,
     MIX_MEMORY_S,
     arrival_rate,
     live_shape,
+    steady_arrival_rate,
     update_burstiness,
     update_mix,
 )
@@ -146,14 +148,16 @@ def test_arrival_rate_adds_the_growth_inside_the_engines() -> None:
 def test_burstiness_from_consecutive_windows() -> None:
     # Three windows: 10, 10 and 16 requests/s with prompts of 1,000 tokens each (σ = 0): the newest
     # pair differs by 6 × 60 = 360 requests over a mean of 13 × 60 = 780: 360² / (2 × 780) = 83.1
-    # times Poisson. Folded into the prior (1, weighing BURSTINESS_PRIOR_SAMPLES pairs): 1 + (83.1 - 1) / 5.
+    # times Poisson, winsorised at BURSTINESS_SAMPLE_MAX (8) times the prior's 1 (issue 27: one step
+    # read as ×1,800 set a flash crowd's estimate to ×170). Folded into the prior (1, weighing
+    # BURSTINESS_PRIOR_SAMPLES pairs): 1 + (8 - 1) / 5 = 2.4.
     fixed = DEFAULT_SHAPE.__class__(LengthDistribution(1000.0, 0.0), LengthDistribution(100.0, 0.0))
     def w(rate: float) -> WorkloadMix:
         return WorkloadMix(request_rate=rate, prompt_tokens_rate=1000.0 * rate)
     history = [snap(NOW - 120, w(10)), snap(NOW - 60, w(10)), snap(NOW, w(16))]
     est = update_burstiness(None, history, fixed)
     assert est is not None
-    d = 360**2 / (2 * 780)
+    d = min(360**2 / (2 * 780), BURSTINESS_SAMPLE_MAX)
     assert est[0] == pytest.approx(1 + (d - 1) / (BURSTINESS_PRIOR_SAMPLES + 1))
     assert est[1] == pytest.approx(est[0])  # tokens follow requests exactly here
     assert (est[2], est[3]) == (1, NOW)
@@ -191,3 +195,44 @@ def test_decide_without_a_live_mix_falls_back_and_says_so() -> None:
     assert any(r.startswith("workload: no live mix") for r in d.reasons)
     # The load signal still reads the rate, with the Azure trace's lengths.
     assert any(r.startswith("load: arrivals 10.00 requests/s") for r in d.reasons)
+
+
+@pytest.mark.parametrize(
+    "rates, most, least",
+    [
+        # A step ×3 held: one level shift, then steady windows: stays near Poisson.
+        pytest.param([10, 10] + [30] * 30, 3.0, 0.0, id="step-x3-is-not-burstiness"),
+        pytest.param([10, 10] + [50] * 30, 3.0, 0.0, id="step-x5-is-not-burstiness"),
+        # Minute after minute 10 ↔ 16 requests/s (×83 a pair): a real burstiness still shows.
+        pytest.param([10, 16] * 16, 1e9, 20.0, id="sustained-swings-raise-it"),
+    ],
+)
+def test_burstiness_tells_a_level_shift_from_sustained_swings(rates: list[float], most: float, least: float) -> None:
+    fixed = DEFAULT_SHAPE.__class__(LengthDistribution(1000.0, 0.0), LengthDistribution(100.0, 0.0))
+    est = None
+    history = []
+    for i, r in enumerate(rates):
+        history.append(snap(NOW + 60 * i, WorkloadMix(request_rate=float(r), prompt_tokens_rate=1000.0 * r)))
+        est = update_burstiness(est, history[-3:], fixed)
+    assert est is not None
+    assert least <= est[0] <= most
+
+
+@pytest.mark.parametrize(
+    "rates, expected",
+    [
+        # Issue 27: microbursts swing one window's rate 5–14 requests/s; the mean of three floors it.
+        pytest.param([14.0, 5.0, 11.0], 11.0, id="newest-above-mean"),
+        pytest.param([14.0, 11.0, 5.0], 10.0, id="low-window-floored-at-the-mean"),
+        # A step shows at once in the newest window.
+        pytest.param([10.0, 10.0, 30.0], 30.0, id="step-at-once"),
+        # A fall shows after the mean.
+        pytest.param([30.0, 30.0, 10.0], pytest.approx(70.0 / 3), id="fall-after-the-mean"),
+        pytest.param([7.0], 7.0, id="one-window"),
+    ],
+)
+def test_the_load_signals_rate_is_robust_to_microbursts(rates: list[float], expected: float) -> None:
+    history = [snap(NOW - 60 * (len(rates) - 1 - i), WorkloadMix(request_rate=r)) for i, r in enumerate(rates)]
+    a = steady_arrival_rate(history, history[-1])
+    assert a.rate_rps == expected
+    assert a.finished_rps == rates[-1]

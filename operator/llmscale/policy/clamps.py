@@ -70,6 +70,8 @@ class Normalization:
         floor: the calendar floor in force (``spec.replicas.schedule``), replicas; 0 without one.
         floor_window: the window that sets it, in words.
         stalled: pods whose engine hangs (``SignalSnapshot.stalled_pods``).
+        sustained_breach: what broke in this p95 window and the one before it, in words; ``""``
+            when the SLO held in either. The scale-up window does not hold through it.
     """
 
     spec: LLMDeploymentSpec
@@ -81,6 +83,7 @@ class Normalization:
     floor: int = 0
     floor_window: str = ""
     stalled: tuple[str, ...] = ()
+    sustained_breach: str = ""
 
 
 #: A clamp: ``(replicas, arg) -> Clamped``.
@@ -105,8 +108,15 @@ def scale_up_window(recommendation: int, arg: Normalization) -> Clamped:
     (:attr:`Reason.ScaleUpStabilized`; the HPA's ``stabilizeRecommendationWithBehaviors``).
 
     Not at zero replicas: the window keeps a blip from paying for a cold start, but with nothing
-    serving every request already waits for one (scale from zero, :mod:`llmscale.policy.zero`)."""
+    serving every request already waits for one (scale from zero, :mod:`llmscale.policy.zero`).
+    Not while the SLO breaks in two consecutive p95 windows (``arg.sustained_breach``)."""
     if recommendation <= arg.current or arg.current == 0:
+        return Clamped(recommendation, Reason.ReadyForNewScale, "")
+    if arg.sustained_breach:
+        # The SLO is the ground truth (issue 27): a window that keeps a blip from paying for a cold
+        # start must not hold the pool while minute after minute breaks (a prefill-heavy pool held
+        # at 9 for hours by "lowest recommendation in the last 120 s", its rate estimate swinging
+        # 5–14 requests/s on microbursts). The HPA's own default scale-up window is 0 s.
         return Clamped(recommendation, Reason.ReadyForNewScale, "")
     window = arg.spec.scaling.scale_up.stabilization_window_seconds
     lowest = min([r for t, r in arg.memory.recommendations if t > arg.now - window] + [recommendation])

@@ -20,13 +20,15 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
 3. **Proposals**, each a replica count the pool needs now:
 
    - **load** (:mod:`llmscale.policy.load`): the model's replicas for the arrival rate plus the rate
-     that drains the backlog beyond ``queueDepthPerReplica`` per ready replica within one lead time
-     (bounded by what arrives in a lead time: no cascade while replicas start);
+     that drains the backlog beyond ``queueDepthPerReplica`` per ready replica within one lead time,
+     less what the ready replicas already drain, at most a fifth of the arrivals, and none while
+     replicas asked for are not Ready (:func:`llmscale.policy.proposals.backlog_drain`: no cascade);
    - **queue depth** when the arrival rate is unknown: ``ceil(queue / queueDepthPerReplica)``, only
      up, and not again while replicas asked for are starting (they are the answer to that backlog);
    - **KV-cache utilisation** (a mean): ``ceil(ready × kv / target)``, the target from the spec or
      the model's KV use at the SLO's capacity for the live mix;
-   - **preemption rate** (a sum, only up): ``ceil(rate / preemptionsPerSecondPerReplica)``;
+   - **preemption rate** (a sum, only up): ``ceil(rate / preemptionsPerSecondPerReplica)``; with the
+     load signal known a symptom only: one more than the current demand, nothing while replicas start;
    - **wake query** at zero replicas (``spec.scaling.wake``, :mod:`llmscale.policy.zero`): 1 when
      it reads above its threshold.
 
@@ -241,6 +243,20 @@ def _breaches(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> list[str]:
     if itl is not None and itl > spec.slo.itl_p95_seconds:
         out.append(f"ITL p95 {itl:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
     return out
+
+
+def _sustained_breach(spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], snap: SignalSnapshot | None) -> str:
+    """What broke in the newest p95 window and in the one a window before it, or ``""``."""
+    if snap is None:
+        return ""
+    now_breaches = _breaches(spec, snap)
+    if not now_breaches:
+        return ""
+    window = latency_window_s(snap)
+    before = [s for s in history if s.observed_at <= snap.observed_at - window]
+    if not before or not _breaches(spec, before[-1]):
+        return ""
+    return " and ".join(now_breaches) + f", and in the {window:.0f} s window before"
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,7 +491,9 @@ def decide(
         proposals.append(load_proposal(spec, load, cap, reference))
         proposals.append(queue_proposal(spec, known_value(fresh.queue_depth), ready, reference, starting, load_known))
         proposals.append(kv_proposal(spec, known_value(fresh.kv_cache_utilization), ready, reference, load_known))
-        proposals.append(preemption_proposal(spec, known_value(fresh.preemption_rate), ready, reference, starting))
+        proposals.append(
+            preemption_proposal(spec, known_value(fresh.preemption_rate), ready, reference, starting, load_known)
+        )
     wake = wake_proposal(spec, fresh, current)
     if wake is not None:  # at zero replicas: the one demand signal there is
         proposals.append(Proposal(WAKE_SIGNAL, wake.replicas, wake.line, known=wake.known))
@@ -497,6 +515,7 @@ def decide(
         floor=floor,
         floor_window=describe_window(floor_window) if floor_window is not None else "",
         stalled=fresh.stalled_pods if fresh is not None else (),
+        sustained_breach=_sustained_breach(spec, usable, fresh),
     )
 
     recommendation: int | None = None

@@ -16,10 +16,10 @@ nothing is starting, no scale-up within the p95's window) is evidence about the 
 a breach says it carries less than the model thinks, a minute within the SLO that it may carry a
 little more. :func:`correct` moves a capacity factor ``c`` by stochastic approximation (Robbins and
 Monro, 1951: the recursion that tracks a quantile), ``ln c += η·(τ − 1{breach})`` with
-``η`` = :data:`CORRECTION_STEP` and ``τ`` = :data:`CORRECTION_TARGET`: a breach lowers the capacity by
+``η`` = :data:`CORRECTION_STEP`, doubled with each consecutive breach (:data:`CORRECTION_STREAK_DOUBLINGS`), and ``τ`` = :data:`CORRECTION_TARGET`: a breach lowers the capacity by
 5 %, and each minute within the SLO raises it by 5 % × τ, so ``c`` settles where a share ``τ`` of such
-minutes breach — half the attainment goal's 1 %, the other half left for ramps and bursts. Bounded
-to :data:`CAPACITY_FACTOR_MIN`–:data:`CAPACITY_FACTOR_MAX`. It is persisted in ``status.policyState`` and named in the
+minutes breach — half the attainment goal's 1 %, the other half left for ramps and bursts. No 2×
+wall: :data:`CAPACITY_FACTOR_MIN`–:data:`CAPACITY_FACTOR_MAX` are sanity bounds (issue 27). It is persisted in ``status.policyState`` and named in the
 reasons.
 
 Pure: no clock, no I/O.
@@ -49,6 +49,7 @@ __all__ = [
     "CAPACITY_FACTOR_MAX",
     "CAPACITY_FACTOR_MIN",
     "CORRECTION_STEP",
+    "CORRECTION_STREAK_DOUBLINGS",
     "CORRECTION_TARGET",
     "LATENCY_WINDOW_S",
     "Capacity",
@@ -58,14 +59,19 @@ __all__ = [
 ]
 
 
-#: Lowest capacity factor: 0.5. The roofline's efficiencies are planning values within about a
-#: factor of two of measured ones (``llmscale.model.roofline``); a pool that carries less than half
-#: of what the model says is not a model error to paper over: the CapacityModel condition shows the
-#: factor, and the latency guard's demand still rises with each breach.
-CAPACITY_FACTOR_MIN = 0.5
+#: Lowest capacity factor: 0.02. Not a wall (issue 27: a floor of 0.5 held a prefill-heavy pool at
+#: 9 replicas for hours while the p95s broke): the SLO is the ground truth and the model a prior, so
+#: the factor goes as far as the breaches take it; the bound only keeps a broken measurement from
+#: driving it to zero.
+CAPACITY_FACTOR_MIN = 0.02
 
-#: Highest capacity factor: 2, the same factor of two the other way.
-CAPACITY_FACTOR_MAX = 2.0
+#: Highest capacity factor: 50, the same sanity bound the other way.
+CAPACITY_FACTOR_MAX = 50.0
+
+#: Most doublings of the step on consecutive breaches: 4, so the fifth breach in a row moves the
+#: capacity by ``e^(−0.05 × 16)`` = 0.45 — a model wrong by 3× is corrected within about six minutes,
+#: and one breach among good minutes still moves it 5 %.
+CORRECTION_STREAK_DOUBLINGS = 4
 
 #: Step of the correction in log-capacity per counted minute: 0.05, so that one breach costs one
 #: replica in twenty for about a hundred good minutes (the attainment goal's scale).
@@ -166,6 +172,8 @@ def correct(
 
     ``ln c += η·(τ − 1{breach})``: e.g. from 1.0, a breach gives ``e^(−0.05 × 0.995)`` = 0.951; a
     minute within the SLO then ``× e^(0.05 × 0.005)``, 1.00025 (so 200 such minutes undo the breach).
+    ``η`` doubles with each breach in a row (``streak``), up to 16 × 0.05: four breaches in a row
+    from 1.0 give 0.951, 0.905, 0.819, 0.671.
 
     Args:
         correction: the correction so far, or ``None`` (factor 1).
@@ -176,7 +184,11 @@ def correct(
         The new correction (its ``updated_at`` is ``minute_at``; the last breach is kept in words).
     """
     factor = factor_in_force(correction)
-    step = CORRECTION_STEP * (CORRECTION_TARGET - (1.0 if breached is not None else 0.0))
+    streak = correction.streak if correction is not None and breached is not None else 0
+    # Consecutive breaches double the step (at most CORRECTION_STREAK_DOUBLINGS times): a model
+    # wrong by far is not learnt at 5 % a minute while every minute breaks.
+    eta = CORRECTION_STEP * 2.0 ** min(streak, CORRECTION_STREAK_DOUBLINGS)
+    step = eta * (CORRECTION_TARGET - (1.0 if breached is not None else 0.0))
     factor = min(max(factor * math.exp(step), CAPACITY_FACTOR_MIN), CAPACITY_FACTOR_MAX)
     last = breached if breached is not None else (correction.breach if correction is not None else "")
-    return CapacityCorrection(factor, minute_at, last)
+    return CapacityCorrection(factor, minute_at, last, streak + 1 if breached is not None else 0)

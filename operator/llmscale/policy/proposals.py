@@ -30,14 +30,16 @@ from llmscale.policy.diagnosis import KV_FULL
 from llmscale.policy.forecast import forecast_rate
 from llmscale.policy.leadtime import LeadTime
 from llmscale.policy.load import LATENCY_WINDOW_S, Capacity, capacity_context
-from llmscale.policy.mix import Arrivals, arrival_rate, burstiness_of
+from llmscale.policy.mix import Arrivals, burstiness_of, steady_arrival_rate
 from llmscale.policy.types import PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
+    "DRAIN_SHARE_MAX",
     "FALLBACK_KV_CACHE_TARGET",
     "Load",
     "Proposal",
+    "backlog_drain",
     "ceil_replicas",
     "known_value",
     "kv_cache_target",
@@ -295,14 +297,27 @@ def kv_proposal(spec: LLMDeploymentSpec, kv: float | None, ready: int, reference
 
 
 def preemption_proposal(
-    spec: LLMDeploymentSpec, rate: float | None, ready: int, reference: int, starting: int
+    spec: LLMDeploymentSpec, rate: float | None, ready: int, reference: int, starting: int, load_known: bool = False
 ) -> Proposal:
+    """The preemption rate's proposal: ``ceil(rate / preemptionsPerSecondPerReplica)`` without the
+    load signal; with it, a symptom only (issue 27): preemptions say *that* the pool is short, never
+    *how* short — under thrashing they grow far faster than the shortfall (3 overloaded 8B replicas
+    at 0.6–1 preemption/s each asked for 26–126 replicas where 8 were needed). Above target it then
+    asks for one replica more than the current demand, and nothing while replicas start (they are
+    the capacity already asked for); how many more the load signal and the latency guard say."""
     if rate is None:
         return Proposal("preemption rate", None, "preemption rate unknown: proposes nothing", known=False)
     target = spec.scaling.targets.preemptions_per_second_per_replica
-    proposal, suffix = _backlog(
-        _settle(min(rate, 1e12) / target, reference, spec.scaling.tolerance), starting, hold_while_starting=False
-    )
+    settled = _settle(min(rate, 1e12) / target, reference, spec.scaling.tolerance)
+    if load_known and not settled.within and settled.replicas > reference + 1:
+        settled = replace(settled, replicas=reference + 1)
+        symptom = True
+    else:
+        symptom = False
+    proposal, suffix = _backlog(settled, starting, hold_while_starting=load_known)
+    if symptom and proposal == reference + 1:
+        suffix = (f"short (a symptom: how short is the load signal's to say), proposes one more than current "
+                  f"demand {reference}: {proposal}")
     if ready > 0:
         per = rate / ready
         line = (
@@ -312,6 +327,38 @@ def preemption_proposal(
     else:
         line = f"preemption rate {rate:.3f}/s with no ready replica, target {target:.3f}/s: {suffix}"
     return Proposal("preemption rate", proposal, line)
+
+
+#: The most a backlog's drain adds to the arrival rate, as a share of it: 0.2. A backlog that needs
+#: more to drain within a lead time is drained over longer: replicas asked for it land a lead time
+#: later, when the spare capacity already asked for has drained much of it, and then sit through the
+#: scale-down window (issue 27's flash crowd: 60 requests/s of drain on 90 arriving asked for 12
+#: replicas where 8 carry the step). A fifth keeps a sustained step's peak within a quarter of its
+#: need while still draining a lead time's backlog of a 20 % shortfall within one more.
+DRAIN_SHARE_MAX = 0.2
+
+
+def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int) -> float:
+    """Requests/s the load signal adds to the arrival rate to drain ``excess`` waiting requests.
+
+    ``min(excess / lead − already, DRAIN_SHARE_MAX × rate)``, 0 while ``asked`` replicas (starting,
+    or asked for and not created yet) are not Ready: capacity already asked for is subtracted from
+    the ask until it lands. ``already`` is the rate at which the
+    requests in the engines fall now (the ready replicas' spare, ``−growth``): a backlog that falls
+    by itself within a lead time needs nobody new. Replicas that are starting were asked for with
+    the backlog in view, and the backlog that builds while they start is the same backlog.
+
+    E.g. 18,000 requests waiting, lead 300 s, in-flight falling 14/s, 90 arriving: ``min(60 − 14,
+    18)`` = 18 requests/s.
+    """
+    if excess <= 0 or asked > 0:
+        return 0.0
+    already = max(-arrivals.growth_rps, 0.0)
+    drain = max(excess / max(lead_s, LATENCY_WINDOW_S) - already, 0.0)
+    rate = arrivals.rate_rps
+    if rate is not None and math.isfinite(rate):
+        drain = min(drain, DRAIN_SHARE_MAX * max(rate, 1.0 / LATENCY_WINDOW_S))
+    return drain
 
 
 def read_load(
@@ -327,10 +374,12 @@ def read_load(
 ) -> Load:
     """The load signal and the forecast's need (both ``None`` when the arrival rate or the model is
     unknown)."""
-    arrivals = arrival_rate(history, snap)
+    arrivals = steady_arrival_rate(history, snap)
     queue = known_value(snap.queue_depth)
     excess = max((queue or 0.0) - spec.scaling.targets.queue_depth_per_replica * ready, 0.0)
-    drain = excess / max(lead.seconds, LATENCY_WINDOW_S)
+    # Asked for and not Ready: starting pods, and pods the Deployment has not created yet.
+    asked = max(state.interactive_starting, state.interactive_replicas - ready)
+    drain = backlog_drain(excess, arrivals, lead.seconds, asked)
     if cap is None or arrivals.rate_rps is None:
         return Load(arrivals, drain, None, None, "unknown", None, "")
     now_need = cap.need(arrivals.rate_rps + drain, hint=hint)

@@ -307,16 +307,18 @@ class CapacityCorrection:
 
     Attributes:
         factor: what the pool really carries over what the model says, within
-            ``[CAPACITY_FACTOR_MIN, CAPACITY_FACTOR_MAX]`` (0.5–2, :mod:`llmscale.policy.load`).
+            ``[CAPACITY_FACTOR_MIN, CAPACITY_FACTOR_MAX]`` (0.02–50, :mod:`llmscale.policy.load`).
         updated_at: ``observed_at`` of the last minute counted, seconds since the epoch (a minute is
             counted once).
         breach: the last breach that lowered it, in words (``"ITL p95 0.134 s > SLO 0.100 s at 31.2
             requests/s on 6 ready replicas"``); ``""`` when none has.
+        streak: counted minutes in a row that breached (0 after a good one): the step doubles with it.
     """
 
     factor: float
     updated_at: float
     breach: str = ""
+    streak: int = 0
 
 
 _MIX_FIELDS = (
@@ -428,6 +430,8 @@ class PolicyMemory:
         if self.correction is not None:
             c = self.correction
             out["capacityCorrection"] = {"factor": c.factor, "updatedAt": c.updated_at, "breach": c.breach}
+            if c.streak:
+                out["capacityCorrection"]["streak"] = c.streak
         if self.burstiness is not None:
             out["burstiness"] = list(self.burstiness)
         if self.batch_yield is not None:
@@ -509,10 +513,15 @@ def _read_correction(data: Mapping[str, Any], problems: list[str]) -> CapacityCo
     if isinstance(raw, Mapping):
         factor, at = _number(raw.get("factor")), _number(raw.get("updatedAt"))
         breach = raw.get("breach", "")
-        if factor is not None and at is not None and 0 < factor <= 4 and isinstance(breach, str):
-            return CapacityCorrection(factor, at, breach)
+        streak = raw.get("streak", 0)
+        if (
+            factor is not None and at is not None and 0 < factor <= 100 and isinstance(breach, str)
+            and isinstance(streak, int) and not isinstance(streak, bool) and streak >= 0
+        ):
+            return CapacityCorrection(factor, at, breach, streak)
     problems.append(
-        f"capacityCorrection = {_quote(raw)} is not {{factor in (0, 4], updatedAt: seconds, breach: text}}: "
+        f"capacityCorrection = {_quote(raw)} is not {{factor in (0, 100], updatedAt: seconds, breach: text, "
+        "streak: count}: "
         "dropped (the model's capacity is used uncorrected)"
     )
     return None
