@@ -26,6 +26,8 @@ The alerts and their thresholds (each with a ``runbook_url`` into docs/runbooks.
   newest tick of the last 10 minutes, so that a scrape target gone stale still counts), or no
   operator metrics at all for 10 minutes.
 - the earlier three: signal reads failing, applies refused, a pool not ready for 20 minutes.
+- **Drift**, week over week (:mod:`llmscale.signals.drift`): prefix-cache hit rate, preemptions per
+  request, utilisation, $/M tokens at constant traffic, capacity per replica after an engine change.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmscale.signals.drift import drift_group
 from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import DEFAULT_LABELS, SelectorLabels
 
@@ -301,4 +304,5 @@ def alert_groups() -> list[dict[str, Any]]:
         {"name": "llmscale.slo", "rules": burn},
         {"name": "llmscale.scaling", "rules": scaling},
         {"name": "llmscale.operator", "rules": operator},
+        drift_group(RUNBOOK_URL),
     ]
