@@ -29,6 +29,7 @@ DOCUMENT_VERBS = {
     "simulate": {"table", "json", "yaml"},
     "crd": {"yaml", "json"},
     "demo": {"json", "yaml"},
+    "report": {"markdown", "json", "yaml"},
 }
 
 
