@@ -37,6 +37,7 @@ __all__ = [
     "Price",
     "Recorded",
     "Row",
+    "Samples",
     "build_report",
     "window_figures",
 ]
@@ -86,12 +87,15 @@ class Recorded:
     """One deployment's recorded series.
 
     ``pools[pool][metric]``: the operator's gauges (:data:`POOL_METRICS`), ``pool`` ``interactive``
-    or ``batch``; ``input_tokens_per_second``: the engines' prompt tokens per second, summed over
-    the deployment's pods (empty when the engines do not export them).
+    or ``batch``; ``input_tokens_per_second`` and ``requests_per_second``: the engines' prompt tokens
+    and finished requests per second, summed over the deployment's pods (empty when the engines do
+    not export them).
     """
 
     pools: Mapping[str, Mapping[str, Samples]]
     input_tokens_per_second: Samples = ()
+    requests_per_second: Samples = ()
+    """The engines' finished requests per second (consolidation's recorded traffic)."""
 
 
 @dataclass(frozen=True, slots=True)

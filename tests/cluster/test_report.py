@@ -12,6 +12,9 @@ are written; its JSON holds the same document; bad flags are usage errors.
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,7 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(PROMETHEUS is None or PROMTOO
 
 NS = "report"
 HOUR, DAY = 3600.0, 86400.0
-#: The report's end: a whole hour, a day ago (the blocks must be older than Prometheus' head).
+#: The report's end: a fixed whole hour in the past (the blocks must be older than Prometheus' head).
 NOW = (1_790_000_000 // 3600) * 3600.0
 
 
@@ -54,7 +57,10 @@ def history() -> list[Series]:
 
     def pool(name: str, ts: list[float], gpus: float, busy: float, kv: float, tps: float, good: float) -> None:
         labels = {"namespace": NS, "name": name, "pool": "interactive"}
-        out.extend([gauge("llmscale_gpus", labels, ts, gpus), gauge("llmscale_busy_share", labels, ts, busy),
+        # Busy share swings ±50 % of its mean over the day; whole days of hourly samples average it out.
+        swing = Series("llmscale_busy_share", labels, [(t, busy * (1 + 0.5 * math.sin(2 * math.pi * t / DAY)))
+                                                       for t in ts])
+        out.extend([gauge("llmscale_gpus", labels, ts, gpus), swing,
                     gauge("llmscale_kv_cache_utilization_mean", labels, ts, kv),
                     gauge("llmscale_tokens_per_second", labels, ts, tps),
                     gauge("llmscale_goodput_tokens_per_second", labels, ts, good)])
@@ -62,11 +68,14 @@ def history() -> list[Series]:
     pool("chat", times, 2, 0.6, 0.5, 1000, 950)
     pool("support", times, 1, 0.05, 0.02, 20, 20)
     pool("embed", last3, 1, 0.3, 0.1, 100, 100)
-    for name, per_s, pods in (("chat", 2000.0, 2), ("support", 40.0, 1)):
+    # Prompt tokens and finished requests: chat 2 requests/s of 1,000 prompt and 500 output tokens,
+    # support 0.1/s of 400 and 200.
+    for name, per_s, rps, pods in (("chat", 2000.0, 2.0, 2), ("support", 40.0, 0.1, 1)):
         for i in range(pods):
-            out.append(counter("vllm:prompt_tokens_total", {"namespace": NS, "llmscale_dev_deployment": name,
-                                                           "llmscale_dev_pool": "interactive", "pod": f"{name}-{i}"},
-                               times, per_s / pods))
+            labels = {"namespace": NS, "llmscale_dev_deployment": name, "llmscale_dev_pool": "interactive",
+                      "pod": f"{name}-{i}"}
+            out.append(counter("vllm:prompt_tokens_total", labels, times, per_s / pods))
+            out.append(counter("vllm:request_success_total", {**labels, "finished_reason": "stop"}, times, rps / pods))
     return out
 
 
@@ -130,6 +139,13 @@ def test_report_over_a_month_of_history(cluster: LocalCluster, tmp_path: Path) -
     assert embed7["referenceUsd"] == pytest.approx(100 * 3 * DAY / 1e6 * 0.02)
     fleet7 = doc["fleet"]["7d"]
     assert fleet7["gpuHours"] == pytest.approx(sum(by_name[n]["7d"]["gpuHours"] for n in by_name))
+    # chat and support serve the same model on the same engine: each needs one replica at its peak
+    # (simulated), so apart they hold their floors, 2 + 1; merged the larger floor, 2: one GPU, $2 an hour.
+    (candidate,) = doc["consolidation"]
+    assert candidate["deployments"] == [f"{NS}/chat", f"{NS}/support"]
+    assert (candidate["separateReplicas"], candidate["mergedReplicas"], candidate["floors"]) == (3, 2, 3)
+    assert candidate["gpusSaved"] == 1 and candidate["usdPerMonthSaved"] == pytest.approx(730 * 2.0)
+    assert candidate["floorsExceedPeak"] and candidate["mergedPeakRps"] == pytest.approx(2.1, rel=1e-3)
 
     out = tmp_path / "md"
     text = (out / "report.md").read_text()
@@ -139,7 +155,10 @@ def test_report_over_a_month_of_history(cluster: LocalCluster, tmp_path: Path) -
         assert name in text, name
     page = (out / "report.html").read_text()
     assert "<table>" in page and "report/support" in page and "<img src='cost.png'" in page
+    assert "## Consolidation candidates" in text and "report/chat, report/support" in text
     for png in ("utilisation.png", "cost.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("LLMSCALE_REPORT_SAMPLE"):  # docs/report-sample is this run's output
+        shutil.copytree(out, os.environ["LLMSCALE_REPORT_SAMPLE"], dirs_exist_ok=True)
     assert bad.returncode == 2 and "--price is NAMESPACE/NAME=IN,OUT" in bad.stderr
     assert down.returncode == 2 and "cannot read" in down.stderr and "Traceback" not in down.stderr

@@ -24,6 +24,7 @@ from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.commands.output import add_output_argument, write_document
+from llmscale.consolidation import Candidate, candidates, traffic_of
 from llmscale.fleetreport import DAY_S, Deployment, Figures, FleetReport, Price, Recorded, build_report
 from llmscale.signals.drift import engine_names
 
@@ -52,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--now", type=float, help="end of the report, Unix seconds (default: now)")
     parser.add_argument("--step", type=float, default=3600.0, help="sample spacing, seconds (default 3600)")
     parser.add_argument("--days", type=float, nargs="+", default=[7.0, 30.0], help="windows, days (default 7 30)")
+    parser.add_argument("--no-consolidation", action="store_true",
+                        help="skip the consolidation candidates (they run the simulator)")
     add_output_argument(parser, ("markdown", "json", "yaml"), "markdown")
 
 
@@ -86,22 +89,27 @@ def deployment_of(obj: dict[str, Any]) -> Deployment:
     )
 
 
-def fetch_deployments(kubeconfig: Path | None) -> tuple[list[Deployment], list[str]]:
-    """Every LLMDeployment of the cluster; and a warning per object skipped for an invalid spec."""
+def fetch_deployments(
+    kubeconfig: Path | None,
+) -> tuple[list[Deployment], dict[tuple[str, str], LLMDeploymentSpec], list[str]]:
+    """Every LLMDeployment of the cluster, their specs, and a warning per object skipped for an
+    invalid spec."""
     import kubernetes
 
     api = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(kubeconfig) if kubeconfig else None)
     listed: Any = kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)
     items = listed["items"]
-    deployments, warnings = [], []
+    deployments, specs, warnings = [], {}, []
     for obj in items:
         try:
-            deployments.append(deployment_of(obj))
+            dep = deployment_of(obj)
+            specs[dep.key] = LLMDeploymentSpec.model_validate(obj["spec"])
+            deployments.append(dep)
         except (ValueError, KeyError) as exc:
             meta = obj.get("metadata", {})
             warnings.append(f"skipped {meta.get('namespace')}/{meta.get('name')}: invalid spec ({exc})")
-    return deployments, warnings
+    return deployments, specs, warnings
 
 
 def fetch_recorded(url: str, *, now: float, days: float, step_s: float) -> dict[tuple[str, str], Recorded]:
@@ -121,15 +129,21 @@ def fetch_recorded(url: str, *, now: float, days: float, step_s: float) -> dict[
             who = (labels.get("namespace", ""), labels.get("name", ""))
             pools[who].setdefault(labels.get("pool", "interactive"), {})[key] = [
                 (float(t), float(v)) for t, v in series["values"]]
-    prompt = '{__name__=~"' + "|".join(engine_names("prompt_tokens_total")) + '"}'
-    inputs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     window = f"{step_s:g}s"
-    for series in query(f"sum by (namespace, llmscale_dev_deployment) (rate({prompt}[{window}]))"):
-        labels = series["metric"]
-        inputs[(labels.get("namespace", ""), labels.get("llmscale_dev_deployment", ""))] = [
-            (float(t), float(v)) for t, v in series["values"]]
-    return {who: Recorded(pools=p, input_tokens_per_second=inputs.get(who, ())) for who, p in pools.items()} | {
-        who: Recorded(pools={}, input_tokens_per_second=s) for who, s in inputs.items() if who not in pools}
+
+    def engine_rate(field: str) -> dict[tuple[str, str], list[tuple[float, float]]]:
+        names = '{__name__=~"' + "|".join(engine_names(field)) + '"}'
+        out = {}
+        for series in query(f"sum by (namespace, llmscale_dev_deployment) (rate({names}[{window}]))"):
+            labels = series["metric"]
+            out[(labels.get("namespace", ""), labels.get("llmscale_dev_deployment", ""))] = [
+                (float(t), float(v)) for t, v in series["values"]]
+        return out
+
+    inputs, requests = engine_rate("prompt_tokens_total"), engine_rate("requests_total")
+    return {who: Recorded(pools=pools.get(who, {}), input_tokens_per_second=inputs.get(who, ()),
+                          requests_per_second=requests.get(who, ()))
+            for who in set(pools) | set(inputs) | set(requests)}
 
 
 def _usd(x: float | None) -> str:
@@ -170,8 +184,24 @@ def _when(report: FleetReport) -> str:
     return dt.datetime.fromtimestamp(report.now, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def render_markdown(report: FleetReport, plots: tuple[str, ...] = ()) -> str:
-    """The report as Markdown (tables per window, verdicts, the plots by file name)."""
+CONSOLIDATION_COLUMNS = ("deployments", "model", "replicas at peak, separate", "merged", "floors summed",
+                         "GPUs saved", "$/month saved")
+
+
+def _consolidation_rows(found: list[Candidate]) -> list[list[str]]:
+    return [[", ".join(c.deployments), c.model, str(c.separate_replicas), str(c.merged_replicas), str(c.floors),
+             str(c.gpus_saved), _usd(c.usd_per_month_saved) + (" (floors exceed the merged peak)"
+                                                                if c.floors_exceed_peak else "")] for c in found]
+
+
+_CONSOLIDATION_NOTE = ("Same model, engine, GPU type and GPUs per replica; replicas each peak needs are simulated "
+                       "(llmscale.sim) on the deployments' own recorded peak-hour traffic; separate: each at "
+                       "max(floor, own need); merged: max(largest floor, merged need). Dollars: GPUs saved × 730 h "
+                       "× gpuHourUsd.")
+
+
+def render_markdown(report: FleetReport, plots: tuple[str, ...] = (), found: list[Candidate] | None = None) -> str:
+    """The report as Markdown (tables per window, verdicts, consolidation candidates, the plots)."""
     lines = [f"# llmscale fleet report, {_when(report)}", "",
              f"{len(report.rows)} LLMDeployments. Prices: " + "; ".join(
                  f"{r.deployment.namespace}/{r.deployment.name} ${r.deployment.gpu_hour_usd:g}/GPU-h"
@@ -181,12 +211,20 @@ def render_markdown(report: FleetReport, plots: tuple[str, ...] = ()) -> str:
         lines += [f"## {title}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         lines += ["", "Build or buy:", ""] + [f"- **{who}**: {line}" for who, line in verdicts] + [""]
+    if found is not None:
+        lines += ["## Consolidation candidates", "", _CONSOLIDATION_NOTE, ""]
+        if found:
+            lines += ["| " + " | ".join(CONSOLIDATION_COLUMNS) + " |", "|" + "---|" * len(CONSOLIDATION_COLUMNS)]
+            lines += ["| " + " | ".join(r) + " |" for r in _consolidation_rows(found)]
+        else:
+            lines.append("None: no two deployments serve the same model with the same engine settings.")
+        lines.append("")
     for plot in plots:
         lines += [f"![{plot}]({plot})", ""]
     return "\n".join(lines)
 
 
-def render_html(report: FleetReport, plots: tuple[str, ...] = ()) -> str:
+def render_html(report: FleetReport, plots: tuple[str, ...] = (), found: list[Candidate] | None = None) -> str:
     """The report as one HTML page (the same tables and verdicts; the plots as images)."""
     esc = html.escape
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
@@ -203,6 +241,15 @@ def render_html(report: FleetReport, plots: tuple[str, ...] = ()) -> str:
         parts.append("</table><h3>Build or buy</h3><ul>")
         parts += [f"<li><b>{esc(who)}</b>: {esc(line)}</li>" for who, line in verdicts]
         parts.append("</ul>")
+    if found is not None:
+        parts.append(f"<h2>Consolidation candidates</h2><p>{esc(_CONSOLIDATION_NOTE)}</p>")
+        if found:
+            parts.append("<table><tr>" + "".join(f"<th>{esc(c)}</th>" for c in CONSOLIDATION_COLUMNS) + "</tr>")
+            parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+                      for row in _consolidation_rows(found)]
+            parts.append("</table>")
+        else:
+            parts.append("<p>None: no two deployments serve the same model with the same engine settings.</p>")
     parts += [f"<p><img src='{esc(p)}' alt='{esc(p)}'></p>" for p in plots]
     parts.append("</body></html>\n")
     return "\n".join(parts)
@@ -249,7 +296,7 @@ def plot(report: FleetReport, out_dir: Path) -> tuple[str, ...]:
     return ("utilisation.png", "cost.png")
 
 
-def as_document(report: FleetReport) -> dict[str, Any]:
+def as_document(report: FleetReport, found: list[Candidate] | None = None) -> dict[str, Any]:
     """The figures as a JSON-serialisable document (``-o json``/``yaml``)."""
     def figs(f: Figures) -> dict[str, Any]:
         return {"gpuHours": f.gpu_hours, "busyShare": f.busy_share, "kvUse": f.kv_use,
@@ -263,6 +310,11 @@ def as_document(report: FleetReport) -> dict[str, Any]:
                          "windows": {f"{d:g}d": figs(r.figures[d]) for d in report.windows_days}}
                         for r in report.rows],
         "fleet": {f"{d:g}d": figs(report.total[d]) for d in report.windows_days},
+        "consolidation": None if found is None else [
+            {"deployments": list(c.deployments), "model": c.model, "separateReplicas": c.separate_replicas,
+             "mergedReplicas": c.merged_replicas, "floors": c.floors, "gpusSaved": c.gpus_saved,
+             "usdPerMonthSaved": c.usd_per_month_saved, "floorsExceedPeak": c.floors_exceed_peak,
+             "mergedPeakRps": c.merged_peak_rps} for c in found],
     }
 
 
@@ -276,7 +328,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     now = args.now if args.now is not None else dt.datetime.now(dt.UTC).timestamp()
     try:
-        deployments, warnings = fetch_deployments(args.kubeconfig)
+        deployments, specs, warnings = fetch_deployments(args.kubeconfig)
         recorded = fetch_recorded(args.prometheus_url, now=now, days=max(args.days), step_s=args.step)
     except Exception as exc:  # a source unreadable, whatever the way, is the user's to fix
         print(f"llmscale report: cannot read the API server or Prometheus: {exc}", file=sys.stderr)
@@ -285,13 +337,21 @@ def main(args: argparse.Namespace) -> int:
         print(f"llmscale report: {line}", file=sys.stderr)
     report = build_report(deployments, recorded, prices, fleet_price, now=now, step_s=args.step,
                           windows_days=tuple(args.days))
+    found = None
+    if not args.no_consolidation:
+        start = now - max(args.days) * DAY_S
+        traffic = {who: traffic_of(rec, start=start, now=now) for who, rec in recorded.items()}
+        try:
+            found = candidates(deployments, specs, traffic)
+        except ValueError as exc:
+            print(f"llmscale report: no consolidation figures: {exc}", file=sys.stderr)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     plots = plot(report, args.out_dir)
-    markdown = render_markdown(report, plots)
+    markdown = render_markdown(report, plots, found)
     (args.out_dir / "report.md").write_text(markdown)
-    (args.out_dir / "report.html").write_text(render_html(report, plots))
+    (args.out_dir / "report.html").write_text(render_html(report, plots, found))
     if args.output == "markdown":
         sys.stdout.write(markdown)
     else:
-        write_document(as_document(report), args.output)
+        write_document(as_document(report, found), args.output)
     return 0
