@@ -12,10 +12,10 @@ prefix-cache hit rate, TTFT and ITL p95 — GPU-hours at the same SLO. The first
 ``--warmup-minutes`` are warm-up (excluded from the figures). Prints a Markdown table and writes
 ``benchmarks/results/routing.md`` (and ``routing-<spec>.json`` per spec).
 
-Usage (from the repository root; the trace is not in the repository)::
+Usage (from the repository root; the trace is the bundled one by default)::
 
-    .venv/bin/python benchmarks/routing.py --trace DIR/mooncake-conversation-trace.jsonl \\
-        [--minutes 60] [--warmup-minutes 5] [--out benchmarks/results]
+    .venv/bin/python benchmarks/routing.py [--trace FILE.jsonl] [--minutes 60] [--warmup-minutes 5]
+        [--spec SPEC.yaml ...] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ from llmscale.sim.baselines import StaticReplicas
 from llmscale.sim.engine_args import engine_config
 from llmscale.sim.fleet import ROUTINGS, FleetConfig, simulate
 from llmscale.sim.report import summarize
-from llmscale.sim.trace import Trace, load_mooncake_jsonl
+from llmscale.sim.trace import MOONCAKE_CITATION, Trace, load_mooncake_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT / "operator" / "llmscale" / "data" / "traces" / "mooncake-conversation-trace.jsonl"
 SPECS = [ROOT / "benchmarks" / "long-context-llama-70b-h100x8.yaml", ROOT / "benchmarks" / "long-context-llama-8b-h100.yaml"]
 
 
@@ -87,16 +88,16 @@ def fewest(spec: LLMDeploymentSpec, trace: Trace, routing: str, warmup_s: float,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", type=Path, required=True, help="mooncake-conversation-trace.jsonl")
+    ap.add_argument("--trace", type=Path, default=TRACE, help="a Mooncake-format trace (default: the bundled one)")
     ap.add_argument("--minutes", type=float, default=60.0, help="trace minutes to serve (default 60)")
     ap.add_argument("--warmup-minutes", type=float, default=5.0)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--spec", type=Path, nargs="+", default=SPECS, help="LLMDeployment YAMLs (default both)")
     args = ap.parse_args(argv)
     blocks = [table(path, args) for path in args.spec]
-    cmd = (".venv/bin/python benchmarks/routing.py --trace <dir>/mooncake-conversation-trace.jsonl "
-           f"--minutes {args.minutes:g} --warmup-minutes {args.warmup_minutes:g}")
-    text = "\n".join([*blocks, f"Command: `{cmd}`", ""])
+    cmd = f".venv/bin/python benchmarks/routing.py --minutes {args.minutes:g} --warmup-minutes {args.warmup_minutes:g}"
+    cite = f"Trace: {MOONCAKE_CITATION}" if args.trace.resolve() == TRACE.resolve() else f"Trace: {args.trace.name}"
+    text = "\n".join([*blocks, f"Command: `{cmd}`", "", cite, ""])
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "routing.md").write_text(text)
