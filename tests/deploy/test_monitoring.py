@@ -31,6 +31,7 @@ from llmscale.signals.drift import engine_names
 from llmscale.signals.queries import DEFAULT_LABELS
 
 DASHBOARD = CHART / "dashboards" / "llmscale.json"
+FLEET_DASHBOARD = CHART / "dashboards" / "llmscale-fleet.json"
 RULES = CHART / "rules" / "llmscale.rules.yaml"
 ALERT_TESTS = Path(__file__).with_name("alerts_test.yaml")
 #: The drift alerts' tests: two weeks of hourly samples, evaluated hourly (llmscale.signals.drift).
@@ -58,9 +59,9 @@ def exposed_series() -> set[str]:
 
 
 def dashboard_exprs() -> list[str]:
-    """The PromQL of every target of every panel of the shipped dashboard."""
-    model = json.loads(DASHBOARD.read_text())
-    return [t["expr"] for p in model["panels"] for t in p.get("targets", [])]
+    """The PromQL of every target of every panel of the shipped dashboards (one deployment; the fleet)."""
+    models = [json.loads(path.read_text()) for path in (DASHBOARD, FLEET_DASHBOARD)]
+    return [t["expr"] for model in models for p in model["panels"] for t in p.get("targets", [])]
 
 
 def test_generated_files_are_current() -> None:
@@ -135,6 +136,7 @@ def test_chart_ships_the_rules_and_the_dashboard(helm: Path) -> None:
     (dashboard,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["llmscale.json"]) == json.loads(DASHBOARD.read_text())
+    assert json.loads(dashboard["data"]["llmscale-fleet.json"]) == json.loads(FLEET_DASHBOARD.read_text())
 
     # The not-ready alert's wait is a value; the rest is the generated file.
     docs = parse_docs(run([helm, "template", "llmscale", CHART, "--set", "prometheusRule.enabled=true",
@@ -159,6 +161,7 @@ def test_kustomize_component_ships_the_rules_and_the_dashboard() -> None:
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
     (dashboard,) = by_kind(docs, "ConfigMap")
     assert json.loads(dashboard["data"]["llmscale.json"]) == json.loads(DASHBOARD.read_text())
+    assert json.loads(dashboard["data"]["llmscale-fleet.json"]) == json.loads(FLEET_DASHBOARD.read_text())
 
 
 #: The label values the operator writes (llmscale.controller.report, tick): one series each.
@@ -213,7 +216,7 @@ def _engine_series(times: list[float]) -> list[Series]:
 def test_every_dashboard_query_returns_data_from_a_real_prometheus(tmp_path: Path) -> None:
     end = (time.time() // 60 - 2) * 60
     times = every(end - 3600, end, 15)
-    grafana = {"$namespace": "ml", "$name": "chat", "$__rate_interval": "1m", "$__range": "1h"}
+    grafana = {"$namespace": "ml", "$name": "chat", "$__rate_interval": "1m", "$__range_s": "3600", "$__range": "1h"}
     with backfilled(tmp_path, _operator_series(times) + _engine_series(times)) as url:
         empty = []
         for expr in dashboard_exprs():
