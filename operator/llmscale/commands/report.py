@@ -273,7 +273,8 @@ def plot(report: FleetReport, out_dir: Path) -> tuple[str, ...]:
     ax.set_ylim(0, 1)
     ax.set_ylabel("busy share (GPU-weighted)")
     ax.set_title(f"Utilisation, last {days:g} days")
-    ax.legend(loc="upper right", fontsize="small")
+    if ax.get_lines():
+        ax.legend(loc="upper right", fontsize="small")
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(out_dir / "utilisation.png", dpi=100)
