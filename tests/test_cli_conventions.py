@@ -30,6 +30,7 @@ DOCUMENT_VERBS = {
     "crd": {"yaml", "json"},
     "demo": {"json", "yaml"},
     "calibrate": {"table", "json", "yaml"},
+    "report": {"markdown", "json", "yaml"},
 }
 
 

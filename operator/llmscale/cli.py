@@ -38,6 +38,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "demo": ("llmscale.commands.demo", "run the end-to-end demo on the local cluster"),
     "batch": ("llmscale.commands.batch", "the batch client a batch Job runs (batch run), and its input's size"),
     "calibrate": ("llmscale.commands.calibrate", "measure a live engine and fit the performance model to it"),
+    "report": ("llmscale.commands.report", "fleet cost report: GPU-hours, utilisation, $/M tokens, build or buy"),
 }
 
 
@@ -83,6 +84,10 @@ def command(verb: str) -> ModuleType:
         from llmscale.commands import calibrate
 
         return calibrate
+    if verb == "report":
+        from llmscale.commands import report
+
+        return report
     raise KeyError(verb)
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 import yaml
 from tests.deploy.helpers import CHART, ROOT, VARIANTS, by_kind, parse_docs, run
@@ -26,11 +27,15 @@ from tests.signals.prom import Series, backfilled, counter, every, gauge
 
 from llmscale.controller.metrics import LATENCIES, SIGNALS, OperatorMetrics
 from llmscale.signals import get_profile
+from llmscale.signals.drift import engine_names
 from llmscale.signals.queries import DEFAULT_LABELS
 
 DASHBOARD = CHART / "dashboards" / "llmscale.json"
+FLEET_DASHBOARD = CHART / "dashboards" / "llmscale-fleet.json"
 RULES = CHART / "rules" / "llmscale.rules.yaml"
 ALERT_TESTS = Path(__file__).with_name("alerts_test.yaml")
+#: The drift alerts' tests: two weeks of hourly samples, evaluated hourly (llmscale.signals.drift).
+DRIFT_TESTS = Path(__file__).with_name("drift_alerts_test.yaml")
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 PROMTOOL = shutil.which("promtool")
 
@@ -54,9 +59,9 @@ def exposed_series() -> set[str]:
 
 
 def dashboard_exprs() -> list[str]:
-    """The PromQL of every target of every panel of the shipped dashboard."""
-    model = json.loads(DASHBOARD.read_text())
-    return [t["expr"] for p in model["panels"] for t in p.get("targets", [])]
+    """The PromQL of every target of every panel of the shipped dashboards (one deployment; the fleet)."""
+    models = [json.loads(path.read_text()) for path in (DASHBOARD, FLEET_DASHBOARD)]
+    return [t["expr"] for model in models for p in model["panels"] for t in p.get("targets", [])]
 
 
 def test_generated_files_are_current() -> None:
@@ -71,14 +76,15 @@ def test_promtool_accepts_the_rules() -> None:
     assert f"SUCCESS: {len(alerts())} rules found" in proc.stdout
 
 
-def test_alerts_fire_on_their_series_and_not_on_their_neighbours(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tests_file", [ALERT_TESTS, DRIFT_TESTS], ids=lambda p: p.stem)
+def test_alerts_fire_on_their_series_and_not_on_their_neighbours(tmp_path: Path, tests_file: Path) -> None:
     # Annotations are prose (checked below); promtool compares them too, so they are left out.
     rules = yaml.safe_load(RULES.read_text())
     for group in rules["groups"]:
         for rule in group["rules"]:
             rule.pop("annotations")
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
-    tests = yaml.safe_load(ALERT_TESTS.read_text())
+    tests = yaml.safe_load(tests_file.read_text())
     tests["rule_files"] = ["rules.yaml"]
     (tmp_path / "alerts_test.yaml").write_text(yaml.safe_dump(tests))
     proc = subprocess.run([promtool(), "test", "rules", "alerts_test.yaml"], cwd=tmp_path,
@@ -89,7 +95,8 @@ def test_alerts_fire_on_their_series_and_not_on_their_neighbours(tmp_path: Path)
 def test_every_alert_is_tested_firing_and_quiet() -> None:
     fires: set[str] = set()
     quiet: set[str] = set()
-    for case in yaml.safe_load(ALERT_TESTS.read_text())["tests"]:
+    cases = [c for f in (ALERT_TESTS, DRIFT_TESTS) for c in yaml.safe_load(f.read_text())["tests"]]
+    for case in cases:
         for check in case["alert_rule_test"]:
             (fires if check["exp_alerts"] else quiet).add(check["alertname"])
     names = {rule["alert"] for rule in alerts()}
@@ -112,8 +119,11 @@ def test_every_alert_has_a_runbook_section_and_a_severity() -> None:
 def test_rules_and_dashboard_use_only_the_operators_metric_names() -> None:
     exposed = exposed_series()
     engine = {get_profile("vllm").ttft_histogram, get_profile("vllm").itl_histogram}
+    engine |= {n for f in ("prefix_cache_hits_total", "prefix_cache_queries_total", "preemptions_total",
+                           "requests_total") for n in engine_names(f)}  # the drift alerts'
     for expr in [rule["expr"] for rule in alerts()] + dashboard_exprs():
-        used = set(re.findall(r"\bllmscale_[a-z0-9_]+", re.sub(r"\{[^}]*\}", "", expr)))  # not label names
+        bare = re.sub(r"\b(by|on|without|ignoring) \([^)]*\)", "", re.sub(r"\{[^}]*\}", "", expr))
+        used = set(re.findall(r"\bllmscale_[a-z0-9_]+", bare))  # not label names
         assert used <= exposed, (expr, used - exposed)
         assert used or any(h in expr for h in engine), expr
 
@@ -126,6 +136,7 @@ def test_chart_ships_the_rules_and_the_dashboard(helm: Path) -> None:
     (dashboard,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["llmscale.json"]) == json.loads(DASHBOARD.read_text())
+    assert json.loads(dashboard["data"]["llmscale-fleet.json"]) == json.loads(FLEET_DASHBOARD.read_text())
 
     # The not-ready alert's wait is a value; the rest is the generated file.
     docs = parse_docs(run([helm, "template", "llmscale", CHART, "--set", "prometheusRule.enabled=true",
@@ -150,6 +161,7 @@ def test_kustomize_component_ships_the_rules_and_the_dashboard() -> None:
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
     (dashboard,) = by_kind(docs, "ConfigMap")
     assert json.loads(dashboard["data"]["llmscale.json"]) == json.loads(DASHBOARD.read_text())
+    assert json.loads(dashboard["data"]["llmscale-fleet.json"]) == json.loads(FLEET_DASHBOARD.read_text())
 
 
 #: The label values the operator writes (llmscale.controller.report, tick): one series each.
@@ -204,7 +216,7 @@ def _engine_series(times: list[float]) -> list[Series]:
 def test_every_dashboard_query_returns_data_from_a_real_prometheus(tmp_path: Path) -> None:
     end = (time.time() // 60 - 2) * 60
     times = every(end - 3600, end, 15)
-    grafana = {"$namespace": "ml", "$name": "chat", "$__rate_interval": "1m", "$__range": "1h"}
+    grafana = {"$namespace": "ml", "$name": "chat", "$__rate_interval": "1m", "$__range_s": "3600", "$__range": "1h"}
     with backfilled(tmp_path, _operator_series(times) + _engine_series(times)) as url:
         empty = []
         for expr in dashboard_exprs():

@@ -53,6 +53,8 @@ class OperatorMetrics:
     - ``llmscale_usd_per_million_tokens``: last 24 hours.
     - ``llmscale_busy_share`` / ``llmscale_kv_cache_utilization_mean``: last hour, 0–1.
     - ``llmscale_cold_start_p90_seconds``: measured, pod creation to Ready.
+    - ``llmscale_engine_spec_hash{namespace, name}``: a 48-bit digest of ``spec.engine`` type, image
+      and args; it changes when the engine is upgraded (the drift group's upgrade check).
 
     The operator itself:
 
@@ -145,6 +147,10 @@ class OperatorMetrics:
             "Time a request to the API server waited for a free connection of the bounded pool",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=r,
         )
+        self.engine_spec = Gauge(
+            "llmscale_engine_spec_hash", "Digest of spec.engine type, image and args (changes on an engine upgrade)",
+            obj, registry=r,
+        )
         self.last_tick = Gauge("llmscale_last_tick_timestamp_seconds", "When a tick last finished", registry=r)
         self.status_writes = Counter("llmscale_status_writes", "Status patches the ticks asked for", registry=r)
 
@@ -154,7 +160,7 @@ class OperatorMetrics:
                        self.signal_target, self.slo_target, self.metrics_available, self.signal_age,
                        self.slo_minutes, self.slo_attainment, self.goodput, self.tokens, self.gpus, self.gpu_hours,
                        self.usd_per_mtok, self.busy_share, self.kv_mean, self.cold_start, self.signal_errors,
-                       self.scales, self.placeholders):
+                       self.scales, self.placeholders, self.engine_spec):
             _drop(family, namespace, name)
 
 

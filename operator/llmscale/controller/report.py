@@ -6,6 +6,8 @@ of :class:`~llmscale.controller.metrics.OperatorMetrics` set.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +97,13 @@ def _set(gauge: Any, labels: tuple[str, ...], value: float | None) -> None:
         gauge.labels(*labels).set(value)
 
 
+def engine_spec_digest(spec: LLMDeploymentSpec) -> int:
+    """A 48-bit digest of ``spec.engine`` type, image and args (exact as a float sample)."""
+    engine = spec.engine
+    text = json.dumps([engine.type, engine.image, list(engine.args)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:6], "big")
+
+
 def record_metrics(
     metrics: OperatorMetrics,
     *,
@@ -137,6 +146,7 @@ def record_metrics(
     metrics.slo_target.labels(*obj, "itl").set(spec.slo.itl_p95_seconds)
     metrics.metrics_available.labels(*obj).set(1.0 if decision.metrics_available.status == "True" else 0.0)
     metrics.signal_age.labels(*obj).set(max(0.0, now - snapshot.observed_at))
+    metrics.engine_spec.labels(*obj).set(engine_spec_digest(spec))
     for pool, figures in reports.figures.items():
         labels = (*obj, pool)
         for judged in reports.minutes.get(pool, ()):

@@ -26,6 +26,8 @@ The alerts and their thresholds (each with a ``runbook_url`` into docs/runbooks.
   newest tick of the last 10 minutes, so that a scrape target gone stale still counts), or no
   operator metrics at all for 10 minutes.
 - the earlier three: signal reads failing, applies refused, a pool not ready for 20 minutes.
+- **Drift**, week over week (:mod:`llmscale.signals.drift`): prefix-cache hit rate, preemptions per
+  request, utilisation, $/M tokens at constant traffic, capacity per replica after an engine change.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmscale.signals.drift import drift_group
 from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import DEFAULT_LABELS, SelectorLabels
 
@@ -44,6 +47,7 @@ __all__ = [
     "Target",
     "alert_groups",
     "dashboard_panels",
+    "fleet_panels",
 ]
 
 #: Where each alert's runbook lives; the anchor is the alert's name in lower case.
@@ -170,6 +174,45 @@ def dashboard_panels(profile: MetricProfile, labels: SelectorLabels = DEFAULT_LA
               "reason (the last clamp that bit).", "short", (
                   Target(f'sum by (pool, direction, reason) (increase(llmscale_scales_total{{{_obj()}}}[$__range]))',
                          "{{pool}} {{direction}} {{reason}}"),
+              ), kind="table"),
+    ]
+
+
+def fleet_panels() -> list[Panel]:
+    """Return the panels of the fleet dashboard: every LLMDeployment side by side (issue 23).
+
+    Grafana's ``$__range`` and ``$__range_s`` are the dashboard's time range; GPU-hours over it are
+    the mean GPUs held times its hours. ``llmscale report`` (docs/report.md) gives the same figures
+    with the managed-API comparison and the consolidation candidates.
+    """
+    by = "sum by (namespace, name)"
+    who = "{{namespace}}/{{name}}"
+    return [
+        Panel("GPUs held", "GPUs held by each LLMDeployment's pods (both pools): the fleet's bill.",
+              "short", (Target(f"{by} (llmscale_gpus)", who),)),
+        Panel("Busy share", "Share of each deployment's pods with a running request (last hour), weighted by "
+              "its pools' GPUs; the fleet's in bold.", "percentunit", (
+                  Target(f"{by} (llmscale_busy_share * on (namespace, name, pool) llmscale_gpus)\n"
+                         f"/ {by} (llmscale_gpus > 0)", who),
+                  Target("sum(llmscale_busy_share * on (namespace, name, pool) llmscale_gpus) / sum(llmscale_gpus > 0)",
+                         "fleet"),
+              )),
+        Panel("KV-cache use", "Mean KV-cache use of each deployment's interactive pool, last hour.", "percentunit", (
+            Target('llmscale_kv_cache_utilization_mean{pool="interactive"}', who),
+        )),
+        Panel("Cost per million tokens", "USD of GPU time per million tokens generated, last 24 hours, per pool.",
+              "currencyUSD", (Target("llmscale_usd_per_million_tokens", "{{namespace}}/{{name}} {{pool}}"),)),
+        Panel("Goodput per GPU", "Tokens/s generated in minutes that met the SLO, per GPU held (last hour).",
+              "short", (
+                  Target(f'{by} (llmscale_goodput_tokens_per_second{{pool="interactive"}})\n'
+                         f'/ {by} (llmscale_gpus{{pool="interactive"}} > 0)', who),
+              )),
+        Panel("The fleet over the range", "Per deployment over the dashboard's range: GPU-hours (mean GPUs × "
+              "hours), mean busy share, mean $/M tokens.", "short", (
+                  Target(f"{by} (avg_over_time(llmscale_gpus[$__range])) * $__range_s / 3600", "GPU-hours"),
+                  Target('avg_over_time(llmscale_busy_share{pool="interactive"}[$__range])', "busy share"),
+                  Target('avg_over_time(llmscale_usd_per_million_tokens{pool="interactive"}[$__range])',
+                         "$/M tokens"),
               ), kind="table"),
     ]
 
@@ -301,4 +344,5 @@ def alert_groups() -> list[dict[str, Any]]:
         {"name": "llmscale.slo", "rules": burn},
         {"name": "llmscale.scaling", "rules": scaling},
         {"name": "llmscale.operator", "rules": operator},
+        drift_group(RUNBOOK_URL),
     ]

@@ -18,9 +18,14 @@ hours). The autoscaler sees what it would see on a cluster:
   controller does: unready pods before ready ones), then the newest ready ones, which **drain** —
   they take no new request and finish every request they hold; GPU time counts until they are
   empty. In-flight work is never killed.
-- The **router** (the Service / gateway) sends each interactive request to the ready replica with
-  the fewest outstanding requests (ties: the oldest replica); with no ready replica the request
-  waits at the router. Batch requests queue for the batch pool, which takes at most
+- The **router** (the Service / gateway) sends each interactive request to a ready replica by
+  ``FleetConfig.routing``: ``least-loaded`` (the default) the one with the fewest outstanding
+  requests (ties: the oldest replica); ``random`` one at random (kube-proxy spreading a Service's
+  connections; seeded by ``routing_seed``); ``prefix-aware`` (the Gateway API Inference
+  Extension's endpoint picker, simplified) among the replicas within :data:`PREFIX_LOAD_SLACK`
+  outstanding requests of the least loaded, the one holding the longest cached prefix of the
+  request's prompt blocks (ties: fewest outstanding, then the oldest). With no ready replica the
+  request waits at the router. Batch requests queue for the batch pool, which takes at most
   ``2 × max_num_seqs`` outstanding requests per replica (a bounded-concurrency batch client) —
   or, with a :class:`BatchSource` (``FleetConfig.batch_source``, the batch Jobs of
   :mod:`llmscale.sim.batchday`), wait in it until it hands them out: to the batch pool within the
@@ -147,6 +152,13 @@ class BatchSource(Protocol):
         ...
 
 
+#: The interactive router's policies (module docstring).
+ROUTINGS: tuple[str, ...] = ("least-loaded", "random", "prefix-aware")
+#: prefix-aware: replicas with at most this many outstanding requests above the least loaded's
+#: compete on their cached prefix (a load guard: a hot prefix does not pile onto one replica).
+PREFIX_LOAD_SLACK = 4
+
+
 @dataclass(frozen=True)
 class FleetConfig:
     """How the simulated cluster behaves.
@@ -188,6 +200,12 @@ class FleetConfig:
     batch_schedule: Callable[[float], int] | None = None
     hold_initial_s: float = 0.0
     batch_source: BatchSource | None = None
+    routing: str = "least-loaded"
+    routing_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}")
 
 
 @dataclass(slots=True)
@@ -338,6 +356,9 @@ def simulate(
     heap: list[tuple[float, int, int, _Replica]] = []  # (time, seq, version, replica)
     seq = 0
     pending: deque[int] = deque()  # interactive requests waiting at the router (no ready replica)
+    routing = fleet.routing
+    route_rng = np.random.default_rng(fleet.routing_seed)
+    has_hashes = trace.hash_ids is not None
     backlog: deque[int] = deque()  # batch requests not yet handed to a batch replica
     batch_cap = 2 * engine.max_num_seqs
     if latency_bounds_s is None:
@@ -413,15 +434,22 @@ def simulate(
         if not ready:
             pending.append(req)
             return
-        best = ready[0]
-        low = best.engine.outstanding
-        if low:
-            for rep in ready:
-                o = rep.engine.outstanding
-                if o < low:
-                    best, low = rep, o
-                    if not o:
-                        break
+        if routing == "random":
+            best = ready[int(route_rng.integers(len(ready)))]
+        elif routing == "prefix-aware" and has_hashes:
+            low = min(rep.engine.outstanding for rep in ready)
+            best = max((rep for rep in ready if rep.engine.outstanding <= low + PREFIX_LOAD_SLACK),
+                       key=lambda rep: (rep.engine.cached_prefix_blocks(req), -rep.engine.outstanding))
+        else:
+            best = ready[0]
+            low = best.engine.outstanding
+            if low:
+                for rep in ready:
+                    o = rep.engine.outstanding
+                    if o < low:
+                        best, low = rep, o
+                        if not o:
+                            break
         table.replica[req] = best.engine.index
         wake = best.engine.add(req, t)
         if wake is not None:

@@ -341,6 +341,20 @@ class ReplicaEngine:
         """Blocks in the prefix cache (0 when prefix caching is not modelled)."""
         return 0 if self._cache is None else len(self._cache)
 
+    def cached_prefix_blocks(self, req: int) -> int:
+        """Leading prompt blocks of request ``req`` in this replica's prefix cache now (a lookup
+        for the router: nothing is moved or counted; 0 when prefix caching is not modelled)."""
+        cache = self._cache
+        tab = self._table
+        if cache is None or tab.hash_offsets is None or tab.hash_ids is None:
+            return 0
+        hit = 0
+        for block in tab.hash_ids[tab.hash_offsets[req] : tab.hash_offsets[req + 1]].tolist():
+            if block not in cache:
+                break
+            hit += 1
+        return hit
+
     @property
     def idle(self) -> bool:
         """True when the replica has no request at all."""
