@@ -45,6 +45,9 @@ class ObjectMemory:
         other_autoscalers: the HPAs and ScaledObjects last seen targeting a child Deployment
             (one Event per change).
         stalled_reported: the pods last reported stalled (a Warning Event is posted once per stall).
+        failed_reported: the pods last reported failed (a ``FailedPod`` Warning Event once per pod).
+        rollout_reported: the reason the rollout was last reported unable to finish (``None``: it
+            was not; a ``RolloutStuck`` Warning Event once per reason).
         last_advice: ``(interactive, batch)`` replicas last advised in ``Advisory`` mode (to post
             its Event once per new advice).
         last_target_error: the last message of a ``spec.scaleTargetRef`` that could not be read
@@ -68,6 +71,8 @@ class ObjectMemory:
     apply_error: str | None = None
     other_autoscalers: tuple[str, ...] = ()
     stalled_reported: frozenset[str] = frozenset()
+    failed_reported: frozenset[str] = frozenset()
+    rollout_reported: str | None = None
     last_advice: tuple[int, int] | None = None
     last_target_error: str | None = None
     pools: dict[str, PoolObservation] = field(default_factory=dict)

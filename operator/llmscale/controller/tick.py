@@ -64,16 +64,17 @@ from llmscale.controller.events import (
     post_stalled,
     scaled_message,
 )
+from llmscale.controller.failedpods import PODS_HEALTHY, judge_pods, note_failed_pods, pods_healthy_condition
 from llmscale.controller.indexes import (
     IndexedPod,
     cold_starts_of,
     deployment_replicas,
     indexed_pods,
     other_autoscalers,
-    pod_cold_starts,
     pod_costs,
     pod_names,
     pod_phases,
+    rollout_progress,
 )
 from llmscale.controller.invalid import report_invalid
 from llmscale.controller.memory import ObjectMemory, memory_after
@@ -84,6 +85,7 @@ from llmscale.controller.placeholders import placeholder_state, sync_placeholder
 from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import observe_pools, record_metrics
+from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
     FAILED_UPDATE_SCALE,
@@ -301,6 +303,7 @@ async def tick(
     placeholder_deployments: Any = None,
     placeholder_pods: Any = None,
     jobs: Any = None,
+    rollouts: Any = None,
 ) -> None:
     """Run one tick of the LLMDeployment ``body`` if its ``spec.scaling.tickSeconds`` is due.
 
@@ -312,7 +315,7 @@ async def tick(
         deps: the injected dependencies.
         mem: the object's memory; updated in place.
         body / namespace / name / patch / logger: Kopf's handler arguments.
-        deployments / pods / costs / hpas / scaled_objects / jobs: the Kopf indexes
+        deployments / pods / costs / hpas / scaled_objects / jobs / rollouts: the Kopf indexes
             (:mod:`llmscale.controller.indexes`).
         placeholder_deployments / placeholder_pods: the placeholder indexes
             (:mod:`llmscale.controller.placeholders`).
@@ -381,23 +384,35 @@ async def tick(
     mem.last_target_error = None
     snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s, observed.signal_pods)
     # After the read, which may have waited: the pools as they are when the policy decides (the
-    # indexes are live; a scale target's were read from its /scale just before).
-    state = (observed.state if spec.scale_target_ref is not None
-             else pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
-                             pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b)))
+    # indexes are live; a scale target's were read from its /scale just before), each pod not Ready
+    # past the pool's startup budget judged failed (:mod:`llmscale.controller.failedpods`).
+    wall_now = deps.clock()
+    if observed.target_pods is not None:
+        live = {pool: judge_pods(observed.target_pods.get(pool, ()), wall_now) for pool in POOLS}
+        replicas_i, replicas_b = observed.state.interactive_replicas, observed.state.batch_replicas
+    else:
+        live = {INTERACTIVE: judge_pods(indexed_pods(pods, key_i), wall_now),
+                BATCH: judge_pods(indexed_pods(pods, key_b), wall_now)}
+        replicas_i, replicas_b = current_i or 0, current_b or 0
+    state = pool_state(replicas_i, replicas_b, [p.phase for p in live[INTERACTIVE]], [p.phase for p in live[BATCH]],
+                       cold_starts_of(live[INTERACTIVE]), cold_starts_of(live[BATCH]))
     # The rates a day and a week ago (the seasonal forecast), from the fleet reader's last seasonal
     # read; None (the forecast uses the trend alone) when not read yet, failed or too old.
     state = dataclasses.replace(state, seasonal=deps.fleet.seasonal(PoolTarget(namespace, name, INTERACTIVE)))
-    wall_now = deps.clock()
     reports = observe_pools(
         mem, spec=spec, status=body.get("status"),
-        pods=(observed.target_pods if observed.target_pods is not None
-              else {INTERACTIVE: indexed_pods(pods, key_i), BATCH: indexed_pods(pods, key_b)}),
+        pods=live,
         snapshot=snapshot,
         minutes={pool: deps.fleet.minutes(PoolTarget(namespace, name, pool)) for pool in POOLS},
         now=wall_now, max_gap_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
     )
     _report_stalls(mem, body, namespace, name, snapshot, logger)
+    note_failed_pods(mem, body, logger, live[INTERACTIVE])
+    rollout = rollout_condition(
+        str(spec.scale_target_ref.name) if spec.scale_target_ref is not None else deployment_name(name, INTERACTIVE),
+        replicas_i, live[INTERACTIVE],
+        rollout_progress(rollouts, key_i) if spec.scale_target_ref is None else None)
+    note_rollout(mem, body, logger, rollout)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None
@@ -511,7 +526,9 @@ async def tick(
         batch=step.status,
         extra_conditions={BATCH_BACKLOG: step.batch_backlog, DEADLINE_AT_RISK: step.deadline_at_risk,
                           CHILDREN_APPLIED: applied_condition(mem.apply_error),
-                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads)},
+                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads),
+                          PODS_HEALTHY: pods_healthy_condition(live[INTERACTIVE]),
+                          ROLLOUT_PROGRESSING: rollout},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,
         scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,
         pools=reports.pools, usage_ledger=reports.ledger,
