@@ -8,8 +8,8 @@ from pathlib import Path
 
 from llmscale.controller.conditions import CONDITION_TYPES, READY_REASONS
 from llmscale.controller.failedpods import PODS_HEALTHY, PODS_HEALTHY_REASONS
-from llmscale.controller.rollout import ROLLOUT_PROGRESSING, ROLLOUT_REASONS
 from llmscale.controller.mode import SCALING_ACTIVE_REASONS
+from llmscale.controller.rollout import ROLLOUT_PROGRESSING, ROLLOUT_REASONS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 ROW = re.compile(r"^\| (\w+) \| (True|False|Unknown) \| `(\w+)` \|", re.MULTILINE)
