@@ -49,6 +49,7 @@ CONDITION_TYPES: tuple[str, ...] = (
     "SoleAutoscaler",
     "PodsHealthy",
     "RolloutProgressing",
+    "SoleJobManager",
 )
 
 #: Every reason of the ``Ready`` condition: :func:`ready_condition`'s, ``InvalidSpec``

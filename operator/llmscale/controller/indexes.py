@@ -268,8 +268,16 @@ def index_jobs(
             "creationTimestamp": meta.get("creationTimestamp"),
             "labels": dict(labels),
             "annotations": dict(annotations),
+            # Who writes spec.suspend besides llmscale (another manager, issue 21): managers only,
+            # each with the spec.suspend field when it owns it.
+            "managedFields": [
+                {"manager": e.get("manager"), "operation": e.get("operation"),
+                 **({"fieldsV1": {"f:spec": {"f:suspend": {}}}}
+                    if "f:suspend" in ((e.get("fieldsV1") or {}).get("f:spec") or {}) else {})}
+                for e in meta.get("managedFields") or () if isinstance(e, Mapping)],
         },
-        "spec": {k: spec.get(k) for k in ("suspend", "completionMode", "completions", "parallelism") if k in spec},
+        "spec": {k: spec.get(k) for k in ("suspend", "completionMode", "completions", "parallelism", "managedBy")
+                 if k in spec},
         "status": {k: status.get(k) for k in ("active", "terminating", "succeeded", "failed", "conditions")
                    if k in status},
     }}

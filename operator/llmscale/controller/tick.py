@@ -77,6 +77,12 @@ from llmscale.controller.indexes import (
     rollout_progress,
 )
 from llmscale.controller.invalid import report_invalid
+from llmscale.controller.jobowners import (
+    SOLE_JOB_MANAGER,
+    note_job_managers,
+    sole_job_manager_condition,
+    split_jobs,
+)
 from llmscale.controller.memory import ObjectMemory, memory_after
 from llmscale.controller.merge import merge_template
 from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
@@ -427,7 +433,11 @@ async def tick(
     # --- decide -----------------------------------------------------------------------------
     decision = deps.decide(spec, mem.history, state, memory, wall_now)
     # The batch pool's size comes from the backlog of labelled Jobs, planned after the decision.
-    raw_jobs, batch_jobs = read_jobs(jobs, namespace, name, spec)
+    raw_jobs, labelled_jobs = read_jobs(jobs, namespace, name, spec)
+    # A Job another manager suspends (Kueue) is left to it: never released, never counted.
+    batch_jobs, jobs_elsewhere = split_jobs(labelled_jobs)
+    if spec.batch is not None:
+        note_job_managers(mem, body, logger, jobs_elsewhere)
     # The GPUs free around the pools, from the shared node read (None while unknown: nothing is
     # released onto idle GPUs and the pool is not bounded by them); the interactive pool counted
     # at this decision when it grows, since interactive demand always wins.
@@ -528,7 +538,9 @@ async def tick(
                           CHILDREN_APPLIED: applied_condition(mem.apply_error),
                           SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads),
                           PODS_HEALTHY: pods_healthy_condition(live[INTERACTIVE]),
-                          ROLLOUT_PROGRESSING: rollout},
+                          ROLLOUT_PROGRESSING: rollout,
+                          **({SOLE_JOB_MANAGER: sole_job_manager_condition(jobs_elsewhere)} if spec.batch is not None
+                             else {})},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,
         scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,
         pools=reports.pools, usage_ledger=reports.ledger,
