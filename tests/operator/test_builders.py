@@ -162,6 +162,8 @@ def test_probes_annotations_and_grace_period() -> None:
         "prometheus.io/scrape": "true",
         "prometheus.io/port": "8001",
         "prometheus.io/path": "/metrics",
+        "karpenter.sh/do-not-disrupt": "true",
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     }
     assert template["metadata"]["labels"]["llmscale.dev/pool"] == "batch"
     # Default SLO and context: 15 s endpoint delay + ceil(2 s + 8192 x 0.1 s) + 10 s = 847 s.

@@ -74,7 +74,8 @@ class IndexedPod(NamedTuple):
     start, :mod:`llmscale.controller.coldstart`; seconds since the epoch, ``None`` when unknown),
     its extended-resource requests (GPU-hours, :mod:`llmscale.controller.gpuledger`), when it was
     scheduled (the startup budget counts from then, :mod:`llmscale.controller.failedpods`) and, for a
-    failed pod, why (:func:`~llmscale.controller.pods.pod_failure`)."""
+    failed pod, why (:func:`~llmscale.controller.pods.pod_failure`); ``guarded``: the cold-start
+    annotations it still carries (:mod:`llmscale.controller.disruption`)."""
 
     name: str
     phase: PodPhase
@@ -83,7 +84,12 @@ class IndexedPod(NamedTuple):
     requests: tuple[tuple[str, float], ...] = ()
     scheduled_s: float | None = None
     failure: str | None = None
+    guarded: tuple[str, ...] = ()
 
+
+#: The annotations a pod carries through its cold start (``llmscale.controller.disruption``, which
+#: imports this module; written out here to keep the import one way).
+_COLD_START_ANNOTATIONS = {"karpenter.sh/do-not-disrupt": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 
 #: Resources every pod requests that are never accelerators.
 _PLAIN_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
@@ -225,8 +231,10 @@ def indexed_pod(
     scheduled = next((parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or ()
                       if isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == "True"),
                      None)
+    annotations = meta.get("annotations") or {}
+    guarded = tuple(k for k, v in _COLD_START_ANNOTATIONS.items() if annotations.get(k) == v)
     return IndexedPod(name, phase, created, ready, extended_requests(spec or {}), scheduled,
-                      pod_failure(meta, status) if phase == "failed" else None)
+                      pod_failure(meta, status) if phase == "failed" else None, guarded)
 
 
 def index_pod_costs(

@@ -55,6 +55,7 @@ from llmscale.controller.children import deployment_manifest
 from llmscale.controller.conditions import BATCH_BACKLOG, DEADLINE_AT_RISK
 from llmscale.controller.costwriter import write_deletion_costs
 from llmscale.controller.deps import Dependencies
+from llmscale.controller.disruption import release_ready_pods
 from llmscale.controller.ensure import ensure_children
 from llmscale.controller.events import (
     advised_message,
@@ -465,6 +466,9 @@ async def tick(
             await write_deletion_costs(deps, namespace, pod_costs(costs, key_i), snapshot,
                                        scaling_down=decision.interactive_replicas < state.interactive_replicas,
                                        logger=logger)
+        if spec.scale_target_ref is None:
+            # Pods past their cold start give node autoscalers their nodes back.
+            await release_ready_pods(deps, namespace, [*live[INTERACTIVE], *live[BATCH]], spec, logger)
         changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger)
         if step.plan is not None and spec.batch is not None:
             await apply_job_actions(deps, mem, namespace, name, step.plan, raw_jobs, logger)
