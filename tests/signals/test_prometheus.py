@@ -671,3 +671,26 @@ async def test_queries_go_in_a_form_body_so_a_long_one_passes_a_proxys_url_limit
     assert all(h.get("Content-Type") == "application/x-www-form-urlencoded" for h in canned.headers)
     assert all(canned.paths), canned.paths
     assert all(p == "/api/v1/query" for p in canned.paths), "nothing in the URL but the path"
+
+
+async def test_a_partial_answers_warnings_reach_the_snapshot(canned: CannedPrometheus) -> None:
+    """Issue 21: Thanos/Mimir with partial response answer HTTP 200 with ``warnings`` (after
+    ``data``, in Go's field order) and the series of pods 0-3 of 8; prometheus-api-client drops the
+    warnings, the reader reads them off the answer and the snapshot carries them."""
+    pods = [series(s, v, pod=f"p{i}") for i in range(4)
+            for s, v in (("queue_depth", "1"), ("running_requests", "8"), ("kv_cache_utilization", "0.6"),
+                         ("samples_in_window", "5"))]
+    give(canned, {"pods": [], "rates": [], "absent": [], **{group: [] for group in POOL_GROUPS}})
+    warned = json.dumps({"status": "success", "data": {"resultType": "vector", "result": pods},
+                         "warnings": ["store B unavailable"]})
+    canned.answer(canned.raw(warned), group="pods")
+    snap = await reader(canned.url).read(get_profile("vllm"), TARGET, now=NOW)
+    assert snap.warnings == ("store B unavailable",)
+    assert snap.replicas_reporting == 4
+
+
+async def test_an_answer_without_warnings_has_none(canned: CannedPrometheus) -> None:
+    give(canned, {"pods": [series("queue_depth", "1", pod="a"), series("samples_in_window", "5", pod="a")],
+                  "rates": [], "absent": [], **{group: [] for group in POOL_GROUPS}})
+    snap = await reader(canned.url).read(get_profile("vllm"), TARGET, now=NOW)
+    assert snap.warnings == ()

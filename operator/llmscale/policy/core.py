@@ -108,6 +108,7 @@ from llmscale.policy.signal_health import (
     WAKE_SIGNAL,
     latency_guard_off,
     latency_window_s,
+    partial_answer,
     why_unknown,
 )
 from llmscale.policy.types import (
@@ -514,13 +515,18 @@ def decide(
     metrics_cond, hold_line = _metrics_condition(
         snap, now, scaling.metrics_max_age_seconds, unknown_names, [p.signal for p in known], current
     )
+    # A partial answer (warnings, or Ready pods missing from the sums) never scales down.
+    partial_why = partial_answer(fresh, state.interactive_ready) if fresh is not None else None
+    if partial_why is not None and metrics_cond.status == "True":
+        metrics_cond = ConditionResult("True", Reason.PartialAnswer,
+                                       f"{partial_why}: the sums may miss pods, so no scale-down; {metrics_cond.message}")
     floor, floor_window = scheduled_minimum(spec.replicas.schedule, now, lead.seconds)
     clamp_memory = replace(memory, since=since)
     arg = Normalization(
         spec=spec,
         current=current,
         unschedulable=state.interactive_unschedulable,
-        unknown=tuple(unknown_names),
+        unknown=tuple(unknown_names) + ((f"a complete answer ({partial_why})",) if partial_why is not None else ()),
         memory=clamp_memory,
         now=now,
         floor=floor,

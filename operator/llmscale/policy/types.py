@@ -37,6 +37,7 @@ class Reason(StrEnum):
     MetricsFresh = "MetricsFresh"
     """True: every leading signal is known and fresh."""
     MetricsPartial = "MetricsPartial"
+    PartialAnswer = "PartialAnswer"
     """True on MetricsAvailable: some leading signal unknown, scaling up only. Also a ScalingLimited
     reason: the no-scale-down-on-partial-signals floor changed the count."""
     MetricsStale = "MetricsStale"

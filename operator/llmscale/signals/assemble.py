@@ -193,6 +193,7 @@ def assemble(
         window=window,
         quiet=tuple(sorted(st.quiet)),
         failed_queries=tuple(sorted(answer.failed)),
+        warnings=tuple(dict.fromkeys(answer.warnings)),
     )
 
 

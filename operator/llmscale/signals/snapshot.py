@@ -207,6 +207,8 @@ class SignalSnapshot:
             an absence.
         carried: set when this is the pool's last good snapshot published again through a failed
             read (:class:`CarriedRead`); ``None`` for a snapshot of the read just made.
+        warnings: the ``warnings`` Prometheus (Thanos, Mimir with partial response) sent with its
+            answers, e.g. ``store B unavailable``: the sums may miss pods (a partial answer).
     """
 
     observed_at: float
@@ -230,6 +232,7 @@ class SignalSnapshot:
     wake_demand: float | None = None
     failed_queries: tuple[str, ...] = ()
     carried: CarriedRead | None = None
+    warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.
