@@ -694,3 +694,24 @@ async def test_an_answer_without_warnings_has_none(canned: CannedPrometheus) -> 
                   "rates": [], "absent": [], **{group: [] for group in POOL_GROUPS}})
     snap = await reader(canned.url).read(get_profile("vllm"), TARGET, now=NOW)
     assert snap.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("observations", "itl_p95_s", "per_token_s", "tokens"),
+    [
+        # Issue 21: EAGLE with 3 speculative tokens commits ~2.8 tokens a step and vLLM observes the ITL
+        # once per step: p95 0.14 s a step, (600 - 3) / 213 = 2.8 tokens a sample, 0.05 s a token.
+        pytest.param("213.2", "0.14", 0.05, 2.8, id="speculative-eagle-3"),
+        # Two tokens a step (1 speculative token): halved.
+        pytest.param("298.5", "0.08", 0.04, 2.0, id="speculative-1"),
+        # One token a step (no speculation): the p95 stands as read.
+        pytest.param("600", "0.032", 0.032, 0.995, id="one-token-a-step"),
+    ],
+)
+async def test_itl_is_judged_per_token_when_a_sample_covers_several(
+    canned: CannedPrometheus, observations: str, itl_p95_s: str, per_token_s: float, tokens: float
+) -> None:
+    give(canned, results(pool={"itl_observations_rate": observations, "itl_p95_s": itl_p95_s}))
+    snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
+    assert snap.itl_tokens_per_sample == pytest.approx(tokens, abs=0.01)
+    assert snap.itl_p95_s == pytest.approx(per_token_s, abs=0.001)

@@ -122,6 +122,7 @@ from llmscale.policy.types import (
 )
 from llmscale.policy.windows import describe_window, scheduled_minimum
 from llmscale.policy.zero import release_when_idle, wake_proposal
+from llmscale.signals.assemble import SPECULATIVE_TOKENS_PER_SAMPLE
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
@@ -242,7 +243,10 @@ def _breaches(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> list[str]:
     if ttft is not None and ttft > spec.slo.ttft_p95_seconds:
         out.append(f"TTFT p95 {ttft:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
     if itl is not None and itl > spec.slo.itl_p95_seconds:
-        out.append(f"ITL p95 {itl:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
+        per = snap.itl_tokens_per_sample
+        note = (f" (per token: {per:.1f} tokens a sample, speculative decoding)"
+                if per is not None and per >= SPECULATIVE_TOKENS_PER_SAMPLE else "")
+        out.append(f"ITL p95 {itl:.3f} s{note} > SLO {spec.slo.itl_p95_seconds:.3f} s")
     return out
 
 

@@ -207,6 +207,10 @@ class SignalSnapshot:
             an absence.
         carried: set when this is the pool's last good snapshot published again through a failed
             read (:class:`CarriedRead`); ``None`` for a snapshot of the read just made.
+        itl_tokens_per_sample: generated tokens per ITL observation over the window; from
+            :data:`~llmscale.signals.assemble.SPECULATIVE_TOKENS_PER_SAMPLE` up (speculative decoding:
+            one sample a step of several tokens) ``itl_p95_s`` is the per-step p95 divided by it, a
+            per-token figure the SLO is judged on. ``None``: unknown.
         warnings: the ``warnings`` Prometheus (Thanos, Mimir with partial response) sent with its
             answers, e.g. ``store B unavailable``: the sums may miss pods (a partial answer).
     """
@@ -233,6 +237,7 @@ class SignalSnapshot:
     failed_queries: tuple[str, ...] = ()
     carried: CarriedRead | None = None
     warnings: tuple[str, ...] = ()
+    itl_tokens_per_sample: float | None = None
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.
