@@ -715,3 +715,24 @@ async def test_itl_is_judged_per_token_when_a_sample_covers_several(
     snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
     assert snap.itl_tokens_per_sample == pytest.approx(tokens, abs=0.01)
     assert snap.itl_p95_s == pytest.approx(per_token_s, abs=0.001)
+
+
+@pytest.mark.parametrize(
+    ("skew_s", "newest_ago_s", "age_s", "reported"),
+    [
+        # Issue 21: the operator's node 120 s ahead of Prometheus read every snapshot 127.5 s old.
+        pytest.param(120.0, 7.5, 7.5, -120.0, id="operator-120s-ahead"),
+        # 120 s behind: a pod frozen 100 s ago read fresh (age -20 s, clipped to 0).
+        pytest.param(-120.0, 100.0, 100.0, 120.0, id="operator-120s-behind-frozen-pod-is-old"),
+        # Within a few seconds (a query's round trip) nothing is moved.
+        pytest.param(2.0, 7.5, 9.5, -2.0, id="round-trip-is-not-skew"),
+    ],
+)
+async def test_ages_are_measured_in_prometheus_clock(
+    canned: CannedPrometheus, skew_s: float, newest_ago_s: float, age_s: float, reported: float
+) -> None:
+    give(canned, results(pod={"newest_sample_s": str(EVAL - newest_ago_s)}))
+    now = EVAL + skew_s  # the operator's clock at the read; Prometheus evaluates at EVAL
+    snap = await reader(canned.url).read(VLLM, TARGET, now=now)
+    assert snap.age(now) == pytest.approx(age_s)
+    assert snap.clock_skew_s == pytest.approx(reported)

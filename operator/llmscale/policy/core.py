@@ -122,7 +122,7 @@ from llmscale.policy.types import (
 )
 from llmscale.policy.windows import describe_window, scheduled_minimum
 from llmscale.policy.zero import release_when_idle, wake_proposal
-from llmscale.signals.assemble import SPECULATIVE_TOKENS_PER_SAMPLE
+from llmscale.signals.assemble import CLOCK_SKEW_S, SPECULATIVE_TOKENS_PER_SAMPLE
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
@@ -519,6 +519,11 @@ def decide(
     metrics_cond, hold_line = _metrics_condition(
         snap, now, scaling.metrics_max_age_seconds, unknown_names, [p.signal for p in known], current
     )
+    skew = fresh.clock_skew_s if fresh is not None else None
+    if skew is not None and abs(skew) > CLOCK_SKEW_S:
+        metrics_cond = replace(metrics_cond, message=(
+            f"{metrics_cond.message}; Prometheus's clock is {abs(skew):.0f} s "
+            f"{'ahead of' if skew > 0 else 'behind'} the operator's: ages are measured in Prometheus's clock"))
     # A partial answer (warnings, or Ready pods missing from the sums) never scales down.
     partial_why = partial_answer(fresh, state.interactive_ready) if fresh is not None else None
     if partial_why is not None and metrics_cond.status == "True":

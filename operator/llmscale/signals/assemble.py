@@ -168,6 +168,13 @@ def assemble(
 
     newest = [p.newest_sample_s for p in (contributing or pods) if p.newest_sample_s is not None]
     observed_at = max(newest) if newest else (answer.evaluated_at or now)
+    # Ages in Prometheus's own clock: the answer's evaluation time is Prometheus's "now". A skew
+    # past CLOCK_SKEW_S (the operator's node 120 s ahead: every snapshot read 130 s old and the pool
+    # held for ever; 120 s behind: a pod frozen 100 s ago read fresh) moves observed_at into the
+    # operator's clock, so that the policy's now - observed_at is the age Prometheus sees.
+    skew = answer.evaluated_at - now if answer.evaluated_at is not None else None
+    if skew is not None and abs(skew) > CLOCK_SKEW_S:
+        observed_at -= skew
     by_why: dict[str, list[str]] = {}
     for group, why in answer.failed.items():
         by_why.setdefault(why, []).append(group)
@@ -185,6 +192,7 @@ def assemble(
         ttft_p95_s=ttft,
         itl_p95_s=itl,
         itl_tokens_per_sample=itl_tokens,
+        clock_skew_s=skew,
         replicas_reporting=len(contributing),
         error=error,
         workload=workload,
@@ -329,6 +337,11 @@ def _latency(
     return _pool_value(st, field_name, field_name, key, reporting, lacking, empty)
 
 
+#: Seconds between Prometheus's evaluation time and the operator's clock beyond which the snapshot's
+#: time is moved into the operator's clock and the skew reported: a query's own round trip (up to a
+#: few seconds on a busy Prometheus) stays below it.
+CLOCK_SKEW_S = 5.0
+
 #: Generated tokens per ITL observation from which a sample is taken to cover several tokens
 #: (speculative decoding: vLLM observes the inter-token latency once per engine step, and a step of
 #: EAGLE with 3 speculative tokens commits ~2.8); below it (1 token a step, with the rates' noise)
@@ -337,11 +350,15 @@ SPECULATIVE_TOKENS_PER_SAMPLE = 1.2
 
 
 def _tokens_per_itl_sample(st: _Pool, sums: dict[str, float | None]) -> float | None:
-    """Tokens one ITL observation covers: ``(generation tokens − finished requests) / ITL
-    observations``, each a rate over the window (a request's first token is its TTFT, not an ITL
-    sample). ``None`` when any is unknown or nothing was generated."""
-    obs = st.answer.pools.get(st.pool, {}).get("itl_observations_rate")
-    gen, req = sums.get("generation_tokens_rate"), sums.get("request_rate")
+    """Tokens one ITL observation covers: ``(generation tokens − first tokens) / ITL observations``,
+    each a rate over the window; a request's first token is its TTFT sample, not an ITL one (the
+    TTFT observations count them; the finished requests stand in when those are unknown). ``None``
+    when any is unknown or nothing was generated."""
+    pool = st.answer.pools.get(st.pool, {})
+    obs = pool.get("itl_observations_rate")
+    gen = sums.get("generation_tokens_rate")
+    req = pool.get("ttft_observations_rate")
+    req = req if req is not None else sums.get("request_rate")
     if obs is None or gen is None or req is None or obs <= 0 or gen - req <= 0:
         return None
     return (gen - req) / obs
