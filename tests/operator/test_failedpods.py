@@ -4,6 +4,8 @@ that names each failed pod and its last termination reason."""
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
+from tests.cluster.helpers import LocalCluster
 
 from llmscale.controller.failedpods import (
     BUDGET_FLOOR_S,
@@ -11,7 +13,7 @@ from llmscale.controller.failedpods import (
     pods_healthy_condition,
     startup_budget_s,
 )
-from llmscale.controller.indexes import IndexedPod
+from llmscale.controller.indexes import IndexedPod, indexed_pod
 
 T0 = 1_717_416_000.0
 
@@ -69,3 +71,35 @@ def test_pods_healthy_names_the_pod_and_its_last_termination() -> None:
     assert (cond.status, cond.reason) == ("False", "FailedPods")
     assert "chat-7f9-x2" in cond.message and "last terminated Error" in cond.message
     assert pods_healthy_condition([ready("a", 300.0)]).reason == "NoFailedPods"
+
+
+@pytest.mark.slow
+def test_a_crash_looping_pod_on_a_real_api_server_is_failed(cluster: LocalCluster) -> None:
+    """Issue 21: the pod status the kubelet writes for a crash loop (written here through the status
+    subresource of a real API server, on a node nothing runs) reads back as a failed pod naming its
+    last termination; the same pod Ready again is Ready."""
+    namespace = "llmscale-failed-pods"
+    cluster.create_namespace(namespace)
+    core = client.CoreV1Api(cluster.api)
+    body = {"metadata": {"name": "chat-7f9-x2"},
+            "spec": {"nodeName": "no-such-node", "containers": [{"name": "engine", "image": "example.invalid/e"}]}}
+    core.create_namespaced_pod(namespace, body)
+    status = {"status": {
+        "phase": "Running",
+        "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+        "containerStatuses": [{
+            "name": "engine", "image": "example.invalid/e", "imageID": "", "ready": False, "restartCount": 37,
+            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}},
+            "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}}
+    core.patch_namespaced_pod_status("chat-7f9-x2", namespace, status)
+    live = cluster.api.sanitize_for_serialization(core.read_namespaced_pod("chat-7f9-x2", namespace))
+    pod = indexed_pod(live["metadata"]["name"], live["metadata"], live["status"], live["spec"])
+    assert pod is not None and pod.phase == "failed"
+    assert pod.failure == "container engine CrashLoopBackOff after 37 restarts, last terminated Error (exit code 1)"
+    ready = {"status": {"conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+                        "containerStatuses": [{**status["status"]["containerStatuses"][0], "ready": True,  # type: ignore[index]
+                                               "state": {"running": {}}}]}}
+    core.patch_namespaced_pod_status("chat-7f9-x2", namespace, ready)
+    live = cluster.api.sanitize_for_serialization(core.read_namespaced_pod("chat-7f9-x2", namespace))
+    again = indexed_pod(live["metadata"]["name"], live["metadata"], live["status"], live["spec"])
+    assert again is not None and again.phase == "ready"
