@@ -114,3 +114,32 @@ def test_llmscale_changes_spec_suspend_only_and_gitops_reapply_behaves_as_docume
     assert wait_for(
         "the Job still released", lambda: batch_api.read_namespaced_job(name, NAMESPACE).spec.suspend is False
     )
+
+
+def test_a_job_kueue_suspends_again_is_left_to_it(cluster: LocalCluster, batch_api: client.BatchV1Api) -> None:
+    """Issue 21: Kueue suspends a Job llmscale released. Its field manager then owns
+    ``spec.suspend`` on the API server, and what the Jobs index keeps of the Job says so: parsed, the
+    Job is another manager's (never released again, never counted in the batch pool)."""
+    from llmscale.controller.indexes import index_jobs
+
+    job = doc_job()
+    name = job["metadata"]["name"] = "kueue-owned"
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+    release = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NAMESPACE},
+               "spec": {"suspend": False}}
+    batch_api.patch_namespaced_job(name, NAMESPACE, release, field_manager="llmscale", force=True,
+                                   _content_type="application/apply-patch+yaml")
+    # Kueue's controller suspends it again with an update under its own field manager.
+    batch_api.patch_namespaced_job(name, NAMESPACE, {"spec": {"suspend": True}}, field_manager="kueue")
+    live = cluster.api.sanitize_for_serialization(batch_api.read_namespaced_job(name, NAMESPACE))
+    meta = live["metadata"]
+    indexed = index_jobs(namespace=NAMESPACE, name=name, uid=meta["uid"], labels=meta["labels"], meta=meta,
+                         annotations=meta.get("annotations") or {}, spec=live["spec"], status=live.get("status") or {})
+    (stored,) = indexed.values()
+    parsed = parse_job(stored, completion_window_s=86_400)
+    assert parsed.managed_by is not None and parsed.managed_by.startswith("Kueue (field manager kueue"), parsed
+    # Before Kueue touched it, the same Job was llmscale's alone.
+    batch_api.patch_namespaced_job(name, NAMESPACE, release, field_manager="llmscale", force=True,
+                                   _content_type="application/apply-patch+yaml")
+    live = cluster.api.sanitize_for_serialization(batch_api.read_namespaced_job(name, NAMESPACE))
+    assert parse_job(live, completion_window_s=86_400).managed_by is None

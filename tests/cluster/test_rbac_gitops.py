@@ -69,10 +69,6 @@ NOT_A_REQUEST = {
     ("llmscale.dev", "llmdeployments/finalizers", "update"):
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when a child with "
         "blockOwnerDeletion=true is created (test_each_write_rule_is_needed shows the refusal without it)",
-    ("", "pods", "patch"):
-        "the pod-deletion-cost annotation is written from per-pod load, which needs Prometheus; here "
-        "every signal is unknown and nothing is written (used in the e2e scale-down scenario, "
-        "e2e/test_scenarios.py::test_10, and against kmock in tests/operator)",
     ("batch", "jobs", "patch"):
         "a batch Job's spec.suspend is written only when the batch planner releases or pauses a Job "
         "labelled for the LLMDeployment; this story has no Job (e2e/test_batch.py::test_16 runs Jobs "

@@ -14,7 +14,7 @@ from llmscale.controller.children import (
     initial_replicas,
 )
 from llmscale.controller.conditions import merge_conditions, ready_condition
-from llmscale.controller.pods import classify_pod, cold_start, pool_state, recent_cold_starts
+from llmscale.controller.pods import classify_pod, cold_start, pod_failure, pool_state, recent_cold_starts
 from llmscale.controller.podtemplate import (
     UnsupportedSpecError,
     engine_command,
@@ -162,6 +162,8 @@ def test_probes_annotations_and_grace_period() -> None:
         "prometheus.io/scrape": "true",
         "prometheus.io/port": "8001",
         "prometheus.io/path": "/metrics",
+        "karpenter.sh/do-not-disrupt": "true",
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     }
     assert template["metadata"]["labels"]["llmscale.dev/pool"] == "batch"
     # Default SLO and context: 15 s endpoint delay + ceil(2 s + 8192 x 0.1 s) + 10 s = 847 s.
@@ -319,10 +321,67 @@ def conditions(**kw: str | tuple[str, str]) -> dict[str, Any]:
         pytest.param({"deletionTimestamp": "2024-06-03T12:00:00Z"}, conditions(Ready="True"), None, id="terminating"),
         pytest.param({}, {"phase": "Failed"}, None, id="failed"),
         pytest.param({}, {"phase": "Succeeded"}, None, id="succeeded"),
+        # Issue 21: live pods that waiting will not make Ready are failed, not starting.
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "restartCount": 37, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+             "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}, "failed", id="crash-loop-37"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "restartCount": 1, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
+            "failed", id="first-back-off"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "restartCount": 3, "state": {"running": {}}}]}, "failed",
+            id="running-between-back-offs-3-restarts"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "restartCount": 2, "state": {"running": {}}}]}, "starting", id="2-restarts-tolerated"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}, "failed", id="image-pull-back-off"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "state": {"waiting": {"reason": "ErrImagePull"}}}]}, "starting",
+            id="first-failed-pull-may-be-a-blip"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "state": {"waiting": {"reason": "CreateContainerConfigError"}}}]}, "failed",
+            id="missing-secret"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "initContainerStatuses": [
+            {"name": "fetch-weights", "restartCount": 5, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
+            "failed", id="init-container-crash-loop"),
+        pytest.param({}, {**conditions(PodScheduled="True", Ready="False"), "containerStatuses": [
+            {"name": "engine", "state": {"waiting": {"reason": "ContainerCreating"}}}]}, "starting",
+            id="container-creating"),
+        pytest.param({}, {"phase": "Running", **conditions(Ready="True"), "containerStatuses": [
+            {"name": "engine", "restartCount": 12, "state": {"running": {}}}]}, "ready", id="ready-after-restarts"),
     ],
 )
 def test_classify_pod(metadata: dict[str, Any], status: dict[str, Any], phase: str | None) -> None:
     assert classify_pod(metadata, status) == phase
+
+
+def test_pod_failure_names_the_container_and_its_last_termination() -> None:
+    status = {**conditions(Ready="False"), "containerStatuses": [
+        {"name": "engine", "restartCount": 37, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+         "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}
+    assert pod_failure({}, status) == "container engine CrashLoopBackOff after 37 restarts, last terminated Error (exit code 1)"
+    assert pod_failure({}, {**status, "conditions": [{"type": "Ready", "status": "True"}]}) is None
+
+
+@pytest.mark.parametrize(
+    ("replicas", "phases", "expected"),
+    [
+        # A rollout's surge pod (maxSurge 1) is the Deployment controller's, not capacity asked for.
+        pytest.param(16, ["ready"] * 16 + ["starting"], (16, 0, 0, 0, 1), id="rollout-surge-starting"),
+        # Issue 21: 8 replicas hold every GPU; the surge pod is unschedulable for ever.
+        pytest.param(8, ["ready"] * 8 + ["unschedulable"], (8, 0, 0, 0, 1), id="rollout-surge-unschedulable"),
+        # Raised to 9 while that rollout is stuck: one unschedulable pod is llmscale's.
+        pytest.param(9, ["ready"] * 8 + ["unschedulable"] * 2, (8, 0, 1, 0, 1), id="asked-for-and-surge"),
+        # A surge pod of a broken image: not a replica to replace.
+        pytest.param(4, ["ready"] * 4 + ["failed"], (4, 0, 0, 0, 1), id="rollout-surge-failed"),
+        pytest.param(4, ["ready"] * 3 + ["failed"], (3, 0, 0, 1, 0), id="crash-loop-not-starting"),
+        pytest.param(5, ["ready"] * 3 + ["starting", "unschedulable"], (3, 1, 1, 0, 0), id="no-surge"),
+    ],
+)
+def test_pool_state_leaves_surge_pods_out(replicas: int, phases: list[Any], expected: tuple[int, ...]) -> None:
+    s = pool_state(replicas, None, phases, [])
+    assert (s.interactive_ready, s.interactive_starting, s.interactive_unschedulable, s.interactive_failed,
+            s.interactive_surge) == expected
 
 
 def test_pool_state_counts_each_pool() -> None:

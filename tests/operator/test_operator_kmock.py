@@ -408,7 +408,8 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
     assert [c["type"] for c in status["conditions"]] == [
         "Ready", "ScalingActive", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale",
         "ScalingLimited", "BatchWindowOpen", "BatchBacklog", "DeadlineAtRisk", "PolicyStateReadable",
-        "CapacityModel", "Diagnosis", "ChildrenApplied", "SoleAutoscaler",
+        "CapacityModel", "Diagnosis", "ChildrenApplied", "SoleAutoscaler", "PodsHealthy",
+        "RolloutProgressing",
     ]
     # The lead time the headroom looked ahead with: no pod measured yet, so coldStartSeconds.
     assert status["replicas"]["leadTimeSeconds"] > 0

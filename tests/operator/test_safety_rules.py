@@ -179,7 +179,8 @@ def test_a_pod_waiting_on_a_preemption_counts_as_unschedulable() -> None:
               "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
     phase = classify_pod({}, status)
     assert phase == "unschedulable"
-    state = pool_state(2, 4, ["ready", "ready", phase], ["ready"] * 4)
+    # 3 replicas, the third waiting (pods beyond spec.replicas would be a rollout's surge, issue 21).
+    state = pool_state(3, 4, ["ready", "ready", phase], ["ready"] * 4)
     assert state.interactive_unschedulable == 1 and state.batch_replicas == 4
 
 

@@ -318,3 +318,51 @@ def test_concurrency_from_the_job(annotation: str | None, spec: dict[str, Any], 
     assert got.concurrency == expected
     bad = "bad" in (annotation or "") or annotation == "many" or "zero" in str(spec)
     assert bool(got.problems) == bad, got.problems
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 21: Jobs with two owners, and a Failed Job is never done
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_failed_job_is_finished_but_never_counted_done() -> None:
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    got = parse_job(job(spec={"suspend": False}, status=failed), completion_window_s=DAY, requests_done=300)
+    assert got.state is JobState.Done and got.failed
+    assert (got.done_fraction, got.progress_source, got.outstanding_requests) == (0.3, "client", 0.0)
+    # Kubernetes >= 1.31 sets FailureTarget first, while the pods terminate.
+    target = {"conditions": [{"type": "FailureTarget", "status": "True"}]}
+    got = parse_job(job(spec={"suspend": False}, status=target), completion_window_s=DAY)
+    assert got.failed and got.done_fraction == 0.0 and got.progress_source == "none"
+    complete = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert not parse_job(job(spec={"suspend": False}, status=complete), completion_window_s=DAY).failed
+
+
+KUEUE_SUSPEND = {"manager": "kueue", "operation": "Update", "fieldsV1": {"f:spec": {"f:suspend": {}}}}
+LLMSCALE_ENTRY = {"manager": "llmscale", "operation": "Apply", "fieldsV1": {"f:metadata": {}}}
+
+
+@pytest.mark.parametrize(
+    ("labels", "spec", "managed_fields", "expected"),
+    [
+        pytest.param({"kueue.x-k8s.io/queue-name": "team-a"}, {"suspend": True}, [], "Kueue (label", id="kueue-label"),
+        # manageJobsWithoutQueueName: no label, Kueue's manager took spec.suspend back.
+        pytest.param({}, {"suspend": True}, [LLMSCALE_ENTRY, KUEUE_SUSPEND], "Kueue (field manager kueue",
+                     id="kueue-managed-fields"),
+        pytest.param({}, {"suspend": True, "managedBy": "example.com/batch-broker"}, [], "example.com/batch-broker",
+                     id="spec-managed-by"),
+        pytest.param({}, {"suspend": True, "managedBy": "kubernetes.io/job-controller"}, [], None,
+                     id="managed-by-the-job-controller"),
+        # A GitOps re-apply of suspend: true is a pause (docs/batch.md, GitOps), not another owner.
+        pytest.param({}, {"suspend": True}, [LLMSCALE_ENTRY, {**KUEUE_SUSPEND, "manager": "kubectl-client-side-apply"}],
+                     None, id="gitops-reapply-is-a-pause"),
+        pytest.param({}, {"suspend": False}, [KUEUE_SUSPEND], None, id="kueue-owns-suspend-but-released"),
+    ],
+)
+def test_a_job_another_manager_suspends_is_recognised(labels: dict[str, str], spec: dict[str, Any],
+                                                      managed_fields: list[dict[str, Any]], expected: str | None) -> None:
+    body = job(spec=spec)
+    body["metadata"]["labels"].update(labels)
+    body["metadata"]["managedFields"] = managed_fields
+    got = parse_job(body, completion_window_s=DAY).managed_by
+    assert (got is None) if expected is None else (got is not None and got.startswith(expected)), got

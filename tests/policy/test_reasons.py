@@ -25,6 +25,7 @@ CONDITIONS = {
         Reason.MetricsStale,
         Reason.MetricsMissing,
         Reason.LatencyUnknown,
+        Reason.PartialAnswer,
         Reason.WakeQueryOnly,
     },
     "AbleToScale": {Reason.ReadyForNewScale, Reason.ScaleUpStabilized, Reason.ScaleDownStabilized},

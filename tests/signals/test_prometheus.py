@@ -744,3 +744,68 @@ async def test_each_namespace_s_wake_query_carries_its_own_tenant_header_and_the
 def test_a_tenant_header_that_is_not_one_is_refused(headers: dict[str, str]) -> None:
     with pytest.raises(ValueError, match="tenant header"):
         ReaderSettings(tenant_headers=headers)
+
+
+async def test_a_partial_answers_warnings_reach_the_snapshot(canned: CannedPrometheus) -> None:
+    """Issue 21: Thanos/Mimir with partial response answer HTTP 200 with ``warnings`` (after
+    ``data``, in Go's field order) and the series of pods 0-3 of 8; prometheus-api-client drops the
+    warnings, the reader reads them off the answer and the snapshot carries them."""
+    pods = [series(s, v, pod=f"p{i}") for i in range(4)
+            for s, v in (("queue_depth", "1"), ("running_requests", "8"), ("kv_cache_utilization", "0.6"),
+                         ("samples_in_window", "5"))]
+    give(canned, {"pods": [], "rates": [], "absent": [], **{group: [] for group in POOL_GROUPS}})
+    warned = json.dumps({"status": "success", "data": {"resultType": "vector", "result": pods},
+                         "warnings": ["store B unavailable"]})
+    canned.answer(canned.raw(warned), group="pods")
+    snap = await reader(canned.url).read(get_profile("vllm"), TARGET, now=NOW)
+    assert snap.warnings == ("store B unavailable",)
+    assert snap.replicas_reporting == 4
+
+
+async def test_an_answer_without_warnings_has_none(canned: CannedPrometheus) -> None:
+    give(canned, {"pods": [series("queue_depth", "1", pod="a"), series("samples_in_window", "5", pod="a")],
+                  "rates": [], "absent": [], **{group: [] for group in POOL_GROUPS}})
+    snap = await reader(canned.url).read(get_profile("vllm"), TARGET, now=NOW)
+    assert snap.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("observations", "itl_p95_s", "per_token_s", "tokens"),
+    [
+        # Issue 21: EAGLE with 3 speculative tokens commits ~2.8 tokens a step and vLLM observes the ITL
+        # once per step: p95 0.14 s a step, (600 - 3) / 213 = 2.8 tokens a sample, 0.05 s a token.
+        pytest.param("213.2", "0.14", 0.05, 2.8, id="speculative-eagle-3"),
+        # Two tokens a step (1 speculative token): halved.
+        pytest.param("298.5", "0.08", 0.04, 2.0, id="speculative-1"),
+        # One token a step (no speculation): the p95 stands as read.
+        pytest.param("600", "0.032", 0.032, 0.995, id="one-token-a-step"),
+    ],
+)
+async def test_itl_is_judged_per_token_when_a_sample_covers_several(
+    canned: CannedPrometheus, observations: str, itl_p95_s: str, per_token_s: float, tokens: float
+) -> None:
+    give(canned, results(pool={"itl_observations_rate": observations, "itl_p95_s": itl_p95_s}))
+    snap = await reader(canned.url).read(VLLM, TARGET, now=NOW)
+    assert snap.itl_tokens_per_sample == pytest.approx(tokens, abs=0.01)
+    assert snap.itl_p95_s == pytest.approx(per_token_s, abs=0.001)
+
+
+@pytest.mark.parametrize(
+    ("skew_s", "newest_ago_s", "age_s", "reported"),
+    [
+        # Issue 21: the operator's node 120 s ahead of Prometheus read every snapshot 127.5 s old.
+        pytest.param(120.0, 7.5, 7.5, -120.0, id="operator-120s-ahead"),
+        # 120 s behind: a pod frozen 100 s ago read fresh (age -20 s, clipped to 0).
+        pytest.param(-120.0, 100.0, 100.0, 120.0, id="operator-120s-behind-frozen-pod-is-old"),
+        # Within a few seconds (a query's round trip) nothing is moved.
+        pytest.param(2.0, 7.5, 9.5, -2.0, id="round-trip-is-not-skew"),
+    ],
+)
+async def test_ages_are_measured_in_prometheus_clock(
+    canned: CannedPrometheus, skew_s: float, newest_ago_s: float, age_s: float, reported: float
+) -> None:
+    give(canned, results(pod={"newest_sample_s": str(EVAL - newest_ago_s)}))
+    now = EVAL + skew_s  # the operator's clock at the read; Prometheus evaluates at EVAL
+    snap = await reader(canned.url).read(VLLM, TARGET, now=now)
+    assert snap.age(now) == pytest.approx(age_s)
+    assert snap.clock_skew_s == pytest.approx(reported)

@@ -9,8 +9,9 @@ the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
 ``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`),
 ``BatchBacklog`` and ``DeadlineAtRisk`` the batch planner's (:mod:`llmscale.policy.batch`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
-and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) are the shell's; docs/operator.md
-lists theirs.
+and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) and ``PodsHealthy``
+(:mod:`llmscale.controller.failedpods`) and ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`) are
+the shell's; docs/operator.md lists theirs.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ CONDITION_TYPES: tuple[str, ...] = (
     "Diagnosis",
     "ChildrenApplied",
     "SoleAutoscaler",
+    "PodsHealthy",
+    "RolloutProgressing",
+    "SoleJobManager",
 )
 
 #: Every reason of the ``Ready`` condition: :func:`ready_condition`'s, ``InvalidSpec``
@@ -71,6 +75,8 @@ def ready_condition(desired: int, state: PoolState) -> ConditionResult:
     starting = f"{state.interactive_starting} starting"
     if state.interactive_unschedulable:
         starting += f", {state.interactive_unschedulable} unschedulable"
+    if state.interactive_failed:
+        starting += f", {state.interactive_failed} failed (see PodsHealthy)"
     if ready > 0:
         return ConditionResult("True", "Serving", f"{ready} of {desired} replicas ready; {starting}")
     reason = "Unschedulable" if state.interactive_unschedulable else "NoReplicaReady"

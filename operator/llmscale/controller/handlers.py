@@ -37,12 +37,14 @@ from llmscale.controller.indexes import (
     JOBS_INDEX,
     POD_COSTS_INDEX,
     PODS_INDEX,
+    ROLLOUTS_INDEX,
     SCALED_OBJECTS_INDEX,
     index_deployments,
     index_hpas,
     index_jobs,
     index_pod_costs,
     index_pods,
+    index_rollouts,
     index_scaled_objects,
 )
 from llmscale.controller.memory import object_memory
@@ -77,7 +79,7 @@ async def _tick(
     *, body: kopf.Body, namespace: str | None, name: str, patch: kopf.Patch, memo: Any, logger: _Logger,
     llmscale_deployments: Any = None, llmscale_pods: Any = None, llmscale_pod_costs: Any = None,
     llmscale_hpas: Any = None, llmscale_scaled_objects: Any = None, llmscale_placeholder_deployments: Any = None,
-    llmscale_placeholder_pods: Any = None, llmscale_jobs: Any = None, **_: Any,
+    llmscale_placeholder_pods: Any = None, llmscale_jobs: Any = None, llmscale_rollouts: Any = None, **_: Any,
 ) -> None:
     """The base timer: one scaling tick of one LLMDeployment when its own tick is due."""
     assert namespace is not None, "LLMDeployment is a namespaced kind"
@@ -85,7 +87,7 @@ async def _tick(
                logger=logger, deployments=llmscale_deployments, pods=llmscale_pods, costs=llmscale_pod_costs,
                hpas=llmscale_hpas, scaled_objects=llmscale_scaled_objects,
                placeholder_deployments=llmscale_placeholder_deployments,
-               placeholder_pods=llmscale_placeholder_pods, jobs=llmscale_jobs)
+               placeholder_pods=llmscale_placeholder_pods, jobs=llmscale_jobs, rollouts=llmscale_rollouts)
 
 
 async def _forget(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
@@ -113,7 +115,7 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     """
     # Kopf passes each index to the handlers as a keyword argument named after its id:
     # llmscale_deployments, llmscale_pods, llmscale_pod_costs, llmscale_hpas,
-    # llmscale_scaled_objects and llmscale_jobs in _children and _tick, and the placeholder indexes
+    # llmscale_scaled_objects, llmscale_jobs and llmscale_rollouts in _children and _tick, and the placeholder indexes
     # in _tick.
     registry = kopf.OperatorRegistry()
     managed = {LABEL_MANAGED_BY: MANAGER}
@@ -124,6 +126,7 @@ def build_registry(settings: OperatorSettings) -> kopf.OperatorRegistry:
     kopf.on.cleanup(id="fleet-reader", registry=registry)(_stop_reading)
     kopf.index("apps", "v1", "deployments", id=DEPLOYMENTS_INDEX, labels=managed,
                registry=registry)(index_deployments)
+    kopf.index("apps", "v1", "deployments", id=ROLLOUTS_INDEX, labels=managed, registry=registry)(index_rollouts)
     kopf.index("", "v1", "pods", id=PODS_INDEX, labels=managed, registry=registry)(index_pods)
     kopf.index("", "v1", "pods", id=POD_COSTS_INDEX, labels=managed, registry=registry)(index_pod_costs)
     # Every HPA and ScaledObject of the watched namespaces: they are not ours, so no label

@@ -15,11 +15,11 @@ from typing import Any, NamedTuple
 
 import kopf
 
-from llmscale.controller.coldstart import pod_start_seconds
+from llmscale.controller.coldstart import parse_time, pod_start_seconds
 from llmscale.controller.deletioncost import ANNOTATION as DELETION_COST
 from llmscale.controller.deletioncost import parse_cost
 from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL, Pool, deployment_name
-from llmscale.controller.pods import PodPhase, classify_pod
+from llmscale.controller.pods import PodPhase, classify_pod, pod_failure
 from llmscale.policy.batch_jobs import LABEL_DEPLOYMENT as JOB_LABEL
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "JOBS_INDEX",
     "PODS_INDEX",
     "POD_COSTS_INDEX",
+    "ROLLOUTS_INDEX",
     "SCALED_OBJECTS_INDEX",
     "DeploymentKey",
     "IndexedPod",
@@ -40,6 +41,7 @@ __all__ = [
     "index_jobs",
     "index_pod_costs",
     "index_pods",
+    "index_rollouts",
     "index_scaled_objects",
     "indexed_pods",
     "other_autoscalers",
@@ -47,6 +49,8 @@ __all__ = [
     "pod_costs",
     "pod_names",
     "pod_phases",
+    "progressing_of",
+    "rollout_progress",
 ]
 
 #: Kopf index ids; handlers receive the indexes as keyword arguments of these names.
@@ -56,6 +60,7 @@ POD_COSTS_INDEX = "llmscale_pod_costs"
 HPAS_INDEX = "llmscale_hpas"
 SCALED_OBJECTS_INDEX = "llmscale_scaled_objects"
 JOBS_INDEX = "llmscale_jobs"
+ROLLOUTS_INDEX = "llmscale_rollouts"
 
 #: ``(namespace, LLMDeployment name, pool)``.
 PoolKey = tuple[str, str, Pool]
@@ -66,15 +71,25 @@ DeploymentKey = tuple[str, str]
 class IndexedPod(NamedTuple):
     """What the pods index keeps of one live pod: its name (the signals reader reads the series of
     these pods only), its phase (the pool state), its creation and Ready times (the measured cold
-    start, :mod:`llmscale.controller.coldstart`; seconds since the epoch, ``None`` when unknown)
-    and its extended-resource requests (GPU-hours, :mod:`llmscale.controller.gpuledger`)."""
+    start, :mod:`llmscale.controller.coldstart`; seconds since the epoch, ``None`` when unknown),
+    its extended-resource requests (GPU-hours, :mod:`llmscale.controller.gpuledger`), when it was
+    scheduled (the startup budget counts from then, :mod:`llmscale.controller.failedpods`) and, for a
+    failed pod, why (:func:`~llmscale.controller.pods.pod_failure`); ``guarded``: the cold-start
+    annotations it still carries (:mod:`llmscale.controller.disruption`)."""
 
     name: str
     phase: PodPhase
     created_s: float | None = None
     ready_s: float | None = None
     requests: tuple[tuple[str, float], ...] = ()
+    scheduled_s: float | None = None
+    failure: str | None = None
+    guarded: tuple[str, ...] = ()
 
+
+#: The annotations a pod carries through its cold start (``llmscale.controller.disruption``, which
+#: imports this module; written out here to keep the import one way).
+_COLD_START_ANNOTATIONS = {"karpenter.sh/do-not-disrupt": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
 
 #: Resources every pod requests that are never accelerators.
 _PLAIN_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
@@ -163,6 +178,33 @@ def index_deployments(
     return {key: int(replicas) if replicas is not None else 1}
 
 
+def progressing_of(status: Mapping[str, Any] | None) -> tuple[str, str, str] | None:
+    """Return ``(status, reason, message)`` of a Deployment's ``Progressing`` condition, or ``None``."""
+    for cond in (status or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Progressing":
+            return str(cond.get("status") or ""), str(cond.get("reason") or ""), str(cond.get("message") or "")
+    return None
+
+
+def index_rollouts(
+    *, namespace: str | None, name: str, labels: Mapping[str, str], status: kopf.Status, **_: Any
+) -> dict[PoolKey, tuple[str, str, str]]:
+    """Kopf index function: ``{(namespace, owner, pool): Progressing (status, reason, message)}`` of
+    a pool's Deployment (:mod:`llmscale.controller.rollout`); nothing before the Deployment
+    controller wrote the condition."""
+    key = _pool_of(namespace, labels)
+    progressing = progressing_of(status)
+    if key is None or name != deployment_name(key[1], key[2]) or progressing is None:
+        return {}
+    return {key: progressing}
+
+
+def rollout_progress(index: Any, key: PoolKey) -> tuple[str, str, str] | None:
+    """Return the pool's Deployment's ``Progressing`` condition from the rollouts index, or ``None``."""
+    store = index.get(key) if index is not None else None
+    return next(iter(store)) if store else None
+
+
 def index_pods(
     *, namespace: str | None, name: str, labels: Mapping[str, str], meta: kopf.Meta, status: kopf.Status,
     spec: kopf.Spec | None = None, **_: Any,
@@ -186,7 +228,13 @@ def indexed_pod(
     if phase is None:
         return None
     created, ready = pod_start_seconds(meta, status)
-    return IndexedPod(name, phase, created, ready, extended_requests(spec or {}))
+    scheduled = next((parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or ()
+                      if isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == "True"),
+                     None)
+    annotations = meta.get("annotations") or {}
+    guarded = tuple(k for k, v in _COLD_START_ANNOTATIONS.items() if annotations.get(k) == v)
+    return IndexedPod(name, phase, created, ready, extended_requests(spec or {}), scheduled,
+                      pod_failure(meta, status) if phase == "failed" else None, guarded)
 
 
 def index_pod_costs(
@@ -228,8 +276,16 @@ def index_jobs(
             "creationTimestamp": meta.get("creationTimestamp"),
             "labels": dict(labels),
             "annotations": dict(annotations),
+            # Who writes spec.suspend besides llmscale (another manager, issue 21): managers only,
+            # each with the spec.suspend field when it owns it.
+            "managedFields": [
+                {"manager": e.get("manager"), "operation": e.get("operation"),
+                 **({"fieldsV1": {"f:spec": {"f:suspend": {}}}}
+                    if "f:suspend" in ((e.get("fieldsV1") or {}).get("f:spec") or {}) else {})}
+                for e in meta.get("managedFields") or () if isinstance(e, Mapping)],
         },
-        "spec": {k: spec.get(k) for k in ("suspend", "completionMode", "completions", "parallelism") if k in spec},
+        "spec": {k: spec.get(k) for k in ("suspend", "completionMode", "completions", "parallelism", "managedBy")
+                 if k in spec},
         "status": {k: status.get(k) for k in ("active", "terminating", "succeeded", "failed", "conditions")
                    if k in status},
     }}

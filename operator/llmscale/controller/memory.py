@@ -47,6 +47,11 @@ class ObjectMemory:
         stalled_reported: the pods last reported stalled (a Warning Event is posted once per stall).
         wake_refused: why the wake query was last refused unsent (a Warning Event is posted once
             per refusal; ``None``: it was not).
+        failed_reported: the pods last reported failed (a ``FailedPod`` Warning Event once per pod).
+        rollout_reported: the reason the rollout was last reported unable to finish (``None``: it
+            was not; a ``RolloutStuck`` Warning Event once per reason).
+        jobs_elsewhere: the labelled Jobs last found managed by another controller (an
+            ``OtherJobManager`` Warning Event once per Job).
         last_advice: ``(interactive, batch)`` replicas last advised in ``Advisory`` mode (to post
             its Event once per new advice).
         last_target_error: the last message of a ``spec.scaleTargetRef`` that could not be read
@@ -71,6 +76,9 @@ class ObjectMemory:
     other_autoscalers: tuple[str, ...] = ()
     stalled_reported: frozenset[str] = frozenset()
     wake_refused: str | None = None
+    failed_reported: frozenset[str] = frozenset()
+    rollout_reported: str | None = None
+    jobs_elsewhere: frozenset[str] = frozenset()
     last_advice: tuple[int, int] | None = None
     last_target_error: str | None = None
     pools: dict[str, PoolObservation] = field(default_factory=dict)

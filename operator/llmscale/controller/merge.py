@@ -114,6 +114,11 @@ def _http_port(container: Mapping[str, Any]) -> Any:
     return next((p for p in container.get("ports") or () if p.get("name") == "http"), None)
 
 
+#: Annotations llmscale sets whose value the user's template may change (docs/operator.md, node
+#: autoscalers): the cold start's protection from node autoscalers.
+_USER_WINS = frozenset({"karpenter.sh/do-not-disrupt", "cluster-autoscaler.kubernetes.io/safe-to-evict"})
+
+
 def _check(generated: Mapping[str, Any], merged: Mapping[str, Any], gpu_resource: str) -> None:
     """Raise :class:`TemplateConflict` at the first part llmscale owns that the merge changed."""
     for part, hint in (("labels", "they select the pool's pods"),
@@ -121,7 +126,7 @@ def _check(generated: Mapping[str, Any], merged: Mapping[str, Any], gpu_resource
         mine = (generated.get("metadata") or {}).get(part) or {}
         theirs = (merged.get("metadata") or {}).get(part) or {}
         for key, value in mine.items():
-            if theirs.get(key) != value:
+            if theirs.get(key) != value and key not in _USER_WINS:
                 raise TemplateConflict(f'spec.template.metadata.{part}["{key}"]',
                                        f"{_GENERATED_BY} it to {value!r}; {hint}")
     engine, merged_engine = _container(generated, ENGINE_CONTAINER), _container(merged, ENGINE_CONTAINER)

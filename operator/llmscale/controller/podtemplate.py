@@ -252,7 +252,8 @@ def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool, priority_class:
     answer ``/health`` once the model is loaded); a preStop hook that waits until the engine has no
     request left (:func:`drain_command`) and a grace period sized by
     :func:`termination_grace_seconds`; the pool's PriorityClass when one is given;
-    annotations for the KWOK cold start and Prometheus scraping.
+    annotations for the KWOK cold start and Prometheus scraping, and the ones that keep node
+    autoscalers from evicting a pod in its cold start (:mod:`llmscale.controller.disruption`).
 
     The mock engine's pod also meets the "restricted" Pod Security Standard: non-root UID/GID
     65532 (the image's user), no privilege escalation, every capability dropped, seccomp
@@ -312,6 +313,10 @@ def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool, priority_class:
             "labels": labels(name, spec.engine.type, pool),
             "annotations": {
                 ANNOTATION_COLD_START: _number(spec.headroom.cold_start_seconds),
+                # Kept from node autoscalers through the cold start; removed once Ready
+                # (llmscale.controller.disruption).
+                "karpenter.sh/do-not-disrupt": "true",
+                "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
                 "prometheus.io/scrape": "true",
                 "prometheus.io/port": str(port),
                 "prometheus.io/path": "/metrics",

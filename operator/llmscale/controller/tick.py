@@ -55,6 +55,7 @@ from llmscale.controller.children import deployment_manifest
 from llmscale.controller.conditions import BATCH_BACKLOG, DEADLINE_AT_RISK
 from llmscale.controller.costwriter import write_deletion_costs
 from llmscale.controller.deps import Dependencies
+from llmscale.controller.disruption import release_ready_pods
 from llmscale.controller.ensure import ensure_children
 from llmscale.controller.events import (
     advised_message,
@@ -65,18 +66,25 @@ from llmscale.controller.events import (
     post_wake_refused,
     scaled_message,
 )
+from llmscale.controller.failedpods import PODS_HEALTHY, judge_pods, note_failed_pods, pods_healthy_condition
 from llmscale.controller.indexes import (
     IndexedPod,
     cold_starts_of,
     deployment_replicas,
     indexed_pods,
     other_autoscalers,
-    pod_cold_starts,
     pod_costs,
     pod_names,
     pod_phases,
+    rollout_progress,
 )
 from llmscale.controller.invalid import report_invalid
+from llmscale.controller.jobowners import (
+    SOLE_JOB_MANAGER,
+    note_job_managers,
+    sole_job_manager_condition,
+    split_jobs,
+)
 from llmscale.controller.memory import ObjectMemory, memory_after
 from llmscale.controller.merge import merge_template
 from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
@@ -85,6 +93,7 @@ from llmscale.controller.placeholders import placeholder_state, sync_placeholder
 from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import observe_pools, record_metrics
+from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
     FAILED_UPDATE_SCALE,
@@ -319,6 +328,7 @@ async def tick(
     placeholder_deployments: Any = None,
     placeholder_pods: Any = None,
     jobs: Any = None,
+    rollouts: Any = None,
 ) -> None:
     """Run one tick of the LLMDeployment ``body`` if its ``spec.scaling.tickSeconds`` is due.
 
@@ -330,7 +340,7 @@ async def tick(
         deps: the injected dependencies.
         mem: the object's memory; updated in place.
         body / namespace / name / patch / logger: Kopf's handler arguments.
-        deployments / pods / costs / hpas / scaled_objects / jobs: the Kopf indexes
+        deployments / pods / costs / hpas / scaled_objects / jobs / rollouts: the Kopf indexes
             (:mod:`llmscale.controller.indexes`).
         placeholder_deployments / placeholder_pods: the placeholder indexes
             (:mod:`llmscale.controller.placeholders`).
@@ -399,24 +409,36 @@ async def tick(
     mem.last_target_error = None
     snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s, observed.signal_pods)
     # After the read, which may have waited: the pools as they are when the policy decides (the
-    # indexes are live; a scale target's were read from its /scale just before).
-    state = (observed.state if spec.scale_target_ref is not None
-             else pool_state(current_i, current_b, pod_phases(pods, key_i), pod_phases(pods, key_b),
-                             pod_cold_starts(pods, key_i), pod_cold_starts(pods, key_b)))
+    # indexes are live; a scale target's were read from its /scale just before), each pod not Ready
+    # past the pool's startup budget judged failed (:mod:`llmscale.controller.failedpods`).
+    wall_now = deps.clock()
+    if observed.target_pods is not None:
+        live = {pool: judge_pods(observed.target_pods.get(pool, ()), wall_now) for pool in POOLS}
+        replicas_i, replicas_b = observed.state.interactive_replicas, observed.state.batch_replicas
+    else:
+        live = {INTERACTIVE: judge_pods(indexed_pods(pods, key_i), wall_now),
+                BATCH: judge_pods(indexed_pods(pods, key_b), wall_now)}
+        replicas_i, replicas_b = current_i or 0, current_b or 0
+    state = pool_state(replicas_i, replicas_b, [p.phase for p in live[INTERACTIVE]], [p.phase for p in live[BATCH]],
+                       cold_starts_of(live[INTERACTIVE]), cold_starts_of(live[BATCH]))
     # The rates a day and a week ago (the seasonal forecast), from the fleet reader's last seasonal
     # read; None (the forecast uses the trend alone) when not read yet, failed or too old.
     state = dataclasses.replace(state, seasonal=deps.fleet.seasonal(PoolTarget(namespace, name, INTERACTIVE)))
-    wall_now = deps.clock()
     reports = observe_pools(
         mem, spec=spec, status=body.get("status"),
-        pods=(observed.target_pods if observed.target_pods is not None
-              else {INTERACTIVE: indexed_pods(pods, key_i), BATCH: indexed_pods(pods, key_b)}),
+        pods=live,
         snapshot=snapshot,
         minutes={pool: deps.fleet.minutes(PoolTarget(namespace, name, pool)) for pool in POOLS},
         now=wall_now, max_gap_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
     )
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     _report_wake_refused(mem, body, namespace, name, snapshot, logger)
+    note_failed_pods(mem, body, logger, live[INTERACTIVE])
+    rollout = rollout_condition(
+        str(spec.scale_target_ref.name) if spec.scale_target_ref is not None else deployment_name(name, INTERACTIVE),
+        replicas_i, live[INTERACTIVE],
+        rollout_progress(rollouts, key_i) if spec.scale_target_ref is None else None)
+    note_rollout(mem, body, logger, rollout)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None
@@ -431,7 +453,11 @@ async def tick(
     # --- decide -----------------------------------------------------------------------------
     decision = deps.decide(spec, mem.history, state, memory, wall_now)
     # The batch pool's size comes from the backlog of labelled Jobs, planned after the decision.
-    raw_jobs, batch_jobs = read_jobs(jobs, namespace, name, spec)
+    raw_jobs, labelled_jobs = read_jobs(jobs, namespace, name, spec)
+    # A Job another manager suspends (Kueue) is left to it: never released, never counted.
+    batch_jobs, jobs_elsewhere = split_jobs(labelled_jobs)
+    if spec.batch is not None:
+        note_job_managers(mem, body, logger, jobs_elsewhere)
     # The GPUs free around the pools, from the shared node read (None while unknown: nothing is
     # released onto idle GPUs and the pool is not bounded by them); the interactive pool counted
     # at this decision when it grows, since interactive demand always wins.
@@ -459,6 +485,9 @@ async def tick(
             await write_deletion_costs(deps, namespace, pod_costs(costs, key_i), snapshot,
                                        scaling_down=decision.interactive_replicas < state.interactive_replicas,
                                        logger=logger)
+        if spec.scale_target_ref is None:
+            # Pods past their cold start give node autoscalers their nodes back.
+            await release_ready_pods(deps, namespace, [*live[INTERACTIVE], *live[BATCH]], spec, logger)
         changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger)
         if step.plan is not None and spec.batch is not None:
             await apply_job_actions(deps, mem, namespace, name, step.plan, raw_jobs, logger)
@@ -530,7 +559,11 @@ async def tick(
         batch=step.status,
         extra_conditions={BATCH_BACKLOG: step.batch_backlog, DEADLINE_AT_RISK: step.deadline_at_risk,
                           CHILDREN_APPLIED: applied_condition(mem.apply_error),
-                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads)},
+                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads),
+                          PODS_HEALTHY: pods_healthy_condition(live[INTERACTIVE]),
+                          ROLLOUT_PROGRESSING: rollout,
+                          **({SOLE_JOB_MANAGER: sole_job_manager_condition(jobs_elsewhere)} if spec.batch is not None
+                             else {})},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,
         scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,
         pools=reports.pools, usage_ledger=reports.ledger,

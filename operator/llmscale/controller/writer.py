@@ -41,6 +41,10 @@ class ChildWriter(Protocol):
         """Set ``spec.suspend`` of one batch Job (server-side apply of that field only)."""
         ...
 
+    async def remove_pod_annotations(self, namespace: str, name: str, keys: Sequence[str]) -> None:
+        """Remove ``keys`` from one pod's annotations (a JSON merge patch: whoever set them)."""
+        ...
+
 
 class KubernetesWriter:
     """:class:`ChildWriter` over the official (synchronous) Kubernetes client, run in threads.
@@ -104,6 +108,22 @@ class KubernetesWriter:
                 is gone).
         """
         await asyncio.to_thread(self._annotate_pod_sync, namespace, name, annotations)
+
+    def _remove_pod_annotations_sync(self, namespace: str, name: str, keys: Sequence[str]) -> None:
+        body = {"metadata": {"annotations": dict.fromkeys(keys)}}
+        self._core.patch_namespaced_pod(name, namespace, body, field_manager=self.field_manager,
+                                        _content_type="application/merge-patch+json")
+
+    async def remove_pod_annotations(self, namespace: str, name: str, keys: Sequence[str]) -> None:
+        """Remove ``keys`` from one pod's annotations with a JSON merge patch (``null`` values): the
+        keys come from the pod template, so the ReplicaSet's manager owns them and a server-side
+        apply could not drop them.
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: the API server refused (404 once the pod
+                is gone).
+        """
+        await asyncio.to_thread(self._remove_pod_annotations_sync, namespace, name, keys)
 
     def _suspend_job_sync(self, namespace: str, name: str, suspend: bool) -> None:
         body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},

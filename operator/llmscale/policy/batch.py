@@ -343,7 +343,7 @@ class BatchPlan:
         return BatchStatus(
             jobs_waiting=sum(p.job.state in (JobState.Waiting, JobState.Draining) for p in outstanding),
             jobs_running=sum(p.job.state is JobState.Running for p in outstanding),
-            jobs_done=sum(p.job.state is JobState.Done for p in self.jobs),
+            jobs_done=sum(p.job.state is JobState.Done and not p.job.failed for p in self.jobs),
             tokens_outstanding=round(sum(t for t in known if t is not None)),
             jobs_unknown_size=sum(t is None for t in known),
             next_window_open=_rfc3339(self.next_window_open),

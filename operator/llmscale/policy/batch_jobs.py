@@ -19,6 +19,14 @@ Read from the Job (and nothing else):
   the terminal-to-be ``SuccessCriteriaMet``/``FailureTarget`` of Kubernetes ≥ 1.31).
 
 Written to the Job by llmscale: ``spec.suspend`` only (by the operator, phase B of issue 13).
+
+A Job another manager suspends is that manager's (issue 21): Kueue (its label
+:data:`LABEL_KUEUE_QUEUE`, or a field manager named ``kueue…`` owning a ``spec.suspend: true`` in
+``metadata.managedFields``, as with Kueue's ``manageJobsWithoutQueueName``), or a controller named in
+``spec.managedBy``. Such a Job is parsed with :attr:`BatchJob.managed_by` set; the operator leaves it
+alone and reports it. (A GitOps tool's one-off re-apply of ``suspend: true`` is not recognised this
+way: docs/batch.md, GitOps, says the Job pauses and is released again.)
+A Job that ends ``Failed`` is finished but never *done*: its progress stays what it measured.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ __all__ = [
     "ANNOTATION_REQUESTS",
     "DEFAULT_CLIENT_CONCURRENCY",
     "LABEL_DEPLOYMENT",
+    "LABEL_KUEUE_QUEUE",
     "BatchJob",
     "JobState",
     "parse_job",
@@ -46,6 +55,12 @@ __all__ = [
 
 #: Label naming the LLMDeployment (same namespace) whose batch pool serves the Job.
 LABEL_DEPLOYMENT = "llmscale.dev/deployment"
+#: Kueue's label naming the LocalQueue of a Job it admits (its webhook may add it by itself).
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+#: ``spec.managedBy`` of a Job left to the built-in Job controller (Kubernetes >= 1.30).
+_JOB_CONTROLLER = "kubernetes.io/job-controller"
+_FAILED = ("Failed", "FailureTarget")
+
 #: RFC 3339 instant by which the Job's work must be done; unset: creation + completion window.
 ANNOTATION_DEADLINE = "llmscale.dev/deadline"
 #: Requests (lines) in the Job's whole input, over all its indexes.
@@ -81,7 +96,8 @@ class JobState(StrEnum):
     """Suspended, but its pods are still finishing in-flight requests (``status.active`` or
     ``status.terminating`` above 0)."""
     Done = "Done"
-    """``Complete`` or ``Failed``: no more work."""
+    """``Complete`` or ``Failed``: no more work (a failed Job is never counted done:
+    :attr:`BatchJob.failed`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +125,9 @@ class BatchJob:
             Indexed Job's succeeded indexes), ``client`` (the batch client's own count, passed in),
             or ``none``.
         problems: one sentence per value that could not be read (the value is then unknown).
+        failed: the Job ended ``Failed`` (or ``FailureTarget``): finished, its requests not done.
+        managed_by: another manager that suspends the Job (``None``: llmscale's alone), e.g.
+            ``Kueue (queue team-a)``: the operator neither releases nor counts it.
     """
 
     name: str
@@ -125,6 +144,8 @@ class BatchJob:
     requests_done: float = 0.0
     progress_source: Literal["finished", "completions", "client", "none"] = "none"
     problems: tuple[str, ...] = ()
+    failed: bool = False
+    managed_by: str | None = None
 
     @property
     def size_known(self) -> bool:
@@ -133,8 +154,9 @@ class BatchJob:
 
     @property
     def done_fraction(self) -> float:
-        """Share of the requests done, 0–1 (1 when finished; 0 when the size is unknown)."""
-        if self.state is JobState.Done:
+        """Share of the requests done, 0–1 (1 when complete; what was measured when failed; 0 when
+        the size is unknown)."""
+        if self.state is JobState.Done and not self.failed:
             return 1.0
         if not self.requests:
             return 0.0
@@ -280,6 +302,33 @@ def _finished(job: Mapping[str, Any]) -> bool:
     )
 
 
+def _condition_true(job: Mapping[str, Any], types: tuple[str, ...]) -> bool:
+    conditions = _get(job, "status", "conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") in types and c.get("status") == "True" for c in conditions)
+
+
+def _owns_suspend(entry: Mapping[str, Any]) -> bool:
+    spec = _get(entry, "fieldsV1", "f:spec")
+    return isinstance(spec, Mapping) and "f:suspend" in spec
+
+
+def _other_manager(job: Mapping[str, Any]) -> str | None:
+    """The manager other than llmscale that suspends the Job, or ``None`` (see the module docstring)."""
+    labels = _get(job, "metadata", "labels")
+    if isinstance(labels, Mapping) and labels.get(LABEL_KUEUE_QUEUE):
+        return f"Kueue (label {LABEL_KUEUE_QUEUE}={labels[LABEL_KUEUE_QUEUE]})"
+    managed_by = _get(job, "spec", "managedBy")
+    if isinstance(managed_by, str) and managed_by and managed_by != _JOB_CONTROLLER:
+        return f"{managed_by} (spec.managedBy)"
+    entries = _get(job, "metadata", "managedFields")
+    if _get(job, "spec", "suspend") is not True or not isinstance(entries, list):
+        return None
+    kueue = sorted({str(e.get("manager")) for e in entries if isinstance(e, Mapping) and _owns_suspend(e)
+                    and "kueue" in str(e.get("manager") or "").lower()})
+    return f"Kueue (field manager {', '.join(kueue)} owns spec.suspend)" if kueue else None
+
+
 def parse_job(
     job: Mapping[str, Any], *, completion_window_s: float, requests_done: float | None = None
 ) -> BatchJob:
@@ -367,6 +416,12 @@ def parse_job(
 
     concurrency = _client_concurrency(job, problems) * _pods_at_once(job)
 
+    failed = _condition_true(job, _FAILED)
+    if failed:
+        done, progress = 0.0, "none"
+        if requests is not None and requests_done is not None and math.isfinite(requests_done) and requests_done > 0:
+            done, progress = min(float(requests), requests_done), "client"
+
     return BatchJob(
         name=name,
         deployment=deployment if isinstance(deployment, str) else None,
@@ -382,4 +437,6 @@ def parse_job(
         requests_done=done,
         progress_source=progress,
         problems=tuple(problems),
+        failed=failed,
+        managed_by=_other_manager(job) if state is not JobState.Done else None,
     )

@@ -44,7 +44,7 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
    say): with the load signal known, a capacity correction is learnt
    (:func:`llmscale.policy.load.correct`: the model over-estimated what these replicas carry) and the
    load asks again; without it, demand + 1.
-6. **Recommendation** ``demand + H``; 0 when a ``min: 0`` pool is idle (:func:`release_when_idle`);
+6. **Recommendation** ``demand + H`` (+ the failed pods' replacements, :func:`_replacements`); 0 when a ``min: 0`` pool is idle (:func:`release_when_idle`);
    on partial data floored at the current size (``MetricsPartial``).
 7. **Clamps** (:mod:`llmscale.policy.clamps`), the HPA's chain: the stabilisation windows
    (``AbleToScale``), then the limits (``ScalingLimited``): rate limits, no removing while an engine
@@ -60,7 +60,9 @@ tick with the same inputs and apply what it recommends. The steps, in order (eac
 then the other proposals and the workload line.
 
 Pods in their cold start are capacity on the way, never asked for twice: proposals are *totals*
-compared with ``state.interactive_replicas``, which already counts the starting pods.
+compared with ``state.interactive_replicas``, which already counts the starting pods. Failed pods
+(``state.interactive_failed``: a crash loop, an image pull back-off) are counted there too but are
+not capacity: the current demand leaves them out and the recommendation adds their replacements.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ from llmscale.policy.signal_health import (
     WAKE_SIGNAL,
     latency_guard_off,
     latency_window_s,
+    partial_answer,
     why_unknown,
 )
 from llmscale.policy.types import (
@@ -121,6 +124,7 @@ from llmscale.policy.types import (
 )
 from llmscale.policy.windows import describe_window, scheduled_minimum
 from llmscale.policy.zero import release_when_idle, wake_proposal
+from llmscale.signals.assemble import CLOCK_SKEW_S, SPECULATIVE_TOKENS_PER_SAMPLE
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
@@ -241,7 +245,10 @@ def _breaches(spec: LLMDeploymentSpec, snap: SignalSnapshot) -> list[str]:
     if ttft is not None and ttft > spec.slo.ttft_p95_seconds:
         out.append(f"TTFT p95 {ttft:.2f} s > SLO {spec.slo.ttft_p95_seconds:.2f} s")
     if itl is not None and itl > spec.slo.itl_p95_seconds:
-        out.append(f"ITL p95 {itl:.3f} s > SLO {spec.slo.itl_p95_seconds:.3f} s")
+        per = snap.itl_tokens_per_sample
+        note = (f" (per token: {per:.1f} tokens a sample, speculative decoding)"
+                if per is not None and per >= SPECULATIVE_TOKENS_PER_SAMPLE else "")
+        out.append(f"ITL p95 {itl:.3f} s{note} > SLO {spec.slo.itl_p95_seconds:.3f} s")
     return out
 
 
@@ -347,6 +354,32 @@ def _latency_guard(
         f"{reference}: latency guard proposes {reference + 1}",
         memory.correction,
         False,
+    )
+
+
+def _replacements(state: PoolState, recommendation: int, current: int) -> tuple[int, str | None]:
+    """Return the recommendation with the failed pods' replacements, and its line.
+
+    A failed pod stays in ``spec.replicas`` (its ReplicaSet keeps it) but will never serve, so the
+    pool needs one more replica for each: ``recommendation + failed``. A scale-down later removes the
+    failed pods first (a ReplicaSet deletes pods that are not Ready before Ready ones). While more
+    pods failed than are Ready the failure looks like the template's or the cluster's, not one GPU's
+    (a bad image, every node's driver): more pods would fail too, so nothing is added for them and
+    the recommendation is not raised above ``current``.
+    E.g. 3 Ready + 1 crash-looping, demand 4 and headroom 1: 5 + 1 = 6.
+    """
+    failed = state.interactive_failed
+    if failed <= 0:
+        return recommendation, None
+    if failed > state.interactive_ready:
+        capped = min(recommendation, current)
+        return capped, (
+            f"{failed} failed pods (more than the {state.interactive_ready} Ready): not replaced, the failure "
+            f"looks like the template's or the cluster's rather than one node's; no replica added ({capped})"
+        )
+    return recommendation + failed, (
+        f"{failed} failed pods will never serve: their replacements are asked for at once, "
+        f"{recommendation} + {failed} = {recommendation + failed}"
     )
 
 
@@ -480,7 +513,8 @@ def decide(
     else:
         head, head_line = headroom_replicas(spec, history, now, lead.seconds)
         head_line += f"; {lead.describe()}"
-    reference = max(current - head, 0)
+    # Failed pods hold a place in spec.replicas but serve nothing: the demand held now leaves them out.
+    reference = max(current - state.interactive_failed - head, 0)
 
     model_cond = _model_condition(cap, shape, live, factor)
     workload_line = f"workload: {model_cond.message}" if fresh is not None else None
@@ -503,13 +537,23 @@ def decide(
     metrics_cond, hold_line = _metrics_condition(
         snap, now, scaling.metrics_max_age_seconds, unknown_names, [p.signal for p in known], current
     )
+    skew = fresh.clock_skew_s if fresh is not None else None
+    if skew is not None and abs(skew) > CLOCK_SKEW_S:
+        metrics_cond = replace(metrics_cond, message=(
+            f"{metrics_cond.message}; Prometheus's clock is {abs(skew):.0f} s "
+            f"{'ahead of' if skew > 0 else 'behind'} the operator's: ages are measured in Prometheus's clock"))
+    # A partial answer (warnings, or Ready pods missing from the sums) never scales down.
+    partial_why = partial_answer(fresh, state.interactive_ready) if fresh is not None else None
+    if partial_why is not None and metrics_cond.status == "True":
+        metrics_cond = ConditionResult("True", Reason.PartialAnswer,
+                                       f"{partial_why}: the sums may miss pods, so no scale-down; {metrics_cond.message}")
     floor, floor_window = scheduled_minimum(spec.replicas.schedule, now, lead.seconds)
     clamp_memory = replace(memory, since=since)
     arg = Normalization(
         spec=spec,
         current=current,
         unschedulable=state.interactive_unschedulable,
-        unknown=tuple(unknown_names),
+        unknown=tuple(unknown_names) + ((f"a complete answer ({partial_why})",) if partial_why is not None else ()),
         memory=clamp_memory,
         now=now,
         floor=floor,
@@ -558,6 +602,10 @@ def decide(
         recommendation, idle_line = release_when_idle(spec, fresh, current, demand, recommendation)
         if idle_line is not None:
             reasons.append(idle_line)
+        if recommendation > 0:
+            recommendation, replaced_line = _replacements(state, recommendation, current)
+            if replaced_line is not None:
+                reasons.append(replaced_line)
 
         # The partial-signals floor changes the recommendation itself: the floored value is the
         # one the windows judge and the memory keeps.
@@ -604,7 +652,7 @@ def decide(
         interactive_replicas=desired,
         batch_replicas=batch,
         demand_replicas=demand,
-        headroom_replicas=max(0, desired - demand),
+        headroom_replicas=max(0, desired - demand - state.interactive_failed),
         reasons=tuple(reasons),
         metrics_available=metrics_cond,
         able_to_scale=able_to_scale_condition(windows, recommendation),

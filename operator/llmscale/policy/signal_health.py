@@ -78,6 +78,24 @@ def why_unknown(snap: SignalSnapshot | None, names: Sequence[str]) -> str:
     return "; ".join(f"{', '.join(group)} unknown: {why}" for why, group in by_reason.items())
 
 
+def partial_answer(snap: SignalSnapshot, ready_pods: int) -> str | None:
+    """Return why the snapshot's sums may be partial, or ``None``.
+
+    Partial: Prometheus answered with ``warnings`` (Thanos or Mimir with partial response on: HTTP
+    200, ``store B unavailable``, series of some pods missing), or fewer pods reported than are
+    Ready (``replicas_reporting`` + the stalled pods left out ``< ready_pods``): a sum over 4 of 8 pods reads as half the load, and
+    a pool scaled down on it pays cold starts when the store comes back. Such a snapshot scales up
+    on what it shows, never down.
+    """
+    parts = []
+    if snap.warnings:
+        parts.append(f"Prometheus answered with warnings ({'; '.join(snap.warnings)[:300]})")
+    # A stalled engine's pod is left out on purpose (and holds the pool itself: StalledPods).
+    if 0 < snap.replicas_reporting + len(snap.stalled_pods) < ready_pods:
+        parts.append(f"{snap.replicas_reporting} of {ready_pods} Ready pods reported")
+    return " and ".join(parts) if parts else None
+
+
 def latency_guard_off(snap: SignalSnapshot) -> str | None:
     """Return why the latency guard cannot judge this snapshot, or ``None`` when it can.
 

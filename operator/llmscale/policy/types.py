@@ -37,6 +37,7 @@ class Reason(StrEnum):
     MetricsFresh = "MetricsFresh"
     """True: every leading signal is known and fresh."""
     MetricsPartial = "MetricsPartial"
+    PartialAnswer = "PartialAnswer"
     """True on MetricsAvailable: some leading signal unknown, scaling up only. Also a ScalingLimited
     reason: the no-scale-down-on-partial-signals floor changed the count."""
     MetricsStale = "MetricsStale"
@@ -185,6 +186,12 @@ class PoolState:
             they already count towards capacity being added, so they are not asked for twice.
         interactive_unschedulable: interactive pods Pending because no node can take them
             (e.g. not enough GPUs); the policy stops adding replicas while any exist.
+        interactive_failed: interactive pods that will never serve by waiting (a crash loop, an
+            image pull back-off, not Ready long past the pool's cold starts): counted in
+            ``interactive_replicas`` but not capacity, so the policy asks for their replacements.
+        interactive_surge: pods beyond ``interactive_replicas``, a rollout's surge: the Deployment
+            controller's, never asked for by the policy, and left out of the counts above except
+            Ready.
         batch_replicas: ``spec.replicas`` currently set on the batch Deployment (0 if none).
         batch_ready: batch pods Ready now.
         interactive_cold_starts_s: measured cold starts of recent interactive pods, seconds from the
@@ -199,6 +206,8 @@ class PoolState:
     interactive_ready: int
     interactive_starting: int = 0
     interactive_unschedulable: int = 0
+    interactive_failed: int = 0
+    interactive_surge: int = 0
     batch_replicas: int = 0
     batch_ready: int = 0
     interactive_cold_starts_s: tuple[float, ...] = ()

@@ -61,6 +61,9 @@ class FleetAnswer:
             pool labels).
         failed: ``group -> why`` for every query group that gave no usable answer.
         asked: the query groups sent (a profile without a histogram sends no query for it).
+        warnings: the ``warnings`` of HTTP 200 answers (Thanos or Mimir with partial response on:
+            ``store B unavailable``): the series may miss pods; prometheus-api-client drops them, so
+            the reader reads them off the HTTP answer itself.
     """
 
     evaluated_at: float | None = None
@@ -70,6 +73,7 @@ class FleetAnswer:
     problems: dict[PoolTarget, list[str]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     asked: frozenset[str] = frozenset()
+    warnings: list[str] = field(default_factory=list)
 
     def problem(self, pool: PoolTarget, line: str) -> None:
         """Record a rejected value of ``pool``."""

@@ -162,9 +162,19 @@ def assemble(
     workload = _workload(st, sums, contributing, rows, reporting, lacking, no_pod)
     ttft = _latency(st, "ttft_p95_s", "ttft", reporting, lacking)
     itl = _latency(st, "itl_p95_s", "itl", reporting, lacking)
+    itl_tokens = _tokens_per_itl_sample(st, sums)
+    if itl is not None and itl_tokens is not None and itl_tokens >= SPECULATIVE_TOKENS_PER_SAMPLE:
+        itl = itl / itl_tokens
 
     newest = [p.newest_sample_s for p in (contributing or pods) if p.newest_sample_s is not None]
     observed_at = max(newest) if newest else (answer.evaluated_at or now)
+    # Ages in Prometheus's own clock: the answer's evaluation time is Prometheus's "now". A skew
+    # past CLOCK_SKEW_S (the operator's node 120 s ahead: every snapshot read 130 s old and the pool
+    # held for ever; 120 s behind: a pod frozen 100 s ago read fresh) moves observed_at into the
+    # operator's clock, so that the policy's now - observed_at is the age Prometheus sees.
+    skew = answer.evaluated_at - now if answer.evaluated_at is not None else None
+    if skew is not None and abs(skew) > CLOCK_SKEW_S:
+        observed_at -= skew
     by_why: dict[str, list[str]] = {}
     for group, why in answer.failed.items():
         by_why.setdefault(why, []).append(group)
@@ -181,6 +191,8 @@ def assemble(
         preemption_rate=sums["preemption_rate"],
         ttft_p95_s=ttft,
         itl_p95_s=itl,
+        itl_tokens_per_sample=itl_tokens,
+        clock_skew_s=skew,
         replicas_reporting=len(contributing),
         error=error,
         workload=workload,
@@ -193,6 +205,7 @@ def assemble(
         window=window,
         quiet=tuple(sorted(st.quiet)),
         failed_queries=tuple(sorted(answer.failed)),
+        warnings=tuple(dict.fromkeys(answer.warnings)),
     )
 
 
@@ -322,6 +335,33 @@ def _latency(
     """A latency quantile of the pool, or ``None`` with the reason."""
     empty = f"no request observed in the {st.window.promql} window (a quantile of nothing)"
     return _pool_value(st, field_name, field_name, key, reporting, lacking, empty)
+
+
+#: Seconds between Prometheus's evaluation time and the operator's clock beyond which the snapshot's
+#: time is moved into the operator's clock and the skew reported: a query's own round trip (up to a
+#: few seconds on a busy Prometheus) stays below it.
+CLOCK_SKEW_S = 5.0
+
+#: Generated tokens per ITL observation from which a sample is taken to cover several tokens
+#: (speculative decoding: vLLM observes the inter-token latency once per engine step, and a step of
+#: EAGLE with 3 speculative tokens commits ~2.8); below it (1 token a step, with the rates' noise)
+#: the p95 is per token already.
+SPECULATIVE_TOKENS_PER_SAMPLE = 1.2
+
+
+def _tokens_per_itl_sample(st: _Pool, sums: dict[str, float | None]) -> float | None:
+    """Tokens one ITL observation covers: ``(generation tokens − first tokens) / ITL observations``,
+    each a rate over the window; a request's first token is its TTFT sample, not an ITL one (the
+    TTFT observations count them; the finished requests stand in when those are unknown). ``None``
+    when any is unknown or nothing was generated."""
+    pool = st.answer.pools.get(st.pool, {})
+    obs = pool.get("itl_observations_rate")
+    gen = sums.get("generation_tokens_rate")
+    req = pool.get("ttft_observations_rate")
+    req = req if req is not None else sums.get("request_rate")
+    if obs is None or gen is None or req is None or obs <= 0 or gen - req <= 0:
+        return None
+    return (gen - req) / obs
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

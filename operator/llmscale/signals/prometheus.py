@@ -570,20 +570,22 @@ class PrometheusSignalReader:
         answer = FleetAnswer(asked=frozenset(group for group, _ in queries))
         (first, query), rest = queries[0], queries[1:]
         try:
-            parse_group(answer, first, self._call(lambda: self._client.custom_query(query)), self.settings.labels)
+            result, warnings = self._call_warned(lambda: self._client.custom_query(query))
+            answer.warnings.extend(warnings)
+            parse_group(answer, first, result, self.settings.labels)
         except _Failed as exc:
             answer.failed[first] = exc.why
             if exc.fatal:
                 answer.failed.update((group, exc.why) for group, _ in rest)
                 return answer
         sent = [
-            (group, self._queries.submit(self._call, lambda q=q: self._client.custom_query(q)))  # type: ignore[misc]
+            (group, self._queries.submit(self._call_warned, lambda q=q: self._client.custom_query(q)))  # type: ignore[misc]
             for group, q in rest
         ]
         fatal: str | None = None
         for group, future in sent:
             try:
-                result = future.result()
+                result, warnings = future.result()
             except _Failed as exc:
                 answer.failed[group] = exc.why
                 fatal = fatal or (exc.why if exc.fatal else None)
@@ -591,10 +593,17 @@ class PrometheusSignalReader:
             except CancelledError:  # close() cancelled it: the operator is stopping
                 answer.failed[group] = "the reader was closed before the query was sent"
                 continue
+            answer.warnings.extend(warnings)
             parse_group(answer, group, result, self.settings.labels)
         if fatal is not None:  # the same cause, told alike (the wake query is then not sent)
             answer.failed.update((group, fatal) for group, _ in sent if group in answer.failed)
         return answer
+
+    def _call_warned(self, send: Any) -> tuple[Any, list[str]]:
+        """:meth:`_call`, and the ``warnings`` of the answer (on this thread: see :data:`_ANSWER_WARNINGS`)."""
+        _ANSWER_WARNINGS.found = []
+        result = self._call(send)
+        return result, list(getattr(_ANSWER_WARNINGS, "found", []))
 
     def _call(self, send: Any) -> Any:
         """Run one prometheus-api-client call; raise :class:`_Failed` with a readable reason."""
@@ -642,6 +651,29 @@ class PrometheusSignalReader:
             ) from None
 
 
+#: The ``warnings`` of the last answer each reader thread received (:class:`_FormBody` sets it,
+#: :meth:`PrometheusReader._call_warned` reads it): prometheus-api-client returns ``data.result``
+#: alone, so an answer's warnings are read off the HTTP response on its way through.
+_ANSWER_WARNINGS = threading.local()
+
+#: Bytes at the end of an answer searched for ``"warnings"``: Prometheus (and Thanos, Mimir) write
+#: it after ``data`` (Go's field order of the API's response struct), so a large answer is parsed
+#: a second time only when it has some.
+_WARNINGS_TAIL = 64 * 1024
+
+
+def _answer_warnings(response: requests.Response) -> list[str]:
+    """The ``warnings`` of a Prometheus HTTP API answer (``[]`` for none, or for a body that is not
+    JSON: the client reports that)."""
+    try:
+        if b'"warnings"' not in response.content[-_WARNINGS_TAIL:]:
+            return []
+        found = response.json().get("warnings")
+    except (ValueError, AttributeError):
+        return []
+    return [str(w) for w in found] if isinstance(found, list) else []
+
+
 class _FormBody(HTTPAdapter):
     """An adapter that sends a ``POST``'s parameters as a form-encoded body, not in the URL.
 
@@ -662,7 +694,9 @@ class _FormBody(HTTPAdapter):
                 request.body = url.query
                 request.headers["Content-Type"] = "application/x-www-form-urlencoded"
                 request.headers["Content-Length"] = str(len(url.query))
-        return super().send(request, *args, **kwargs)
+        response = super().send(request, *args, **kwargs)
+        _ANSWER_WARNINGS.found = _answer_warnings(response)
+        return response
 
 
 def _utc(seconds: float) -> datetime:

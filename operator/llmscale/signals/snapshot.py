@@ -207,6 +207,16 @@ class SignalSnapshot:
             an absence.
         carried: set when this is the pool's last good snapshot published again through a failed
             read (:class:`CarriedRead`); ``None`` for a snapshot of the read just made.
+        itl_tokens_per_sample: generated tokens per ITL observation over the window; from
+            :data:`~llmscale.signals.assemble.SPECULATIVE_TOKENS_PER_SAMPLE` up (speculative decoding:
+            one sample a step of several tokens) ``itl_p95_s`` is the per-step p95 divided by it, a
+            per-token figure the SLO is judged on. ``None``: unknown.
+        clock_skew_s: Prometheus's evaluation time of the answer less the operator's clock at the
+            read, seconds (positive: Prometheus ahead; includes the query's round trip). Past
+            :data:`~llmscale.signals.assemble.CLOCK_SKEW_S` ``observed_at`` is already moved into
+            the operator's clock (ages are Prometheus's) and the skew is reported. ``None``: no answer.
+        warnings: the ``warnings`` Prometheus (Thanos, Mimir with partial response) sent with its
+            answers, e.g. ``store B unavailable``: the sums may miss pods (a partial answer).
     """
 
     observed_at: float
@@ -230,6 +240,9 @@ class SignalSnapshot:
     wake_demand: float | None = None
     failed_queries: tuple[str, ...] = ()
     carried: CarriedRead | None = None
+    warnings: tuple[str, ...] = ()
+    itl_tokens_per_sample: float | None = None
+    clock_skew_s: float | None = None
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.
