@@ -30,14 +30,12 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,10 +44,12 @@ import kubernetes
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from tests.waiting import wait_for
 
 from llmscale.localcluster import SAMPLE
 from llmscale.localcluster import cluster as local_cluster
 from llmscale.localcluster import stack as local_stack
+from llmscale.localcluster.ports import free_port
 from llmscale.localcluster.prometheus_config import write_operator_targets
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,30 +58,6 @@ sys.path.insert(0, str(REPO / "e2e"))
 CRD = REPO / "crds" / "llmdeployments.llmscale.dev.yaml"
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
 T = TypeVar("T")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float, interval_s: float = 0.5) -> T:
-    """Poll ``probe`` until it returns something truthy and return that; fail after ``timeout_s``
-    with ``what`` and the last value (or exception) seen."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while True:
-        try:
-            value = probe()
-            if value:
-                return value
-            last = value
-        except Exception as exc:  # keep polling; report the last failure
-            last = f"{type(exc).__name__}: {exc}"
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}; last: {last!r}")
-        time.sleep(interval_s)
 
 
 @dataclass
@@ -276,7 +252,7 @@ def _start_operator(
     kubeconfig: Path, prometheus_url: str, log_path: Path, extra: tuple[str, ...] = (),
     extra_env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     argv = [
         str(Path(sys.executable).with_name("llmscale")), "run", "--all-namespaces", "--standalone",
         "--prometheus-url", prometheus_url, "--tick-base-seconds", "1",
