@@ -12,6 +12,10 @@ Two kube-apiserver flags are added for these tests (``LLMSCALE_APISERVER_EXTRA_A
   clusters): setting ``blockOwnerDeletion`` on a child then needs ``update`` on the owner's
   ``finalizers`` subresource, so the chart's rule for it is exercised rather than assumed.
 
+Under pytest-xdist (``make unit``: ``-n auto --dist loadgroup``) every test that uses the cluster runs
+on one worker (``xdist_group("cluster")``), so the cluster starts once; the CPU-light tests run on
+the others.
+
 Where the binaries (``e2e/cluster/build.sh``) or Helm (``tools/build-helm.sh``) are not built, the
 tests skip locally; with ``CI=true`` the repository's conftest turns those skips into failures.
 """
@@ -37,6 +41,14 @@ from llmscale.localcluster import lws as local_lws
 def _down(state_dir: Path) -> None:
     subprocess.run([sys.executable, "-B", str(CLUSTER_PY), "down", "--grace", "5"], env={**os.environ,
                    "LLMSCALE_CLUSTER_DIR": str(state_dir)}, capture_output=True, timeout=120, check=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of the one local cluster go to one worker (see the module's docstring)."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()) and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
 
 
 @pytest.fixture(scope="session")
