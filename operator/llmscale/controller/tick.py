@@ -94,7 +94,6 @@ from llmscale.controller.scaletarget import (
 from llmscale.controller.seasonal import spec_timezone
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.status import build_status
-from llmscale.controller.statuspatch import status_patch
 from llmscale.controller.targeterror import report_target_error
 from llmscale.controller.writer import ApplyRefused, apply_manifests
 from llmscale.policy.batch_step import batch_step
@@ -516,12 +515,7 @@ async def tick(
         scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,
         pools=reports.pools, usage_ledger=reports.ledger,
     )
-    written_loop_s = loop.time()
-    update = status_patch(previous, desired, now=written_loop_s, last_written_at=mem.last_status_write_loop_s,
-                          refresh_seconds=deps.settings.status_refresh_seconds)
-    if update:
-        patch.status.update(update)
-        mem.last_status_write_loop_s = written_loop_s
+    if mem.write_status(patch.status, previous, desired, refresh_seconds=deps.settings.status_refresh_seconds):
         deps.metrics.status_writes.inc()
     mem.last_invalid = None
     deps.metrics.tick_duration.observe(loop.time() - started_loop_s)
