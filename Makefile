@@ -45,11 +45,11 @@ binaries:
 UNIT_WORKERS ?= auto
 E2E_WORKERS ?= 2
 unit: $(STAMP) binaries
-	$(BIN)/pytest tests -q -n $(UNIT_WORKERS) --dist loadgroup --durations=15
+	$(BIN)/pytest tests -q -n $(UNIT_WORKERS) --dist loadscope --durations=15
 
 # The e2e suite starts (and stops) the local cluster itself; it fails, never skips, without one.
 e2e: $(STAMP) binaries
-	$(BIN)/pytest e2e -q -n $(E2E_WORKERS) --dist loadgroup --durations=15
+	$(BIN)/pytest e2e -q -n $(E2E_WORKERS) --dist loadscope --durations=15
 
 test: lint unit e2e
 

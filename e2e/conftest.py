@@ -22,13 +22,13 @@ the operator configured otherwise (the authenticated-Prometheus one) stops it an
 with :meth:`Cluster.run_operator`, and :meth:`Cluster.restore_operator` puts the session's back.
 Each test gets its own namespace. When the cluster cannot be had, the suite FAILS with the reason; it never skips.
 
-**Side by side** (``pytest e2e -n 2 --dist loadgroup``, what ``make e2e`` runs): every pytest-xdist
+**Side by side** (``pytest e2e -n 2``, what ``make e2e`` runs): every pytest-xdist
 worker shares the one cluster and the one operator. The first worker to need them starts them and
 writes where they are into a folder the controller hands every worker; the controller stops them at
 the end. Scenarios run side by side in their own namespaces under a shared lock; a scenario marked
 ``alone`` (it restarts the API server, Prometheus or the operator, or fills every GPU) takes the
 lock exclusively, so nothing else runs while it does. The ordered tests of a class hold the lock
-from their first test to their last and stay on one worker (``xdist_group``).
+from their first test to their last and stay on one worker (:func:`pytest_xdist_make_scheduler`).
 """
 
 from __future__ import annotations
@@ -562,15 +562,19 @@ def _alone(item: pytest.Item) -> bool:
     return item.get_closest_marker("alone") is not None
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep what must run in order on one worker: the ``alone`` scenarios one after another, and the
-    ordered tests of each class (``xdist_group``, read by ``--dist loadgroup``)."""
-    for item in items:
-        cls = getattr(item, "cls", None)
-        group = "alone" if _alone(item) else cls.__qualname__ if cls is not None else None
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """(pytest-xdist, controller) Each test is a unit of work of its own, but the ordered tests of a
+    class stay together on one worker (they share the class's namespace, load and state)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByClass(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path, _, rest = nodeid.partition("::")
+            name, _, method = rest.partition("::")
+            return f"{path}::{name}" if method else nodeid
+
+    return ByClass(config, log)
 
 
 class _Gate:
