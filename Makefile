@@ -41,12 +41,17 @@ binaries:
 	bash tools/build-helm.sh
 	bash tools/install-checkov.sh
 
+# Side by side (pytest-xdist): the unit tests on every core, the tests of the one local cluster on
+# one worker of them; the e2e scenarios in their own namespaces on one cluster, those marked `alone`
+# (chaos, every GPU) by themselves (e2e/conftest.py). The slowest 15 tests are listed at the end.
+UNIT_WORKERS ?= auto
+E2E_WORKERS ?= 2
 unit: $(STAMP) binaries
-	$(BIN)/pytest tests -q
+	$(BIN)/pytest tests -q -n $(UNIT_WORKERS) --dist loadscope --durations=15
 
 # The e2e suite starts (and stops) the local cluster itself; it fails, never skips, without one.
 e2e: $(STAMP) binaries
-	$(BIN)/pytest e2e -q
+	$(BIN)/pytest e2e -q -n $(E2E_WORKERS) --dist loadscope --durations=15
 
 test: lint unit e2e
 

@@ -66,6 +66,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from llmscale.localcluster import SAMPLE, cluster
+from llmscale.localcluster.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = [ROOT / "crds" / "llmdeployments.llmscale.dev.yaml", ROOT / "charts" / "llmscale" / "crds" / "kopf.dev-peerings.yaml"]
@@ -202,7 +203,7 @@ def start_operator(sd: Path, shard: Shard, prometheus_url: str) -> None:
     """``llmscale run`` with operator defaults for ``shard``'s namespaces, as ``shard.user``."""
     kubeconfig = sd / f"{shard.user}.kubeconfig"
     cluster.write_kubeconfig(kubeconfig, _server(sd), sd / "pki", shard.user)
-    shard.port = cluster.free_port()
+    shard.port = free_port()
     argv = [str(Path(sys.executable).with_name("llmscale")), "run", "--kubeconfig", str(kubeconfig),
             "--prometheus-url", prometheus_url, "--peering", PEERING, "--metrics-host", "127.0.0.1",
             "--metrics-port", str(shard.port)]
@@ -559,9 +560,9 @@ def run(args: argparse.Namespace, sd: Path) -> dict[str, Any]:
     with console.status("CRDs, namespaces, peering objects, exporter, Prometheus, operators"):
         _apply_crds(sd)
         make_namespaces(api, namespaces)
-        exporter_port = cluster.free_port()
+        exporter_port = free_port()
         start_exporter(sd, exporter_port)
-        prometheus_url = start_prometheus(sd, cluster.free_port(), args.scrape_interval)
+        prometheus_url = start_prometheus(sd, free_port(), args.scrape_interval)
         for s in shards:
             start_operator(sd, s, prometheus_url)
     console.print(f"up in {time.monotonic() - t_start:.0f} s: {nodes} nodes, {len(namespaces)} namespaces, "

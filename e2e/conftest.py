@@ -21,23 +21,32 @@ Either way the CRD is installed with server-side apply and the operator runs as 
 the operator configured otherwise (the authenticated-Prometheus one) stops it and starts its own
 with :meth:`Cluster.run_operator`, and :meth:`Cluster.restore_operator` puts the session's back.
 Each test gets its own namespace. When the cluster cannot be had, the suite FAILS with the reason; it never skips.
+
+**Side by side** (``pytest e2e -n 2``, what ``make e2e`` runs): every pytest-xdist
+worker shares the one cluster and the one operator. The first worker to need them starts them and
+writes where they are into a folder the controller hands every worker; the controller stops them at
+the end. Scenarios run side by side in their own namespaces under a shared lock; a scenario marked
+``alone`` (it restarts the API server, Prometheus or the operator, or fills every GPU) takes the
+lock exclusively, so nothing else runs while it does. The ordered tests of a class hold the lock
+from their first test to their last and stay on one worker (:func:`pytest_xdist_make_scheduler`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,10 +55,12 @@ import kubernetes
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from tests.waiting import wait_for
 
 from llmscale.localcluster import SAMPLE
 from llmscale.localcluster import cluster as local_cluster
 from llmscale.localcluster import stack as local_stack
+from llmscale.localcluster.ports import free_port
 from llmscale.localcluster.prometheus_config import write_operator_targets
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,30 +69,6 @@ sys.path.insert(0, str(REPO / "e2e"))
 CRD = REPO / "crds" / "llmdeployments.llmscale.dev.yaml"
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
 T = TypeVar("T")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float, interval_s: float = 0.5) -> T:
-    """Poll ``probe`` until it returns something truthy and return that; fail after ``timeout_s``
-    with ``what`` and the last value (or exception) seen."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while True:
-        try:
-            value = probe()
-            if value:
-                return value
-            last = value
-        except Exception as exc:  # keep polling; report the last failure
-            last = f"{type(exc).__name__}: {exc}"
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}; last: {last!r}")
-        time.sleep(interval_s)
 
 
 @dataclass
@@ -95,12 +82,12 @@ class Cluster:
     operator_log: Path
     local_state: Path | None = None
     service_proxy: str | None = None
-    operator: subprocess.Popen[bytes] | None = None
-    #: The running operator's /metrics port (``--metrics-port``).
-    operator_port: int | None = None
     #: The file service discovery file through which Prometheus scrapes the operator's /metrics:
     #: the local cluster's, or LLMSCALE_E2E_OPERATOR_TARGETS on an external cluster (docs/e2e.md).
     operator_targets: Path | None = None
+    #: The folder every pytest worker of the session shares: where the cluster and the running
+    #: operator are (``cluster.json``, ``operator.json``) and the side-by-side lock.
+    shared: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="llmscale-e2e-")))
     api: kubernetes.client.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +96,21 @@ class Cluster:
         self.apps = kubernetes.client.AppsV1Api(self.api)
         self.policy = kubernetes.client.PolicyV1Api(self.api)
         self.custom = kubernetes.client.CustomObjectsApi(self.api)
+
+    def save(self) -> None:
+        """Write where the cluster is into the shared folder, for the other workers (:meth:`attach`)."""
+        fields = {"kubeconfig": self.kubeconfig, "kubectl_bin": self.kubectl_bin, "prometheus_url": self.prometheus_url,
+                  "router_url": self.router_url, "operator_log": self.operator_log, "local_state": self.local_state,
+                  "service_proxy": self.service_proxy, "operator_targets": self.operator_targets}
+        (self.shared / "cluster.json").write_text(json.dumps({k: str(v) if isinstance(v, Path) else v
+                                                              for k, v in fields.items()}))
+
+    @classmethod
+    def attach(cls, shared: Path) -> Cluster:
+        """The cluster another worker of the session started (:meth:`save`)."""
+        saved = json.loads((shared / "cluster.json").read_text())
+        paths = ("kubeconfig", "operator_log", "local_state", "operator_targets")
+        return cls(**{k: Path(v) if k in paths and v is not None else v for k, v in saved.items()}, shared=shared)
 
     # ------------------------------------------------------------------ kubectl and objects
 
@@ -180,12 +182,24 @@ class Cluster:
 
     # ------------------------------------------------------------------ the operator process
 
+    @property
+    def operator(self) -> OperatorProcess | None:
+        """The running operator (whichever worker of the session started it); ``None``: none runs."""
+        return _running_operator(self.shared)
+
+    @property
+    def operator_port(self) -> int | None:
+        """The running operator's /metrics port (``--metrics-port``)."""
+        operator = self.operator
+        return operator.port if operator is not None else None
+
     def run_operator(self, *args: str, env: dict[str, str] | None = None) -> None:
         """Stop the running operator and start ``llmscale run`` with the session's flags plus
         ``args`` (later flags win) and ``env`` added to its environment; wait for ``/readyz``."""
         self.stop_operator()
-        self.operator, port = _start_operator(self.kubeconfig, self.prometheus_url, self.operator_log, args, env)
-        self.operator_port = port
+        proc, port = _start_operator(self.kubeconfig, self.prometheus_url, self.operator_log, args, env)
+        _OPERATORS[proc.pid] = OperatorProcess(proc.pid, port, proc)
+        (self.shared / "operator.json").write_text(json.dumps({"pid": proc.pid, "port": port}))
         if self.operator_targets is not None:
             write_operator_targets(self.operator_targets, [f"127.0.0.1:{port}"])
 
@@ -195,10 +209,7 @@ class Cluster:
 
     def stop_operator(self) -> None:
         """Stop the running operator by PID (SIGTERM, SIGKILL after 10 s)."""
-        if self.operator is not None:
-            _stop(self.operator)
-            self.operator = None
-            self.operator_port = None
+        _stop_operator(self.shared)
 
     def _serving_pods(self, namespace: str, deployment: str, pool: str) -> list[Any]:
         return [p for p in self.pods(namespace, pool) if p.metadata.labels.get("llmscale.dev/deployment") == deployment
@@ -276,7 +287,7 @@ def _start_operator(
     kubeconfig: Path, prometheus_url: str, log_path: Path, extra: tuple[str, ...] = (),
     extra_env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     argv = [
         str(Path(sys.executable).with_name("llmscale")), "run", "--all-namespaces", "--standalone",
         "--prometheus-url", prometheus_url, "--tick-base-seconds", "1",
@@ -300,13 +311,74 @@ def _start_operator(
     return proc, port
 
 
-def _stop(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+class OperatorProcess:
+    """The operator process by PID, so that any worker of the session can signal it, wait for it or
+    stop it; the worker that started it also holds its ``Popen`` (to reap it)."""
+
+    def __init__(self, pid: int, port: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid, self.port, self._popen = pid, port, popen
+
+    def poll(self) -> int | None:
+        """``None`` while it runs; its exit status (``-1`` when another worker's child) once gone."""
+        if self._popen is not None:
+            return self._popen.poll()
+        return None if _alive(self.pid) else -1
+
+    def send_signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        """Wait until it exited; raise :class:`subprocess.TimeoutExpired` after ``timeout`` seconds."""
+        if self._popen is not None:
+            return self._popen.wait(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.05)
+        return code
+
+
+#: The operators this process knows, by PID (one object per process, so that ``cluster.operator is
+#: cluster.operator`` while it runs).
+_OPERATORS: dict[int, OperatorProcess] = {}
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped by the worker that started it, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _running_operator(shared: Path) -> OperatorProcess | None:
+    try:
+        saved = json.loads((shared / "operator.json").read_text())
+    except FileNotFoundError:
+        return None
+    pid = int(saved["pid"])
+    if pid not in _OPERATORS:
+        _OPERATORS[pid] = OperatorProcess(pid, int(saved["port"]))
+    return _OPERATORS[pid]
+
+
+def _stop_operator(shared: Path) -> None:
+    operator = _running_operator(shared)
+    if operator is not None:
+        _stop(operator)
+        (shared / "operator.json").unlink(missing_ok=True)
+
+
+def _stop(proc: OperatorProcess, grace_s: float = 10.0) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=5)
 
 
@@ -319,9 +391,77 @@ def _tail(path: Path, lines: int = 40) -> str:
 _OPERATOR_LOG: list[Path] = []
 
 
+def _shared(config: pytest.Config) -> Path:
+    """The folder every worker of the session shares (made by the controller, handed to each worker)."""
+    return config.stash[_SHARED]
+
+
+_SHARED = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    config.stash[_SHARED] = (Path(workerinput["llmscale_e2e_shared"]) if workerinput is not None
+                             else Path(tempfile.mkdtemp(prefix="llmscale-e2e-")))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(pytest-xdist, controller) Hand each worker the shared folder."""
+    node.workerinput["llmscale_e2e_shared"] = str(_shared(node.config))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """(The controller, or a run without workers) Stop what a worker started: the operator by PID,
+    then the local cluster. A run without workers has done it already (the fixture's teardown)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    shared = _shared(session.config)
+    if (shared / "cluster.json").exists():
+        _teardown(Cluster.attach(shared))
+
+
+def _teardown(c: Cluster) -> None:
+    c.stop_operator()
+    (c.shared / "cluster.json").unlink(missing_ok=True)
+    if c.local_state is not None and os.environ.get("LLMSCALE_E2E_KEEP") != "1":
+        local_stack.down(c.local_state)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The cluster, Prometheus, router and a running operator for the whole session."""
+def cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[Cluster]:
+    """The cluster, Prometheus, router and a running operator for the whole session: started by the
+    first worker that needs them, attached to by the others (see the module's docstring)."""
+    shared = _shared(pytestconfig)
+    with _file_lock(shared / "start.lock"):
+        failed = shared / "start-failed.txt"
+        if failed.exists():
+            pytest.fail(failed.read_text())
+        if (shared / "cluster.json").exists():
+            c = Cluster.attach(shared)
+        else:
+            try:
+                c = _start(tmp_path_factory, shared)
+            except BaseException as exc:
+                failed.write_text(f"another worker could not start the cluster: {exc}")
+                raise
+    _OPERATOR_LOG[:] = [c.operator_log]
+    try:
+        yield c
+    finally:
+        if not hasattr(pytestconfig, "workerinput"):
+            _teardown(c)
+
+
+def _start(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> Cluster:
+    """Start (or reach) the cluster, install the CRD and start the operator; save where they are."""
     kubeconfig_env = os.environ.get("KUBECONFIG", "")
     external = bool(kubeconfig_env) and _reachable(kubeconfig_env)
     local_state: Path | None = None
@@ -349,13 +489,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         prom, router = s.prometheus_url, s.router_url
         log_dir = local_state / "logs"
     log_path = log_dir / "operator.log"
-    _OPERATOR_LOG[:] = [log_path]
     c: Cluster | None = None
     try:
         targets = os.environ.get("LLMSCALE_E2E_OPERATOR_TARGETS")
         c = Cluster(kubeconfig, kubectl_bin, prom, router, log_path, local_state, service_proxy,
                     operator_targets=Path(targets) if targets else
-                    local_stack.addons.operator_targets_path(local_state) if local_state else None)
+                    local_stack.addons.operator_targets_path(local_state) if local_state else None,
+                    shared=shared)
         c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
         # `kubectl wait` fails outright (not waits) while the new CRD has no status yet: retry it.
         kubectl = c.kubectl
@@ -363,12 +503,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "wait", "--for=condition=Established", "--timeout=30s", "crd/llmdeployments.llmscale.dev",
             check=False).returncode == 0, 60)
         c.run_operator()
-        yield c
-    finally:
+        c.save()
+        return c
+    except BaseException:
         if c is not None:
             c.stop_operator()
         if local_state is not None and os.environ.get("LLMSCALE_E2E_KEEP") != "1":
             local_stack.down(local_state)
+        raise
 
 
 @pytest.fixture
@@ -411,6 +553,77 @@ def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
             _merge(into[key], value)
         else:
             into[key] = value
+
+
+# ---------------------------------------------------------------------- side by side
+
+
+def _alone(item: pytest.Item) -> bool:
+    return item.get_closest_marker("alone") is not None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """(pytest-xdist, controller) Each test is a unit of work of its own, but the ordered tests of a
+    class stay together on one worker (they share the class's namespace, load and state)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByClass(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path, _, rest = nodeid.partition("::")
+            name, _, method = rest.partition("::")
+            return f"{path}::{name}" if method else nodeid
+
+    return ByClass(config, log)
+
+
+class _Gate:
+    """The side-by-side lock of the session's workers: shared for a scenario, exclusive for one
+    marked ``alone``; a class's tests hold it from the first to the last. ``flock`` on two files in
+    the shared folder; a waiting exclusive holder keeps the turnstile, so that new shared holders
+    queue behind it rather than starve it."""
+
+    def __init__(self, shared: Path) -> None:
+        self._shared = shared
+        self._fd: int | None = None
+
+    def enter(self, item: pytest.Item) -> None:
+        if self._fd is not None:
+            return  # the class's earlier test took it
+        turnstile = os.open(self._shared / "turnstile.lock", os.O_RDWR | os.O_CREAT)
+        fd = os.open(self._shared / "side-by-side.lock", os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX if _alone(item) else fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            os.close(turnstile)
+        self._fd = fd
+
+    def leave(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        cls = getattr(item, "cls", None)
+        if cls is not None and nextitem is not None and getattr(nextitem, "cls", None) is cls:
+            return  # the class goes on
+        if self._fd is not None:
+            os.close(self._fd)  # releases the lock
+            self._fd = None
+
+
+_GATE = pytest.StashKey[_Gate]()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Hold the side-by-side lock around the test's setup, call and teardown. Outside the test's
+    timeout (pytest-timeout's wrapper runs inside this one): waiting for the lock is not the test."""
+    gate = item.config.stash.setdefault(_GATE, _Gate(_shared(item.config)))
+    gate.enter(item)
+    try:
+        yield
+    finally:
+        gate.leave(item, nextitem)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -230,6 +230,7 @@ def idle_reason(cluster: Cluster, namespace: str) -> str | None:
 GPU = "nvidia.com/gpu"
 
 
+@pytest.mark.alone  # holds every free GPU with pods of its own
 @pytest.mark.timeout(300)
 def test_16b_a_job_runs_early_on_idle_gpus_only_when_gpus_are_free_and_the_pool_stays_within_them(
     cluster: Cluster, namespace: str

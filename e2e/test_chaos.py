@@ -35,10 +35,15 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
+import pytest
+
 from conftest import Cluster, sample, wait_for
 from llmscale.loadgen import ReplayReport
 from llmscale.policy import Reason
 from test_scenarios import apply_and_wait_ready, start_load
+
+# The operator killed, the API server restarted, Prometheus stopped: nothing else runs meanwhile.
+pytestmark = pytest.mark.alone
 
 PERIOD_S = 60.0
 

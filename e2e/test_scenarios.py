@@ -351,6 +351,7 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
 # ------------------------------------------------------------------------------------------ 6
 
 
+@pytest.mark.alone  # fills every GPU of the cluster
 def test_6_not_enough_gpus_leaves_pods_pending_and_the_operator_stops_adding(cluster: Cluster, namespace: str) -> None:
     nodes = cluster.core.list_node().items
     gpus = sum(int(n.status.allocatable.get("nvidia.com/gpu", "0")) for n in nodes)
@@ -539,6 +540,7 @@ def _pki(d: Path) -> tuple[Path, Path, Path]:
     return d / "ca.crt", d / "server.crt", d / "server.key"
 
 
+@pytest.mark.alone  # runs its own operator in place of the session's
 def test_12_authenticated_prometheus_over_tls_with_basic_auth(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:

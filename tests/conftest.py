@@ -12,6 +12,10 @@ Two kube-apiserver flags are added for these tests (``LLMSCALE_APISERVER_EXTRA_A
   clusters): setting ``blockOwnerDeletion`` on a child then needs ``update`` on the owner's
   ``finalizers`` subresource, so the chart's rule for it is exercised rather than assumed.
 
+Under pytest-xdist (``make unit``: ``-n auto``) the tests that use the cluster run on one worker
+(:func:`pytest_xdist_make_scheduler`), so the cluster starts once; the CPU-light tests run on the
+others.
+
 Where the binaries (``e2e/cluster/build.sh``) or Helm (``tools/build-helm.sh``) are not built, the
 tests skip locally; with ``CI=true`` the repository's conftest turns those skips into failures.
 """
@@ -37,6 +41,30 @@ from llmscale.localcluster import lws as local_lws
 def _down(state_dir: Path) -> None:
     subprocess.run([sys.executable, "-B", str(CLUSTER_PY), "down", "--grace", "5"], env={**os.environ,
                    "LLMSCALE_CLUSTER_DIR": str(state_dir)}, capture_output=True, timeout=120, check=False)
+
+
+#: The test files that use the local cluster (the ``cluster`` or ``lws`` fixture): one worker runs
+#: them all, so that the cluster starts once (a worker that got one of them alone would start a
+#: second cluster: slower, not wrong).
+CLUSTER_TESTS = ("tests/cluster/", "tests/api/test_crd_apiserver.py", "tests/api/test_kubeschema.py",
+                 "tests/batch/test_job_contract_apiserver.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """(pytest-xdist, controller) Each test is a unit of work of its own, except the cluster's tests
+    (one unit, :data:`CLUSTER_TESTS`) and the tests of one class (one unit each)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(CLUSTER_TESTS):
+                return "cluster"
+            path, _, rest = nodeid.partition("::")
+            name, _, method = rest.partition("::")
+            return f"{path}::{name}" if method else nodeid
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")

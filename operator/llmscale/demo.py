@@ -35,7 +35,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -55,6 +54,7 @@ from llmscale.data import resolve_trace
 from llmscale.loadgen import ReplayReport, RequestResult, replay
 from llmscale.localcluster import SAMPLE
 from llmscale.localcluster import stack as local_stack
+from llmscale.localcluster.ports import free_port
 from llmscale.sim.trace import (
     TRACE_CITATION,
     DiurnalEnvelope,
@@ -435,15 +435,9 @@ def plot(samples: list[Sample], path: Path, ttft_slo_s: float, window: tuple[flo
 # ------------------------------------------------------------------------------------ the shell
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _operator(kubeconfig: Path, prometheus_url: str, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    port = _free_port()
+    port = free_port()
     argv = [str(Path(sys.executable).with_name("llmscale")), "run", "--namespace", NAMESPACE, "--standalone",
             "--prometheus-url", prometheus_url, "--tick-base-seconds", "1", "--metrics-host", "127.0.0.1",
             "--metrics-port", str(port), "--kubeconfig", str(kubeconfig)]

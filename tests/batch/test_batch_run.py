@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from tests.engine.conftest import Engine
+
+from llmscale.localcluster.ports import free_port
 
 N = 240
 
@@ -74,13 +75,6 @@ def wait_for_lines(out: Path, proc: subprocess.Popen[str], at_least: int, timeou
         time.sleep(0.02)
     proc.kill()
     raise AssertionError(f"fewer than {at_least} results after {timeout_s} s:\n{proc.communicate()[0]}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def served(engine: Engine) -> float:

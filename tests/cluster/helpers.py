@@ -9,12 +9,9 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,8 +20,10 @@ import kubernetes.client
 import kubernetes.config
 import pytest
 import yaml
+from tests.waiting import wait_for
 
 from llmscale.localcluster.cluster import nodes_manifest
+from llmscale.localcluster.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_PY = ROOT / "e2e" / "cluster" / "cluster.py"
@@ -43,32 +42,6 @@ AUDIT_POLICY = {
         {"level": "None"},
     ],
 }
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 30.0, interval_s: float = 0.3) -> T:
-    """Poll ``probe`` until it returns a truthy value (returned); fail the test after ``timeout_s``.
-
-    Exceptions from ``probe`` count as "not yet" (the last one is shown on failure).
-    """
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while True:
-        try:
-            value = probe()
-            if value:
-                return value
-            last = value
-        except Exception as exc:  # not there yet: 404, a KeyError on a half-written status, ...
-            last = exc
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}; last: {last!r}", pytrace=False)
-        time.sleep(interval_s)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def bin_dir(script: str) -> Path | None:

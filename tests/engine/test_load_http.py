@@ -4,7 +4,6 @@ preemptions once the KV cache is full. Short runs; the exact fidelity is in test
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -15,16 +14,11 @@ import numpy
 import openai
 import pytest
 
+from llmscale.localcluster.ports import free_port
 from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
 
 MODEL = "llama-3.1-8b"
 RM = ReplicaModel(arch=MODEL_PRESETS[MODEL], gpu=GPU_PRESETS["h100-sxm"])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_cold_start_refuses_connections_until_weights_are_loaded(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 from llmscale.loadgen import RequestResult, replay
+from llmscale.localcluster.ports import free_port
 from llmscale.sim.trace import Trace
 
 _LISTENING = re.compile(r"Started vLLM-compatible server for \S+ on http://([\d.]+):(\d+)")
@@ -121,9 +121,7 @@ async def test_max_requests_bounds_the_count(engine_url: str) -> None:
 
 
 async def test_an_unreachable_server_is_an_error_not_a_crash() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens here once the socket is closed
+    port = free_port()  # nothing listens here
     report = await replay(_trace([0.0, 0.01], prompt=4, output=2), f"http://127.0.0.1:{port}/v1/completions",
                           MODEL, deadline_s=10)
     assert report.sent == 2 and report.errors == 2

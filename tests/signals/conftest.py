@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from llmscale.localcluster.ports import free_port
 from llmscale.signals.queries import GROUPS, SIGNAL_LABEL
 
 #: Prometheus's evaluation time in the canned answers, seconds since the epoch.
@@ -152,7 +152,5 @@ async def canned() -> AsyncIterator[CannedPrometheus]:
 @pytest.fixture
 def refused_url() -> str:
     """A URL on 127.0.0.1 where nothing listens (a port just bound and released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     return f"http://127.0.0.1:{port}"

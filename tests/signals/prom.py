@@ -16,7 +16,6 @@ Every Prometheus started here listens on 127.0.0.1 and is stopped by its PID.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,6 +26,8 @@ from typing import Any
 
 import pytest
 import requests
+
+from llmscale.localcluster.ports import free_port
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -41,13 +42,6 @@ needs_prometheus = [
 
 #: Labels of the pool most tests read.
 POOL_LABELS = {"namespace": "ml", "llmscale_dev_deployment": "chat", "llmscale_dev_pool": "interactive"}
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_ready(url: str, timeout_s: float = 15.0, **kwargs: Any) -> None:

@@ -8,7 +8,6 @@ granted), and a retry costs one request. The condition turns ``True`` again once
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -18,7 +17,6 @@ from llmscale.controller.conditions import merge_conditions
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_apply_failed
 from llmscale.controller.memory import ObjectMemory
-from llmscale.controller.statuspatch import status_patch
 from llmscale.policy.types import ConditionResult
 
 __all__ = ["CHILDREN_APPLIED", "applied_condition", "note_apply", "record_apply", "retry_delay_seconds"]
@@ -80,10 +78,5 @@ def record_apply(
         return
     conditions = merge_conditions(previous.get("conditions"), {CHILDREN_APPLIED: applied_condition(error)},
                                   deps.clock(), meta.get("generation"))
-    loop_now = asyncio.get_running_loop().time()
-    changes = status_patch(previous, {"conditions": conditions}, now=loop_now,
-                           last_written_at=mem.last_status_write_loop_s,
-                           refresh_seconds=deps.settings.status_refresh_seconds)
-    if changes:
-        patch.status.update(changes)
-        mem.last_status_write_loop_s = loop_now
+    mem.write_status(patch.status, previous, {"conditions": conditions},
+                     refresh_seconds=deps.settings.status_refresh_seconds)

@@ -5,7 +5,6 @@ a count in ``llmscale_decisions_total{direction="invalid"}``. The object's child
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -15,7 +14,6 @@ from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_invalid
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.status import invalid_status
-from llmscale.controller.statuspatch import status_patch
 
 __all__ = ["report_invalid"]
 
@@ -36,12 +34,7 @@ def report_invalid(
     meta = body.get("metadata", {})
     previous = dict(body.get("status") or {})
     desired = invalid_status(message, meta.get("generation"), previous, deps.clock())
-    loop_now = asyncio.get_running_loop().time()
-    changes = status_patch(previous, desired, now=loop_now, last_written_at=mem.last_status_write_loop_s,
-                           refresh_seconds=deps.settings.status_refresh_seconds)
-    if changes:
-        patch.status.update(changes)
-        mem.last_status_write_loop_s = loop_now
+    mem.write_status(patch.status, previous, desired, refresh_seconds=deps.settings.status_refresh_seconds)
     if mem.last_invalid != message:
         mem.last_invalid = message
         post_invalid(body, message)

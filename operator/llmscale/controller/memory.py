@@ -8,11 +8,13 @@ history and the policy memory hold wall-clock seconds since the epoch (the polic
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmscale.controller.observe import PoolObservation
+from llmscale.controller.statuspatch import status_patch
 from llmscale.policy.types import Decision, PolicyMemory
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -85,6 +87,20 @@ class ObjectMemory:
     applied_interactive: int | None = None
     applied_batch: int | None = None
     job_errors: dict[str, str] = field(default_factory=dict)
+
+    def write_status(self, patch_status: MutableMapping[str, Any], previous: Mapping[str, Any],
+                     desired: Mapping[str, Any], *, refresh_seconds: float | None) -> bool:
+        """Put into ``patch_status`` (Kopf's ``patch.status``) what changed from ``previous`` to
+        ``desired`` (:func:`~llmscale.controller.statuspatch.status_patch`: a material change at
+        once, the rest at most every ``refresh_seconds`` loop seconds) and note when; return whether
+        anything was written. Must run inside the event loop."""
+        loop_now = asyncio.get_running_loop().time()
+        changes = status_patch(previous, desired, now=loop_now, last_written_at=self.last_status_write_loop_s,
+                               refresh_seconds=refresh_seconds)
+        if changes:
+            patch_status.update(changes)
+            self.last_status_write_loop_s = loop_now
+        return bool(changes)
 
     def restored_policy_memory(self, status: Mapping[str, Any] | None, now: float | None = None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in

@@ -9,9 +9,10 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from llmscale.api import API_VERSION, KIND
+from llmscale.pools import BATCH, INTERACTIVE, POOLS, Pool
 
 __all__ = [
     "ANNOTATION_COLD_START",
@@ -33,10 +34,6 @@ __all__ = [
     "selector_labels",
 ]
 
-Pool = Literal["interactive", "batch"]
-INTERACTIVE: Pool = "interactive"
-BATCH: Pool = "batch"
-
 MANAGER = "llmscale"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_NAME = "app.kubernetes.io/name"
@@ -46,9 +43,6 @@ LABEL_POOL = "llmscale.dev/pool"
 
 #: Read by the local cluster's KWOK stage (llmscale/localcluster/kwok-stages.yaml) to delay Ready.
 ANNOTATION_COLD_START = "llmscale.dev/cold-start-seconds"
-
-#: Both pools, in the order the operator handles them.
-POOLS: tuple[Pool, ...] = (INTERACTIVE, BATCH)
 
 
 def batch_deployment_name(name: str) -> str:

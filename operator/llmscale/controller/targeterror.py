@@ -6,7 +6,6 @@ line. The next tick tries again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -16,7 +15,6 @@ from llmscale.controller.conditions import merge_conditions
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_target_error
 from llmscale.controller.memory import ObjectMemory
-from llmscale.controller.statuspatch import status_patch
 from llmscale.policy.types import ConditionResult
 
 __all__ = ["report_target_error"]
@@ -48,12 +46,7 @@ def report_target_error(
         meta.get("generation"),
     )
     desired = {"observedGeneration": meta.get("generation"), "conditions": conditions}
-    loop_now = asyncio.get_running_loop().time()
-    changes = status_patch(previous, desired, now=loop_now, last_written_at=mem.last_status_write_loop_s,
-                           refresh_seconds=deps.settings.status_refresh_seconds)
-    if changes:
-        patch.status.update(changes)
-        mem.last_status_write_loop_s = loop_now
+    mem.write_status(patch.status, previous, desired, refresh_seconds=deps.settings.status_refresh_seconds)
     if mem.last_target_error != message:
         mem.last_target_error = message
         post_target_error(body, reason, message)

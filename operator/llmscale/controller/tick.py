@@ -92,7 +92,7 @@ from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deploymen
 from llmscale.controller.placeholders import placeholder_state, sync_placeholders
 from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
-from llmscale.controller.report import observe_pools, record_metrics
+from llmscale.controller.report import PoolReports, observe_pools, record_metrics
 from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
@@ -104,17 +104,17 @@ from llmscale.controller.scaletarget import (
 from llmscale.controller.seasonal import spec_timezone
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.status import build_status
-from llmscale.controller.statuspatch import status_patch
 from llmscale.controller.targeterror import report_target_error
 from llmscale.controller.writer import ApplyRefused, apply_manifests
-from llmscale.policy.batch_step import batch_step
+from llmscale.policy.batch_jobs import BatchJob
+from llmscale.policy.batch_step import BatchStep, batch_step
 from llmscale.policy.history import history_seconds, record_snapshot
-from llmscale.policy.types import ConditionResult, Decision, PoolState
+from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
 from llmscale.signals.profiles import get_profile
 from llmscale.signals.queries import PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["CHILDREN_GRACE_S", "Observed", "PoolChange", "tick"]
+__all__ = ["CHILDREN_GRACE_S", "Applied", "Gathered", "Observed", "PoolChange", "tick"]
 
 _Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -356,8 +356,67 @@ async def tick(
         report_invalid(deps, mem, body, patch, logger, str(exc))
         return
     mem.next_tick_loop_s = started_loop_s + spec.scaling.tick_seconds
+    g = await _gather(deps, mem, spec, body=body, namespace=namespace, name=name, patch=patch, logger=logger,
+                      deployments=deployments, pods=pods, rollouts=rollouts, started_loop_s=started_loop_s)
+    if g is None:
+        return
+    step, raw_jobs, jobs_elsewhere = _decide(deps, mem, g, body, namespace, name, logger, jobs)
+    done = await _apply_decision(deps, mem, g, step, raw_jobs, body=body, namespace=namespace, name=name,
+                                 logger=logger, costs=costs, hpas=hpas, scaled_objects=scaled_objects,
+                                 placeholder_deployments=placeholder_deployments, placeholder_pods=placeholder_pods)
+    _record(deps, mem, g, step, done, jobs_elsewhere, body=body, namespace=namespace, name=name, patch=patch,
+            logger=logger, started_loop_s=started_loop_s)
 
-    # --- gather -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """What a tick found, the policy's input.
+
+    Attributes:
+        spec: the object's spec, read.
+        active: whether llmscale writes the workloads (``spec.mode: Active``).
+        observed: the pools as found before the signal read.
+        snapshot: the interactive pool's newest signal snapshot.
+        state: the pools when the policy decides (after the read).
+        reports: the pools' judged minutes and GPU ledger (``status.pools``).
+        memory: the policy memory (this process's, else restored from status).
+        now: wall-clock seconds since the epoch (``deps.clock()``), the policy's time.
+        live: each pool's pods, judged (a starting pod past its startup budget is failed).
+        rollout: the interactive pool's ``RolloutProgressing`` condition.
+    """
+
+    spec: LLMDeploymentSpec
+    active: bool
+    observed: Observed
+    snapshot: SignalSnapshot
+    state: PoolState
+    reports: PoolReports
+    memory: PolicyMemory
+    now: float
+    live: Mapping[Pool, tuple[IndexedPod, ...]]
+    rollout: ConditionResult
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What a tick applied: the pools' changes, the last ``/scale`` refusal, the other autoscalers
+    found on each pool's workload, and the placeholder pods (``None`` when not synced)."""
+
+    changes: list[PoolChange]
+    refused: ScaleTargetError | None
+    others: dict[Pool, tuple[str, ...]]
+    workloads: dict[Pool, str | None]
+    placeholders: int | None
+    placeholders_running: int | None
+
+
+async def _gather(
+    deps: Dependencies, mem: ObjectMemory, spec: LLMDeploymentSpec, *, body: kopf.Body, namespace: str, name: str,
+    patch: kopf.Patch, logger: _Logger, deployments: Any, pods: Any, rollouts: Any, started_loop_s: float,
+) -> Gathered | None:
+    """The pools, the signals and the policy memory; ``None`` when the tick ends here (a scale
+    target that could not be read, or children missing: applied again after the grace)."""
+    loop = asyncio.get_running_loop()
     active = writes_workload(spec)
     key_i, key_b = (namespace, name, INTERACTIVE), (namespace, name, BATCH)
     current_i = deployment_replicas(deployments, key_i)
@@ -377,7 +436,7 @@ async def tick(
             observed = await _observe_targets(deps, spec, namespace)
         except ScaleTargetError as exc:
             report_target_error(deps, mem, body, patch, logger, exc.reason, exc.message)
-            return
+            return None
     elif current_i is None and active:
         # No interactive Deployment in the index. Right after create/resume that is the watch
         # catching up with our own apply (milliseconds); after CHILDREN_GRACE_S of ticks, someone
@@ -399,7 +458,7 @@ async def tick(
             with contextlib.suppress(kopf.TemporaryError, kopf.PermanentError):  # reported, retried next tick
                 await ensure_children(deps, mem, body=body, namespace=namespace, name=name, patch=patch,
                                       logger=logger, deployments=deployments)
-        return
+        return None
     else:
         # (Advisory or Paused without a Deployment — never created: llmscale writes nothing in
         # those modes — reads as 0 replicas, and is reported as such.)
@@ -449,9 +508,16 @@ async def tick(
                    f"{memory.unreadable}")
         logger.warning(dropped)
         post_policy_state_unreadable(body, dropped)
+    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout)
 
-    # --- decide -----------------------------------------------------------------------------
-    decision = deps.decide(spec, mem.history, state, memory, wall_now)
+
+def _decide(deps: Dependencies, mem: ObjectMemory, g: Gathered, body: kopf.Body, namespace: str, name: str,
+            logger: _Logger, jobs: Any) -> tuple[BatchStep, list[dict[str, Any]], list[BatchJob]]:
+    """The policy, once a tick: the decision, then the batch step planned after it (its
+    ``decision`` is the tick's); with the labelled Jobs as stored and those another manager
+    (Kueue) keeps."""
+    spec, state, wall_now = g.spec, g.state, g.now
+    decision = deps.decide(spec, mem.history, state, g.memory, wall_now)
     # The batch pool's size comes from the backlog of labelled Jobs, planned after the decision.
     raw_jobs, labelled_jobs = read_jobs(jobs, namespace, name, spec)
     # A Job another manager suspends (Kueue) is left to it: never released, never counted.
@@ -464,10 +530,18 @@ async def tick(
     gpus_free = (deps.gpus.free(spec, namespace, name, max(decision.interactive_replicas, state.interactive_replicas),
                                 state.batch_replicas)
                  if deps.gpus is not None and spec.batch is not None else None)
-    step = batch_step(spec, batch_jobs, decision, state, snapshot, wall_now, gpus_free)
-    decision = step.decision
+    return batch_step(spec, batch_jobs, decision, state, g.snapshot, wall_now, gpus_free), raw_jobs, jobs_elsewhere
 
-    # --- apply ------------------------------------------------------------------------------
+
+async def _apply_decision(
+    deps: Dependencies, mem: ObjectMemory, g: Gathered, step: BatchStep, raw_jobs: list[dict[str, Any]], *,
+    body: kopf.Body, namespace: str, name: str, logger: _Logger, costs: Any, hpas: Any, scaled_objects: Any,
+    placeholder_deployments: Any, placeholder_pods: Any,
+) -> Applied:
+    """Write what the decision changes (``Active`` only): deletion costs, each pool's workload, the
+    Jobs' suspension, the placeholder pods."""
+    spec, state, snapshot, active, decision = g.spec, g.state, g.snapshot, g.active, step.decision
+    key_i = (namespace, name, INTERACTIVE)
     # Another autoscaler on a pool's Deployment: leave that pool's replicas to it. (Advisory and
     # Paused write nothing anyway: the condition says who scales, without a Warning Event.)
     workloads = {pool: _workload(spec, name, pool) for pool in POOLS}
@@ -475,7 +549,7 @@ async def tick(
               for pool, workload in workloads.items()}
     if active:
         note_other_autoscalers(mem, body, logger, others, workloads)
-    wanted = [c for c in _changes(spec, state, observed.batch_exists, decision) if not others[c[0]]]
+    wanted = [c for c in _changes(spec, state, g.observed.batch_exists, decision) if not others[c[0]]]
     changes: list[PoolChange] = []
     refused: ScaleTargetError | None = None
     if active:
@@ -487,7 +561,7 @@ async def tick(
                                        logger=logger)
         if spec.scale_target_ref is None:
             # Pods past their cold start give node autoscalers their nodes back.
-            await release_ready_pods(deps, namespace, [*live[INTERACTIVE], *live[BATCH]], spec, logger)
+            await release_ready_pods(deps, namespace, [*g.live[INTERACTIVE], *g.live[BATCH]], spec, logger)
         changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger)
         if step.plan is not None and spec.batch is not None:
             await apply_job_actions(deps, mem, namespace, name, step.plan, raw_jobs, logger)
@@ -505,8 +579,20 @@ async def tick(
             deps, body, spec, namespace=namespace, name=name, replica_template=template,
             wanted=decision.headroom_replicas, state=held, logger=logger)
         placeholders_running = held.running if placeholders is not None else None
+    return Applied(changes, refused, others, workloads, placeholders, placeholders_running)
 
-    # --- record -----------------------------------------------------------------------------
+
+def _record(
+    deps: Dependencies, mem: ObjectMemory, g: Gathered, step: BatchStep, done: Applied, jobs_elsewhere: list[BatchJob], *,
+    body: kopf.Body,
+    namespace: str, name: str, patch: kopf.Patch, logger: _Logger, started_loop_s: float,
+) -> None:
+    """The policy memory that matches what was applied, Events and log lines, metrics, and status
+    when it changed."""
+    spec, state, snapshot, active, decision, wall_now = g.spec, g.state, g.snapshot, g.active, step.decision, g.now
+    memory, reports, changes, refused = g.memory, g.reports, done.changes, done.refused
+    placeholders, placeholders_running = done.placeholders, done.placeholders_running
+    loop = asyncio.get_running_loop()
     applied_i, applied_b = state.interactive_replicas, state.batch_replicas
     for change in changes:
         if not change.applied:
@@ -559,21 +645,16 @@ async def tick(
         batch=step.status,
         extra_conditions={BATCH_BACKLOG: step.batch_backlog, DEADLINE_AT_RISK: step.deadline_at_risk,
                           CHILDREN_APPLIED: applied_condition(mem.apply_error),
-                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, others, workloads),
-                          PODS_HEALTHY: pods_healthy_condition(live[INTERACTIVE]),
-                          ROLLOUT_PROGRESSING: rollout,
+                          SOLE_AUTOSCALER: sole_autoscaler_condition(name, done.others, done.workloads),
+                          PODS_HEALTHY: pods_healthy_condition(g.live[INTERACTIVE]),
+                          ROLLOUT_PROGRESSING: g.rollout,
                           **({SOLE_JOB_MANAGER: sole_job_manager_condition(jobs_elsewhere)} if spec.batch is not None
                              else {})},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,
         scaling_active=scaling_active, placeholders=placeholders, placeholders_running=placeholders_running,
         pools=reports.pools, usage_ledger=reports.ledger,
     )
-    written_loop_s = loop.time()
-    update = status_patch(previous, desired, now=written_loop_s, last_written_at=mem.last_status_write_loop_s,
-                          refresh_seconds=deps.settings.status_refresh_seconds)
-    if update:
-        patch.status.update(update)
-        mem.last_status_write_loop_s = written_loop_s
+    if mem.write_status(patch.status, previous, desired, refresh_seconds=deps.settings.status_refresh_seconds):
         deps.metrics.status_writes.inc()
     mem.last_invalid = None
     deps.metrics.tick_duration.observe(loop.time() - started_loop_s)

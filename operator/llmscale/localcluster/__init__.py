@@ -14,6 +14,7 @@ package too (it still builds the pinned Kubernetes binaries with Go, once per ma
   that ``tinymodel.py`` builds), and the local form of the operator's vLLM command;
 - :mod:`.prometheus_config` — the scrape configuration (the usual Kubernetes relabelling);
 - :mod:`.stack` — all of it in one call (``e2e/stack.py``);
+- :mod:`.ports` — free TCP ports on 127.0.0.1 (also for the demo and the tests);
 - :mod:`.lws` — the LeaderWorkerSet controller (upstream, built by ``build-lws.sh``), its CRDs and
   webhooks, for the ``spec.scaleTargetRef`` tests;
 - package data: ``build.sh`` (the pinned binaries; ``e2e/cluster/build.sh``), ``kwok-stages.yaml``

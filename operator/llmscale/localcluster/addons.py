@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from llmscale.localcluster import cluster
+from llmscale.localcluster.ports import free_port
 from llmscale.localcluster.prometheus_config import write_operator_targets, write_prometheus_config
 
 __all__ = [
@@ -79,12 +79,6 @@ class AddonsInfo:
     router_port: int
     scrape_interval_s: float
     time_scale: float
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _log(msg: str) -> None:
@@ -153,7 +147,7 @@ def start_prometheus(sd: Path | None = None, port: int | None = None,
     if binary is None:
         raise RuntimeError("prometheus is not on PATH: run e2e/cluster/build.sh (installs Debian's package)")
     info = read_info(sd)
-    port = port or (info.prometheus_port if info else None) or _free_port()
+    port = port or (info.prometheus_port if info else None) or free_port()
     url = f"http://127.0.0.1:{port}"
     if cluster.running(sd, "prometheus"):
         return url
@@ -211,7 +205,7 @@ def start_secured_prometheus(sd: Path, web_config: Path, ca_file: Path, username
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("prometheus is not on PATH: run e2e/cluster/build.sh (installs Debian's package)")
-    port = _free_port()
+    port = free_port()
     url = f"https://127.0.0.1:{port}"
     (sd / "logs").mkdir(parents=True, exist_ok=True)
     (sd / "pids").mkdir(parents=True, exist_ok=True)
@@ -263,7 +257,7 @@ def start_podrunner(sd: Path | None = None, port: int | None = None, time_scale:
     """
     sd = sd or state_dir()
     info = read_info(sd)
-    port = port or (info.router_port if info else None) or _free_port()
+    port = port or (info.router_port if info else None) or free_port()
     url = f"http://127.0.0.1:{port}"
     if cluster.running(sd, "podrunner"):
         return url

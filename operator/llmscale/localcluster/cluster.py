@@ -26,7 +26,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -35,6 +34,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from llmscale.localcluster.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 BUILD_SH = HERE / "build.sh"
@@ -91,24 +92,6 @@ def bin_dir() -> Path:
         ["bash", str(BUILD_SH), "--print-bin-dir"], check=True, capture_output=True, text=True
     )
     return Path(out.stdout.strip())
-
-
-# Ports handed out by free_port() in this process. The kernel may give the same ephemeral port to
-# two binds in a row once the first socket is closed, and the control plane's ports are all picked
-# before any process binds them: without this set, two components could get one port ("port clash").
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """Return a free TCP port on 127.0.0.1, never one this process handed out before."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-    raise SystemExit("no free TCP port on 127.0.0.1 after 100 tries")
 
 
 def port_from_env(name: str) -> int:

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from llmscale.localcluster import cluster
+from llmscale.localcluster.ports import free_port
 
 __all__ = ["BUILD_LWS_SH", "LwsInfo", "bin_dir", "build", "down", "main", "up", "webhook_configurations"]
 
@@ -156,7 +157,7 @@ def up(sd: Path | None = None, *, build_first: bool = True) -> LwsInfo:
     home = sd / "lws"
     certs = home / "certs"
     _serving_certificate(sd, certs)
-    webhook_port, health_port = cluster.free_port(), cluster.free_port()
+    webhook_port, health_port = free_port(), free_port()
     config = {
         "apiVersion": "config.lws.x-k8s.io/v1alpha1",
         "kind": "Configuration",

@@ -49,7 +49,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -63,6 +62,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from llmscale.localcluster import realvllm
 from llmscale.localcluster.jobpods import BatchClients
+from llmscale.localcluster.ports import free_port
 
 log = logging.getLogger("podrunner")
 
@@ -93,13 +93,6 @@ class RouterMetrics:
         for namespace, service in services:
             self.pending.labels(namespace, service)
             self.requests.labels(namespace, service)
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def engine_command(pod: Any, port: int, time_scale: float, python: str) -> list[str] | None:

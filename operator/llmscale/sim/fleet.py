@@ -51,6 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.policy.types import PoolState
+from llmscale.pools import BATCH, INTERACTIVE
 from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
 from llmscale.sim.counters import RequestCounters, cold_starts
 from llmscale.sim.latency import BIN_S, LatencyRecorder
@@ -68,8 +69,6 @@ __all__ = [
     "SimResult",
     "simulate",
 ]
-
-INTERACTIVE, BATCH = "interactive", "batch"
 
 
 @dataclass(frozen=True, slots=True)

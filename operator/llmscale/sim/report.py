@@ -34,7 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.api import SloSpec
-from llmscale.sim.fleet import BATCH, INTERACTIVE, ReplicaRecord, SimResult, replicas_over_time
+from llmscale.pools import BATCH, INTERACTIVE
+from llmscale.sim.fleet import ReplicaRecord, SimResult, replicas_over_time
 from llmscale.sim.latency import LatencyRecorder, histogram_quantile
 
 __all__ = ["minute_scores", "minute_series", "request_meets", "summarize", "ttft_s"]

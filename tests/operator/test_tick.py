@@ -1,0 +1,283 @@
+"""One tick (``llmscale.controller.tick.tick``) on its own: gather → decide → apply → record, with
+fakes of the two boundaries only — the API server (a :class:`~llmscale.controller.writer.ChildWriter`
+that keeps what it is given and can refuse) and Prometheus (a canned signal source under the real
+fleet reader) — and the real policy, spied on to count its calls. Under ``looptime``: the event
+loop's clock is fake and the wall clock the tick hands the policy is derived from it, so waiting for
+the next tick costs no real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+import kubernetes.client
+import pytest
+import yaml
+from kopf._core.engines import posting
+
+from llmscale.api import LLMDeploymentSpec
+from llmscale.controller.deps import Dependencies
+from llmscale.controller.fleet import FleetReader
+from llmscale.controller.indexes import IndexedPod
+from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.settings import OperatorSettings
+from llmscale.controller.tick import tick
+from llmscale.localcluster import SAMPLE
+from llmscale.policy import decide
+from llmscale.policy.types import Decision, PolicyMemory, PoolState
+from llmscale.signals.queries import PoolRequest, PoolTarget
+from llmscale.signals.snapshot import SignalSnapshot
+
+pytestmark = pytest.mark.looptime
+
+NS, NAME = "serving", "chat"
+INTERACTIVE_KEY = (NS, NAME, "interactive")
+#: The wall clock at loop time 0 (2026-06-01T12:00:00Z): the tick's ``now`` is this plus loop time.
+EPOCH = 1_780_315_200.0
+LOG = logging.getLogger("test_tick")
+
+
+@dataclass
+class CannedPrometheus:
+    """The Prometheus boundary: every read answers the registered pools with ``queue_depth`` per
+    pool (``None``: unknown, as when Prometheus has no series), observed at the read's ``now``; with
+    no queue the pool is at rest (one request running a replica)."""
+
+    queue_depth: float | None = 0.0
+    reads: int = 0
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> Mapping[PoolTarget, SignalSnapshot]:
+        self.reads += 1
+        if self.queue_depth is None:
+            return {r.target: SignalSnapshot(now, unknown={"queue_depth": "no series"}, error="no series")
+                    for r in pools}
+        busy = self.queue_depth > 0  # a queue: every slot running (4 a replica), the KV cache at its target
+        return {r.target: SignalSnapshot(now, queue_depth=self.queue_depth,
+                                         running_requests=(4.0 if busy else 1.0) * len(r.pods or ()),
+                                         kv_cache_utilization=0.75 if busy else 0.1, ttft_p95_s=0.3, itl_p95_s=0.02,
+                                         replicas_reporting=len(r.pods or ()))
+                for r in pools}
+
+
+@dataclass
+class FakeApiServer:
+    """The API server boundary (a ``ChildWriter``): keeps every applied object; refuses the kinds in
+    ``refuse`` with a 422, as a webhook or a quota would. An applied Deployment shows up in the
+    Deployments index, as its watch event would bring it."""
+
+    deployments: dict[tuple[str, str, str], list[int]]
+    applied: list[dict[str, Any]] = field(default_factory=list)
+    refuse: frozenset[str] = frozenset()
+
+    async def apply(self, manifest: Mapping[str, Any]) -> None:
+        if manifest["kind"] in self.refuse:
+            raise kubernetes.client.ApiException(status=422, reason="Unprocessable Entity")
+        self.applied.append(copy.deepcopy(dict(manifest)))
+        if manifest["kind"] == "Deployment":
+            labels = manifest["metadata"]["labels"]
+            key = (manifest["metadata"]["namespace"], labels["llmscale.dev/deployment"], labels["llmscale.dev/pool"])
+            self.deployments[key] = [int(manifest["spec"]["replicas"])]
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        return False
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        pass
+
+    async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
+        pass
+
+    def scaled_to(self) -> list[int]:
+        """The replicas of every interactive Deployment applied, in order."""
+        return [m["spec"]["replicas"] for m in self.applied if m["kind"] == "Deployment" and m["metadata"]["name"] == NAME]
+
+
+@dataclass
+class PolicySpy:
+    """The real policy, with each call's ``now`` and decision kept (a spy, not a fake)."""
+
+    calls: list[tuple[float, Decision]] = field(default_factory=list)
+
+    def __call__(self, spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], state: PoolState,
+                 memory: PolicyMemory, now: float) -> Decision:
+        decision = decide(spec, history, state, memory, now)
+        self.calls.append((now, decision))
+        return decision
+
+
+def llmdeployment(**spec: Any) -> dict[str, Any]:
+    """The sample LLMDeployment in ``serving`` (the e2e suite's and the demo's), ``spec`` keys replaced."""
+    manifest = yaml.safe_load(SAMPLE.read_text())
+    manifest["metadata"].update(namespace=NS, uid="0f0e0d0c-0000-4000-8000-000000000001", generation=1)
+    manifest["spec"].update(spec)
+    return dict(manifest)
+
+
+def merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a JSON merge patch (RFC 7386), as the API server does with Kopf's status patch."""
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+@dataclass
+class Harness:
+    """One LLMDeployment with its Deployment at ``replicas`` Ready pods, and what a tick touches."""
+
+    raw: dict[str, Any]
+    deps: Dependencies
+    prometheus: CannedPrometheus
+    api: FakeApiServer
+    policy: PolicySpy
+    pods: dict[tuple[str, str, str], list[IndexedPod]]
+    mem: ObjectMemory = field(default_factory=ObjectMemory)
+    events: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+
+    async def tick(self) -> dict[str, Any]:
+        """Run :func:`tick` once; store its status patch as the API server would; return the patch."""
+        patch = kopf.Patch()
+        posting.settings_var.set(kopf.OperatorSettings())
+        posting.event_queue_var.set(self.events)
+        posting.event_queue_loop_var.set(asyncio.get_running_loop())
+        await tick(self.deps, self.mem, body=kopf.Body(copy.deepcopy(self.raw)), namespace=NS, name=NAME,
+                   patch=patch, logger=LOG, deployments=self.api.deployments, pods=self.pods)
+        status = dict(patch.status)
+        self.raw.setdefault("status", {})
+        merge(self.raw["status"], status)
+        return status
+
+    def posted(self) -> list[str]:
+        """The reasons of the Events posted so far (drained)."""
+        reasons = []
+        while not self.events.empty():
+            reasons.append(self.events.get_nowait().reason)
+        return reasons
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        return next(c for c in self.raw["status"]["conditions"] if c["type"] == type_)
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[Harness]:
+    raw = llmdeployment()
+    replicas = 2  # min 1 + headroom 1
+    prometheus = CannedPrometheus()
+    api = FakeApiServer(deployments={INTERACTIVE_KEY: [replicas]})
+    policy = PolicySpy()
+    loop = asyncio.get_running_loop()
+    settings = OperatorSettings(namespaces=(NS,))
+
+    def clock() -> float:
+        return EPOCH + loop.time()
+
+    fleet = FleetReader(prometheus, period_s=settings.tick_base_seconds, timeout_s=settings.signal_timeout_seconds,
+                        clock=clock)
+    deps = Dependencies(settings=settings, writer=api, signals=prometheus, fleet=fleet, decide=policy,
+                        metrics=OperatorMetrics(), kube_config=kubernetes.client.Configuration(), clock=clock)
+    ready = [IndexedPod(f"{NAME}-{i}", "ready", EPOCH - 600, EPOCH - 590) for i in range(replicas)]
+    fleet.start()
+    try:
+        yield Harness(raw, deps, prometheus, api, policy, {INTERACTIVE_KEY: ready})
+    finally:
+        await fleet.stop()
+
+
+async def test_a_due_tick_calls_the_policy_once_at_the_loops_time(harness: Harness) -> None:
+    await asyncio.sleep(5)  # loop time 5 s: no real wait
+    await harness.tick()
+    (now, _), = harness.policy.calls
+    assert now == EPOCH + 5
+
+
+async def test_a_queue_scales_the_deployment_to_what_the_policy_decided(harness: Harness) -> None:
+    harness.prometheus.queue_depth = 12.0  # 6 per replica against a target of 2
+    status = await harness.tick()
+    (_, decision), = harness.policy.calls
+    assert decision.interactive_replicas > 2
+    assert harness.api.scaled_to() == [decision.interactive_replicas]
+    assert status["replicas"]["desired"] == decision.interactive_replicas
+    assert "ScaledUp" in harness.posted()
+
+
+async def test_a_tick_before_its_time_does_nothing(harness: Harness) -> None:
+    await harness.tick()
+    assert await harness.tick() == {}
+    assert len(harness.policy.calls) == 1
+
+
+async def test_the_next_tick_comes_after_tick_seconds_of_loop_time(harness: Harness) -> None:
+    tick_s = harness.raw["spec"]["scaling"]["tickSeconds"]
+    await harness.tick()
+    await asyncio.sleep(tick_s)
+    await harness.tick()
+    assert [now for now, _ in harness.policy.calls] == [EPOCH, EPOCH + tick_s]
+
+
+async def test_the_status_is_written_once_while_nothing_changes(harness: Harness) -> None:
+    first = await harness.tick()
+    await asyncio.sleep(1)
+    again = await harness.tick()
+    assert first["replicas"]["desired"] == 2
+    assert again == {}  # the same status, within the refresh period: no write
+    assert len(harness.policy.calls) == 2
+
+
+async def test_unknown_signals_hold_the_replicas(harness: Harness) -> None:
+    harness.prometheus.queue_depth = None
+    status = await harness.tick()
+    assert harness.api.scaled_to() == []
+    assert status["replicas"]["desired"] == 2
+    assert harness.condition("MetricsAvailable")["status"] == "False"
+
+
+async def test_a_refused_apply_is_reported_and_the_tick_goes_on(harness: Harness) -> None:
+    harness.prometheus.queue_depth = 12.0
+    harness.api.refuse = frozenset({"Deployment"})
+    status = await harness.tick()
+    assert harness.api.scaled_to() == []
+    assert status["replicas"]["desired"] == 2, "what was applied, not what was decided"
+    applied = harness.condition("ChildrenApplied")
+    assert (applied["status"], "422" in applied["message"]) == ("False", True), applied
+    assert "ScaledUp" not in harness.posted()
+
+
+async def test_the_apply_is_tried_again_on_the_next_tick(harness: Harness) -> None:
+    harness.prometheus.queue_depth = 12.0
+    harness.api.refuse = frozenset({"Deployment"})
+    await harness.tick()
+    harness.api.refuse = frozenset()
+    await asyncio.sleep(1)
+    await harness.tick()
+    assert harness.api.scaled_to() == [harness.policy.calls[-1][1].interactive_replicas]
+    assert harness.condition("ChildrenApplied")["status"] == "True"
+
+
+async def test_advisory_mode_writes_nothing_and_reports_the_advice(harness: Harness) -> None:
+    harness.raw["spec"]["mode"] = "Advisory"
+    harness.prometheus.queue_depth = 12.0
+    status = await harness.tick()
+    (_, decision), = harness.policy.calls
+    assert harness.api.applied == []
+    assert status["replicas"]["desired"] == decision.interactive_replicas
+    assert "AdvisedScaleUp" in harness.posted()
+
+
+async def test_an_invalid_spec_is_reported_without_calling_the_policy(harness: Harness) -> None:
+    harness.raw["spec"]["replicas"] = {"min": 5, "max": 2}
+    await harness.tick()
+    assert harness.policy.calls == []
+    assert harness.api.applied == []
+    ready = harness.condition("Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "InvalidSpec" in harness.posted()
