@@ -32,11 +32,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The local cluster's binaries (kube-apiserver, etcd, KWOK, kubectl, the LeaderWorkerSet controller), Debian's prometheus, Helm
-# (built from its Go module) and checkov (own venv): once per machine into $(LLMSCALE_CACHE).
+# and actionlint (built from their Go modules) and checkov (own venv): once per machine into $(LLMSCALE_CACHE).
 binaries:
 	bash e2e/cluster/build.sh
 	bash operator/llmscale/localcluster/build-lws.sh
 	bash tools/build-helm.sh
+	bash tools/build-actionlint.sh
 	bash tools/install-checkov.sh
 
 unit: $(STAMP) binaries
