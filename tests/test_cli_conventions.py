@@ -29,6 +29,7 @@ DOCUMENT_VERBS = {
     "simulate": {"table", "json", "yaml"},
     "crd": {"yaml", "json"},
     "demo": {"json", "yaml"},
+    "render": {"yaml", "json"},
 }
 
 
@@ -128,6 +129,9 @@ def markdown_with_an_unknown_block(tmp_path: Path) -> Path:
         pytest.param(["simulate", "--spec", str(SPEC), "--trace", "/nonexistent.csv"], 2, id="simulate-no-trace"),
         pytest.param([*SIMULATE, "--plot", "/nonexistent/day.png"], 2, id="simulate-plot-folder-missing"),
         pytest.param(["demo", "--trace", "/nonexistent.csv"], 2, id="demo-no-trace"),
+        pytest.param(["render", "-f", "/nonexistent.yaml"], 2, id="render-no-file"),
+        pytest.param(["render", "-f", str(ROOT / "README.md")], 2, id="render-not-yaml"),
+        pytest.param(["render", "-f", str(ROOT / "manifests/samples/namespace.yaml")], 2, id="render-no-llmdeployment"),
     ],
 )
 def test_exit_status_in_process(argv: list[str], status: int, request: pytest.FixtureRequest,

@@ -37,6 +37,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "engine": ("llmscale.commands.engine", "run the mock GPU engine (speaks vLLM's OpenAI API and metrics)"),
     "demo": ("llmscale.commands.demo", "run the end-to-end demo on the local cluster"),
     "batch": ("llmscale.commands.batch", "the batch client a batch Job runs (batch run), and its input's size"),
+    "render": ("llmscale.commands.render", "print the objects the operator would create for LLMDeployment manifests"),
 }
 
 
@@ -78,6 +79,10 @@ def command(verb: str) -> ModuleType:
         from llmscale.commands import batch
 
         return batch
+    if verb == "render":
+        from llmscale.commands import render
+
+        return render
     raise KeyError(verb)
 
 

@@ -97,6 +97,15 @@ def _pods(cluster: LocalCluster) -> list[Any]:
     return [p for p in items if p.metadata.deletion_timestamp is None]
 
 
+def _within(part: Any, whole: Any) -> bool:
+    """Every key and item of ``part`` is in ``whole`` with the same value (lists item by item)."""
+    if isinstance(part, dict):
+        return isinstance(whole, dict) and all(k in whole and _within(v, whole[k]) for k, v in part.items())
+    if isinstance(part, list):
+        return isinstance(whole, list) and len(part) == len(whole) and all(map(_within, part, whole))
+    return bool(part == whole)
+
+
 @pytest.mark.usefixtures("operator")
 def test_the_chat_sample_pod_carries_every_field_of_its_template(cluster: LocalCluster) -> None:
     core = kubernetes.client.CoreV1Api(cluster.api)
@@ -132,6 +141,17 @@ def test_the_chat_sample_pod_carries_every_field_of_its_template(cluster: LocalC
         assert engine["args"][-2:] == ["--enable-chunked-prefill", "--enable-prefix-caching"]
         assert engine["startupProbe"]["httpGet"]["path"] == "/health" and engine["readinessProbe"]
         assert pod.metadata.labels["llmscale.dev/pool"] == "interactive"
+    # `llmscale render` printed this Deployment before the operator made it: everything it says is
+    # on the cluster's copy (which the API server completes with its defaults).
+    from llmscale.commands.render import render
+    from llmscale.controller.children import PriorityClasses
+
+    rendered = render([_sample("chat.yaml")], NS, PriorityClasses("llmscale-interactive", "llmscale-batch"))
+    (want,) = [d for d in rendered if d["kind"] == "Deployment"]
+    live = cluster.api.sanitize_for_serialization(
+        kubernetes.client.AppsV1Api(cluster.api).read_namespaced_deployment("chat", NS))
+    assert _within(want["spec"]["template"], live["spec"]["template"])
+    assert _within({k: v for k, v in want["metadata"].items() if k != "ownerReferences"}, live["metadata"])
 
 
 @pytest.mark.usefixtures("operator")
