@@ -25,6 +25,7 @@ import select
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 __all__ = ["VERBS", "build_parser", "command", "main", "verb_parser"]
 
@@ -86,6 +87,22 @@ def command(verb: str) -> ModuleType:
     raise KeyError(verb)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" error names the closest choices (difflib)."""
+
+    def error(self, message: str) -> NoReturn:
+        import re
+
+        m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if m:
+            from llmscale.fielderrors import suggestion
+
+            choices = [c.strip().strip("'") for c in m.group(2).split(",")]
+            message = message[: m.start()] + f"invalid choice: {m.group(1)!r}{suggestion(m.group(1), choices)}" \
+                f" (choose from {m.group(2)})"
+        super().error(message)
+
+
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     """Return the top-level parser; with ``verb``, only that verb's module is imported."""
     return _build(verb)[0]
@@ -105,7 +122,7 @@ def verb_parser(verb: str) -> argparse.ArgumentParser:
 def _build(verb: str | None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from llmscale import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="llmscale",
         description="Scale LLM inference replicas on leading signals: queue depth, KV cache, preemptions.",
     )

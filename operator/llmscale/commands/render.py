@@ -18,7 +18,8 @@ API server assigns the real one). An object in ``Advisory`` or ``Paused`` mode, 
 (``spec.headroom.warmNodes``) is sized by the running tick and is not printed.
 
 Exit status: 0; 2 when the input cannot be read, is not YAML, holds no LLMDeployment, or a spec is
-invalid (one line per object, as the operator reports it in ``Ready=False/InvalidSpec``).
+invalid (one line per bad field, as kubectl writes them; the operator reports the same problems in
+``Ready=False/InvalidSpec``).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def render(docs: list[Any], namespace: str, priority_classes: PriorityClasses,
         try:
             spec = read_spec(body)
         except InvalidSpec as exc:
-            raise RenderError(f"{where}: {exc}") from None
+            raise RenderError("\n".join(f"{where}: {line}" for line in exc.lines)) from None
         if spec.scale_target_ref is not None:
             notes.append(f"{where}: no children: it scales the existing {spec.scale_target_ref} through /scale")
             continue
@@ -128,7 +129,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         objects = render(docs, args.namespace, classes, notes)
     except RenderError as exc:
-        print(f"llmscale render: error: {source}: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"llmscale render: error: {source}: {line}", file=sys.stderr)
         return 2
     for note in notes:
         print(f"llmscale render: {note}", file=sys.stderr)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,22 +20,19 @@ from rich.markup import escape
 
 __all__ = ["add_arguments", "main", "parse_duration"]
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
 def parse_duration(text: str) -> float:
-    """Parse ``90``, ``90s``, ``15m``, ``24h``, ``1d`` (or ``1h30m``) to seconds.
+    """An argparse ``type``: llmscale's one duration grammar (:mod:`llmscale.durations`: ``90``,
+    ``90s``, ``1.5m``, ``1h30m``, ``1d``, ``1w``) in seconds; zero allowed (``--warmup 0``).
 
     Raises:
-        argparse.ArgumentTypeError: not a positive duration.
+        argparse.ArgumentTypeError: not a duration.
     """
-    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd]?)", text.strip().lower())
-    if not parts or "".join(n + u for n, u in parts) != re.sub(r"\s+", "", text.strip().lower()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 24h")
-    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if seconds < 0:
-        raise argparse.ArgumentTypeError("a duration must not be negative")
-    return seconds
+    from llmscale.durations import parse_duration as parse
+
+    try:
+        return parse(text, allow_zero=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
     from llmscale.api import LLMDeployment
     from llmscale.commands.output import write_document
     from llmscale.data import resolve_trace
+    from llmscale.fielderrors import field_errors
     from llmscale.sim.baselines import POLICY_NAMES
     from llmscale.sim.engine_args import engine_config
     from llmscale.sim.plot import plot_day
@@ -123,10 +120,22 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         with Path(args.spec).open(encoding="utf-8") as stream:  # the YAML error then names the file
-            doc = yaml.safe_load(stream)
+            docs = [d for d in yaml.safe_load_all(stream) if d is not None]
+        # A file of several documents (a namespace, a Secret, the LLMDeployment...): its first
+        # LLMDeployment; a file of one document is read as it is.
+        found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "LLMDeployment"]
+        doc = found[0] if found else (docs[0] if len(docs) == 1 else None)
+        if doc is None:
+            print(f"llmscale simulate: error: {args.spec}: no LLMDeployment in its {len(docs)} documents",
+                  file=sys.stderr)
+            return 2
         spec = LLMDeployment.model_validate(doc).spec
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        err.print(f"[red]Could not read the LLMDeployment {escape(str(args.spec))}:[/red] {escape(str(exc))}")
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"llmscale simulate: error: cannot read the LLMDeployment {args.spec}: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        for line in field_errors(exc):
+            print(f"llmscale simulate: error: {args.spec}: {line}", file=sys.stderr)
         return 2
     from llmscale.model import ModelDoesNotFit, ReplicaModel
     from llmscale.planner import check_fits
