@@ -203,3 +203,10 @@ def test_head_gets_its_line_and_llmscale_says_nothing() -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stdout == "{\n"
     assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_help_shows_no_python_reprs(verb: str) -> None:
+    """Defaults in --help read as a user types them (a,b), not as Python writes a tuple."""
+    text = verb_parser(verb).format_help()
+    assert "('" not in text and "['" not in text and "frozenset(" not in text, text

@@ -39,6 +39,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "demo": ("llmscale.commands.demo", "run the end-to-end demo on the local cluster"),
     "batch": ("llmscale.commands.batch", "the batch client a batch Job runs (batch run), and its input's size"),
     "render": ("llmscale.commands.render", "print the objects the operator would create for LLMDeployment manifests"),
+    "completion": ("llmscale.commands.completion", "print the shell completion script (bash, zsh or fish)"),
 }
 
 
@@ -84,6 +85,10 @@ def command(verb: str) -> ModuleType:
         from llmscale.commands import render
 
         return render
+    if verb == "completion":
+        from llmscale.commands import completion
+
+        return completion
     raise KeyError(verb)
 
 
@@ -119,7 +124,7 @@ def verb_parser(verb: str) -> argparse.ArgumentParser:
     return _build(verb)[1][verb]
 
 
-def _build(verb: str | None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+def _build(verb: str | None, every_verb: bool = False) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from llmscale import __version__
 
     parser = _Parser(
@@ -132,13 +137,18 @@ def _build(verb: str | None) -> tuple[argparse.ArgumentParser, dict[str, argpars
     for name, (_, help_text) in VERBS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         verb_parsers[name] = p
-        if verb == name:
+        if verb == name or every_verb:
             command(name).add_arguments(p)
     return parser, verb_parsers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``llmscale`` console script; returns the process exit status."""
+    if argv is None and "_ARGCOMPLETE" in os.environ:
+        # The shell's completion script asks (llmscale completion): every verb's flags, then exit.
+        import argcomplete
+
+        argcomplete.autocomplete(_build(None, every_verb=True)[0])
     args_list = list(sys.argv[1:] if argv is None else argv)
     verb = next((a for a in args_list if not a.startswith("-")), None)
     if verb not in VERBS:
