@@ -70,6 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthesis and the calibration (default 0)")
     parser.add_argument("--policy", choices=(*POLICY_NAMES, "all"), default="all",
                         help="policy to run, or all (default)")
+    parser.add_argument("--setting", action="append", default=[], metavar="POLICY=VALUE",
+                        help="a baseline's setting instead of its default, e.g. keda-queue=3 or hpa=20 "
+                        "(repeatable; what each setting is: docs/simulate.md)")
+    parser.add_argument("--autoscaler", action="append", default=[], metavar="FILE",
+                        help="your own KEDA ScaledObject or autoscaling/v2 HorizontalPodAutoscaler manifest "
+                        "(YAML, repeatable; a file may hold several): simulated beside the policies as "
+                        "'yours: <Kind>/<name>'")
     parser.add_argument("--warmup", type=parse_duration, default=None,
                         help="start excluded from every figure (default 10m, at most a quarter of the run)")
     parser.add_argument("--capacity-rps", type=float, default=None,
@@ -100,9 +107,10 @@ def main(args: argparse.Namespace) -> int:
     from llmscale.api import LLMDeployment
     from llmscale.commands.output import write_document
     from llmscale.data import resolve_trace
-    from llmscale.fielderrors import field_errors
-    from llmscale.sim.baselines import POLICY_NAMES
+    from llmscale.fielderrors import field_errors, suggestion
+    from llmscale.sim.baselines import POLICY_NAMES, TUNABLE
     from llmscale.sim.engine_args import engine_config
+    from llmscale.sim.manifests import UnsupportedAutoscaler, autoscaler_from_manifest
     from llmscale.sim.plot import plot_day
     from llmscale.sim.runner import Scenario, compare
     from llmscale.sim.trace import (
@@ -180,6 +188,35 @@ def main(args: argparse.Namespace) -> int:
         return 2
     names = list(POLICY_NAMES) if args.policy == "all" else [args.policy]
     name = (doc.get("metadata") or {}).get("name", "?")
+    settings: dict[str, float] = {}
+    for item in args.setting:
+        policy, _, value = item.partition("=")
+        if policy not in TUNABLE:
+            print(f"llmscale simulate: error: --setting {item}: Unsupported value: {policy!r}"
+                  f"{suggestion(policy, TUNABLE)} (policies with a setting: {', '.join(TUNABLE)})", file=sys.stderr)
+            return 2
+        try:
+            settings[policy] = float(value)
+        except ValueError:
+            settings[policy] = -1.0
+        if not settings[policy] > 0 or not math.isfinite(settings[policy]):
+            print(f"llmscale simulate: error: --setting {item}: Invalid value: {value!r}: must be a number > 0 "
+                  f"({policy}: {TUNABLE[policy]})", file=sys.stderr)
+            return 2
+        if policy not in names:
+            names.append(policy)
+    custom = []
+    for path in args.autoscaler:
+        try:
+            with Path(path).open(encoding="utf-8") as stream:
+                found = [d for d in yaml.safe_load_all(stream)
+                         if isinstance(d, dict) and d.get("kind") in ("ScaledObject", "HorizontalPodAutoscaler")]
+            if not found:
+                raise UnsupportedAutoscaler("no ScaledObject or HorizontalPodAutoscaler in it")
+            custom += [autoscaler_from_manifest(d, spec) for d in found]
+        except (OSError, yaml.YAMLError, UnsupportedAutoscaler) as exc:
+            print(f"llmscale simulate: error: --autoscaler {path}: {exc}", file=sys.stderr)
+            return 2
 
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
@@ -199,7 +236,7 @@ def main(args: argparse.Namespace) -> int:
             progress.update(task, description=f"simulating {policy}", total=total,
                             completed=min(total, t - trace.start_s))
 
-        results = compare(sc, names, tick)
+        results = compare(sc, names, tick, settings=settings, custom=custom)
 
     summaries = [s for s, _ in results]
     cap = sc.capacity
