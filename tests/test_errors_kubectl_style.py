@@ -186,3 +186,23 @@ def test_the_operators_rate_window_takes_the_same_grammar_and_prometheus_gets_pr
     assert ReaderSettings(rate_window="1.5m").rate_window == "90s"
     assert ReaderSettings(rate_window="1m30s").rate_window == "1m30s"  # PromQL's own, unchanged
     assert ReaderSettings(rate_window="1w").rate_window == "1w"
+
+
+# ------------------------------------------------------------------------------ the plot extra
+
+_NO_MATPLOTLIB = "import sys; sys.modules['matplotlib'] = None; import importlib.util as u; " \
+                 "u.find_spec = (lambda f: (lambda n, *a: None if n == 'matplotlib' else f(n, *a)))(u.find_spec); "
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--spec", str(SPEC), "--plot", "/tmp/x.png", "--duration", "5m"],
+    ["demo", "--minutes", "1"],
+])
+def test_plotting_without_the_plot_extra_says_how_to_get_it(argv: list[str]) -> None:
+    """matplotlib is an extra (the operator's image never plots): without it the verbs that plot
+    stop at once with the install command, not an ImportError."""
+    code = _NO_MATPLOTLIB + f"from llmscale.cli import main; sys.exit(main({argv!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'llmscale[plot]'" in proc.stderr and "Traceback" not in proc.stderr

@@ -43,6 +43,12 @@ def main(args: argparse.Namespace) -> int:
     """Run the demo; print the summary (``-o json`` or ``yaml``). Returns 0; 2 when the trace cannot
     be read (checked before anything starts); 1 when the demo could not run (no checkout, a part of
     the stack that failed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        print("llmscale demo: error: the demo plots with matplotlib: pip install 'llmscale[plot]' "
+              "(make install does)", file=sys.stderr)
+        return 2
     from llmscale.demo import DemoConfig, DemoError, DemoInputError, run_demo
 
     cfg = DemoConfig(minutes=args.minutes, peak_rps=args.peak_rps, trace=args.trace, out_dir=args.out,

@@ -10,6 +10,7 @@ replica's capacity at the spec's SLO, runs the chosen policies and prints a tabl
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -123,6 +124,10 @@ def main(args: argparse.Namespace) -> int:
     )
 
     err = Console(stderr=True)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        print("llmscale simulate: error: --plot needs matplotlib, which the operator's image leaves out: "
+              "pip install 'llmscale[plot]'", file=sys.stderr)
+        return 2
     if args.plot and not Path(args.plot).resolve().parent.is_dir():
         err.print(f"[red]Cannot write the plot:[/red] no folder {escape(str(Path(args.plot).parent))}")
         return 2
