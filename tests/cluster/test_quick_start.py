@@ -111,6 +111,14 @@ def _helm_install(cluster: LocalCluster, helm: Path, words: list[str]) -> list[d
     return docs
 
 
+def _cells(header: str, row: str) -> dict[str, str]:
+    """kubectl's table row by the header's column positions (a blank cell stays a blank)."""
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    names = header.split()
+    ends = [*starts[1:], None]
+    return {n: row[a:b].strip() for n, a, b in zip(names, starts, ends, strict=True)}
+
+
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "PriorityClass", "ClusterKopfPeering", "Namespace"}
 
 
@@ -162,6 +170,15 @@ def test_the_quick_start_runs_on_the_local_cluster(cluster: LocalCluster, helm: 
         assert not [v for v in volumes if "persistentVolumeClaim" in v], volumes
         assert kubernetes.client.CoreV1Api(cluster.api).read_namespaced_secret("hf-token", "llm-serving")
         assert re.search(r"^chat\s", outputs[-1], re.M), outputs[-1]
+        # The printer columns, as kubectl prints them: the bounds beside the count (the HPA's
+        # MINPODS/MAXPODS), the queue target with -o wide; spec defaults fill what chat leaves out.
+        header, row = outputs[-1].splitlines()[:2]
+        assert header.split()[:5] == ["NAME", "READY", "MIN", "MAX", "DESIRED"], header
+        cells = _cells(header, row)  # empty status cells are blank: read by column position
+        assert (cells["NAME"], cells["MIN"], cells["MAX"]) == ("chat", "2", "12"), cells
+        wide = cluster.kubectl("get", "llmdep", "chat", "-n", "llm-serving", "-o", "wide").stdout.splitlines()
+        cols = wide[0].split()
+        assert "QUEUE-TARGET" in cols, cols
     finally:
         cleanup = [d for d in rendered if d["kind"] not in {"CustomResourceDefinition", "Namespace"}]
         if cleanup:
