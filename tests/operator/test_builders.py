@@ -524,3 +524,22 @@ def test_one_rfc3339_parser_for_every_metav1_time(text: object) -> None:
         else:
             os.environ["TZ"] = before
         time.tzset()
+
+
+@pytest.mark.parametrize(("startup", "cold", "failures", "deadline"), [
+    (None, 180, 27, 600),      # 1.5 cold starts of 180 s
+    (3600, 180, 360, 3660),    # a first 141 GB download: an hour before the kubelet restarts it
+    (60, 900, 6, 1860),        # shorter than the cold start: the spec's word, the floor of 6 kept
+])
+def test_the_startup_probe_budget_is_settable(startup: int | None, cold: int, failures: int, deadline: int) -> None:
+    from llmscale.api import LLMDeploymentSpec
+    from llmscale.controller.names import INTERACTIVE
+    from llmscale.controller.podtemplate import pod_template, progress_deadline_seconds
+
+    engine = {"startupSeconds": startup} if startup is not None else {}
+    spec = LLMDeploymentSpec.model_validate({"model": {"name": "m", "preset": "llama-3.1-8b"}, "engine": engine,
+                                             "headroom": {"coldStartSeconds": cold}})
+    (container,) = pod_template("chat", spec, INTERACTIVE)["spec"]["containers"]
+    probe = container["startupProbe"]
+    assert probe["failureThreshold"] == failures and probe["periodSeconds"] == 10
+    assert progress_deadline_seconds(spec) == deadline
