@@ -36,12 +36,11 @@ RUN groupadd --system --gid 65532 llmscale \
  && useradd --system --uid 65532 --gid llmscale --home-dir /nonexistent --no-create-home \
       --shell /usr/sbin/nologin llmscale
 COPY --from=build /opt/llmscale /opt/llmscale
-# PYTHONDONTWRITEBYTECODE: the root filesystem is read-only in the pod. MPLCONFIGDIR: matplotlib
-# (reports) caches fonts; /tmp is an emptyDir in the chart.
+# PYTHONDONTWRITEBYTECODE: the root filesystem is read-only in the pod. No matplotlib: plotting is
+# the `plot` extra (simulate --plot, demo), which the operator never needs.
 ENV PATH="/opt/llmscale/bin:${PATH}" \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    MPLCONFIGDIR=/tmp/matplotlib
+    PYTHONUNBUFFERED=1
 USER 65532:65532
 # 8080: the operator's /metrics, /healthz, /readyz. 8000: the mock engine's OpenAI API and /metrics.
 EXPOSE 8080 8000

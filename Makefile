@@ -32,13 +32,15 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The local cluster's binaries (kube-apiserver, etcd, KWOK, kubectl, the LeaderWorkerSet controller), Debian's prometheus, Helm
-# (built from its Go module), checkov (own venv) and real vLLM on CPU with a tiny model (own venv, for the
-# real-engine scenarios and the mock-vs-real metrics test): once per machine into $(LLMSCALE_CACHE).
+# (built from its Go module), actionlint (built from its Go module), checkov (own venv) and real vLLM on
+# CPU with a tiny model (own venv, for the real-engine scenarios and the mock-vs-real metrics test): once
+# per machine into $(LLMSCALE_CACHE).
 binaries:
 	bash e2e/cluster/build.sh
 	bash operator/llmscale/localcluster/build-lws.sh
 	bash operator/llmscale/localcluster/build-vllm.sh
 	bash tools/build-helm.sh
+	bash tools/build-actionlint.sh
 	bash tools/install-checkov.sh
 
 # Side by side (pytest-xdist): the unit tests on every core, the tests of the one local cluster on

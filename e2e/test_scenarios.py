@@ -124,13 +124,15 @@ def test_1_apply_creates_owned_labelled_children_and_printer_columns(cluster: Cl
     # The printer columns, once the operator has written the status.
     wait_for("status.replicas.ready == 2", lambda: cluster.status(namespace, "chat").get("replicas", {}).get("ready") == 2,
              COLD_START_S + 40)
-    # What a person scans first: Ready, the replicas, SLO % and $/M tokens (empty until a minute is
-    # judged and tokens are generated); headroom and the signals with -o wide.
+    # What a person scans first: Ready, the bounds beside the replicas (as the HPA's MINPODS and
+    # MAXPODS), SLO % and $/M tokens (empty until a minute is judged and tokens are generated);
+    # headroom, the signals and the queue target with -o wide.
     out = cluster.kubectl("get", "llmdep", "-n", namespace).stdout.splitlines()
-    assert out[0].split() == ["NAME", "READY", "DESIRED", "SERVING", "SLO%", "USD/MTOK", "MODE", "AGE"], out
-    assert out[1].split()[:4] == ["chat", "True", "2", "2"], out
+    assert out[0].split() == ["NAME", "READY", "MIN", "MAX", "DESIRED", "SERVING", "SLO%", "USD/MTOK", "MODE",
+                              "AGE"], out
+    assert out[1].split()[:6] == ["chat", "True", "1", "8", "2", "2"], out
     wide = cluster.kubectl("get", "llmdep", "-n", namespace, "-o", "wide").stdout.splitlines()
-    assert {"HEADROOM", "QUEUE", "KV"} <= set(wide[0].split()), wide
+    assert {"HEADROOM", "QUEUE", "QUEUE-TARGET", "KV"} <= set(wide[0].split()), wide
     at = wide[0].index("HEADROOM")
     assert wide[1][at:].split()[0] == "1", wide
     out = cluster.kubectl("get", "llmdeployments.llmscale.dev", "chat", "-n", namespace, "-o", "name").stdout

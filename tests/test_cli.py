@@ -24,7 +24,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_design_verbs_are_all_present() -> None:
     # The verbs are a fixed contract (README, Commands).
-    assert set(VERBS) == {"run", "crd", "plan", "simulate", "engine", "demo", "batch", "calibrate", "report"}
+    assert set(VERBS) == {"run", "crd", "plan", "simulate", "engine", "demo", "batch", "calibrate", "report", "render", "completion"}
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))

@@ -31,6 +31,7 @@ DOCUMENT_VERBS = {
     "demo": {"json", "yaml"},
     "calibrate": {"table", "json", "yaml"},
     "report": {"markdown", "json", "yaml"},
+    "render": {"yaml", "json"},
 }
 
 
@@ -130,6 +131,9 @@ def markdown_with_an_unknown_block(tmp_path: Path) -> Path:
         pytest.param(["simulate", "--spec", str(SPEC), "--trace", "/nonexistent.csv"], 2, id="simulate-no-trace"),
         pytest.param([*SIMULATE, "--plot", "/nonexistent/day.png"], 2, id="simulate-plot-folder-missing"),
         pytest.param(["demo", "--trace", "/nonexistent.csv"], 2, id="demo-no-trace"),
+        pytest.param(["render", "-f", "/nonexistent.yaml"], 2, id="render-no-file"),
+        pytest.param(["render", "-f", str(ROOT / "README.md")], 2, id="render-not-yaml"),
+        pytest.param(["render", "-f", str(ROOT / "manifests/samples/namespace.yaml")], 2, id="render-no-llmdeployment"),
     ],
 )
 def test_exit_status_in_process(argv: list[str], status: int, request: pytest.FixtureRequest,
@@ -201,3 +205,10 @@ def test_head_gets_its_line_and_llmscale_says_nothing() -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stdout == "{\n"
     assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_help_shows_no_python_reprs(verb: str) -> None:
+    """Defaults in --help read as a user types them (a,b), not as Python writes a tuple."""
+    text = verb_parser(verb).format_help()
+    assert "('" not in text and "['" not in text and "frozenset(" not in text, text

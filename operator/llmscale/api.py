@@ -265,6 +265,11 @@ class EngineSpec(_Model):
     metrics_profile: Literal["vllm", "vllm-legacy", "sglang"] | None = None
     """Metric names to query: ``vllm`` (V1 names), ``vllm-legacy`` (pre-V1 names) or ``sglang``.
     Defaults to the engine's own (``mock`` speaks ``vllm``)."""
+    startup_seconds: int | None = Field(default=None, ge=60, le=86_400)
+    """Longest a replica may take from container start to its first healthy ``/health`` before the
+    kubelet restarts it (the startup probe's budget), seconds. Default: 1.5 × ``spec.headroom.coldStartSeconds``.
+    Raise it when the first start downloads the weights (141 GB for a 70B model in bf16) and a
+    restart would begin the download again."""
 
     def profile(self) -> str:
         """Return the metric profile in force: the explicit one, else the engine's own."""

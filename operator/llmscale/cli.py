@@ -25,6 +25,7 @@ import select
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 __all__ = ["VERBS", "build_parser", "command", "main", "verb_parser"]
 
@@ -39,6 +40,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "batch": ("llmscale.commands.batch", "the batch client a batch Job runs (batch run), and its input's size"),
     "calibrate": ("llmscale.commands.calibrate", "measure a live engine and fit the performance model to it"),
     "report": ("llmscale.commands.report", "fleet cost report: GPU-hours, utilisation, $/M tokens, build or buy"),
+    "render": ("llmscale.commands.render", "print the objects the operator would create for LLMDeployment manifests"),
+    "completion": ("llmscale.commands.completion", "print the shell completion script (bash, zsh or fish)"),
 }
 
 
@@ -88,7 +91,31 @@ def command(verb: str) -> ModuleType:
         from llmscale.commands import report
 
         return report
+    if verb == "render":
+        from llmscale.commands import render
+
+        return render
+    if verb == "completion":
+        from llmscale.commands import completion
+
+        return completion
     raise KeyError(verb)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" error names the closest choices (difflib)."""
+
+    def error(self, message: str) -> NoReturn:
+        import re
+
+        m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if m:
+            from llmscale.fielderrors import suggestion
+
+            choices = [c.strip().strip("'") for c in m.group(2).split(",")]
+            message = message[: m.start()] + f"invalid choice: {m.group(1)!r}{suggestion(m.group(1), choices)}" \
+                f" (choose from {m.group(2)})"
+        super().error(message)
 
 
 def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
@@ -107,10 +134,10 @@ def verb_parser(verb: str) -> argparse.ArgumentParser:
     return _build(verb)[1][verb]
 
 
-def _build(verb: str | None) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+def _build(verb: str | None, every_verb: bool = False) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from llmscale import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="llmscale",
         description="Scale LLM inference replicas on leading signals: queue depth, KV cache, preemptions.",
     )
@@ -120,13 +147,18 @@ def _build(verb: str | None) -> tuple[argparse.ArgumentParser, dict[str, argpars
     for name, (_, help_text) in VERBS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         verb_parsers[name] = p
-        if verb == name:
+        if verb == name or every_verb:
             command(name).add_arguments(p)
     return parser, verb_parsers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``llmscale`` console script; returns the process exit status."""
+    if argv is None and "_ARGCOMPLETE" in os.environ:
+        # The shell's completion script asks (llmscale completion): every verb's flags, then exit.
+        import argcomplete
+
+        argcomplete.autocomplete(_build(None, every_verb=True)[0])
     args_list = list(sys.argv[1:] if argv is None else argv)
     verb = next((a for a in args_list if not a.startswith("-")), None)
     if verb not in VERBS:

@@ -70,6 +70,19 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
         "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
         "description": "The Ready condition: True while at least one interactive replica serves.",
     },
+    # The bounds beside the count, as `kubectl get hpa` shows MINPODS and MAXPODS.
+    {
+        "name": "Min",
+        "type": "integer",
+        "jsonPath": ".spec.replicas.min",
+        "description": "spec.replicas.min: the fewest interactive replicas.",
+    },
+    {
+        "name": "Max",
+        "type": "integer",
+        "jsonPath": ".spec.replicas.max",
+        "description": "spec.replicas.max: the most interactive replicas.",
+    },
     {
         "name": "Desired",
         "type": "integer",
@@ -106,6 +119,14 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
         "type": "number",
         "jsonPath": ".status.signals.queueDepth",
         "description": "Waiting requests summed over ready replicas.",
+        "priority": 1,
+    },
+    {
+        "name": "Queue-Target",
+        "type": "number",
+        "jsonPath": ".spec.scaling.targets.queueDepthPerReplica",
+        "description": "spec.scaling.targets.queueDepthPerReplica: waiting requests per replica it scales to "
+        "(the HPA's TARGETS).",
         "priority": 1,
     },
     {

@@ -125,10 +125,11 @@ def test_printer_columns_point_at_status_fields_of_their_type(schema: dict[str, 
     doc = crd()
     columns = doc["spec"]["versions"][0]["additionalPrinterColumns"]
     # What a person scans first (issue 14): the Ready condition, SLO %, $/M tokens; the rest with -o wide.
-    assert [c["name"] for c in columns if not c.get("priority")] == ["Ready", "Desired", "Serving", "SLO%",
-                                                                      "USD/Mtok", "Mode", "Age"]
-    assert [c["name"] for c in columns if c.get("priority") == 1] == ["Headroom", "Queue", "KV", "SLO%-24h",
-                                                                       "GPU-h-24h"]
+    # Min and Max beside the count, as the HPA (MINPODS, MAXPODS); the queue target with -o wide.
+    assert [c["name"] for c in columns if not c.get("priority")] == ["Ready", "Min", "Max", "Desired", "Serving",
+                                                                      "SLO%", "USD/Mtok", "Mode", "Age"]
+    assert [c["name"] for c in columns if c.get("priority") == 1] == ["Headroom", "Queue", "Queue-Target", "KV",
+                                                                       "SLO%-24h", "GPU-h-24h"]
     assert columns == list(PRINTER_COLUMNS)
     for column in columns:
         if column["name"] == "Age":
@@ -140,6 +141,12 @@ def test_printer_columns_point_at_status_fields_of_their_type(schema: dict[str, 
             assert condition["properties"]["status"]["type"] == column["type"]
             continue
         node = schema
+        if column["jsonPath"].startswith(".spec."):
+            node = schema["properties"]["spec"]
+            for part in column["jsonPath"].strip(".").split(".")[1:]:
+                node = node["properties"][part]
+            assert node["type"] == column["type"] and "default" in node, column  # shown for every object
+            continue
         for part in column["jsonPath"].strip(".").split("."):
             node = node["properties"][part]
         assert node["type"] == column["type"], column

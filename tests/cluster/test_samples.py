@@ -2,10 +2,11 @@
 
 - Every sample applies (``kubectl apply --server-side -k manifests/samples``, as the README says)
   and comes back from the API server as the models fill it.
-- The chat sample — vLLM with the ``HF_TOKEN`` Secret, the model-cache claim, ``/dev/shm`` in
+- The chat sample — vLLM with the ``HF_TOKEN`` Secret, its own weights volume, ``/dev/shm`` in
   memory, tolerations, node affinity, topology spread, CPU and memory — run by the operator: the
   pods the Deployment controller makes carry every field of the template next to llmscale's own
-  (command, arguments, probes, the GPU), and are scheduled (the claim bound to a volume).
+  (command, arguments, probes, the GPU), and are scheduled with no storage class (the per-pod
+  download is the default; the shared ReadWriteMany cache is an opt-in).
 - A template that changes what llmscale owns is refused with ``Ready=False/InvalidSpec`` naming
   the field, and no Deployment is created.
 """
@@ -82,11 +83,6 @@ def operator(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.TempPat
     finally:
         op.stop()
         delete_namespace(cluster, NS)
-        try:
-            kubernetes.client.CoreV1Api(cluster.api).delete_persistent_volume("model-cache-template-sample")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
 
 
 def _sample(name: str) -> dict[str, Any]:
@@ -101,19 +97,21 @@ def _pods(cluster: LocalCluster) -> list[Any]:
     return [p for p in items if p.metadata.deletion_timestamp is None]
 
 
+def _within(part: Any, whole: Any) -> bool:
+    """Every key and item of ``part`` is in ``whole`` with the same value (lists item by item)."""
+    if isinstance(part, dict):
+        return isinstance(whole, dict) and all(k in whole and _within(v, whole[k]) for k, v in part.items())
+    if isinstance(part, list):
+        return isinstance(whole, list) and len(part) == len(whole) and all(map(_within, part, whole))
+    return bool(part == whole)
+
+
 @pytest.mark.usefixtures("operator")
 def test_the_chat_sample_pod_carries_every_field_of_its_template(cluster: LocalCluster) -> None:
     core = kubernetes.client.CoreV1Api(cluster.api)
     core.create_namespaced_secret(NS, {"metadata": {"name": "hf-token"}, "stringData": {"token": "hf_not_a_real_token"}})
-    # A volume for the claim to bind to (the local cluster has no provisioner), so that the pods
-    # are scheduled like on a cluster with an RWX storage class.
-    core.create_persistent_volume({
-        "metadata": {"name": "model-cache-template-sample"},
-        "spec": {"capacity": {"storage": "200Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-                 "hostPath": {"path": "/var/lib/llmscale-test/models"},
-                 "claimRef": {"namespace": NS, "name": "model-cache"}},
-    })
-    cluster.apply([_sample("model-cache.yaml"), _sample("chat.yaml")], "argocd-controller")
+    # No PersistentVolume and no provisioner: the sample must schedule without any storage.
+    cluster.apply([_sample("chat.yaml")], "argocd-controller")
     pods = wait_for("2 pods of chat scheduled on a node", lambda: (
         p if len(p := _pods(cluster)) == 2 and all(x.spec.node_name for x in p) else None), 60)
     template = _sample("chat.yaml")["spec"]["template"]
@@ -127,7 +125,8 @@ def test_the_chat_sample_pod_carries_every_field_of_its_template(cluster: LocalC
         mounts = {m["mountPath"]: m["name"] for m in engine["volumeMounts"]}
         assert mounts["/models"] == "model-cache" and mounts["/dev/shm"] == "shm"
         volumes = {v["name"]: v for v in spec["volumes"]}
-        assert volumes["model-cache"]["persistentVolumeClaim"] == {"claimName": "model-cache"}
+        assert volumes["model-cache"]["emptyDir"] == {"sizeLimit": "40Gi"}
+        assert not [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
         assert volumes["shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
         assert spec["affinity"] == template["spec"]["affinity"]
@@ -142,8 +141,17 @@ def test_the_chat_sample_pod_carries_every_field_of_its_template(cluster: LocalC
         assert engine["args"][-2:] == ["--enable-chunked-prefill", "--enable-prefix-caching"]
         assert engine["startupProbe"]["httpGet"]["path"] == "/health" and engine["readinessProbe"]
         assert pod.metadata.labels["llmscale.dev/pool"] == "interactive"
-    pvc = core.read_namespaced_persistent_volume_claim("model-cache", NS)
-    assert pvc.status.phase == "Bound"
+    # `llmscale render` printed this Deployment before the operator made it: everything it says is
+    # on the cluster's copy (which the API server completes with its defaults).
+    from llmscale.commands.render import render
+    from llmscale.controller.children import PriorityClasses
+
+    rendered = render([_sample("chat.yaml")], NS, PriorityClasses("llmscale-interactive", "llmscale-batch"))
+    (want,) = [d for d in rendered if d["kind"] == "Deployment"]
+    live = cluster.api.sanitize_for_serialization(
+        kubernetes.client.AppsV1Api(cluster.api).read_namespaced_deployment("chat", NS))
+    assert _within(want["spec"]["template"], live["spec"]["template"])
+    assert _within({k: v for k, v in want["metadata"].items() if k != "ownerReferences"}, live["metadata"])
 
 
 @pytest.mark.usefixtures("operator")

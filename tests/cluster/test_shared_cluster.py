@@ -242,7 +242,7 @@ class TestOnASharedCluster:
         refused = subprocess.run([llmscale, "run", *base, "--metrics-port", str(free_port()), "--standalone"],
                                  env=env, capture_output=True, text=True, timeout=60, check=False)
         assert refused.returncode == 2, refused.stdout + refused.stderr
-        assert "refused to start standalone" in refused.stdout and f"KopfPeering {NS}/llmscale" in refused.stdout
+        assert "refused to start standalone" in refused.stderr and f"KopfPeering {NS}/llmscale" in refused.stderr
 
         port = free_port()
         log = shared.tmp / "workstation.log"

@@ -4,9 +4,9 @@ Each tool fixture returns the path of a binary. Where one is missing:
 
 - with ``CI=true`` the test FAILS with the command that installs it (CI must have installed it
   beforehand; a skipped check would look like a pass);
-- locally, Helm and checkov are built/installed by their idempotent scripts under the cache
-  (``tools/build-helm.sh``, ``tools/install-checkov.sh``; minutes the first time, then a no-op),
-  and the rest fail with the install command.
+- locally, Helm, actionlint and checkov are built/installed by their idempotent scripts under the
+  cache (``tools/build-helm.sh``, ``tools/build-actionlint.sh``, ``tools/install-checkov.sh``;
+  minutes the first time, then a no-op), and the rest fail with the install command.
 """
 
 from __future__ import annotations
@@ -52,6 +52,12 @@ def _built(name: str, script: str) -> Path:
 def helm() -> Path:
     """Helm v3.22.0 built from its Go module by tools/build-helm.sh."""
     return _built("helm", "tools/build-helm.sh")
+
+
+@pytest.fixture(scope="session")
+def actionlint() -> Path:
+    """actionlint built from its Go module by tools/build-actionlint.sh (lints .github/workflows/)."""
+    return _built("actionlint", "tools/build-actionlint.sh")
 
 
 @pytest.fixture(scope="session")

@@ -110,13 +110,17 @@ def test_samples_cover_what_real_users_run() -> None:
     assert deps["batch-trough"].spec.batch is not None
     assert any(w.end_time() < w.start_time() for w in deps["batch-trough"].spec.batch.windows), "an overnight window"
     assert deps["sglang"].spec.engine.type == "sglang"
-    # vLLM with the gated model's token, the model cache and /dev/shm, placed on GPU nodes.
+    # vLLM with the gated model's token, its own download volume (no storage class needed: the
+    # Quick start's sample) and /dev/shm, placed on GPU nodes; the 70B sample shares the RWX cache.
     chat = deps["chat"].spec.template or {}
     (engine,) = chat["spec"]["containers"]
     assert {e["name"]: e.get("valueFrom") for e in engine["env"]}["HF_TOKEN"] == {
         "secretKeyRef": {"name": "hf-token", "key": "token"}}
     volumes = {v["name"]: v for v in chat["spec"]["volumes"]}
-    assert volumes["model-cache"]["persistentVolumeClaim"]["claimName"] == "model-cache"
+    assert "emptyDir" in volumes["model-cache"]
+    assert not [v for v in volumes.values() if "persistentVolumeClaim" in v]
+    big = {v["name"]: v for v in (deps["llama-70b-tp4"].spec.template or {})["spec"]["volumes"]}
+    assert big["model-cache"]["persistentVolumeClaim"]["claimName"] == "model-cache"
     assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
     assert {m["mountPath"] for m in engine["volumeMounts"]} >= {"/dev/shm"}
     assert chat["spec"]["tolerations"] and chat["spec"]["affinity"]

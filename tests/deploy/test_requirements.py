@@ -80,3 +80,11 @@ def test_the_dockerfile_installs_the_pins_with_hashes_and_llmscale_without_deps(
     assert "pip install --no-deps ." in text
     assert "pip check" in text
     assert "!requirements/image.txt" in (ROOT / ".dockerignore").read_text(encoding="utf-8")
+
+
+def test_the_operator_image_carries_no_plotting_library() -> None:
+    """matplotlib (and what it pulls in) is the plot extra: `simulate --plot` and `demo` plot, the
+    operator never does."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert [Requirement(r).name for r in project["optional-dependencies"]["plot"]] == ["matplotlib"]
+    assert not {"matplotlib", "pillow", "fonttools", "kiwisolver", "contourpy"} & set(pins())

@@ -552,3 +552,53 @@ def test_status_keys_of_others_are_left_alone() -> None:
     status = make_status(T0, 2.0)
     previous = {**status, "kopf": {"progress": {}}}
     assert status_patch(previous, status, now=1, last_written_at=None, refresh_seconds=0) is None
+
+
+@pytest.mark.parametrize("text", ["2026-11-30T13:55:02Z", "2026-11-30T13:55:02+00:00", "2026-11-30T14:55:02+01:00",
+                                  "2026-11-30T13:55:02", "2026-11-30T13:55:02.250Z", "not a time", "", None, 5])
+def test_one_rfc3339_parser_for_every_metav1_time(text: object) -> None:
+    """The cold-start reader and the peering reader read a time exactly as the timestamps module
+    does (a time without offset is UTC, never the host's zone: the host here is in New York; junk
+    is None)."""
+    import os
+    import time
+
+    from llmscale.controller.coldstart import parse_time
+    from llmscale.controller.peers import _parse_time
+    from llmscale.controller.timestamps import parse_rfc3339
+
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        want = parse_rfc3339(text)
+        assert parse_time(text) == want
+        got = _parse_time(text)
+        assert (got.timestamp() if got is not None else None) == want
+        if isinstance(text, str) and text.startswith("2026-11-30T1"):
+            assert want is not None and abs(want - 1796046902) < 1
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+@pytest.mark.parametrize(("startup", "cold", "failures", "deadline"), [
+    (None, 180, 27, 600),      # 1.5 cold starts of 180 s
+    (3600, 180, 360, 3660),    # a first 141 GB download: an hour before the kubelet restarts it
+    (60, 900, 6, 1860),        # shorter than the cold start: the spec's word, the floor of 6 kept
+])
+def test_the_startup_probe_budget_is_settable(startup: int | None, cold: int, failures: int, deadline: int) -> None:
+    from llmscale.api import LLMDeploymentSpec
+    from llmscale.controller.names import INTERACTIVE
+    from llmscale.controller.podtemplate import pod_template, progress_deadline_seconds
+
+    engine = {"startupSeconds": startup} if startup is not None else {}
+    spec = LLMDeploymentSpec.model_validate({"model": {"name": "m", "preset": "llama-3.1-8b"}, "engine": engine,
+                                             "headroom": {"coldStartSeconds": cold}})
+    (container,) = pod_template("chat", spec, INTERACTIVE)["spec"]["containers"]
+    probe = container["startupProbe"]
+    assert probe["failureThreshold"] == failures and probe["periodSeconds"] == 10
+    assert progress_deadline_seconds(spec) == deadline

@@ -216,8 +216,8 @@ def test_selector_escapes_label_values() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        pytest.param({"window": "1 minute"}, "not a PromQL duration", id="bad-window"),
-        pytest.param({"window": ""}, "not a PromQL duration", id="empty-window"),
+        pytest.param({"window": "1 minute"}, "not a duration", id="bad-window"),
+        pytest.param({"window": ""}, "not a duration", id="empty-window"),
         pytest.param({"quantile": 1.5}, "outside 0-1", id="bad-quantile"),
     ],
 )

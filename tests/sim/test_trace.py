@@ -292,3 +292,14 @@ def test_resampled_lengths_keep_the_timing_and_follow_the_stated_distribution() 
     assert float(np.median(a.output_tokens)) == pytest.approx(30, rel=0.05)
     assert a.prompt_tokens.min() >= 512 and a.prompt_tokens.max() <= 7168
     assert "log-normal(median 2500" in a.source and a.hash_ids is None
+
+
+def test_a_flat_replay_is_titled_by_its_rate_not_a_peak() -> None:
+    """A flat rate has no peak: the title says "flat at R req/s" (R the arrivals per second it
+    holds), never "peak R" (the issue's plot said "peak 47.5" of a replay whose busiest moment was
+    100); a shaped day keeps its peak, the envelope's top."""
+    flat = synthesize(_base(), duration_s=3600.0, peak_rps=2.0, envelope=None, seed=1)
+    assert "flat at 2 req/s" in flat.source and "peak" not in flat.source
+    assert len(flat.arrival_s) / 3600.0 == pytest.approx(2.0, rel=0.05)
+    day = synthesize(_base(), duration_s=86_400.0, peak_rps=2.0, envelope=DiurnalEnvelope(15, 0.25), seed=1)
+    assert "peak 2 req/s" in day.source

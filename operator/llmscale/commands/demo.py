@@ -12,11 +12,22 @@ from llmscale.commands.output import add_output_argument, write_document
 __all__ = ["add_arguments", "main"]
 
 
+def _positive(text: str) -> float:
+    """An argparse ``type``: a number above zero (checked before anything starts)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be > 0")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the demo's flags to ``parser``."""
-    parser.add_argument("--minutes", type=float, default=7.0,
+    parser.add_argument("--minutes", type=_positive, default=7.0,
                         help="wall minutes one compressed day of traffic lasts (default 7)")
-    parser.add_argument("--peak-rps", type=float, default=2.0,
+    parser.add_argument("--peak-rps", type=_positive, default=2.0,
                         help="requests per wall second at the daily peak (default 2: what 2 CPU cores carry)")
     parser.add_argument("--trace", default=None, metavar="PATH|NAME",
                         help="trace CSV in the Azure LLM inference trace format, or a bundled trace's name "
@@ -32,6 +43,12 @@ def main(args: argparse.Namespace) -> int:
     """Run the demo; print the summary (``-o json`` or ``yaml``). Returns 0; 2 when the trace cannot
     be read (checked before anything starts); 1 when the demo could not run (no checkout, a part of
     the stack that failed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        print("llmscale demo: error: the demo plots with matplotlib: pip install 'llmscale[plot]' "
+              "(make install does)", file=sys.stderr)
+        return 2
     from llmscale.demo import DemoConfig, DemoError, DemoInputError, run_demo
 
     cfg = DemoConfig(minutes=args.minutes, peak_rps=args.peak_rps, trace=args.trace, out_dir=args.out,

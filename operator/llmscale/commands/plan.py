@@ -18,6 +18,7 @@ from rich.table import Table
 
 from llmscale import planner
 from llmscale.commands.output import add_output_argument, write_document
+from llmscale.fielderrors import suggestion
 from llmscale.model import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_COMPUTE_EFFICIENCY,
@@ -112,7 +113,8 @@ def _error(message: str) -> int:
 def _arch(args: argparse.Namespace) -> ModelArch:
     if args.model is not None:
         if args.model not in MODEL_PRESETS:
-            raise LookupError(f"unknown model preset {args.model!r}; known: {', '.join(MODEL_PRESETS)}")
+            raise LookupError(f"unknown model preset {args.model!r}{suggestion(args.model, MODEL_PRESETS)}; "
+                              f"known: {', '.join(MODEL_PRESETS)}")
         return MODEL_PRESETS[args.model]
     path: Path = args.config
     try:
@@ -127,7 +129,8 @@ def _arch(args: argparse.Namespace) -> ModelArch:
 def main(args: argparse.Namespace) -> int:
     """Run ``llmscale plan``; returns the exit status (0, or 2 for usage errors and no fit)."""
     if args.gpu not in GPU_PRESETS:
-        return _error(f"unknown GPU preset {args.gpu!r}; known: {', '.join(GPU_PRESETS)}")
+        return _error(f"unknown GPU preset {args.gpu!r}{suggestion(args.gpu, GPU_PRESETS)}; "
+                      f"known: {', '.join(GPU_PRESETS)}")
     try:
         arch = _arch(args)
         model = ReplicaModel(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import html
+import importlib.util
 import json
 import sys
 from collections import defaultdict
@@ -347,7 +348,12 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"llmscale report: no consolidation figures: {exc}", file=sys.stderr)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    plots = plot(report, args.out_dir)
+    if importlib.util.find_spec("matplotlib") is None:
+        # The operator's image leaves the plot extra out: the figures stand without their pictures.
+        print("llmscale report: no plots: they need matplotlib: pip install 'llmscale[plot]'", file=sys.stderr)
+        plots: tuple[str, ...] = ()
+    else:
+        plots = plot(report, args.out_dir)
     markdown = render_markdown(report, plots, found)
     (args.out_dir / "report.md").write_text(markdown)
     (args.out_dir / "report.html").write_text(render_html(report, plots, found))

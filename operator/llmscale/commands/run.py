@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import kopf
 import kubernetes.client
 import kubernetes.config
+import urllib3
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -233,13 +236,48 @@ class QuietTimerFilter(logging.Filter):
         return record.levelno >= logging.WARNING or not record.getMessage().startswith("Timer 'tick' ")
 
 
+def _error(message: str, status: int) -> int:
+    print(f"llmscale run: error: {message}", file=sys.stderr)
+    return status
+
+
+def api_server_problem(config: kubernetes.client.Configuration, timeout_s: float = 10.0) -> str | None:
+    """Why the API server of ``config`` cannot be used, in one line, or ``None`` when it answers
+    ``/version``. One request, no retries (urllib3's retries would log a warning each)."""
+    probe = copy.copy(config)
+    probe.retries = False
+    client = kubernetes.client.ApiClient(probe)
+    try:
+        kubernetes.client.VersionApi(client).get_code(_request_timeout=timeout_s)
+    except kubernetes.client.ApiException as exc:
+        if exc.status in (401, 403):
+            return f"the Kubernetes API server at {config.host} refused the credentials: {exc.status} {exc.reason}"
+        return None  # it answered: what it refuses is the operator's business later
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        text = str(reason)
+        # urllib3's "HTTPSConnection(host=..., port=...): Failed to establish a new connection: [Errno 111] ..."
+        text = text.split("): ", 1)[-1] if "): " in text else text
+        return f"cannot reach the Kubernetes API server at {config.host}: {text}"
+    finally:
+        client.close()  # type: ignore[no-untyped-call]
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
-    """Run the operator; return 0 on a clean stop, 2 on a configuration error."""
+    """Run the operator; return 0 on a clean stop, 2 on a configuration error, 1 when the API
+    server cannot be reached or refuses the credentials (one line on stderr, no traceback)."""
     try:
         settings = load_settings(args, os.environ)
     except ValueError as exc:
-        print(f"llmscale run: {exc}")
-        return 2
+        return _error(str(exc), 2)
+    try:
+        config = kube_configuration(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+    except kubernetes.config.ConfigException as exc:
+        return _error(f"no Kubernetes credentials: {exc}", 2)
+    problem = api_server_problem(config)
+    if problem is not None:
+        return _error(problem, 1)
     handler = logging.StreamHandler()
     handler.setFormatter(formatter(settings.log_format))
     logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
@@ -249,16 +287,10 @@ def main(args: argparse.Namespace) -> int:
     # probe. Kept only with --log-level DEBUG.
     if settings.log_level.upper() != "DEBUG":
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    try:
-        config = kube_configuration(getattr(args, "kubeconfig", None), getattr(args, "context", None))
-    except kubernetes.config.ConfigException as exc:
-        print(f"llmscale run: no Kubernetes credentials: {exc}")
-        return 2
     # Before any connection opens: Kopf holds one TLS connection per watch stream and request.
     shrink_tls_read_buffers()
     try:
         asyncio.run(serve(settings, kube_config=config))
     except PeeringConflict as exc:
-        print(f"llmscale run: {exc}")
-        return 2
+        return _error(str(exc), 2)
     return 0

@@ -10,8 +10,8 @@ replica's capacity at the spec's SLO, runs the chosen policies and prints a tabl
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,22 +21,19 @@ from rich.markup import escape
 
 __all__ = ["add_arguments", "main", "parse_duration"]
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
 def parse_duration(text: str) -> float:
-    """Parse ``90``, ``90s``, ``15m``, ``24h``, ``1d`` (or ``1h30m``) to seconds.
+    """An argparse ``type``: llmscale's one duration grammar (:mod:`llmscale.durations`: ``90``,
+    ``90s``, ``1.5m``, ``1h30m``, ``1d``, ``1w``) in seconds; zero allowed (``--warmup 0``).
 
     Raises:
-        argparse.ArgumentTypeError: not a positive duration.
+        argparse.ArgumentTypeError: not a duration.
     """
-    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd]?)", text.strip().lower())
-    if not parts or "".join(n + u for n, u in parts) != re.sub(r"\s+", "", text.strip().lower()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 24h")
-    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if seconds < 0:
-        raise argparse.ArgumentTypeError("a duration must not be negative")
-    return seconds
+    from llmscale.durations import parse_duration as parse
+
+    try:
+        return parse(text, allow_zero=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthesis and the calibration (default 0)")
     parser.add_argument("--policy", choices=(*POLICY_NAMES, "all"), default="all",
                         help="policy to run, or all (default)")
+    parser.add_argument("--setting", action="append", default=[], metavar="POLICY=VALUE",
+                        help="a baseline's setting instead of its default, e.g. keda-queue=3 or hpa=20 "
+                        "(repeatable; what each setting is: docs/simulate.md)")
+    parser.add_argument("--autoscaler", action="append", default=[], metavar="FILE",
+                        help="your own KEDA ScaledObject or autoscaling/v2 HorizontalPodAutoscaler manifest "
+                        "(YAML, repeatable; a file may hold several): simulated beside the policies as "
+                        "'yours: <Kind>/<name>'")
     parser.add_argument("--warmup", type=parse_duration, default=None,
                         help="start excluded from every figure (default 10m, at most a quarter of the run)")
     parser.add_argument("--capacity-rps", type=float, default=None,
@@ -104,8 +108,10 @@ def main(args: argparse.Namespace) -> int:
     from llmscale.api import LLMDeployment
     from llmscale.commands.output import write_document
     from llmscale.data import resolve_trace
-    from llmscale.sim.baselines import POLICY_NAMES
+    from llmscale.fielderrors import field_errors, suggestion
+    from llmscale.sim.baselines import POLICY_NAMES, TUNABLE
     from llmscale.sim.engine_args import engine_config
+    from llmscale.sim.manifests import UnsupportedAutoscaler, autoscaler_from_manifest
     from llmscale.sim.plot import plot_day
     from llmscale.sim.runner import Scenario, compare
     from llmscale.sim.trace import (
@@ -118,15 +124,31 @@ def main(args: argparse.Namespace) -> int:
     )
 
     err = Console(stderr=True)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        print("llmscale simulate: error: --plot needs matplotlib, which the operator's image leaves out: "
+              "pip install 'llmscale[plot]'", file=sys.stderr)
+        return 2
     if args.plot and not Path(args.plot).resolve().parent.is_dir():
         err.print(f"[red]Cannot write the plot:[/red] no folder {escape(str(Path(args.plot).parent))}")
         return 2
     try:
         with Path(args.spec).open(encoding="utf-8") as stream:  # the YAML error then names the file
-            doc = yaml.safe_load(stream)
+            docs = [d for d in yaml.safe_load_all(stream) if d is not None]
+        # A file of several documents (a namespace, a Secret, the LLMDeployment...): its first
+        # LLMDeployment; a file of one document is read as it is.
+        found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "LLMDeployment"]
+        doc = found[0] if found else (docs[0] if len(docs) == 1 else None)
+        if doc is None:
+            print(f"llmscale simulate: error: {args.spec}: no LLMDeployment in its {len(docs)} documents",
+                  file=sys.stderr)
+            return 2
         spec = LLMDeployment.model_validate(doc).spec
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        err.print(f"[red]Could not read the LLMDeployment {escape(str(args.spec))}:[/red] {escape(str(exc))}")
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"llmscale simulate: error: cannot read the LLMDeployment {args.spec}: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        for line in field_errors(exc):
+            print(f"llmscale simulate: error: {args.spec}: {line}", file=sys.stderr)
         return 2
     from llmscale.model import ModelDoesNotFit, ReplicaModel
     from llmscale.planner import check_fits
@@ -171,6 +193,35 @@ def main(args: argparse.Namespace) -> int:
         return 2
     names = list(POLICY_NAMES) if args.policy == "all" else [args.policy]
     name = (doc.get("metadata") or {}).get("name", "?")
+    settings: dict[str, float] = {}
+    for item in args.setting:
+        policy, _, value = item.partition("=")
+        if policy not in TUNABLE:
+            print(f"llmscale simulate: error: --setting {item}: Unsupported value: {policy!r}"
+                  f"{suggestion(policy, TUNABLE)} (policies with a setting: {', '.join(TUNABLE)})", file=sys.stderr)
+            return 2
+        try:
+            settings[policy] = float(value)
+        except ValueError:
+            settings[policy] = -1.0
+        if not settings[policy] > 0 or not math.isfinite(settings[policy]):
+            print(f"llmscale simulate: error: --setting {item}: Invalid value: {value!r}: must be a number > 0 "
+                  f"({policy}: {TUNABLE[policy]})", file=sys.stderr)
+            return 2
+        if policy not in names:
+            names.append(policy)
+    custom = []
+    for path in args.autoscaler:
+        try:
+            with Path(path).open(encoding="utf-8") as stream:
+                found = [d for d in yaml.safe_load_all(stream)
+                         if isinstance(d, dict) and d.get("kind") in ("ScaledObject", "HorizontalPodAutoscaler")]
+            if not found:
+                raise UnsupportedAutoscaler("no ScaledObject or HorizontalPodAutoscaler in it")
+            custom += [autoscaler_from_manifest(d, spec) for d in found]
+        except (OSError, yaml.YAMLError, UnsupportedAutoscaler) as exc:
+            print(f"llmscale simulate: error: --autoscaler {path}: {exc}", file=sys.stderr)
+            return 2
 
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
@@ -190,7 +241,7 @@ def main(args: argparse.Namespace) -> int:
             progress.update(task, description=f"simulating {policy}", total=total,
                             completed=min(total, t - trace.start_s))
 
-        results = compare(sc, names, tick)
+        results = compare(sc, names, tick, settings=settings, custom=custom)
 
     summaries = [s for s, _ in results]
     cap = sc.capacity

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from llmscale.controller.timestamps import parse_rfc3339
 from llmscale.policy.leadtime import COLD_START_SAMPLES, cold_start_p90
 
 __all__ = ["RECENT_STARTS", "ColdStarts", "parse_time", "pod_start_seconds"]
@@ -38,12 +39,7 @@ def parse_time(value: object) -> float | None:
     as seconds since the epoch; ``None`` for anything else."""
     if isinstance(value, datetime):
         return value.timestamp()
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return parse_rfc3339(value)  # the one metav1.Time parser (a time without offset is UTC)
 
 
 def pod_start_seconds(metadata: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[float | None, float | None]:

@@ -26,6 +26,7 @@ import kubernetes.client
 from kubernetes.client.exceptions import ApiException
 
 from llmscale.controller.settings import DEFAULT_PEERING, OperatorSettings
+from llmscale.controller.timestamps import parse_rfc3339
 
 __all__ = ["PeeringConflict", "check_peering", "conflicting_peers", "live_peers"]
 
@@ -39,13 +40,8 @@ class PeeringConflict(RuntimeError):
 
 
 def _parse_time(value: Any) -> datetime.datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
+    seconds = parse_rfc3339(value)  # the one metav1.Time parser
+    return None if seconds is None else datetime.datetime.fromtimestamp(seconds, datetime.UTC)
 
 
 def live_peers(status: Mapping[str, Any] | None, now: datetime.datetime) -> list[str]:

@@ -219,8 +219,11 @@ def termination_grace_seconds(spec: LLMDeploymentSpec) -> int:
 
 def progress_deadline_seconds(spec: LLMDeploymentSpec) -> int:
     """Return the Deployment's ``progressDeadlineSeconds``: ``max(600, ceil(2 × coldStartSeconds) +
-    60)`` (1,860 s for a 900 s cold start). See the comment at ``_PROGRESS_COLD_STARTS``."""
+    60)`` (1,860 s for a 900 s cold start), at least ``spec.engine.startupSeconds + 60`` when that is
+    set. See the comment at ``_PROGRESS_COLD_STARTS``."""
     derived = math.ceil(_PROGRESS_COLD_STARTS * spec.headroom.cold_start_seconds) + _PROGRESS_EXTRA_S
+    if spec.engine.startup_seconds is not None:  # a longer startup budget: a rollout may wait for it
+        derived = max(derived, spec.engine.startup_seconds + _PROGRESS_EXTRA_S)
     return max(_PROGRESS_MIN_S, derived)
 
 
@@ -234,7 +237,10 @@ def drain_command(spec: LLMDeploymentSpec) -> list[str]:
     return ["python3", "-c", DRAIN_SCRIPT, url, f"{profile.running},{profile.waiting}", str(_ENDPOINT_DELAY_S)]
 
 
-def _startup_failure_threshold(cold_start_s: float) -> int:
+def _startup_failure_threshold(cold_start_s: float, budget_s: int | None = None) -> int:
+    """The startup probe's failures: ``spec.engine.startupSeconds`` when set, else 1.5 cold starts."""
+    if budget_s is not None:
+        return max(_STARTUP_MIN_FAILURES, math.ceil(budget_s / _STARTUP_PERIOD_S))
     return max(_STARTUP_MIN_FAILURES, math.ceil(cold_start_s * _STARTUP_MARGIN / _STARTUP_PERIOD_S))
 
 
@@ -283,7 +289,8 @@ def pod_template(name: str, spec: LLMDeploymentSpec, pool: Pool, priority_class:
         "args": args,
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "resources": {"requests": dict(gpus), "limits": dict(gpus)},
-        "startupProbe": probe(_STARTUP_PERIOD_S, _startup_failure_threshold(spec.headroom.cold_start_seconds), 5),
+        "startupProbe": probe(_STARTUP_PERIOD_S, _startup_failure_threshold(
+            spec.headroom.cold_start_seconds, spec.engine.startup_seconds), 5),
         "readinessProbe": probe(_READINESS_PERIOD_S, 3, 3),
         "livenessProbe": probe(_LIVENESS_PERIOD_S, _LIVENESS_FAILURES, 5),
         "lifecycle": {"preStop": {"exec": {"command": drain_command(spec)}}},

@@ -583,6 +583,8 @@ def _help(field: str) -> str:
     info = OperatorSettings.model_fields[field]
     env = next(n.env for n in setting_names() if n.field == field)
     default = info.default if info.default not in ((), None) else "unset"
+    if isinstance(default, tuple | list | frozenset | set):  # as the variable takes it: a,b
+        default = ",".join(str(v) for v in default)
     return f"{info.title} (env {env}; default {default})".replace("%", "%%")
 
 

@@ -18,21 +18,25 @@ from llmscale.controller.events import EVENT_MESSAGE_MAX
 from llmscale.controller.merge import TemplateConflict, merge_template
 from llmscale.controller.names import INTERACTIVE
 from llmscale.controller.podtemplate import UnsupportedSpecError, engine_command, pod_template
+from llmscale.fielderrors import field_errors
 
 __all__ = ["InvalidSpec", "read_spec"]
 
 
 class InvalidSpec(ValueError):
-    """A spec the operator cannot use; ``str()`` is the message for the condition and the Event."""
+    """A spec the operator cannot use; ``str()`` is the message for the condition and the Event
+    (the problems ``;``-separated), ``lines`` the same problems one per line (``llmscale render``)."""
+
+    def __init__(self, message: str, lines: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.lines = lines if lines is not None else [message]
 
 
-def _short(exc: pydantic.ValidationError) -> str:
-    """One clause per validation error: ``spec.model.preset: Input should be ...``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in ("spec", *err.get("loc", ())))
-        parts.append(f"{loc}: {err.get('msg', '')}")
-    return "; ".join(parts)[:EVENT_MESSAGE_MAX]
+def _short(exc: pydantic.ValidationError) -> InvalidSpec:
+    """One kubectl-style clause per validation error (:func:`llmscale.fielderrors.field_errors`):
+    ``spec.replicas.min: Invalid value: -1: must be ≥ 0``."""
+    lines = field_errors(exc, ("spec",))
+    return InvalidSpec("; ".join(lines)[:EVENT_MESSAGE_MAX], lines)
 
 
 def read_spec(body: Mapping[str, Any]) -> LLMDeploymentSpec:
@@ -52,7 +56,7 @@ def read_spec(body: Mapping[str, Any]) -> LLMDeploymentSpec:
     try:
         spec = LLMDeploymentSpec.model_validate(dict(body.get("spec") or {}))
     except pydantic.ValidationError as exc:
-        raise InvalidSpec(_short(exc)) from None
+        raise _short(exc) from None
     try:
         engine_command(spec)
         if spec.template is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from llmscale.signals.queries import SelectorLabels, parse_duration
+from llmscale.signals.queries import SelectorLabels, promql_duration
 
 __all__ = ["PrometheusAuth", "ReaderSettings"]
 
@@ -208,6 +208,5 @@ class ReaderSettings(BaseModel):
     @field_validator("rate_window", "min_rate_window", "scrape_interval", "interval_probe")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_duration(value)
-        return value
+        # One grammar for every duration (llmscale.durations); Prometheus gets PromQL's form.
+        return promql_duration(value) if value is not None else None

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmscale.durations import parse_duration as _parse_duration
 from llmscale.signals.profiles.base import MetricProfile
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "minute_query",
     "parse_duration",
     "past_rate_query",
+    "promql_duration",
     "samples_query",
     "selector",
     "signal_queries",
@@ -155,28 +157,28 @@ METRIC_LABEL = "llmscale_metric"
 # $namespace and $name in a wake query: the LLMDeployment's own (PromQL has no "$").
 _WAKE_VARIABLE = re.compile(r"\$(namespace|name)\b")
 
-# A PromQL duration: one or more <number><unit> parts, e.g. 1m, 90s, 1m30s, 500ms.
-_DURATION_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
 _LABEL_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 
 
 def parse_duration(text: str) -> float:
-    """Return a PromQL duration (``1m``, ``90s``, ``1m30s``, ``500ms``) in seconds.
+    """Return the duration ``text`` in seconds: llmscale's one grammar (``90s``, ``1.5m``,
+    ``1h30m``, ``500ms``, ``1w``; :func:`llmscale.durations.parse_duration`), never zero.
 
     Raises:
-        ValueError: ``text`` is not a PromQL duration, or is zero.
+        ValueError: ``text`` is not a duration, or is zero.
     """
-    pos = 0
-    total = 0.0
-    for m in _DURATION_PART.finditer(text):
-        if m.start() != pos:
-            break
-        total += int(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text or total <= 0:
-        raise ValueError(f"{text!r} is not a PromQL duration such as 1m, 30s or 1m30s")
-    return total
+    return _parse_duration(text)
+
+
+def promql_duration(text: str) -> str:
+    """Return the duration ``text`` as PromQL writes it: unchanged when it already is one
+    (``1m30s``), else in seconds or milliseconds (``1.5m`` -> ``90s``, ``90`` -> ``90s``).
+
+    Raises:
+        ValueError: ``text`` is not a duration, or is zero.
+    """
+    seconds = parse_duration(text)
+    return text if re.fullmatch(r"(?:\d+(?:ms|y|w|d|h|m|s))+", text) else format_duration(seconds)
 
 
 def format_duration(seconds: float) -> str:
@@ -408,9 +410,9 @@ def signal_queries(
         ``by (namespace, deployment, pool)``. A signal the profile has no metric for has no entry.
 
     Raises:
-        ValueError: ``window`` is not a PromQL duration or ``quantile`` is outside 0–1.
+        ValueError: ``window`` is not a duration or ``quantile`` is outside 0–1.
     """
-    parse_duration(window)
+    window = promql_duration(window)
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile {quantile} is outside 0-1")
     e = _Expr.of(profile, labels, window, scope, copy_labels, namespaces)
@@ -510,9 +512,9 @@ def interval_probe_query(
     samples :func:`samples_query` then fetches.
 
     Raises:
-        ValueError: ``probe`` is not a PromQL duration.
+        ValueError: ``probe`` is not a duration.
     """
-    parse_duration(probe)
+    probe = promql_duration(probe)
     return f"topk(1, count_over_time({profile.waiting}{{{selector(scope, labels, namespaces)}}}[{probe}]))"
 
 
@@ -525,9 +527,9 @@ def samples_query(metric: str, series_labels: Mapping[str, str], probe: str = "1
         probe: the range, a PromQL duration.
 
     Raises:
-        ValueError: ``probe`` is not a PromQL duration.
+        ValueError: ``probe`` is not a duration.
     """
-    parse_duration(probe)
+    probe = promql_duration(probe)
     matchers = ", ".join(f"{k}={_quote(v)}" for k, v in sorted(series_labels.items()) if k != "__name__")
     return f"{metric}{{{matchers}}}[{probe}]"
 
@@ -640,9 +642,9 @@ def past_rate_query(
         The query, or ``None`` when the profile has no finished-request counter.
 
     Raises:
-        ValueError: ``window`` is not a PromQL duration.
+        ValueError: ``window`` is not a duration.
     """
-    parse_duration(window)
+    window = promql_duration(window)
     if profile.requests_total is None:
         return None
     e = _Expr.of(profile, labels, window, None, copy_labels, namespaces)

@@ -100,7 +100,7 @@ def choose_window(
         also when it spans fewer than four.
 
     Raises:
-        ValueError: ``rate_window`` is not a PromQL duration.
+        ValueError: ``rate_window`` is not a duration.
     """
     auto = rate_window is None
     if rate_window is not None:

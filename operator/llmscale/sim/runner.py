@@ -10,7 +10,7 @@ the only variable between rows of a report is the policy.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,7 +257,12 @@ def run_policy(
     setting: float | None = None,
 ) -> SimResult:
     """Run one policy over the scenario; the result's ``wall_s`` is the run's wall-clock time."""
-    auto = build_autoscaler(name, sc, setting)
+    return run_autoscaler(build_autoscaler(name, sc, setting), sc, progress)
+
+
+def run_autoscaler(auto: Autoscaler, sc: Scenario, progress: Callable[[float], None] | None = None) -> SimResult:
+    """Run the autoscaler ``auto`` over the scenario (a built-in policy or the user's own,
+    :mod:`llmscale.sim.manifests`), starting at the oracle's size for the first moment."""
     initial = auto.replicas if isinstance(auto, StaticReplicas) else sc.oracle().desired_at(sc.trace.start_s)
     t0 = time.perf_counter()
     res = simulate(
@@ -278,17 +283,23 @@ def compare(
     sc: Scenario,
     names: list[str],
     progress: Callable[[str, float], None] | None = None,
+    settings: Mapping[str, float] | None = None,
+    custom: Sequence[Autoscaler] = (),
 ) -> list[tuple[dict[str, object], dict[str, np.ndarray]]]:
-    """Run each policy in ``names`` over ``sc``; return ``(summary, minute series)`` per policy.
+    """Run each policy in ``names`` over ``sc`` (a baseline at ``settings[name]`` where given, else
+    its default setting), then each autoscaler of ``custom`` (the user's own); return ``(summary,
+    minute series)`` per run.
 
     ``progress(policy, simulated_time_s)`` is called now and then during each run.
     """
     from llmscale.sim.report import minute_series, summarize
 
+    given = dict(settings or {})
+    runs: list[Autoscaler] = [build_autoscaler(name, sc, given.get(name)) for name in names]
     out: list[tuple[dict[str, object], dict[str, np.ndarray]]] = []
-    for name in names:
-        cb = (lambda t, _n=name: progress(_n, t)) if progress is not None else None
-        res = run_policy(name, sc, cb)
+    for auto in [*runs, *custom]:
+        cb = (lambda t, _n=auto.name: progress(_n, t)) if progress is not None else None
+        res = run_autoscaler(auto, sc, cb)
         summary = summarize(res, sc.spec.slo, sc.spec.cost.gpu_hour_usd, sc.warmup_s)
         out.append((summary, minute_series(res, sc.spec.slo)))
     return out

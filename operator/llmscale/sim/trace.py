@@ -703,6 +703,9 @@ def synthesize(
         is_batch=batch,
         start_s=float(start_s),
         duration_s=float(duration_s),
-        source=f"{base.source} time-rescaled: {shape}, peak {peak:.3g} req/s, seed {seed}",
+        # Flat: every moment runs at the one rate, so there is no peak to speak of (a replay's own
+        # busiest minute is far above it); shaped: the envelope's top.
+        source=(f"{base.source} time-rescaled: flat at {peak:.3g} req/s, seed {seed}" if envelope is None
+                else f"{base.source} time-rescaled: {shape}, peak {peak:.3g} req/s, seed {seed}"),
         hash_offset=hash_offset,
     )
