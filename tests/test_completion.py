@@ -51,7 +51,8 @@ def _complete(words: list[str]) -> list[str]:
 
 def test_bash_completes_verbs_flags_and_choices() -> None:
     assert _complete(["llmscale", "sim"]) == ["simulate"]
-    assert _complete(["llmscale", "re"]) == ["render"]
+    assert _complete(["llmscale", "ren"]) == ["render"]
+    assert _complete(["llmscale", "re"]) == ["render", "report"]
     assert sorted(VERBS) == sorted(v for v in _complete(["llmscale", ""]) if not v.startswith("-"))
     assert "--filename" in _complete(["llmscale", "render", "--f"])
     assert _complete(["llmscale", "engine", "--gpu", "h"]) == ["h100-sxm", "h200"]

@@ -43,8 +43,8 @@ HOUR, DAY = 3600.0, 86400.0
 NOW = (1_790_000_000 // 3600) * 3600.0
 
 
-def llmdeployment(name: str, model: str, preset: str, floor: int, usd: float) -> dict[str, object]:
-    return {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "metadata": {"name": name, "namespace": NS},
+def llmdeployment(name: str, model: str, preset: str, floor: int, usd: float, namespace: str = NS) -> dict[str, object]:
+    return {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "metadata": {"name": name, "namespace": namespace},
             "spec": {"model": {"name": model, "preset": preset}, "engine": {"type": "vllm", "image": "vllm/vllm-openai:v0.11.0"},
                      "replicas": {"min": floor, "max": 4}, "cost": {"gpuHourUsd": usd}}}
 
@@ -98,7 +98,7 @@ def report(cluster: LocalCluster, url: str, out: Path, *more: str) -> subprocess
     return subprocess.run(
         [sys.executable, "-m", "llmscale.cli", "report", "--kubeconfig", str(cluster.kubeconfig), "--prometheus-url",
          url, "--now", f"{NOW:.0f}", "--out-dir", str(out), "--reference-price", "0.5,1.5",
-         "--price", f"{NS}/embed=0.02,0.02", *more], capture_output=True, text=True, timeout=180, check=False)
+         "--price", f"{NS}/embed=0.02,0.02", "--namespace", NS, *more], capture_output=True, text=True, timeout=180, check=False)
 
 
 def test_report_over_a_month_of_history(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -106,6 +106,10 @@ def test_report_over_a_month_of_history(cluster: LocalCluster, tmp_path: Path) -
     cluster.apply([llmdeployment("chat", "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", 2, 2.0),
                    llmdeployment("support", "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", 1, 2.0),
                    llmdeployment("embed", "Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b", 1, 1.0)], "report-test")
+    # A namespace left out by --namespace, with an object of the same name and model as one reported.
+    cluster.create_namespace(f"{NS}-other")
+    cluster.apply([llmdeployment("chat", "meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", 2, 2.0,
+                                 namespace=f"{NS}-other")], "report-test")
     with prometheus_with_history(tmp_path) as url:
         proc = report(cluster, url, tmp_path / "out", "-o", "json")
         assert proc.returncode == 0, proc.stderr
@@ -116,6 +120,9 @@ def test_report_over_a_month_of_history(cluster: LocalCluster, tmp_path: Path) -
         down = subprocess.run([sys.executable, "-m", "llmscale.cli", "report", "--kubeconfig", str(cluster.kubeconfig),
                                "--prometheus-url", "http://127.0.0.1:9", "--out-dir", str(tmp_path / "down")],
                               capture_output=True, text=True, timeout=120, check=False)
+    # --namespace: other tests on the shared cluster leave objects of the same names (the Quick
+    # start's `chat`) in namespaces of their own.
+    assert {d["namespace"] for d in doc["deployments"]} == {NS}
     by_name = {d["name"]: d["windows"] for d in doc["deployments"]}
     assert set(by_name) >= {"chat", "support", "embed"}
     chat7, chat30 = by_name["chat"]["7d"], by_name["chat"]["30d"]

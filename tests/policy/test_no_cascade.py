@@ -58,7 +58,22 @@ def _arrivals(rate: float, growth: float) -> Arrivals:
     ],
 )
 def test_backlog_drain(excess: float, growth: float, asked: int, expected: float) -> None:
-    assert backlog_drain(excess, _arrivals(90.0, growth), 300.0, asked) == pytest.approx(expected)
+    assert backlog_drain(excess, _arrivals(90.0, growth), 300.0, asked, replicas=6) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "excess, rate, replicas, expected",
+    [
+        # 18 waiting beyond target on one replica at 0.53/s, lead 60 s: 18 / 60 = 0.3, under the one
+        # replica's share 0.53 (a fifth, 0.106, would never add the replica the queue asks for).
+        pytest.param(18.0, 0.53, 1, 0.3, id="one-replica-pool-drains-its-queue"),
+        pytest.param(600.0, 0.53, 1, 0.53, id="one-replica-share-at-most"),
+        pytest.param(600.0, 10.0, 2, 5.0, id="two-replicas-half"),
+        pytest.param(600.0, 10.0, 20, 2.0, id="large-pool-a-fifth"),
+    ],
+)
+def test_the_drain_share_is_at_least_one_replica(excess: float, rate: float, replicas: int, expected: float) -> None:
+    assert backlog_drain(excess, _arrivals(rate, 0.0), 60.0, 0, replicas) == pytest.approx(expected)
 
 
 @given(
@@ -70,8 +85,8 @@ def test_backlog_drain(excess: float, growth: float, asked: int, expected: float
 def test_the_drain_never_asks_more_than_a_share_of_the_arrivals(
     excess: float, rate: float, growth: float, lead: float
 ) -> None:
-    d = backlog_drain(excess, _arrivals(rate, growth), lead, 0)
-    assert 0.0 <= d <= DRAIN_SHARE_MAX * rate + 1e-9
+    d = backlog_drain(excess, _arrivals(rate, growth), lead, 0, replicas=5)
+    assert 0.0 <= d <= DRAIN_SHARE_MAX * rate * (1 + 1e-9) + 1e-9
 
 
 def _snap(t: float, rate: float, queue: float, running: float, preempt: float) -> SignalSnapshot:

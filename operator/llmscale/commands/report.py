@@ -46,6 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``report`` options to ``parser``."""
     parser.add_argument("--prometheus-url", required=True, help="Prometheus' base URL")
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: the current context)")
+    parser.add_argument("-n", "--namespace", action="append", default=[], metavar="NAMESPACE",
+                        help="report only the LLMDeployments of this namespace (repeatable; default: every namespace)")
     parser.add_argument("--out-dir", type=Path, required=True, help="folder for report.md, report.html and plots")
     parser.add_argument("--reference-price", metavar="IN,OUT",
                         help="a managed API's USD per million input and output tokens, fleet-wide")
@@ -91,16 +93,17 @@ def deployment_of(obj: dict[str, Any]) -> Deployment:
 
 
 def fetch_deployments(
-    kubeconfig: Path | None,
+    kubeconfig: Path | None, namespaces: frozenset[str] = frozenset(),
 ) -> tuple[list[Deployment], dict[tuple[str, str], LLMDeploymentSpec], list[str]]:
-    """Every LLMDeployment of the cluster, their specs, and a warning per object skipped for an
-    invalid spec."""
+    """Every LLMDeployment of the cluster (of ``namespaces`` only, when any are named), their specs,
+    and a warning per object skipped for an invalid spec."""
     import kubernetes
 
     api = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(kubeconfig) if kubeconfig else None)
     listed: Any = kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, PLURAL)
-    items = listed["items"]
+    items = [obj for obj in listed["items"]
+             if not namespaces or obj.get("metadata", {}).get("namespace") in namespaces]
     deployments, specs, warnings = [], {}, []
     for obj in items:
         try:
@@ -330,7 +333,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     now = args.now if args.now is not None else dt.datetime.now(dt.UTC).timestamp()
     try:
-        deployments, specs, warnings = fetch_deployments(args.kubeconfig)
+        deployments, specs, warnings = fetch_deployments(args.kubeconfig, frozenset(args.namespace))
         recorded = fetch_recorded(args.prometheus_url, now=now, days=max(args.days), step_s=args.step)
     except Exception as exc:  # a source unreadable, whatever the way, is the user's to fix
         print(f"llmscale report: cannot read the API server or Prometheus: {exc}", file=sys.stderr)

@@ -338,7 +338,7 @@ def preemption_proposal(
 DRAIN_SHARE_MAX = 0.2
 
 
-def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int) -> float:
+def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int, replicas: int = 1) -> float:
     """Requests/s the load signal adds to the arrival rate to drain ``excess`` waiting requests.
 
     ``min(excess / lead − already, DRAIN_SHARE_MAX × rate)``, 0 while ``asked`` replicas (starting,
@@ -348,8 +348,14 @@ def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int) 
     by itself within a lead time needs nobody new. Replicas that are starting were asked for with
     the backlog in view, and the backlog that builds while they start is the same backlog.
 
-    E.g. 18,000 requests waiting, lead 300 s, in-flight falling 14/s, 90 arriving: ``min(60 − 14,
-    18)`` = 18 requests/s.
+    The share is at least one replica's: ``max(DRAIN_SHARE_MAX × rate, rate / replicas)``, with
+    ``replicas`` the pool's size for the arrivals alone. A pool grows by whole replicas, and a fifth
+    of a one-replica pool's arrivals is a fifth of the smallest step it can take: a queue ten times
+    the target on one replica at 0.5 requests/s would never be drained by a new replica.
+
+    E.g. 18,000 requests waiting, lead 300 s, in-flight falling 14/s, 90 arriving on 6 replicas:
+    ``min(60 − 14, max(18, 15))`` = 18 requests/s. 20 waiting beyond target on one replica at 0.5/s,
+    lead 60 s: ``min(0.33, max(0.1, 0.5))`` = 0.33.
     """
     if excess <= 0 or asked > 0:
         return 0.0
@@ -357,7 +363,8 @@ def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int) 
     drain = max(excess / max(lead_s, LATENCY_WINDOW_S) - already, 0.0)
     rate = arrivals.rate_rps
     if rate is not None and math.isfinite(rate):
-        drain = min(drain, DRAIN_SHARE_MAX * max(rate, 1.0 / LATENCY_WINDOW_S))
+        rate = max(rate, 1.0 / LATENCY_WINDOW_S)
+        drain = min(drain, max(DRAIN_SHARE_MAX * rate, rate / max(replicas, 1)))
     return drain
 
 
@@ -379,7 +386,8 @@ def read_load(
     excess = max((queue or 0.0) - spec.scaling.targets.queue_depth_per_replica * ready, 0.0)
     # Asked for and not Ready: starting pods, and pods the Deployment has not created yet.
     asked = max(state.interactive_starting, state.interactive_replicas - ready)
-    drain = backlog_drain(excess, arrivals, lead.seconds, asked)
+    base = cap.need(arrivals.rate_rps, hint=hint).replicas if cap is not None and arrivals.rate_rps is not None else 1
+    drain = backlog_drain(excess, arrivals, lead.seconds, asked, base)
     if cap is None or arrivals.rate_rps is None:
         return Load(arrivals, drain, None, None, "unknown", None, "")
     now_need = cap.need(arrivals.rate_rps + drain, hint=hint)
