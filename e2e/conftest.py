@@ -601,14 +601,36 @@ class _Gate:
         finally:
             os.close(turnstile)
         self._fd = fd
+        self.note("enter", item)
 
     def leave(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         cls = getattr(item, "cls", None)
         if cls is not None and nextitem is not None and getattr(nextitem, "cls", None) is cls:
             return  # the class goes on
         if self._fd is not None:
+            self.note("leave", item)
             os.close(self._fd)  # releases the lock
             self._fd = None
+
+    def note(self, what: str, item: pytest.Item) -> None:
+        """Add ``<time> <pid> enter|leave <alone|shared> <nodeid>`` to the session's gate ledger."""
+        mode = "alone" if _alone(item) else "shared"
+        with (self._shared / "gate.log").open("a") as ledger:
+            ledger.write(f"{time.time():.1f} {os.getpid()} {what} {mode} {item.nodeid}\n")
+
+    def beside(self) -> list[str]:
+        """The tests other workers hold the lock for now (from the ledger), with their mode."""
+        held: dict[str, str] = {}
+        with contextlib.suppress(OSError):
+            for line in (self._shared / "gate.log").read_text().splitlines():
+                _, pid, what, mode, nodeid = line.split(" ", 4)
+                if int(pid) == os.getpid():
+                    continue
+                if what == "enter":
+                    held[pid] = f"{nodeid} ({mode})"
+                else:
+                    held.pop(pid, None)
+        return sorted(held.values())
 
 
 _GATE = pytest.StashKey[_Gate]()
@@ -628,8 +650,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Attach the tail of the operator's log to a failed test's report."""
+    """Attach the tail of the operator's log, and the scenarios running beside, to a failed test's
+    report."""
     outcome = yield
     report = outcome.get_result()
     if report.failed and _OPERATOR_LOG:
         report.sections.append(("operator log (tail)", _tail(_OPERATOR_LOG[0], 60)))
+    gate = item.config.stash.get(_GATE, None)
+    if report.failed and gate is not None:
+        report.sections.append(("running beside it", "\n".join(gate.beside()) or "nothing"))

@@ -45,8 +45,10 @@ from llmscale.sim.trace import Trace
 PREEMPTION_PROPOSES_2 = r"proposes (?:one more than current demand \d+: )?([2-9]|\d\d)"
 
 #: vLLM's start-up is minutes on a busy 2-core machine (~40 s on a free core, 150 s measured at a
-#: load average of 13), and a scenario waits for two of them: above the suite's 300 s.
-pytestmark = pytest.mark.timeout(900)
+#: load average of 13), and a scenario waits for two of them: above the suite's 300 s. Alone: two
+#: real engines take every core of a 2-core machine, and a scenario beside them (or they beside it)
+#: misses its timings for want of CPU, not for a fault of llmscale.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
 
 MODEL = "llama-3.1-8b-instruct"  # the served name; the weights are the tiny local model's
 COLD_START_S = 40.0
@@ -152,16 +154,18 @@ def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Clus
 
     wait_for("scale-up of Deployment chat to 2", lambda: cluster.deployment_replicas(ns, "chat") == 2, 30)
     status = cluster.status(ns, "chat")
-    reasons = " | ".join(status["lastDecision"]["reasons"])
-    # Which of the engines' own signals asks first depends on timing: the load signal (arrivals from
-    # the finished counter and the in-flight growth, bound by max-num-seqs), the queue or the KV cache.
-    assert re.search(r"(load|queue depth|KV-cache utilisation)[^|]*proposes ([2-9]|\d\d)", reasons), reasons
     signals = status["signals"]
     for key in ("queueDepth", "runningRequests", "kvCacheUtilization", "preemptionRate"):
         assert signals.get(key) is not None, (key, signals)
-    events = wait_for("a ScaledUp Event", lambda: cluster.events(ns, "ScaledUp"), 15)
-    assert any(f"Scaled LLMDeployment {ns}/chat from 1 to 2 replicas" in e.message for e in events), \
-        [e.message for e in events]
+    # The decision that scaled is the ScaledUp Event's (the status holds the newest tick's, which
+    # may already hold 2 with the second replica starting). Which of the engines' own signals asks
+    # first depends on timing: the load signal (arrivals from the finished counter and the in-flight
+    # growth, bound by max-num-seqs), the queue or the KV cache.
+    scaled = f"Scaled LLMDeployment {ns}/chat from 1 to 2 replicas: "
+    events = wait_for("a ScaledUp Event", lambda: [e.message for e in cluster.events(ns, "ScaledUp")
+                                                   if e.message.startswith(scaled)], 15)
+    assert any(re.search(r"(load|queue depth|KV-cache utilisation)[^;]*proposes ([2-9]|\d\d)", m) for m in events), \
+        events
 
     # The second engine starts, is Ready and reports; both pods' signals are read.
     ready_with_fresh_metrics(cluster, ns, 2)

@@ -73,9 +73,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     bins = bin_dir("e2e/cluster/build.sh")
     needed = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
     if bins is None or not all((bins / b).is_file() for b in needed):
-        pytest.skip("the local cluster's binaries are not built: run `bash e2e/cluster/build.sh` (~8 min once)")
+        pytest.fail("the local cluster's binaries are not built: run `make binaries` (~8 min once)", pytrace=False)
     if shutil.which("openssl") is None:
-        pytest.skip("the local cluster needs the openssl command")
+        pytest.fail("the local cluster needs the openssl command", pytrace=False)
     state = tmp_path_factory.mktemp("cluster")
     policy = state / "audit-policy.yaml"
     policy.write_text(yaml.safe_dump(AUDIT_POLICY))
@@ -106,11 +106,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="session")
+def prometheus_binaries() -> None:
+    """Debian's prometheus and promtool on PATH (``make binaries`` installs them): the tests that
+    read a real Prometheus fail, never skip, without them."""
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.fail("needs Debian's prometheus package (prometheus and promtool): run `make binaries`", pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def helm() -> Path:
     """Helm built from its Go module by tools/build-helm.sh."""
     bins = bin_dir("tools/build-helm.sh")
     if bins is None or not (bins / "helm").is_file():
-        pytest.skip("helm is not built: run `bash tools/build-helm.sh`")
+        pytest.fail("helm is not built: run `make binaries` (tools/build-helm.sh)", pytrace=False)
     return bins / "helm"
 
 
@@ -123,8 +131,8 @@ def lws(cluster: LocalCluster) -> LocalCluster:
     ``operator/llmscale/localcluster/build-lws.sh``); stopped with the cluster."""
     built = local_lws.bin_dir()
     if not (built / "lws-controller").is_file():
-        pytest.skip("the LeaderWorkerSet controller is not built: run `make binaries` "
-                    "(operator/llmscale/localcluster/build-lws.sh, ~5 min once)")
+        pytest.fail("the LeaderWorkerSet controller is not built: run `make binaries` "
+                    "(operator/llmscale/localcluster/build-lws.sh, ~5 min once)", pytrace=False)
     try:
         local_lws.up(cluster.state_dir, build_first=False)
     except RuntimeError as exc:

@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest
 from tests.cluster.helpers import LocalCluster
 from tests.signals.prom import (
-    PROMETHEUS,
     PROMTOOL,
     Series,
     counter,
@@ -34,8 +33,7 @@ from tests.signals.prom import (
     run_prometheus,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(PROMETHEUS is None or PROMTOOL is None,
-                                                   reason="needs Debian's prometheus package (make binaries)")]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prometheus_binaries")]
 
 NS = "report"
 HOUR, DAY = 3600.0, 86400.0

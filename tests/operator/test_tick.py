@@ -75,12 +75,14 @@ class FakeApiServer:
     deployments: dict[tuple[str, str, str], list[int]]
     applied: list[dict[str, Any]] = field(default_factory=list)
     refuse: frozenset[str] = frozenset()
+    #: The Deployments watch lags: an applied Deployment does not show in the index yet.
+    lagging: bool = False
 
     async def apply(self, manifest: Mapping[str, Any]) -> None:
         if manifest["kind"] in self.refuse:
             raise kubernetes.client.ApiException(status=422, reason="Unprocessable Entity")
         self.applied.append(copy.deepcopy(dict(manifest)))
-        if manifest["kind"] == "Deployment":
+        if manifest["kind"] == "Deployment" and not self.lagging:
             labels = manifest["metadata"]["labels"]
             key = (manifest["metadata"]["namespace"], labels["llmscale.dev/deployment"], labels["llmscale.dev/pool"])
             self.deployments[key] = [int(manifest["spec"]["replicas"])]
@@ -281,3 +283,39 @@ async def test_an_invalid_spec_is_reported_without_calling_the_policy(harness: H
     ready = harness.condition("Ready")
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
     assert "InvalidSpec" in harness.posted()
+
+
+async def test_a_tick_before_the_watch_brings_its_scale_decides_on_the_scale(harness: Harness) -> None:
+    """Read-your-writes: the index still shows the 2 replicas before the scale a tick ago, and the
+    next tick neither scales "from 2" again nor posts a second ScaledUp; once the watch brings
+    another count (someone scaled by hand), that count is taken."""
+    harness.prometheus.queue_depth = 12.0
+    harness.api.lagging = True
+    await harness.tick()
+    (_, first), = harness.policy.calls
+    assert first.interactive_replicas > 2 and harness.posted().count("ScaledUp") == 1
+    await asyncio.sleep(harness.raw["spec"]["scaling"]["tickSeconds"])
+    await harness.tick()
+    assert len(harness.policy.calls) == 2
+    assert harness.policy.calls[-1][1].interactive_replicas >= first.interactive_replicas
+    assert harness.api.scaled_to() == [first.interactive_replicas], "applied once"
+    assert "ScaledUp" not in harness.posted()
+    # Someone else scales to 7: the index is the truth again.
+    harness.api.deployments[INTERACTIVE_KEY] = [7]
+    harness.prometheus.queue_depth = 0.0
+    await asyncio.sleep(harness.raw["spec"]["scaling"]["tickSeconds"])
+    await harness.tick()
+    assert harness.mem.scaled == {}, "the index is taken as it is"
+    assert harness.raw["status"]["replicas"]["current"] == 7
+
+
+async def test_a_scale_that_never_shows_is_not_believed_past_the_echo_window(harness: Harness) -> None:
+    from llmscale.controller.memory import SCALE_ECHO_S
+    harness.prometheus.queue_depth = 12.0
+    harness.api.lagging = True
+    await harness.tick()
+    loop = asyncio.get_running_loop()
+    new = harness.policy.calls[-1][1].interactive_replicas
+    assert harness.mem.replicas_seen("interactive", 2, loop.time()) == new
+    await asyncio.sleep(SCALE_ECHO_S)
+    assert harness.mem.replicas_seen("interactive", 2, loop.time()) == 2

@@ -32,13 +32,7 @@ from llmscale.localcluster.ports import free_port
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 
-needs_prometheus = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        PROMETHEUS is None or PROMTOOL is None,
-        reason="needs Debian's prometheus package (prometheus and promtool; make binaries installs it)",
-    ),
-]
+needs_prometheus = [pytest.mark.slow, pytest.mark.usefixtures("prometheus_binaries")]
 
 #: Labels of the pool most tests read.
 POOL_LABELS = {"namespace": "ml", "llmscale_dev_deployment": "chat", "llmscale_dev_pool": "interactive"}

@@ -24,6 +24,12 @@ __all__ = ["MEMO_KEY", "ObjectMemory", "memory_after", "object_memory"]
 MEMO_KEY = "llmscale"
 
 
+#: How long a scale this process wrote is taken over an index that still shows the count before it:
+#: 10 s. A watch event arrives within a second or two; a write that never shows (undone by someone
+#: at once, or lost with the watch) is not believed longer than this.
+SCALE_ECHO_S = 10.0
+
+
 @dataclass
 class ObjectMemory:
     """Per-LLMDeployment state kept in memory.
@@ -64,6 +70,9 @@ class ObjectMemory:
             (``None``: none applied).
         job_errors: batch Job name -> the API server's answer to the last refused write of its
             ``spec.suspend`` (one Warning Event per distinct answer; cleared once a write passes).
+        scaled: pool -> ``(old, new, loop_s)`` of this process's last scale of the pool's Deployment,
+            until the Deployments index shows ``new`` (read-your-writes: a tick that runs before the
+            watch brings the scale decides on ``new``, not on ``old`` again).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -87,6 +96,21 @@ class ObjectMemory:
     applied_interactive: int | None = None
     applied_batch: int | None = None
     job_errors: dict[str, str] = field(default_factory=dict)
+    scaled: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+
+    def replicas_seen(self, pool: str, indexed: int | None, loop_now: float) -> int | None:
+        """Return the replicas to decide on for ``pool``: ``indexed`` (the Deployments index), or
+        the ``new`` of this process's last scale while the index still shows its ``old`` within
+        :data:`SCALE_ECHO_S` of it (the watch event has not arrived). Any other value in the index
+        (someone else scaled, or the watch caught up) is taken as it is and ends the wait."""
+        last = self.scaled.get(pool)
+        if last is None:
+            return indexed
+        old, new, at = last
+        if indexed == old and loop_now - at < SCALE_ECHO_S:
+            return new
+        del self.scaled[pool]
+        return indexed
 
     def write_status(self, patch_status: MutableMapping[str, Any], previous: Mapping[str, Any],
                      desired: Mapping[str, Any], *, refresh_seconds: float | None) -> bool:

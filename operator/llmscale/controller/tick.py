@@ -419,8 +419,8 @@ async def _gather(
     loop = asyncio.get_running_loop()
     active = writes_workload(spec)
     key_i, key_b = (namespace, name, INTERACTIVE), (namespace, name, BATCH)
-    current_i = deployment_replicas(deployments, key_i)
-    current_b = deployment_replicas(deployments, key_b)
+    current_i = mem.replicas_seen(INTERACTIVE, deployment_replicas(deployments, key_i), loop.time())
+    current_b = mem.replicas_seen(BATCH, deployment_replicas(deployments, key_b), loop.time())
     just_applied = (mem.children_applied_loop_s is not None
                     and loop.time() - mem.children_applied_loop_s < CHILDREN_GRACE_S)
     if (spec.scale_target_ref is None and active and current_i is None and just_applied
@@ -597,6 +597,8 @@ def _record(
     for change in changes:
         if not change.applied:
             continue
+        if spec.scale_target_ref is None and change.old != change.new:
+            mem.scaled[change.pool] = (change.old, change.new, loop.time())
         if change.pool == INTERACTIVE:
             applied_i = change.new
         else:
