@@ -16,8 +16,8 @@ Under pytest-xdist (``make unit``: ``-n auto``) the tests that use the cluster r
 (:func:`pytest_xdist_make_scheduler`), so the cluster starts once; the CPU-light tests run on the
 others.
 
-Where the binaries (``e2e/cluster/build.sh``) or Helm (``tools/build-helm.sh``) are not built, the
-tests skip locally; with ``CI=true`` the repository's conftest turns those skips into failures.
+Where the binaries, Helm or Prometheus (``make binaries``) are missing, the tests that need them
+fail with the command to run; they never skip.
 """
 
 from __future__ import annotations
