@@ -164,8 +164,9 @@ def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Clus
     scaled = f"Scaled LLMDeployment {ns}/chat from 1 to 2 replicas: "
     events = wait_for("a ScaledUp Event", lambda: [e.message for e in cluster.events(ns, "ScaledUp")
                                                    if e.message.startswith(scaled)], 15)
-    assert any(re.search(r"(load|queue depth|KV-cache utilisation)[^;]*proposes ([2-9]|\d\d)", m) for m in events), \
-        events
+    # The message leads with the demand line, which names the signal that set the demand.
+    assert any(re.match(r"demand ([2-9]|\d\d) replicas \((load|queue depth|KV-cache utilisation|preemption rate)\)",
+                        m.removeprefix(scaled)) for m in events), "\n".join(events)
 
     # The second engine starts, is Ready and reports; both pods' signals are read.
     ready_with_fresh_metrics(cluster, ns, 2)

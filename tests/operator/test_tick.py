@@ -319,3 +319,25 @@ async def test_a_scale_that_never_shows_is_not_believed_past_the_echo_window(har
     assert harness.mem.replicas_seen("interactive", 2, loop.time()) == new
     await asyncio.sleep(SCALE_ECHO_S)
     assert harness.mem.replicas_seen("interactive", 2, loop.time()) == 2
+
+
+async def test_a_scaled_event_starts_with_what_was_decided(harness: Harness) -> None:
+    """The ScaledUp message (clipped at 1,000 characters, shown from its start by kubectl) leads
+    with the demand and the signal that set it, then the signals' lines."""
+    harness.prometheus.queue_depth = 12.0
+    await harness.tick()
+    (_, decision), = harness.policy.calls
+    message = harness.events.get_nowait().message
+    prefix = f"Scaled LLMDeployment {NS}/{NAME} from 2 to {decision.interactive_replicas} replicas: demand "
+    assert message.startswith(prefix), message
+    signals = [r for r in decision.reasons if r.startswith("queue depth")]
+    assert signals and signals[0] in message
+
+
+def test_the_conclusion_comes_first_and_nothing_is_lost() -> None:
+    from llmscale.controller.events import conclusion_first
+    reasons = ["load: a; b: proposes 3", "queue depth 9: x", "demand 3 replicas (load)", "recommends 3",
+               "interactive pool 1 → 3 replicas"]
+    assert conclusion_first(reasons) == reasons[2:] + reasons[:2]
+    assert conclusion_first(["recommends 0 (idle)"]) == ["recommends 0 (idle)"]
+    assert conclusion_first([]) == []

@@ -12,6 +12,8 @@ workload.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import kopf
 
 from llmscale.controller.names import INTERACTIVE, Pool
@@ -41,6 +43,15 @@ EVENT_MESSAGE_MAX = 1000
 def clip(message: str) -> str:
     """Return ``message`` cut to :data:`EVENT_MESSAGE_MAX` characters, with ``…`` when cut."""
     return message if len(message) <= EVENT_MESSAGE_MAX else message[: EVENT_MESSAGE_MAX - 1] + "…"
+
+
+def conclusion_first(reasons: Sequence[str]) -> list[str]:
+    """Return a decision's reasons with its conclusion first: from the ``demand N replicas (…)``
+    line on (demand, headroom, recommendation, windows and limits, the pools), then the signals'
+    lines that led to it. An Event's message is clipped at :data:`EVENT_MESSAGE_MAX`, and
+    ``kubectl describe`` shows its start: the start should say what was decided and why."""
+    at = next((i for i, r in enumerate(reasons) if r.startswith("demand ")), 0)
+    return [*reasons[at:], *reasons[:at]]
 
 
 def scaled_message(namespace: str, name: str, pool: Pool, old: int, new: int, reasons: str) -> str:

@@ -59,6 +59,7 @@ from llmscale.controller.disruption import release_ready_pods
 from llmscale.controller.ensure import ensure_children
 from llmscale.controller.events import (
     advised_message,
+    conclusion_first,
     post_advised,
     post_policy_state_unreadable,
     post_scaled,
@@ -608,7 +609,7 @@ def _record(
                                          interactive_applied=applied_i == decision.interactive_replicas)
     else:
         mem.policy_memory = memory_without_scaling(decision, wall_now)
-    reasons = "; ".join(decision.reasons) or "no reason given"
+    reasons = "; ".join(conclusion_first(decision.reasons)) or "no reason given"
     for change in changes:
         if change.applied and change.old != change.new:
             message = scaled_message(namespace, name, change.pool, change.old, change.new, reasons)
