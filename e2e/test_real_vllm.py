@@ -128,7 +128,9 @@ def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Clus
     # 64 blocks x 128 tokens: four running 32 + 1,900-token requests fill 4 x 16 = 64 of them.
     args = ["--max-num-seqs", "4", "--num-gpu-blocks-override", "64", "--no-enable-prefix-caching"]
     cluster.apply(ns, vllm_sample(args, scaling={
-        "tickSeconds": 1, "metricsMaxAgeSeconds": 10,
+        # Fresh within 20 s (the default is 90): one read that overruns the operator's 5 s timeout on a
+        # busy 2-core machine is not "no signals".
+        "tickSeconds": 1, "metricsMaxAgeSeconds": 20,
         "targets": {"queueDepthPerReplica": 2, "kvCacheUtilization": 0.5},
         "scaleUp": {"stabilizationWindowSeconds": 0},
         "scaleDown": {"stabilizationWindowSeconds": STABILISATION_S, "maxReplicasPerPeriod": 1, "periodSeconds": 5},

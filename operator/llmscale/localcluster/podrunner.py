@@ -66,6 +66,11 @@ from llmscale.localcluster.ports import free_port
 
 log = logging.getLogger("podrunner")
 
+#: The niceness real vLLM engines run at (the mock engines at the runner's own): 10. A CPU engine
+#: under load takes a whole core; on a 2-core machine two of them left Prometheus answering a query
+#: in more than the operator's 5 s read timeout, which no GPU cluster would see.
+REAL_ENGINE_NICENESS = 10
+
 ADDRESS_ANNOTATION = "llmscale.dev/local-address"
 #: Seconds a Service request waits for a ready engine before a 503: a wake from zero takes a tick,
 #: the cold start (seconds in the e2e sample) and the engine's start.
@@ -322,7 +327,11 @@ class PodRunner:
             return
         log_path = self.state_dir / "engines" / f"{ns}_{name}.log"
         logf = log_path.open("ab")
-        proc = await asyncio.create_subprocess_exec(*argv, stdout=logf, stderr=asyncio.subprocess.STDOUT, env=env)
+        # A real engine below the control plane's priority: on a cluster it computes on its GPU, not on
+        # the CPUs the API server, Prometheus and the operator share; here it would starve them.
+        nice = (lambda: os.nice(REAL_ENGINE_NICENESS)) if env is not None else None
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=logf, stderr=asyncio.subprocess.STDOUT, env=env,
+                                                    preexec_fn=nice)
         logf.close()
         grace = float(pod.spec.termination_grace_period_seconds or 30)
         engine = Engine(ns, name, pod.metadata.uid, dict(pod.metadata.labels or {}), port, proc, log_path, grace,
