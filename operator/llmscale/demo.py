@@ -431,6 +431,7 @@ class Side:
         replicas: interactive pods (starting ones included) at ``t_s``.
         ttft_p95_s: TTFT p95 of the requests sent in the ``P95_WINDOW_S`` before ``t_s`` (a request
             with no first token counts as infinitely late); NaN where none was sent.
+        setting: a baseline's target as it ran (``""``: none).
     """
 
     policy: str
@@ -440,11 +441,13 @@ class Side:
     t_s: Any
     replicas: Any
     ttft_p95_s: Any
+    setting: str = ""
 
     def figures(self) -> dict[str, Any]:
         """The side's figures for the summary (JSON-able)."""
-        return {"policy": self.policy, "mode": self.mode, "slo_attainment": round(self.slo_attainment, 4),
-                "gpu_hours": round(self.gpu_hours, 4)}
+        attained = round(self.slo_attainment, 4) if math.isfinite(self.slo_attainment) else None
+        out = {"policy": self.policy, "mode": self.mode, "slo_attainment": attained, "gpu_hours": round(self.gpu_hours, 4)}
+        return {**out, "setting": self.setting} if self.setting else out
 
 
 def rolling_p95(sent_s: Any, ttft_s: Any, grid_s: Any, window_s: float = P95_WINDOW_S) -> Any:
@@ -484,23 +487,24 @@ def live_side(results: list[RequestResult], samples: list[Sample], day_s: float,
 
 
 def simulated_sides(spec: dict[str, Any], day: Trace, speedup: float, calibration: Trace,
-                    policies: tuple[str, ...], seed: int = 0) -> list[Side]:
+                    policies: tuple[str, ...], seed: int = 0, capacity: Any = None) -> list[Side]:
     """Run each of ``policies`` over the compressed day in the simulator (:mod:`llmscale.sim`):
     the day in wall time (arrivals ÷ ``speedup``), the demo's spec without its batch pool (the
     comparison is of the interactive pool), the replica model the mock engines run, the capacity
     calibrated on ``calibration`` (which the HPA's and KEDA's default settings derive from, as
-    ``llmscale simulate`` does). SLO attainment is :func:`llmscale.sim.report.request_meets`'s
+    ``llmscale simulate`` does; ``capacity``, a :class:`~llmscale.sim.calibrate.Capacity`, skips the
+    calibration). SLO attainment is :func:`llmscale.sim.report.request_meets`'s
     (TTFT within the SLO and at most 5 % of a request's gaps over the ITL target)."""
     from llmscale.api import LLMDeploymentSpec
     from llmscale.sim.report import request_meets, ttft_s
-    from llmscale.sim.runner import Scenario, run_policy
+    from llmscale.sim.runner import Scenario, default_setting, run_policy
 
     body = {k: v for k, v in spec.items() if k != "batch"}
     sim_spec = LLMDeploymentSpec.model_validate(body)
     offsets = (day.arrival_s - day.start_s) / speedup
     wall = Trace(day.start_s + offsets, day.prompt_tokens, day.output_tokens, day.is_batch, day.start_s,
                  day.duration_s / speedup, day.source + f", {speedup:.0f}× compressed")
-    sc = Scenario.build(sim_spec, wall, calibration, warmup_s=0.0, seed=seed)
+    sc = Scenario.build(sim_spec, wall, calibration, warmup_s=0.0, seed=seed, capacity=capacity)
     grid = np.arange(0.0, wall.duration_s + 1e-9, CURVE_STEP_S)
     out = []
     for name in policies:
@@ -513,42 +517,57 @@ def simulated_sides(spec: dict[str, Any], day: Trace, speedup: float, calibratio
                          for t in grid], dtype=float)
         held = sum(max(0.0, min(r.gone_s, wall.end_s) - max(r.created_s, wall.start_s)) for r in recs)
         gpu_h = held * res.gpus_per_replica / 3600.0
+        value = default_setting(name, sc.capacity)
+        setting = "" if value is None else f"target {value:.3g} {_UNITS.get(name, '')}".rstrip()
         out.append(Side(name, "simulated", float(meets.mean()) if len(meets) else float("nan"), gpu_h, grid, reps,
-                        rolling_p95(sent, ttft_s(res)[inter], grid)))
+                        rolling_p95(sent, ttft_s(res)[inter], grid), setting))
     return out
 
 
-#: How the comparison names each autoscaler.
-_LABELS = {"llmscale": "llmscale", "hpa": "HPA (running requests per pod, default behaviour)",
-           "keda-queue": "KEDA (vLLM waiting requests, threshold 5)"}
+#: How the comparison names each autoscaler, and the unit of a baseline's target.
+_LABELS = {"llmscale": "llmscale", "hpa": "HPA", "keda-queue": "KEDA", "keda-llmd": "KEDA (llm-d)", "kpa": "Knative KPA",
+           "aibrix-kv": "AIBrix KV"}
+_UNITS = {"hpa": "running requests per pod (the calibrated capacity at the SLO)",
+          "keda-queue": "waiting requests per replica (vLLM production-stack's KEDA)",
+          "keda-llmd": "running + waiting per replica", "kpa": "in-flight per pod", "aibrix-kv": "KV-cache fraction"}
 
 
-def plot_compare(sides: list[Side], path: Path, ttft_slo_s: float, minutes: float, speedup: float) -> Path:
+def plot_compare(sides: list[Side], path: Path, ttft_slo_s: float, minutes: float, speedup: float,
+                 start_hour: float = 6.0, settings: str = "") -> Path:
     """Write the comparison PNG: replicas and TTFT p95 against wall time for every side (the SLO
     line on the latter), each side's mode, SLO attainment and GPU-hours in the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, (rep_ax, ttft_ax) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
     styles: dict[str, dict[str, Any]] = {"live": {"linewidth": 2.2}, "simulated": {"linewidth": 1.4, "linestyle": "--"}}
     for side in sides:
         label = (f"{_LABELS.get(side.policy, side.policy)} [{side.mode}]: SLO attainment "
-                 f"{side.slo_attainment:.1%}, {side.gpu_hours:.3f} GPU-h")
+                 f"{side.slo_attainment:.1%}, {side.gpu_hours:.3f} GPU-h" + (f"\n    {side.setting}" if side.setting else ""))
         t = np.asarray(side.t_s) / 60.0
         (line,) = rep_ax.step(t, side.replicas, where="post", label=label, **styles[side.mode])
         ttft_ax.plot(t, np.minimum(side.ttft_p95_s, 60.0), color=line.get_color(), **styles[side.mode])
     rep_ax.set_ylabel("interactive replicas (pods)")
-    rep_ax.legend(loc="upper left", fontsize=8)
+    top = max((float(np.nanmax(s.replicas)) for s in sides if len(s.replicas)), default=1.0)
+    rep_ax.set_ylim(0, top * 1.9 + 1)  # room for the legend above the curves
+    rep_ax.legend(loc="upper left", fontsize=7.5)
     ttft_ax.axhline(ttft_slo_s, color="red", linestyle=":", label=f"SLO: TTFT p95 {ttft_slo_s:g} s")
     ttft_ax.set_yscale("log")
     ttft_ax.set_ylabel(f"TTFT p95 over {P95_WINDOW_S:.0f} s (s, log)")
     ttft_ax.legend(loc="upper left", fontsize=8)
-    ttft_ax.set_xlabel(f"wall minutes: one day in {minutes:g} (×{speedup:.0f}; dashed = simulator, same "
-                       f"day, same spec; solid = live local cluster)")
-    rep_ax.set_title("The same compressed day: llmscale vs HPA and KEDA as shipped\n"
-                     f"({TRACE_CITATION})", fontsize=10)
+
+    def tick(m: float, _pos: object) -> str:
+        at = round((start_hour * 60.0 + m * speedup) % 1440.0) % 1440  # minutes of the day
+        return f"{m:g}\n{at // 60:02d}:{at % 60:02d}"
+
+    ttft_ax.xaxis.set_major_formatter(FuncFormatter(tick))
+    ttft_ax.set_xlabel(f"wall minutes / hour of the day (one day in {minutes:g} minutes, ×{speedup:.0f}). "
+                       "Solid: live, local cluster; dashed: simulator, same day, same spec")
+    rep_ax.set_title("The same compressed day under llmscale, the HPA and KEDA (default behaviour)\n"
+                     + (f"{settings}\n" if settings else "") + f"{TRACE_CITATION}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -892,9 +911,14 @@ def compare_day(cfg: DemoConfig, spec: dict[str, Any], day: Trace, speedup: floa
     sides = [live_side(results, samples, day_s, float(slo["ttftP95Seconds"]), float(slo["itlP95Seconds"]),
                        int(spec["resources"]["gpusPerReplica"]))]
     sides += simulated_sides(spec, day, speedup, calibration, ("llmscale", *cfg.compare), seed=cfg.seed)
-    plot_compare(sides, path, float(slo["ttftP95Seconds"]), cfg.minutes, speedup)
+    headroom = spec["headroom"]
+    plot_compare(sides, path, float(slo["ttftP95Seconds"]), cfg.minutes, speedup, cfg.start_hour,
+                 f"llmscale: cold start {cfg.cold_start_real_s:g} s compressed to {headroom['coldStartSeconds']:g} s, "
+                 f"{headroom['replicas']} warm replicas; SLO TTFT p95 {slo['ttftP95Seconds']:g} s, "
+                 f"ITL p95 {slo['itlP95Seconds']:g} s")
     for side in sides:
         print(f"llmscale demo: {side.policy:<10} ({side.mode:<9}) SLO attainment {side.slo_attainment:7.2%}, "
-              f"{side.gpu_hours:.3f} GPU-hours (interactive pool, the day's {cfg.minutes:g} wall minutes)", flush=True)
+              f"{side.gpu_hours:.3f} GPU-hours (interactive pool, the day's {cfg.minutes:g} wall minutes)"
+              + (f"; {side.setting}" if side.setting else ""), flush=True)
     print(f"llmscale demo: wrote {path}", flush=True)
     return [side.figures() for side in sides]
