@@ -19,8 +19,14 @@ What it does, unattended (see docs/demo.md):
 4. shows a live view (rich) of arrivals, queue, KV-cache use, TTFT p95 (from Prometheus, through
    :mod:`llmscale.signals`), the replicas and the batch backlog from the LLMDeployment's status;
 5. writes ``out/demo.png`` (load, replicas, latency and the batch backlog over time) and
-   ``out/demo-summary.json``, prints the summary, and stops everything it started, also on Ctrl-C
-   or an error.
+   ``out/demo-summary.json``, and stops everything it started, also on Ctrl-C or an error;
+6. runs the same day in the simulator (:mod:`llmscale.sim`) under llmscale, the HPA and KEDA as
+   they ship (:func:`simulated_sides`) and draws them beside the live run in
+   ``out/demo-compare.png`` (replicas and TTFT p95 against time, the SLO line, each side's SLO
+   attainment and GPU-hours), printed and in the summary's ``comparison``.
+
+The cold start is compressed with the day (:func:`compressed_cold_start`), so the lead time the
+warm headroom covers is the same share of the morning ramp as on a real day.
 
 The engines run at real-time speed; only the traffic's day is compressed. GPU-hours and cost are
 therefore wall-clock GPU time of the fake GPUs the pods hold, priced at ``spec.cost.gpuHourUsd``.
