@@ -19,8 +19,14 @@ What it does, unattended (see docs/demo.md):
 4. shows a live view (rich) of arrivals, queue, KV-cache use, TTFT p95 (from Prometheus, through
    :mod:`llmscale.signals`), the replicas and the batch backlog from the LLMDeployment's status;
 5. writes ``out/demo.png`` (load, replicas, latency and the batch backlog over time) and
-   ``out/demo-summary.json``, prints the summary, and stops everything it started, also on Ctrl-C
-   or an error.
+   ``out/demo-summary.json``, and stops everything it started, also on Ctrl-C or an error;
+6. runs the same day in the simulator (:mod:`llmscale.sim`) under llmscale, the HPA and KEDA as
+   they ship (:func:`simulated_sides`) and draws them beside the live run in
+   ``out/demo-compare.png`` (replicas and TTFT p95 against time, the SLO line, each side's SLO
+   attainment and GPU-hours), printed and in the summary's ``comparison``.
+
+The cold start is compressed with the day (:func:`compressed_cold_start`), so the lead time the
+warm headroom covers is the same share of the morning ramp as on a real day.
 
 The engines run at real-time speed; only the traffic's day is compressed. GPU-hours and cost are
 therefore wall-clock GPU time of the fake GPUs the pods hold, priced at ``spec.cost.gpuHourUsd``.
@@ -98,6 +104,18 @@ class DemoConfig:
         trace: a trace CSV in the Azure format, or the name of a bundled trace in that format
             (default: :data:`llmscale.data.DEFAULT_TRACE`, the packaged Azure LLM inference trace 2023).
         seed: seed of the time rescaling.
+        cold_start_real_s: the replicas' cold start on the uncompressed day, seconds (300: an 8B
+            model's image and weights from a node cache and its CUDA graphs, minutes on a GPU). The
+            demo compresses it with the day (:func:`compressed_cold_start`), so the lead time the
+            headroom covers is the same share of the morning ramp as it is in production.
+        headroom_replicas: ``spec.headroom.replicas`` of the demo's LLMDeployment. 2: the day is
+            compressed about 200× but the operator's 60 s arrival-rate window is not, so the load
+            signal sees the compressed day ~3.4 of its hours late; over that lag the daily envelope
+            alone grows by about one replica's capacity at the steepest of the ramp, and the trace's
+            own bursts by more (docs/demo.md). A demo setting, not a policy constant: in real time
+            the default is 0.
+        compare: the baselines (:data:`llmscale.sim.baselines.POLICY_NAMES`) run over the same day
+            in the simulator, drawn beside the live run in ``demo-compare.png``.
     """
 
     minutes: float = 7.0
@@ -108,6 +126,21 @@ class DemoConfig:
     out_dir: Path = Path("out")
     trace: str | Path | None = None
     seed: int = 0
+    cold_start_real_s: float = 300.0
+    headroom_replicas: int = 2
+    compare: tuple[str, ...] = ("hpa", "keda-queue")
+
+
+def speedup_of(cfg: DemoConfig) -> float:
+    """Trace seconds per wall second: one day in ``cfg.minutes``."""
+    return DAY_S / (cfg.minutes * 60.0)
+
+
+def compressed_cold_start(cfg: DemoConfig) -> float:
+    """The cold start on the compressed day, wall seconds: ``cold_start_real_s`` / the speedup
+    (300 s in 7 minutes: 1.46 s), rounded to 0.01 s and at least 0.5 s (the mock engine's own
+    start takes about a second on top of it)."""
+    return max(round(cfg.cold_start_real_s / speedup_of(cfg), 2), 0.5)
 
 
 @dataclass
@@ -123,6 +156,7 @@ class Sample:
         ttft_p95_s: TTFT p95 over the last 30 s (Prometheus histogram), seconds, or None.
         desired / ready / headroom / batch / batch_ready: from ``status.replicas``.
         gpus: GPUs held by the LLMDeployment's live pods (starting ones included).
+        interactive_pods: live pods of the interactive pool (starting ones included; None: unknown).
         backlog_tokens: ``status.batch.tokensOutstanding`` (None before the first status).
         jobs_waiting / jobs_running / jobs_done: ``status.batch.jobsWaiting`` / ``…Running`` /
             ``…Done``.
@@ -144,6 +178,7 @@ class Sample:
     jobs_waiting: int | None = None
     jobs_running: int | None = None
     jobs_done: int | None = None
+    interactive_pods: int | None = None
 
 
 @dataclass
@@ -285,7 +320,7 @@ def demo_trace(base: Trace, cfg: DemoConfig, context_limit_tokens: int) -> tuple
     wall-time peak is ``cfg.peak_rps``; prompts are cut so that prompt + output fits the
     context limit (the sample's engines hold 2,048 tokens; the trace's prompts reach 14,050).
     """
-    speedup = DAY_S / (cfg.minutes * 60.0)
+    speedup = speedup_of(cfg)
     midnight = math.floor(base.start_s / DAY_S) * DAY_S
     day = synthesize(base, duration_s=DAY_S, peak_rps=cfg.peak_rps / speedup, envelope=DiurnalEnvelope(),
                      seed=cfg.seed, start_s=midnight + cfg.start_hour * 3600.0)
@@ -377,6 +412,173 @@ def _drained_at(samples: list[Sample], jobs: int, start_hour: float, speedup: fl
         if seen and jobs and (s.jobs_done or 0) >= jobs:
             return round((start_hour + s.t_s * speedup / 3600.0) % 24.0, 2)
     return None
+
+
+# ------------------------------------------------------------------------------ the comparison
+
+#: Trailing window of the comparison's TTFT p95 curves, wall seconds (the live view's Prometheus
+#: p95 is over 30 s too).
+P95_WINDOW_S = 30.0
+#: Step of the comparison's curves, wall seconds (the live view samples about every 2 s).
+CURVE_STEP_S = 2.0
+
+
+@dataclass(frozen=True)
+class Side:
+    """One autoscaler's run over the compressed day, for the comparison figure.
+
+    Attributes:
+        policy: ``llmscale`` or a baseline's name (:data:`llmscale.sim.baselines.POLICY_NAMES`).
+        mode: ``"live"`` (the local cluster, the demo itself) or ``"simulated"`` (:mod:`llmscale.sim`).
+        slo_attainment: requests meeting the SLO / requests sent over the day.
+        gpu_hours: GPU-hours of the interactive pool's pods (starting ones included) over the day,
+            wall time.
+        t_s: wall seconds since the day started, shape ``(n,)``.
+        replicas: interactive pods (starting ones included) at ``t_s``.
+        ttft_p95_s: TTFT p95 of the requests sent in the ``P95_WINDOW_S`` before ``t_s`` (a request
+            with no first token counts as infinitely late); NaN where none was sent.
+        setting: a baseline's target as it ran (``""``: none).
+    """
+
+    policy: str
+    mode: str
+    slo_attainment: float
+    gpu_hours: float
+    t_s: Any
+    replicas: Any
+    ttft_p95_s: Any
+    setting: str = ""
+
+    def figures(self) -> dict[str, Any]:
+        """The side's figures for the summary (JSON-able)."""
+        attained = round(self.slo_attainment, 4) if math.isfinite(self.slo_attainment) else None
+        out = {"policy": self.policy, "mode": self.mode, "slo_attainment": attained, "gpu_hours": round(self.gpu_hours, 4)}
+        return {**out, "setting": self.setting} if self.setting else out
+
+
+def rolling_p95(sent_s: Any, ttft_s: Any, grid_s: Any, window_s: float = P95_WINDOW_S) -> Any:
+    """TTFT p95 at each time of ``grid_s`` over the requests sent in the ``window_s`` before it
+    (NaN where none was); every array in seconds."""
+    sent = np.asarray(sent_s, dtype=float)
+    ttft = np.asarray(ttft_s, dtype=float)
+    order = np.argsort(sent, kind="stable")
+    sent, ttft = sent[order], ttft[order]
+    out = np.full(len(grid_s), np.nan)
+    for i, t in enumerate(grid_s):
+        a, b = np.searchsorted(sent, t - window_s, "right"), np.searchsorted(sent, t, "right")
+        if b > a:
+            out[i] = np.percentile(ttft[a:b], 95, method="higher")
+    return out
+
+
+def live_side(results: list[RequestResult], samples: list[Sample], day_s: float, ttft_slo_s: float,
+              itl_slo_s: float, gpus_per_replica: int) -> Side:
+    """The live run's side: requests sent within the day (client-measured; the summary's SLO rule),
+    interactive pods from the samples, integrated over ``[0, day_s]`` wall seconds."""
+    day = [r for r in results if r.sent_at <= day_s]
+
+    def meets(r: RequestResult) -> bool:
+        if not r.ok or r.ttft_s is None or r.ttft_s > ttft_slo_s:
+            return False
+        return (r.e2e_s - r.ttft_s) / max(1, r.completion_tokens - 1) <= itl_slo_s
+
+    pts = [(s.t_s, s.interactive_pods) for s in samples if s.interactive_pods is not None and s.t_s <= day_s]
+    t = np.array([p[0] for p in pts], dtype=float)
+    reps = np.array([p[1] for p in pts], dtype=float)
+    gpu_s = float(np.sum(reps[:-1] * np.diff(t))) * gpus_per_replica if len(t) > 1 else 0.0
+    sent = np.array([r.sent_at for r in day], dtype=float)
+    ttft = np.array([r.ttft_s if r.ok and r.ttft_s is not None else np.inf for r in day], dtype=float)
+    return Side("llmscale", "live", sum(map(meets, day)) / len(day) if day else float("nan"), gpu_s / 3600.0,
+                t, reps, rolling_p95(sent, ttft, t))
+
+
+def simulated_sides(spec: dict[str, Any], day: Trace, speedup: float, calibration: Trace,
+                    policies: tuple[str, ...], seed: int = 0, capacity: Any = None) -> list[Side]:
+    """Run each of ``policies`` over the compressed day in the simulator (:mod:`llmscale.sim`):
+    the day in wall time (arrivals ÷ ``speedup``), the demo's spec without its batch pool (the
+    comparison is of the interactive pool), the replica model the mock engines run, the capacity
+    calibrated on ``calibration`` (which the HPA's and KEDA's default settings derive from, as
+    ``llmscale simulate`` does; ``capacity``, a :class:`~llmscale.sim.calibrate.Capacity`, skips the
+    calibration). SLO attainment is :func:`llmscale.sim.report.request_meets`'s
+    (TTFT within the SLO and at most 5 % of a request's gaps over the ITL target)."""
+    from llmscale.api import LLMDeploymentSpec
+    from llmscale.sim.report import request_meets, ttft_s
+    from llmscale.sim.runner import Scenario, default_setting, run_policy
+
+    body = {k: v for k, v in spec.items() if k != "batch"}
+    sim_spec = LLMDeploymentSpec.model_validate(body)
+    offsets = (day.arrival_s - day.start_s) / speedup
+    wall = Trace(day.start_s + offsets, day.prompt_tokens, day.output_tokens, day.is_batch, day.start_s,
+                 day.duration_s / speedup, day.source + f", {speedup:.0f}× compressed")
+    sc = Scenario.build(sim_spec, wall, calibration, warmup_s=0.0, seed=seed, capacity=capacity)
+    grid = np.arange(0.0, wall.duration_s + 1e-9, CURVE_STEP_S)
+    out = []
+    for name in policies:
+        res = run_policy(name, sc)
+        inter = ~np.asarray(res.is_batch)
+        meets = request_meets(res, sim_spec.slo)[inter]
+        sent = np.asarray(res.requests.arrival, dtype=float)[inter] - wall.start_s
+        recs = [r for r in res.replicas if r.pool == "interactive"]
+        reps = np.array([sum(1 for r in recs if r.created_s - wall.start_s <= t < r.gone_s - wall.start_s)
+                         for t in grid], dtype=float)
+        held = sum(max(0.0, min(r.gone_s, wall.end_s) - max(r.created_s, wall.start_s)) for r in recs)
+        gpu_h = held * res.gpus_per_replica / 3600.0
+        value = default_setting(name, sc.capacity)
+        setting = "" if value is None else f"target {value:.3g} {_UNITS.get(name, '')}".rstrip()
+        out.append(Side(name, "simulated", float(meets.mean()) if len(meets) else float("nan"), gpu_h, grid, reps,
+                        rolling_p95(sent, ttft_s(res)[inter], grid), setting))
+    return out
+
+
+#: How the comparison names each autoscaler, and the unit of a baseline's target.
+_LABELS = {"llmscale": "llmscale", "hpa": "HPA", "keda-queue": "KEDA", "keda-llmd": "KEDA (llm-d)", "kpa": "Knative KPA",
+           "aibrix-kv": "AIBrix KV"}
+_UNITS = {"hpa": "running requests per pod (the calibrated capacity at the SLO)",
+          "keda-queue": "waiting requests per replica (vLLM production-stack's KEDA)",
+          "keda-llmd": "running + waiting per replica", "kpa": "in-flight per pod", "aibrix-kv": "KV-cache fraction"}
+
+
+def plot_compare(sides: list[Side], path: Path, ttft_slo_s: float, minutes: float, speedup: float,
+                 start_hour: float = 6.0, settings: str = "") -> Path:
+    """Write the comparison PNG: replicas and TTFT p95 against wall time for every side (the SLO
+    line on the latter), each side's mode, SLO attainment and GPU-hours in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    fig, (rep_ax, ttft_ax) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
+    styles: dict[str, dict[str, Any]] = {"live": {"linewidth": 2.2}, "simulated": {"linewidth": 1.4, "linestyle": "--"}}
+    for side in sides:
+        label = (f"{_LABELS.get(side.policy, side.policy)} [{side.mode}]: SLO attainment "
+                 f"{side.slo_attainment:.1%}, {side.gpu_hours:.3f} GPU-h" + (f"\n    {side.setting}" if side.setting else ""))
+        t = np.asarray(side.t_s) / 60.0
+        (line,) = rep_ax.step(t, side.replicas, where="post", label=label, **styles[side.mode])
+        ttft_ax.plot(t, np.minimum(side.ttft_p95_s, 60.0), color=line.get_color(), **styles[side.mode])
+    rep_ax.set_ylabel("interactive replicas (pods)")
+    top = max((float(np.nanmax(s.replicas)) for s in sides if len(s.replicas)), default=1.0)
+    rep_ax.set_ylim(0, top * 1.9 + 1)  # room for the legend above the curves
+    rep_ax.legend(loc="upper left", fontsize=7.5)
+    ttft_ax.axhline(ttft_slo_s, color="red", linestyle=":", label=f"SLO: TTFT p95 {ttft_slo_s:g} s")
+    ttft_ax.set_yscale("log")
+    ttft_ax.set_ylabel(f"TTFT p95 over {P95_WINDOW_S:.0f} s (s, log)")
+    ttft_ax.legend(loc="upper left", fontsize=8)
+
+    def tick(m: float, _pos: object) -> str:
+        at = round((start_hour * 60.0 + m * speedup) % 1440.0) % 1440  # minutes of the day
+        return f"{m:g}\n{at // 60:02d}:{at % 60:02d}"
+
+    ttft_ax.xaxis.set_major_formatter(FuncFormatter(tick))
+    ttft_ax.set_xlabel(f"wall minutes / hour of the day (one day in {minutes:g} minutes, ×{speedup:.0f}). "
+                       "Solid: live, local cluster; dashed: simulator, same day, same spec")
+    rep_ax.set_title("The same compressed day under llmscale, the HPA and KEDA (default behaviour)\n"
+                     + (f"{settings}\n" if settings else "") + f"{TRACE_CITATION}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot(samples: list[Sample], path: Path, ttft_slo_s: float, window: tuple[float, float]) -> Path:
@@ -492,11 +694,17 @@ def _wait_established(stack: Any, crd: str, timeout_s: float = 90.0) -> None:
             time.sleep(1.0)
 
 
-def _manifest(opens: datetime, closes: datetime) -> dict[str, Any]:
+def demo_manifest(opens: datetime, closes: datetime, cfg: DemoConfig) -> dict[str, Any]:
+    """The demo's LLMDeployment: the local sample with the day's compressed cold start and warm
+    headroom (see :class:`DemoConfig`) and a batch pool whose trough window is ``opens``–``closes``."""
     manifest: dict[str, Any] = yaml.safe_load(SAMPLE.read_text())
     manifest["metadata"] = {"name": NAME, "namespace": NAMESPACE}
     spec = manifest["spec"]
     spec["headroom"]["growthFactor"] = 1.0  # adaptive headroom on: the day has real ramps
+    # The cold start compressed with the day (the pods' KWOK delay is this too), and the warm
+    # replicas that cover the lag of the uncompressed rate window (DemoConfig.headroom_replicas).
+    spec["headroom"]["coldStartSeconds"] = compressed_cold_start(cfg)
+    spec["headroom"]["replicas"] = cfg.headroom_replicas
     # The trace's prompts (median 1,020 tokens) would fill the e2e sample's 2,432-token KV cache
     # with two requests; the demo keeps the L40S's own cache (tens of thousands of tokens) and lets
     # 8 requests run per replica, so a replica serves about two trace requests a second.
@@ -517,9 +725,12 @@ def _status(stack: Any) -> dict[str, Any]:
     return dict(json.loads(out).get("status") or {})
 
 
-def _gpus(stack: Any, per_replica: int) -> int:
+def _gpus(stack: Any, per_replica: int) -> tuple[int, int]:
+    """Return (GPUs held by the live pods, live pods of the interactive pool)."""
     out = _kubectl(stack, "get", "pods", "-n", NAMESPACE, "-l", f"llmscale.dev/deployment={NAME}", "-o", "json")
-    return per_replica * sum(1 for p in json.loads(out)["items"] if not p["metadata"].get("deletionTimestamp"))
+    live = [p for p in json.loads(out)["items"] if not p["metadata"].get("deletionTimestamp")]
+    interactive = sum(1 for p in live if (p["metadata"].get("labels") or {}).get("llmscale.dev/pool") == "interactive")
+    return per_replica * len(live), interactive
 
 
 def _fmt(v: float | None, fmt: str) -> str:
@@ -577,9 +788,9 @@ async def _replay_and_watch(stack: Any, trace: Trace, speedup: float, cfg: DemoC
         snap = await reader.read(profile, target, now)
         try:
             st = await asyncio.to_thread(_status, stack)
-            gpus = await asyncio.to_thread(_gpus, stack, per_gpu)
+            gpus, inter_pods = await asyncio.to_thread(_gpus, stack, per_gpu)
         except DemoError:
-            st, gpus = {}, 0
+            st, gpus, inter_pods = {}, 0, None
         reps = st.get("replicas", {})
         backlog = st.get("batch") or {}
         arrivals = float(np.count_nonzero((offsets > t - 10) & (offsets <= t))) / 10.0
@@ -598,7 +809,7 @@ async def _replay_and_watch(stack: Any, trace: Trace, speedup: float, cfg: DemoC
         s = Sample(t, hour, arrivals, snap.queue_depth, snap.kv_cache_utilization, snap.ttft_p95_s,
                    reps.get("desired"), reps.get("ready"), reps.get("headroom"), reps.get("batch"),
                    reps.get("batchReady"), gpus, backlog.get("tokensOutstanding"), backlog.get("jobsWaiting"),
-                   backlog.get("jobsRunning"), backlog.get("jobsDone"))
+                   backlog.get("jobsRunning"), backlog.get("jobsDone"), inter_pods)
         run.samples.append(s)
         jobs_done = s.jobs_done
         if live is not None:
@@ -651,7 +862,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
             # First with a window twelve hours away (the batch pool exists, at 0); the real
             # window is set once the replicas are ready and the replay's start is known.
             far = datetime.now(UTC) + timedelta(hours=12)
-            manifest = _manifest(far, far + timedelta(minutes=1))
+            manifest = demo_manifest(far, far + timedelta(minutes=1), cfg)
             spec = manifest["spec"]
             trace, speedup = demo_trace(base, cfg, int(spec["model"]["contextLimitTokens"]))
             print(f"llmscale demo: {len(trace)} requests, {trace.source}; {TRACE_CITATION}", flush=True)
@@ -663,7 +874,7 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
                     raise DemoError("no replica became ready in 90 s; see the operator log")
                 time.sleep(1)
             opens, closes = trough_window(time.time(), cfg)
-            manifest = _manifest(opens, closes)
+            manifest = demo_manifest(opens, closes, cfg)
             _kubectl(stack, "apply", "--server-side", "--field-manager=llmscale-demo", "-f", "-",
                      input=yaml.safe_dump(manifest))
             print(f"llmscale demo: trough window {opens:%H:%M}–{closes:%H:%M} UTC (the compressed night)", flush=True)
@@ -684,9 +895,40 @@ def run_demo(cfg: DemoConfig, repo: Path | None = None) -> dict[str, Any]:
         plot(run.samples, out_dir / "demo.png", float(spec["slo"]["ttftP95Seconds"]), window_s)
         (out_dir / "demo-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out_dir / "demo-timeline.json").write_text(json.dumps([asdict(s) for s in run.samples]) + "\n")
-        return summary
     finally:
         signal.signal(signal.SIGTERM, previous)
         if os.environ.get("LLMSCALE_DEMO_KEEP") != "1":
             print("llmscale demo: stopping everything", flush=True)
             stack_mod.down(state)
+    # The same day under the baselines, in the simulator, once the stack is down (its CPU free).
+    try:
+        summary["comparison"] = compare_day(cfg, spec, trace, speedup, base, report.results, run.samples,
+                                            out_dir / "demo-compare.png")
+    except ValueError as exc:  # the calibration found no capacity: the live run stands on its own
+        print(f"llmscale demo: no comparison: {exc}", file=sys.stderr, flush=True)
+        summary["comparison"] = None
+    (out_dir / "demo-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def compare_day(cfg: DemoConfig, spec: dict[str, Any], day: Trace, speedup: float, calibration: Trace,
+                results: list[RequestResult], samples: list[Sample], path: Path) -> list[dict[str, Any]]:
+    """Put the live day beside the same day under llmscale and ``cfg.compare`` in the simulator:
+    write the comparison figure to ``path``, print one line per side, return their figures."""
+    print(f"llmscale demo: the same day in the simulator under llmscale and {', '.join(cfg.compare)}", flush=True)
+    day_s = cfg.minutes * 60.0
+    slo = spec["slo"]
+    sides = [live_side(results, samples, day_s, float(slo["ttftP95Seconds"]), float(slo["itlP95Seconds"]),
+                       int(spec["resources"]["gpusPerReplica"]))]
+    sides += simulated_sides(spec, day, speedup, calibration, ("llmscale", *cfg.compare), seed=cfg.seed)
+    headroom = spec["headroom"]
+    plot_compare(sides, path, float(slo["ttftP95Seconds"]), cfg.minutes, speedup, cfg.start_hour,
+                 f"llmscale: cold start {cfg.cold_start_real_s:g} s compressed to {headroom['coldStartSeconds']:g} s, "
+                 f"{headroom['replicas']} warm replicas; SLO TTFT p95 {slo['ttftP95Seconds']:g} s, "
+                 f"ITL p95 {slo['itlP95Seconds']:g} s")
+    for side in sides:
+        print(f"llmscale demo: {side.policy:<10} ({side.mode:<9}) SLO attainment {side.slo_attainment:7.2%}, "
+              f"{side.gpu_hours:.3f} GPU-hours (interactive pool, the day's {cfg.minutes:g} wall minutes)"
+              + (f"; {side.setting}" if side.setting else ""), flush=True)
+    print(f"llmscale demo: wrote {path}", flush=True)
+    return [side.figures() for side in sides]

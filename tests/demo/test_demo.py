@@ -18,13 +18,20 @@ from llmscale.demo import (
     batch_inputs,
     batch_job_manifest,
     batch_outcome,
+    compressed_cold_start,
     demo_home,
+    demo_manifest,
     demo_trace,
     find_repo,
+    live_side,
+    plot_compare,
+    rolling_p95,
+    simulated_sides,
     summarize,
     trough_window,
 )
 from llmscale.loadgen import RequestResult
+from llmscale.sim.calibrate import Capacity
 from llmscale.sim.trace import DiurnalEnvelope, Trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,3 +142,84 @@ def test_the_demo_keeps_its_state_in_the_checkout_or_else_where_it_runs(tmp_path
     package) to the working directory: the local cluster and the trace ship with the package."""
     assert demo_home(REPO / "operator" / "llmscale") == REPO
     assert demo_home(tmp_path) == tmp_path.resolve()
+
+
+# --------------------------------------------------------------------------- issue 25: the comparison
+
+
+@pytest.mark.parametrize("minutes", [3.5, 7.0, 14.0, 60.0])
+def test_the_cold_start_is_compressed_with_the_day(minutes: float) -> None:
+    """The lead time the headroom covers is the same share of the day (so of its ramps) at every
+    compression: cold start / day length is the real cold start / 24 h."""
+    cfg = DemoConfig(minutes=minutes, cold_start_real_s=300.0)
+    cold = compressed_cold_start(cfg)
+    assert cold / (minutes * 60.0) == pytest.approx(300.0 / 86_400, rel=0.05)
+    assert compressed_cold_start(DemoConfig(minutes=7.0)) == pytest.approx(1.46)
+    # Never below what a pod can do (the mock engine's own start is about a second).
+    assert compressed_cold_start(DemoConfig(minutes=1.0, cold_start_real_s=10.0)) == 0.5
+
+
+def test_the_demos_llmdeployment_carries_the_compressed_cold_start_and_the_warm_replicas() -> None:
+    from llmscale.api import LLMDeploymentSpec
+
+    opens = datetime(2026, 1, 1, 12, 6, tzinfo=UTC)
+    cfg = DemoConfig(minutes=14.0, headroom_replicas=3)
+    manifest = demo_manifest(opens, opens.replace(minute=7), cfg)
+    spec = LLMDeploymentSpec.model_validate(manifest["spec"])  # what the API server would admit
+    assert spec.headroom.cold_start_seconds == compressed_cold_start(cfg)
+    assert spec.headroom.replicas == 3
+    assert spec.batch is not None and spec.batch.windows[0].start == "12:06"
+
+
+def test_the_rolling_p95_counts_a_request_without_a_first_token_as_late() -> None:
+    sent = np.array([0.0, 1.0, 2.0, 40.0])
+    ttft = np.array([0.1, 0.2, np.inf, 0.3])
+    p95 = rolling_p95(sent, ttft, np.array([0.5, 2.0, 35.0, 45.0, 100.0]), window_s=30.0)
+    assert p95[0] == pytest.approx(0.1)
+    assert p95[1] == np.inf  # the failed request is within the 30 s before t = 2
+    assert np.isnan(p95[2])  # (5, 35]: nothing sent
+    assert p95[3] == pytest.approx(0.3)
+    assert np.isnan(p95[4])  # nothing sent in the 30 s before t = 100
+
+
+def test_the_live_side_counts_the_days_requests_and_the_interactive_pods() -> None:
+    results = [_result(0.5, 0.5 + 99 * 0.05, 100), _result(3.0, 3.0 + 99 * 0.05, 100),
+               RequestResult(500.0, 100, 10, 200, 1.0, 0.1, 10)]  # sent after the day: not counted
+    samples = [Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, 2, 2, 1, 1, 1, 4, interactive_pods=n)
+               for t, n in ((0.0, 2), (180.0, 3), (360.0, 3))]
+    side = live_side(results, samples, day_s=360.0, ttft_slo_s=2.0, itl_slo_s=0.1, gpus_per_replica=2)
+    assert side.mode == "live" and side.slo_attainment == pytest.approx(0.5)
+    # 2 pods × 180 s + 3 pods × 180 s, 2 GPUs each: batch pods (gpus 4) are not counted.
+    assert side.gpu_hours == pytest.approx((2 * 180 + 3 * 180) * 2 / 3600)
+    assert side.figures()["slo_attainment"] == 0.5
+    assert live_side([], samples, 360.0, 2.0, 0.1, 1).figures()["slo_attainment"] is None
+
+
+def test_the_same_day_runs_under_the_baselines_in_the_simulator_and_is_drawn_beside_the_live_run(
+        tmp_path: Path) -> None:
+    """A one-minute day at a small rate: every side has figures and curves on the same wall time,
+    and the figure is written."""
+    cfg = DemoConfig(minutes=1.0, peak_rps=1.0)
+    opens = datetime(2026, 1, 1, 12, 6, tzinfo=UTC)
+    spec = demo_manifest(opens, opens.replace(minute=7), cfg)["spec"]
+    base = _base(600)
+    day, speedup = demo_trace(base, cfg, context_limit_tokens=2048)
+    # The capacity given (the demo calibrates it, seconds of CPU): 0.75 requests/s per replica.
+    capacity = Capacity(rate_rps=0.75, concurrency=4.8, running=4.7, waiting=0.02, minutes_meeting=1.0, replicas=4,
+                        kv_cache_utilization=0.02)
+    sides = simulated_sides(spec, day, speedup, base, ("llmscale", "hpa", "keda-queue"), capacity=capacity)
+    assert [(s.policy, s.mode) for s in sides] == [("llmscale", "simulated"), ("hpa", "simulated"),
+                                                   ("keda-queue", "simulated")]
+    for side in sides:
+        assert 0.0 <= side.slo_attainment <= 1.0
+        assert side.gpu_hours > 0 and side.t_s[-1] == pytest.approx(60.0)
+        assert len(side.t_s) == len(side.replicas) == len(side.ttft_p95_s)
+        assert np.all(side.replicas >= 1)
+    assert "5 waiting requests" in sides[2].setting and sides[0].setting == ""
+    assert "target 4.7 running requests" in sides[1].setting
+    # The simulated day's GPU-hours lie between min and max replicas held all the day long.
+    assert spec["replicas"]["min"] * 60 / 3600 <= sides[1].gpu_hours <= spec["replicas"]["max"] * 60 / 3600
+    samples = [Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, 3, 3, 2, 0, 0, 3, interactive_pods=3) for t in (0.0, 30.0, 60.0)]
+    live = live_side([_result(0.2, 1.0, 20)], samples, 60.0, 2.0, 0.1, 1)
+    path = plot_compare([live, *sides], tmp_path / "demo-compare.png", 2.0, cfg.minutes, speedup)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

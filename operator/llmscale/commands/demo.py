@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default azure-llm-2023-conv: the Azure LLM inference trace 2023, CC-BY 4.0, "
                              "shipped with llmscale)")
     parser.add_argument("--out", type=Path, default=Path("out"),
-                        help="folder for demo.png and demo-summary.json, relative to the repository (default out)")
+                        help="folder for demo-compare.png, demo.png and demo-summary.json, relative to the repository "
+                             "(default out)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the trace's time rescaling (default 0)")
     add_output_argument(parser, ("json", "yaml"), "json")
 
@@ -66,5 +67,6 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     write_document(summary, args.output)
-    print(f"llmscale demo: wrote {cfg.out_dir}/demo.png and {cfg.out_dir}/demo-summary.json", file=sys.stderr)
+    print(f"llmscale demo: wrote {cfg.out_dir}/demo-compare.png, {cfg.out_dir}/demo.png and "
+          f"{cfg.out_dir}/demo-summary.json", file=sys.stderr)
     return 0
