@@ -53,3 +53,24 @@ def test_the_readme_anchors_exist() -> None:
 )
 def test_no_stale_kind_of_fact(stale: str) -> None:
     assert not re.search(stale, README.read_text(encoding="utf-8"), re.I)
+
+
+def test_the_readmes_llmdeployment_is_valid() -> None:
+    import yaml
+
+    from llmscale.api import LLMDeploymentSpec
+
+    (block,) = re.findall(r"```yaml\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    doc = yaml.safe_load(block)
+    assert doc["kind"] == "LLMDeployment"
+    LLMDeploymentSpec.model_validate(doc["spec"])
+
+
+def test_the_readmes_printer_columns_are_the_crds() -> None:
+    """The `kubectl get llmdep` example shows the CRD's default columns, in order."""
+    from llmscale.crd import PRINTER_COLUMNS
+
+    text = README.read_text(encoding="utf-8")
+    header = next(line for line in text.splitlines() if line.startswith("NAME "))
+    default = [c["name"].upper() for c in PRINTER_COLUMNS if not c.get("priority")]
+    assert header.split() == ["NAME", *default]
