@@ -20,7 +20,7 @@ requests in flight and sizes the pool to what they keep busy). Simulated for 48 
 second time on a cluster of N GPUs, whose GPUs free the planner is told each tick (as the operator
 reads them from the nodes): Jobs are then also released onto idle GPUs before the window. Writes:
 
-- ``benchmarks/results/batch-day.md``   — the Markdown table the README quotes, with the command;
+- ``benchmarks/results/batch-day.md``   — the Markdown table docs/benchmarks.md quotes, with the command;
 - ``benchmarks/results/batch-day.json`` — every figure of every mode and every Job's outcome.
 
 Usage (from the repository root)::
@@ -48,7 +48,7 @@ from llmscale.sim.trace import TRACE_CITATION, load_azure_csv
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE / "chat-llama-70b-h100-batch.yaml"
-README = HERE.parent / "README.md"
+README = HERE.parent / "docs" / "benchmarks.md"
 _BLOCK = re.compile(
     r"(<!-- BEGIN GENERATED: batch-day[^>]*-->\n)(.*?)(<!-- END GENERATED: batch-day -->)", re.DOTALL
 )
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--readme", default=None,
                     help="Markdown file whose 'batch-day' generated block gets the table (default: the "
-                    "repository's README.md when --out is the checked-in results folder, else none)")
+                    "repository's docs/benchmarks.md when --out is the checked-in results folder, else none)")
     args = ap.parse_args(argv)
 
     concurrencies = [int(c) for c in args.concurrency.split(",") if c.strip()]

@@ -8,7 +8,7 @@ the calibrated model over the same lengths and rate. The rate points are out of 
 saw only the lone prompts and the closed-loop decode sweeps. The last lines say whether the
 calibrated model is within ``--target`` (15 %) of the engine at every point.
 
-Usage (the README's run, real vLLM on the CPU with the tiny local model):
+Usage (the run in docs/benchmarks.md, real vLLM on the CPU with the tiny local model):
 ``.venv/bin/python benchmarks/fidelity.py --url http://127.0.0.1:8000 --config MODEL/config.json
 --accelerator name=cpu-2core,memory=8589934592,bandwidth=45e9,flops=256e9
 --max-num-batched-tokens 2048 --max-num-seqs 128 --rates 2,4,7``; ``--from-json FILE`` formats a

@@ -28,7 +28,7 @@ over the hold, per ``--tick-seconds``), operator RSS in the hold and peak (``VmH
 duration p50/p99 (``llmscale_tick_duration_seconds`` over the hold), API writes/s in the hold (audit
 log, by resource), failed signal reads (``llmscale_signal_read_errors_total``), time to reconcile
 all, and per shard which objects it wrote (none of the other shard's).
-Results of a run are in README.md ("Scale") and docs/operator.md.
+Results of a run are in docs/benchmarks.md ("Scale") and docs/operator.md.
 """
 
 from __future__ import annotations

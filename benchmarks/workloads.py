@@ -9,9 +9,9 @@ every tunable baseline (hpa, keda-queue, keda-llmd, kpa, aibrix-kv) at each sett
 at its cheapest setting that meets the SLO in ≥ 99 % of minutes (or, if none does, its best
 attainment), named in the table. It writes:
 
-- ``benchmarks/results/workloads.md``   — one table per workload (the README quotes it), with the
-  sweeps and the command;
-- ``benchmarks/results/workloads.json`` — every figure of every run (keys: the README's
+- ``benchmarks/results/workloads.md``   — one table per workload (docs/benchmarks.md quotes it),
+  with the sweeps and the command; the README's ``headline`` block is one row per workload from it;
+- ``benchmarks/results/workloads.json`` — every figure of every run (keys: docs/cli.md's
   ``llmscale simulate`` JSON);
 - ``benchmarks/results/<workload>.png`` — the load and one panel per reported policy.
 
@@ -29,7 +29,7 @@ everything runs (the tests use it), not a result.
 
 ``--update benchmarks/results/workloads.json --policies llmscale,oracle`` reruns only those policies
 (on ``--workloads``, default all) and merges them into the results: their rows, sweeps and runs are
-replaced, the others kept, and the tables, plots and README block are rewritten as a full run would.
+replaced, the others kept, and the tables, plots and docs/README blocks are rewritten as a full run would.
 Each kept row is rerun once at its reported setting (its plot needs the minute series, which the
 JSON does not keep) and the update stops, writing nothing, if its figures or the calibrated
 capacities differ from the stored ones: the simulator changed, and only a full run is honest then.
@@ -80,6 +80,9 @@ from llmscale.sim.trace import (
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+#: Where the full tables go (its ``benchmark`` block) and the README, whose ``headline`` block
+#: summarises them, when ``--out`` is the checked-in results folder.
+DOCS = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 
 # --------------------------------------------------------------------------- the traces (one place)
@@ -533,6 +536,50 @@ _BLOCK = re.compile(
 )
 
 
+def headline_markdown(doc: dict[str, Any]) -> str:
+    """The README's headline: per workload, llmscale's row beside the cheapest baseline meeting the SLO
+    (from the same JSON document as :func:`markdown`)."""
+    lines = [
+        "| workload | llmscale: minutes meeting SLO | llmscale GPU-h | × oracle | cheapest baseline meeting the SLO "
+        "| its GPU-h | GPU-h saved |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for entry in doc["workloads"]:
+        rows = entry["reported"]
+        ours = next(r for r in rows if r["policy"] == "llmscale")
+        baselines = [
+            r for r in rows
+            if row_family(r["policy"]) not in ("llmscale", "oracle", "static-peak")
+            and (r["minutes_meeting_slo_fraction"] or 0.0) >= GOAL_MINUTES
+        ]
+        best = min(baselines, key=lambda r: r["gpu_hours"]) if baselines else None
+        saved = 1.0 - ours["gpu_hours"] / best["gpu_hours"] if best else None
+        lines.append(
+            f"| `{entry['scenario']['workload']}` | {_f(ours['minutes_meeting_slo_fraction'], '.1%')} "
+            f"| {_f(ours['gpu_hours'], ',.0f')} | {_f(ours['oracle_ratio'], '.2f')} "
+            f"| {best['policy'] if best else 'none'} | {_f(best['gpu_hours'] if best else None, ',.0f')} "
+            f"| {_f(saved, '.0%')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+_HEADLINE = re.compile(
+    r"(<!-- BEGIN GENERATED: headline[^>]*-->\n)(.*?)(<!-- END GENERATED: headline -->)", re.DOTALL
+)
+
+
+def update_headline(path: Path, table: str) -> None:
+    """Replace the ``headline`` generated block of ``path`` (the README) with ``table``.
+
+    Raises:
+        ValueError: the file has no such block.
+    """
+    text = path.read_text(encoding="utf-8")
+    if not _HEADLINE.search(text):
+        raise ValueError(f"{path} has no '<!-- BEGIN GENERATED: headline -->' block")
+    path.write_text(_HEADLINE.sub(lambda m: m.group(1) + table.strip() + "\n" + m.group(3), text), encoding="utf-8")
+
+
 def update_readme(path: Path, table: str) -> None:
     """Replace the ``benchmark`` generated block of ``path`` with ``table``.
 
@@ -672,17 +719,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default: benchmarks/results; required with --quick)")
     ap.add_argument("--readme", type=Path, default=None,
-                    help="Markdown file whose 'benchmark' block gets the tables (default: README.md when "
+                    help="Markdown file whose 'benchmark' block gets the tables (default: docs/benchmarks.md when "
                     "writing to benchmarks/results)")
     ap.add_argument("--render", action="store_true",
-                    help="only rewrite workloads.md (and the README block) from the JSON in --out")
+                    help="only rewrite workloads.md (and the docs/README blocks) from the JSON in --out")
     ap.add_argument("--update", type=Path, default=None, metavar="RESULTS.json",
                     help="rerun only --policies (on --workloads) and merge them into this results JSON: their "
                     "rows replaced, the others kept (each rerun once at its reported setting and required to "
-                    "reproduce its figures), then tables, plots and README rewritten (default --out: its folder)")
+                    "reproduce its figures), then tables, plots and docs rewritten (default --out: its folder)")
     args = ap.parse_args(argv)
     if args.readme is not None:
-        # Checked before any simulation: a full run takes hours and writes the README last.
+        # Checked before any simulation: a full run takes hours and writes the docs last.
         try:
             if not _BLOCK.search(args.readme.read_text(encoding="utf-8")):
                 ap.error(f"--readme {args.readme}: no '<!-- BEGIN GENERATED: benchmark -->' block to replace")
@@ -694,9 +741,12 @@ def main(argv: list[str] | None = None) -> int:
         out_dir = args.out or HERE / "results"
         md = markdown(json.loads((out_dir / "workloads.json").read_text(encoding="utf-8")))
         (out_dir / "workloads.md").write_text(md, encoding="utf-8")
-        readme = args.readme or (README if out_dir.resolve() == (HERE / "results").resolve() else None)
+        checked_in = out_dir.resolve() == (HERE / "results").resolve()
+        readme = args.readme or (DOCS if checked_in else None)
         if readme:
             update_readme(Path(readme), md)
+        if checked_in:
+            update_headline(README, headline_markdown(json.loads((out_dir / "workloads.json").read_text(encoding="utf-8"))))
         sys.stdout.write(md)
         return 0
 
@@ -969,9 +1019,12 @@ def main(argv: list[str] | None = None) -> int:
     (out / "workloads.json").write_text(json.dumps(doc_out, indent=1, default=float) + "\n", encoding="utf-8")
     md = markdown(doc_out)
     (out / "workloads.md").write_text(md, encoding="utf-8")
-    readme = args.readme or (README if out.resolve() == results_dir.resolve() else None)
+    checked_in = out.resolve() == results_dir.resolve()
+    readme = args.readme or (DOCS if checked_in else None)
     if readme:
         update_readme(Path(readme), md)
+    if checked_in:
+        update_headline(README, headline_markdown(json.loads(json.dumps(doc_out, default=float))))
     sys.stdout.write(md)
     print(f"Finished in {wall / 60:.1f} min", file=sys.stderr)
     return 0

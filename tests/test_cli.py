@@ -23,7 +23,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_design_verbs_are_all_present() -> None:
-    # The verbs are a fixed contract (README, Commands).
+    # The verbs are a fixed contract (docs/cli.md).
     assert set(VERBS) == {"run", "crd", "plan", "simulate", "engine", "demo", "batch", "calibrate", "report", "render", "completion"}
 
 

@@ -1,4 +1,4 @@
-"""The conventions every ``llmscale`` verb keeps (llmscale.cli's docstring, README *Commands*):
+"""The conventions every ``llmscale`` verb keeps (llmscale.cli's docstring, docs/cli.md):
 ``-o/--output`` is a format, ``yaml`` wherever ``json`` is; exit status 2 for usage errors, 1 for
 runtime failures; a closed stdout ends the command quietly."""
 

@@ -67,7 +67,7 @@ def test_the_chat_sample_shows_the_command_probes_and_grace_period(capsys: pytes
     deploy = docs[-1]
     pod = deploy["spec"]["template"]["spec"]
     (engine,) = pod["containers"]
-    assert engine["args"][:2] == ["--model", "meta-llama/Llama-3.1-8B-Instruct"] and engine["command"]
+    assert engine["args"][0] == "meta-llama/Llama-3.1-8B-Instruct" and engine["command"] == ["vllm", "serve"]
     assert engine["startupProbe"] and engine["readinessProbe"]
     assert pod["terminationGracePeriodSeconds"] > 0
     assert pod["priorityClassName"] == "llmscale-interactive"

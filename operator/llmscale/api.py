@@ -256,7 +256,7 @@ class EngineSpec(_Model):
 
     type: Literal["vllm", "sglang", "mock"] = "vllm"
     """Engine: ``vllm``, ``sglang``, or ``mock`` (llmscale's mock GPU engine, which speaks vLLM)."""
-    image: str = Field(default="vllm/vllm-openai:v0.11.0", min_length=1)
+    image: str = Field(default="vllm/vllm-openai:v0.32.0", min_length=1)
     """Container image of the engine."""
     args: list[str] = Field(default_factory=list, max_length=128)
     """Extra command-line arguments appended to the engine's own."""

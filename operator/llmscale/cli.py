@@ -4,7 +4,7 @@ Each verb lives in ``llmscale.commands.<verb>`` and exposes ``add_arguments(pars
 ``main(args) -> int``. Modules are imported only when their verb runs, so ``llmscale plan`` does not
 pay for Kopf or the Kubernetes client.
 
-Conventions every verb keeps (README, *Commands*; tests/test_cli_conventions.py):
+Conventions every verb keeps (docs/cli.md; tests/test_cli_conventions.py):
 
 - ``-o/--output`` is the format of what goes to stdout (``table``, ``json``, ``yaml``), never a
   file (:mod:`llmscale.commands.output`).

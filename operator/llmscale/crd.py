@@ -456,7 +456,7 @@ def crd_yaml() -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Reference tables (docs/api.md, README)
+# Reference tables (docs/api.md)
 # --------------------------------------------------------------------------------------------
 
 _MAX_ENUM_LISTED = 12
@@ -564,10 +564,10 @@ def status_reference_markdown() -> str:
 
 
 _BLOCKS = {"spec-reference": spec_reference_markdown, "status-reference": status_reference_markdown}
-#: Generated blocks another tool owns, left as they are: ``benchmark`` (``benchmarks/workloads.py``
-#: writes the README's performance tables) and ``batch-day`` (``benchmarks/batch_day.py``, the batch
-#: table).
-_OTHER_GENERATORS = frozenset({"benchmark", "batch-day"})
+#: Generated blocks another tool owns, left as they are: ``benchmark`` and ``headline``
+#: (``benchmarks/workloads.py`` writes docs/benchmarks.md's performance tables and the README's
+#: summary of them) and ``batch-day`` (``benchmarks/batch_day.py``, the batch table).
+_OTHER_GENERATORS = frozenset({"benchmark", "headline", "batch-day"})
 _BLOCK_RE = re.compile(
     r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+)[^>]*-->\n)(?P<body>.*?)(<!-- END GENERATED: (?P=name) -->)",
     re.DOTALL,
@@ -579,7 +579,7 @@ def replace_generated_blocks(text: str) -> str:
 
     A block is the text between ``<!-- BEGIN GENERATED: spec-reference -->`` (or
     ``status-reference``) and ``<!-- END GENERATED: spec-reference -->``, each marker on its own line;
-    text outside the markers, and the blocks of other generators (``benchmark``, ``batch-day``), are left
+    text outside the markers, and the blocks of other generators (``benchmark``, ``headline``, ``batch-day``), are left
     as they are.
 
     Raises:

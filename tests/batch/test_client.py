@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tenacity import AsyncRetrying, RetryCallState
 
-from llmscale.batch.client import ClientSettings, backoff_s, endpoint_url, run_batch
+from llmscale.batch.client import BackoffWait, ClientSettings, _Retryable, endpoint_url, run_batch
 from llmscale.batch.progress import make_reporter
 from llmscale.batch.requests import BatchRequest
 from llmscale.batch.results import OutputError, ResultsFile
@@ -225,12 +226,35 @@ async def test_a_full_disk_stops_the_run(canned: Canned) -> None:
     assert len(canned.attempts) < 10  # it stopped at the first failed write
 
 
+def _failed_attempt(number: int, error: BaseException) -> RetryCallState:
+    state = RetryCallState(retry_object=AsyncRetrying(), fn=None, args=(), kwargs={})
+    state.attempt_number = number
+    state.set_exception((type(error), error, None))
+    return state
+
+
 def test_backoff_is_full_jitter_under_a_doubling_ceiling() -> None:
-    rng = random.Random(7)
+    random.seed(7)  # tenacity draws from the module's generator
+    wait = BackoffWait(1.0, 60.0)
     for attempt, ceiling in [(1, 1.0), (2, 2.0), (3, 4.0), (6, 32.0), (7, 60.0), (200, 60.0)]:
-        draws = [backoff_s(attempt, 1.0, 60.0, rng) for _ in range(300)]
+        draws = [wait(_failed_attempt(attempt, _Retryable("HTTP 503"))) for _ in range(300)]
         assert min(draws) >= 0 and max(draws) <= ceiling
         assert max(draws) > 0.8 * ceiling  # spread over the whole range, not bunched at the ceiling
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "low", "high"),
+    [
+        pytest.param(None, 0.0, 1.0, id="none: the jitter alone"),
+        pytest.param(5.0, 5.0, 5.0, id="a floor above the jitter"),
+        pytest.param(0.0, 0.0, 1.0, id="zero: the jitter"),
+        pytest.param(3600.0, 60.0, 60.0, id="capped at backoffMax"),
+    ],
+)
+def test_retry_after_is_a_floor_capped_at_the_most(retry_after: float | None, low: float, high: float) -> None:
+    wait = BackoffWait(1.0, 60.0)
+    draws = [wait(_failed_attempt(1, _Retryable("HTTP 429", retry_after))) for _ in range(100)]
+    assert low <= min(draws) and max(draws) <= high
 
 
 def test_endpoint_url() -> None:

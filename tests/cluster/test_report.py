@@ -53,18 +53,27 @@ def history() -> list[Series]:
     last3 = [t for t in times if t > NOW - 3 * DAY]
     out: list[Series] = []
 
-    def pool(name: str, ts: list[float], gpus: float, busy: float, kv: float, tps: float, good: float) -> None:
+    def pool(name: str, ts: list[float], gpus: float, busy: float, kv: float, tps: float, good: float,
+             upgraded_at: float = 0.0) -> None:
+        """``upgraded_at``: samples up to then carry 0.1.0's names for the busy and KV ratios (the
+        report reads them where the new names have no sample), later ones the new names."""
         labels = {"namespace": NS, "name": name, "pool": "interactive"}
-        # Busy share swings ±50 % of its mean over the day; whole days of hourly samples average it out.
-        swing = Series("llmscale_busy_share", labels, [(t, busy * (1 + 0.5 * math.sin(2 * math.pi * t / DAY)))
-                                                       for t in ts])
-        out.extend([gauge("llmscale_gpus", labels, ts, gpus), swing,
-                    gauge("llmscale_kv_cache_utilization_mean", labels, ts, kv),
+        for busy_name, kv_name, part in (
+            ("llmscale_busy_share", "llmscale_kv_cache_utilization_mean", [t for t in ts if t <= upgraded_at]),
+            ("llmscale_busy_ratio", "llmscale_kv_cache_utilization_ratio", [t for t in ts if t > upgraded_at]),
+        ):
+            if not part:
+                continue
+            # Busy share swings ±50 % of its mean over the day; whole days of hourly samples average it out.
+            out.append(Series(busy_name, labels, [(t, busy * (1 + 0.5 * math.sin(2 * math.pi * t / DAY)))
+                                                  for t in part]))
+            out.append(gauge(kv_name, labels, part, kv))
+        out.extend([gauge("llmscale_gpus", labels, ts, gpus),
                     gauge("llmscale_tokens_per_second", labels, ts, tps),
                     gauge("llmscale_goodput_tokens_per_second", labels, ts, good)])
 
-    pool("chat", times, 2, 0.6, 0.5, 1000, 950)
-    pool("support", times, 1, 0.05, 0.02, 20, 20)
+    pool("chat", times, 2, 0.6, 0.5, 1000, 950, upgraded_at=NOW - 10 * DAY)
+    pool("support", times, 1, 0.05, 0.02, 20, 20, upgraded_at=NOW)
     pool("embed", last3, 1, 0.3, 0.1, 100, 100)
     # Prompt tokens and finished requests: chat 2 requests/s of 1,000 prompt and 500 output tokens,
     # support 0.1/s of 400 and 200.

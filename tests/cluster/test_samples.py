@@ -136,8 +136,8 @@ def test_the_chat_sample_pod_carries_every_field_of_its_template(cluster: LocalC
         assert engine["resources"]["limits"] == {"memory": "64Gi", "nvidia.com/gpu": "1"}
         assert pod.metadata.labels["team"] == "assistants"
         # llmscale's own parts are still there, unchanged.
-        assert engine["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
-        assert engine["args"][:2] == ["--model", "meta-llama/Llama-3.1-8B-Instruct"]
+        assert engine["command"] == ["vllm", "serve"]
+        assert engine["args"][0] == "meta-llama/Llama-3.1-8B-Instruct"  # vllm serve's positional model
         assert engine["args"][-2:] == ["--enable-chunked-prefill", "--enable-prefix-caching"]
         assert engine["startupProbe"]["httpGet"]["path"] == "/health" and engine["readinessProbe"]
         assert pod.metadata.labels["llmscale.dev/pool"] == "interactive"

@@ -232,8 +232,8 @@ def test_vllm_command() -> None:
                "contextLimitTokens": 32768},
         resources={"gpusPerReplica": 4}, engine={"args": ["--max-num-seqs", "128"]},
     ))
-    assert command == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
-    assert args_of(argv, "--model") == "meta-llama/Llama-3.1-70B-Instruct"
+    assert command == ["vllm", "serve"]
+    assert argv[0] == "meta-llama/Llama-3.1-70B-Instruct" and "--model" not in argv  # vllm serve's positional
     assert args_of(argv, "--served-model-name") == "meta-llama/Llama-3.1-70B-Instruct"
     assert args_of(argv, "--max-model-len") == "32768"
     assert args_of(argv, "--tensor-parallel-size") == "4"
@@ -241,6 +241,25 @@ def test_vllm_command() -> None:
     assert args_of(argv, "--dtype") == "bfloat16"
     assert args_of(argv, "--port") == "8000"
     assert argv[-2:] == ["--max-num-seqs", "128"]  # the user's args come last (argparse: last wins)
+
+
+@pytest.mark.parametrize(
+    ("args", "weights", "rest"),
+    [
+        pytest.param([], "m", [], id="none: the served name"),
+        pytest.param(["--model", "/models/x"], "/models/x", [], id="--model PATH"),
+        pytest.param(["--model=/models/x", "--max-num-seqs", "8"], "/models/x", ["--max-num-seqs", "8"], id="--model="),
+        pytest.param(["--model", "/a", "--enforce-eager", "--model", "/b"], "/b", ["--enforce-eager"], id="last wins"),
+        pytest.param(["--model-impl", "vllm"], "m", ["--model-impl", "vllm"], id="--model-impl is another flag"),
+    ],
+)
+def test_vllm_model_from_the_args_becomes_the_positional(args: list[str], weights: str, rest: list[str]) -> None:
+    # vllm serve refuses a positional model beside --model (vllm/utils/argparse_utils.py), so a
+    # --model in spec.engine.args, the documented way to load weights from a path, moves there.
+    _, argv = engine_command(spec(model={"name": "m", "preset": "llama-3.1-8b"}, engine={"args": args}))
+    assert argv[0] == weights and "--model" not in argv and not any(a.startswith("--model=") for a in argv)
+    assert args_of(argv, "--served-model-name") == "m"
+    assert argv[len(argv) - len(rest):] == rest
 
 
 def test_vllm_fp8_weights_use_online_quantisation() -> None:
@@ -255,7 +274,7 @@ def test_sglang_command() -> None:
         engine={"type": "sglang", "image": "lmsysorg/sglang:v0.5.0", "port": 30000},
         resources={"gpusPerReplica": 2},
     ))
-    assert command == ["python3", "-m", "sglang.launch_server"]
+    assert command == ["sglang", "serve"]
     assert args_of(argv, "--model-path") == "Qwen/Qwen2.5-7B-Instruct"
     assert args_of(argv, "--context-length") == "8192"
     assert args_of(argv, "--tp-size") == "2"
@@ -602,3 +621,39 @@ def test_the_startup_probe_budget_is_settable(startup: int | None, cold: int, fa
     probe = container["startupProbe"]
     assert probe["failureThreshold"] == failures and probe["periodSeconds"] == 10
     assert progress_deadline_seconds(spec) == deadline
+
+
+def _sample_engines() -> list[tuple[str, dict[str, Any]]]:
+    import yaml
+    from tests.cluster.helpers import ROOT
+
+    out = []
+    for path in sorted((ROOT / "manifests" / "samples").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "LLMDeployment":
+                out.append((path.name, doc["spec"].get("engine", {})))
+    return out
+
+
+def _version(image: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in image.rsplit(":v", 1)[1].split("-")[0].split("."))
+
+
+def test_the_samples_run_current_engines() -> None:
+    # One vLLM version everywhere: every vLLM sample that names an image names the API's default
+    # (vLLM 0.32, the version the real-engine tests run); SGLang at least 0.5.23, whose `sglang
+    # serve` the operator starts.
+    from llmscale.api import EngineSpec
+
+    default = EngineSpec().image
+    assert _version(default) >= (0, 32, 0)
+    engines = _sample_engines()
+    assert {e.get("type", "vllm") for _, e in engines} >= {"vllm", "sglang"}
+    for name, engine in engines:
+        image = engine.get("image")
+        if image is None:
+            continue
+        if engine.get("type", "vllm") == "vllm":
+            assert image == default, name
+        elif engine["type"] == "sglang":
+            assert image.startswith("lmsysorg/sglang:") and _version(image) >= (0, 5, 23), name

@@ -70,7 +70,7 @@ def test_env_volumes_and_mounts_join_the_engine_container() -> None:
     assert engine["env"] == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]
     assert engine["volumeMounts"] == [{"name": "shm", "mountPath": "/dev/shm"}]
     assert pod["spec"]["volumes"] == [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
-    assert engine["args"][:2] == ["--model", "chat"], "the generated arguments stay"
+    assert engine["args"][:2] == ["chat", "--served-model-name"], "the generated arguments stay"
 
 
 def test_resources_merge_key_by_key_around_the_gpu() -> None:
@@ -131,7 +131,7 @@ def test_sidecars_and_init_containers_are_added() -> None:
     [
         pytest.param({"spec": {"containers": [{"name": "engine", "args": ["--model", "x"]}]}},
                      "spec.template.spec.containers[engine].args", "spec.engine.args", id="args"),
-        pytest.param({"spec": {"containers": [{"name": "engine", "command": ["vllm", "serve"]}]}},
+        pytest.param({"spec": {"containers": [{"name": "engine", "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"]}]}},
                      "spec.template.spec.containers[engine].command", "spec.model", id="command"),
         pytest.param({"spec": {"containers": [{"name": "engine", "image": "my/vllm:1"}]}},
                      "spec.template.spec.containers[engine].image", "spec.engine.image", id="image"),

@@ -1,41 +1,60 @@
-"""The README's performance tables are the ones the workloads benchmark last wrote, and its plots
-exist."""
+"""docs/benchmarks.md's performance tables are the ones the workloads benchmark last wrote, the
+README's headline table is their summary as benchmarks/workloads.py draws it, and the plots exist."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
+DOCS = ROOT / "docs" / "benchmarks.md"
 
 
-def test_readme_quotes_the_checked_in_benchmark_tables() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(
-        r"<!-- BEGIN GENERATED: benchmark[^>]*-->\n(.*?)<!-- END GENERATED: benchmark -->", readme, re.DOTALL
-    )
-    assert block, "README.md has no generated benchmark block"
+def _block(text: str, name: str) -> str:
+    block = re.search(rf"<!-- BEGIN GENERATED: {name}[^>]*-->\n(.*?)<!-- END GENERATED: {name} -->", text, re.DOTALL)
+    assert block, f"no generated {name} block"
+    return block.group(1).strip()
+
+
+def test_docs_quote_the_checked_in_benchmark_tables() -> None:
     table = (RESULTS / "workloads.md").read_text(encoding="utf-8").strip()
-    assert block.group(1).strip() == table, "Rerun `.venv/bin/python benchmarks/workloads.py`"
+    assert _block(DOCS.read_text(encoding="utf-8"), "benchmark") == table, (
+        "Rerun `.venv/bin/python benchmarks/workloads.py --render`"
+    )
+
+
+def test_readme_headline_is_drawn_from_the_checked_in_results() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import workloads
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    doc = json.loads((RESULTS / "workloads.json").read_text(encoding="utf-8"))
+    headline = workloads.headline_markdown(doc).strip()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert _block(readme, "headline") == headline, "Rerun `.venv/bin/python benchmarks/workloads.py --render`"
+    # One row per workload, and the command that redraws it is the one the README names.
+    assert len(headline.splitlines()) == 2 + len(doc["workloads"])
+    assert "`.venv/bin/python benchmarks/workloads.py --render`" in readme
 
 
 def test_the_checked_in_results_are_a_full_run_with_every_workload_and_plot() -> None:
     doc = json.loads((RESULTS / "workloads.json").read_text(encoding="utf-8"))
     assert doc["run"]["quick"] is False
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    docs = DOCS.read_text(encoding="utf-8")
     for entry in doc["workloads"]:
         key = entry["scenario"]["workload"]
         assert (RESULTS / f"{key}.png").exists()
         assert f"benchmarks/results/{key}.png" in readme
+        assert f"../benchmarks/results/{key}.png" in docs
 
 
-def test_readme_quotes_the_checked_in_batch_day_table() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(
-        r"<!-- BEGIN GENERATED: batch-day[^>]*-->\n(.*?)<!-- END GENERATED: batch-day -->", readme, re.DOTALL
+def test_docs_quote_the_checked_in_batch_day_table() -> None:
+    table = (RESULTS / "batch-day.md").read_text(encoding="utf-8").strip()
+    assert _block(DOCS.read_text(encoding="utf-8"), "batch-day") == table, (
+        "Rerun `.venv/bin/python benchmarks/batch_day.py`"
     )
-    assert block, "README.md has no generated batch-day block"
-    table = (ROOT / "benchmarks" / "results" / "batch-day.md").read_text(encoding="utf-8").strip()
-    assert block.group(1).strip() == table, "Rerun `.venv/bin/python benchmarks/batch_day.py`"

@@ -4,13 +4,13 @@
 session), writes each result to the :class:`~llmscale.batch.results.ResultsFile` as soon as it
 arrives, and retries what may succeed later:
 
-- **Retried**: connection errors (refused, reset, server disconnected), the request timeout,
-  HTTP 408, 429 and every 5xx. The wait before retry ``n`` (1, 2, …) is drawn uniformly from
-  ``[0, min(backoffMax, backoffBase × 2^(n−1))]``: exponential backoff with "full jitter"
-  (Marc Brooker, "Exponential Backoff And Jitter", AWS Architecture Blog, 2015), which spreads the
-  retries of many clients that failed together; a ``Retry-After`` of some seconds (429/503) is a
-  floor, capped at ``backoffMax``. After ``maxAttempts`` the request is left without a result: a
-  rerun tries it again.
+- **Retried** (by ``tenacity``): connection errors (refused, reset, server disconnected), the
+  request timeout, HTTP 408, 429 and every 5xx. The wait before retry ``n`` (1, 2, …) is drawn
+  uniformly from ``[0, min(backoffMax, backoffBase × 2^(n−1))]``: exponential backoff with "full
+  jitter" (tenacity's ``wait_random_exponential``; Marc Brooker, "Exponential Backoff And Jitter",
+  AWS Architecture Blog, 2015), which spreads the retries of many clients that failed together; a
+  ``Retry-After`` of some seconds (429/503) is a floor, capped at ``backoffMax``. After
+  ``maxAttempts`` the request is left without a result: a rerun tries it again.
 - **Not retried**: any other status (a 400 for a prompt over the context limit, a 404 for a
   wrong model) is the request's result, written with its status and body, as the OpenAI Batch API
   does.
@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -34,6 +33,14 @@ from typing import Any
 
 import aiohttp
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+from tenacity.wait import wait_base
 
 from llmscale.batch.progress import Reporter
 from llmscale.batch.requests import BatchRequest
@@ -41,10 +48,10 @@ from llmscale.batch.results import OutputError, ResultsFile, response_result
 
 __all__ = [
     "RETRY_STATUSES",
+    "BackoffWait",
     "BatchMetrics",
     "ClientSettings",
     "RunStats",
-    "backoff_s",
     "endpoint_url",
     "run_batch",
 ]
@@ -150,11 +157,32 @@ class BatchMetrics:
         self.retries = Counter("llmscale_batch_retries", "Attempts retried", registry=self.registry)
 
 
-def backoff_s(attempt: int, base_s: float, max_s: float, rng: random.Random) -> float:
-    """Return the wait before retry ``attempt`` (1, 2, …), seconds: full jitter,
-    ``uniform(0, min(max_s, base_s × 2^(attempt−1)))`` (module docstring: the source)."""
-    ceiling = min(max_s, base_s * 2.0 ** min(attempt - 1, 60))
-    return rng.uniform(0.0, ceiling)
+class _Retryable(Exception):
+    """An attempt that may succeed later: why it failed, and the server's ``Retry-After`` in seconds."""
+
+    def __init__(self, cause: str, retry_after_s: float | None = None) -> None:
+        super().__init__(cause)
+        self.retry_after_s = retry_after_s
+
+
+class _Stopped(Exception):
+    """The run was stopped while the request waited for its next attempt."""
+
+
+class BackoffWait(wait_base):
+    """Full jitter under a doubling ceiling (tenacity's ``wait_random_exponential``), with a
+    ``Retry-After`` of the failed attempt as a floor; both capped at ``max_s`` (seconds)."""
+
+    def __init__(self, base_s: float, max_s: float) -> None:
+        self.jitter = wait_random_exponential(multiplier=base_s, max=max_s)
+        self.max_s = max_s
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        delay = float(self.jitter(retry_state))
+        failed = retry_state.outcome.exception() if retry_state.outcome is not None else None
+        if isinstance(failed, _Retryable) and failed.retry_after_s is not None:
+            delay = max(delay, min(failed.retry_after_s, self.max_s))
+        return delay
 
 
 def endpoint_url(base: str, path: str) -> str:
@@ -192,7 +220,6 @@ class _Run:
     stats: RunStats
     reporter: Reporter
     stop: asyncio.Event
-    rng: random.Random
     metrics: BatchMetrics | None
     fatal: OutputError | None = None
     in_flight: int = 0
@@ -227,10 +254,10 @@ class _Run:
         """One request until it has a result (returned) or is left for a rerun (``None``)."""
         url = endpoint_url(self.settings.url, request.url)
         timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout_s)
-        attempt = 0
-        while True:
-            attempt += 1
-            retry_after: float | None = None
+
+        async def attempt() -> dict[str, Any]:
+            if self.stop.is_set():
+                raise _Stopped
             try:
                 async with session.post(url, json=request.body, timeout=timeout) as response:
                     raw = await response.read()
@@ -245,30 +272,45 @@ class _Run:
                         return response_result(
                             request.custom_id, status, request_id or f"batch-{uuid.uuid4().hex}", body
                         )
-                    cause = f"HTTP {status}"
-                    retry_after = _retry_after_s(response.headers.get("Retry-After"))
+                    raise _Retryable(f"HTTP {status}", _retry_after_s(response.headers.get("Retry-After")))
             except (aiohttp.ClientError, TimeoutError) as exc:  # connection, payload, redirect errors
-                cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if attempt >= self.settings.max_attempts:
-                self.stats.gave_up += 1
-                log.warning(
-                    "Gave up on batch request %s after %d attempts: %s; a rerun sends it again",
-                    request.custom_id,
-                    attempt,
-                    cause,
-                )
-                return None
-            delay = backoff_s(attempt, self.settings.backoff_base_s, self.settings.backoff_max_s, self.rng)
-            if retry_after is not None:
-                delay = max(delay, min(retry_after, self.settings.backoff_max_s))
+                raise _Retryable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+
+        async def sleep(delay: float) -> None:
+            # A stop cuts the wait short; the next attempt then raises _Stopped.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), delay)
+
+        def before_sleep(state: RetryCallState) -> None:
             self.stats.retries += 1
             if self.metrics is not None:
                 self.metrics.retries.inc()
-            log.debug("Retrying batch request %s in %.2f s: %s", request.custom_id, delay, cause)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop.wait(), delay)
-            if self.stop.is_set():
-                return None
+            log.debug("Retrying batch request %s in %.2f s: %s", request.custom_id,
+                      state.upcoming_sleep, _cause(state))
+
+        def give_up(state: RetryCallState) -> None:
+            self.stats.gave_up += 1
+            log.warning("Gave up on batch request %s after %d attempts: %s; a rerun sends it again",
+                        request.custom_id, state.attempt_number, _cause(state))
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_attempts),
+            wait=BackoffWait(self.settings.backoff_base_s, self.settings.backoff_max_s),
+            retry=retry_if_exception_type(_Retryable),
+            sleep=sleep,
+            before_sleep=before_sleep,
+            retry_error_callback=give_up,
+        )
+        try:
+            result: dict[str, Any] | None = await retrying(attempt)
+        except _Stopped:
+            return None
+        return result
+
+
+def _cause(state: RetryCallState) -> str:
+    failed = state.outcome.exception() if state.outcome is not None else None
+    return str(failed) if failed is not None else "unknown"
 
 
 async def run_batch(
@@ -278,7 +320,6 @@ async def run_batch(
     *,
     reporter: Reporter,
     stop: asyncio.Event | None = None,
-    rng: random.Random | None = None,
     metrics: BatchMetrics | None = None,
 ) -> RunStats:
     """Send every request of ``requests`` that has no result in ``results`` yet and write each
@@ -290,7 +331,6 @@ async def run_batch(
         settings: URL, concurrency, retry and stop settings.
         reporter: progress display.
         stop: set it to stop the run gracefully (the command sets it on SIGTERM and SIGINT).
-        rng: jitter source (seed it in tests).
         metrics: Prometheus metrics to update, if served.
 
     Returns:
@@ -306,7 +346,7 @@ async def run_batch(
     if metrics is not None:
         metrics.requests.set(stats.total)
         metrics.done.set(stats.already_done)
-    run = _Run(todo, results, settings, stats, reporter, stop, rng or random.Random(), metrics)
+    run = _Run(todo, results, settings, stats, reporter, stop, metrics)
     reporter.start(stats.total, stats.already_done)
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else None
     connector = aiohttp.TCPConnector(limit=settings.concurrency)

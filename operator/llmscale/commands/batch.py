@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import signal
 import sys
 from collections.abc import Callable
@@ -365,7 +364,7 @@ async def _serve(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, _stopper(stop, sig, stopped_by))
     return await run_batch(
-        requests, results, settings, reporter=reporter, stop=stop, rng=random.Random(), metrics=metrics
+        requests, results, settings, reporter=reporter, stop=stop, metrics=metrics
     )
 
 

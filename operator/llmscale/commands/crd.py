@@ -6,7 +6,7 @@ Examples::
     llmscale crd > crds/llmdeployments.llmscale.dev.yaml           # what `make crd` runs
     llmscale crd -o json | jq '.spec.versions[0].schema'
     llmscale crd --check crds/llmdeployments.llmscale.dev.yaml     # exit 1 when stale
-    llmscale crd --update-docs README.md                           # refresh the reference tables
+    llmscale crd --update-docs docs/api.md                         # refresh the reference tables
 
 Exit status: 0; 1 when ``--check`` finds a stale file or a Markdown file cannot be written; 2 when
 a file to check or update cannot be read, or names a generated block nobody generates. A Markdown

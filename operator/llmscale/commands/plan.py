@@ -1,7 +1,7 @@
 """``llmscale plan``: the capacity note of a model on a GPU, from the roofline model.
 
 ``-o table`` (default) prints it for people with rich; ``-o json`` and ``-o yaml`` print the
-:class:`~llmscale.planner.CapacityPlan` (keys documented in the README and ``docs/plan.md``). Exit
+:class:`~llmscale.planner.CapacityPlan` (keys documented in ``docs/cli.md`` and ``docs/plan.md``). Exit
 status 0 on success, 2 on a usage error (unknown preset, unreadable config, a value out of range)
 or when the model does not fit (the inputs cannot make a replica), 1 when stdout is closed.
 """

@@ -32,11 +32,15 @@ from llmscale.signals.drift import engine_names
 __all__ = ["add_arguments", "main", "render_html", "render_markdown"]
 
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
-#: ``Recorded.pools`` metric key → the operator's gauge.
+#: ``Recorded.pools`` metric key → the query of the operator's gauge. The two renamed in 0.2.0 read
+#: their deprecated name where the new one has no sample (history from before an upgrade), one
+#: series per pool.
 OPERATOR_SERIES = {
     "gpus": "llmscale_gpus",
-    "busy_share": "llmscale_busy_share",
-    "kv_mean": "llmscale_kv_cache_utilization_mean",
+    "busy_share": "max by (namespace, name, pool) (llmscale_busy_ratio)"
+                  " or max by (namespace, name, pool) (llmscale_busy_share)",
+    "kv_mean": "max by (namespace, name, pool) (llmscale_kv_cache_utilization_ratio)"
+               " or max by (namespace, name, pool) (llmscale_kv_cache_utilization_mean)",
     "tokens_per_second": "llmscale_tokens_per_second",
     "goodput_tokens_per_second": "llmscale_goodput_tokens_per_second",
 }

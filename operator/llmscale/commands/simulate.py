@@ -4,7 +4,7 @@ Reads an LLMDeployment manifest (the file a user applies) and a trace — the Az
 trace CSV or the Mooncake JSONL, by default the Azure LLM inference trace 2023 that ships with the
 package (:mod:`llmscale.data`) — optionally shapes a day or a week from it, calibrates one
 replica's capacity at the spec's SLO, runs the chosen policies and prints a table, JSON or YAML
-(keys in the README).
+(keys in docs/cli.md).
 """
 
 from __future__ import annotations

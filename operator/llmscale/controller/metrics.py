@@ -12,13 +12,28 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["LATENCIES", "SIGNALS", "OperatorMetrics"]
+__all__ = ["DEPRECATED_ALIASES", "LATENCIES", "SIGNALS", "OperatorMetrics"]
 
-#: Values of the ``signal`` label of ``llmscale_signal`` and ``llmscale_signal_target``.
+#: Values of the ``signal`` label of the deprecated ``llmscale_signal`` and ``llmscale_signal_target``.
 SIGNALS: tuple[str, ...] = ("queue_depth", "kv_cache_utilization", "preemption_rate", "ttft_p95_seconds",
                             "itl_p95_seconds")
-#: Values of the ``latency`` label of ``llmscale_slo_target_seconds``.
+#: Values of the ``latency`` label of ``llmscale_slo_target_seconds`` and ``llmscale_signal_latency_p95_seconds``.
 LATENCIES: tuple[str, ...] = ("ttft", "itl")
+#: Names 0.1.0 exported, still exported beside their successors for one release (removed in 0.3.0):
+#: old name (and label selector) -> the new name. The Prometheus naming guide wants one unit per
+#: metric, named by a suffix: ``llmscale_signal`` carried requests, a ratio, a rate and seconds.
+DEPRECATED_ALIASES: dict[str, str] = {
+    'llmscale_signal{signal="queue_depth"}': "llmscale_signal_queue_depth_requests",
+    'llmscale_signal{signal="kv_cache_utilization"}': "llmscale_signal_kv_cache_utilization_ratio",
+    'llmscale_signal{signal="preemption_rate"}': "llmscale_signal_preemptions_per_second",
+    'llmscale_signal{signal="ttft_p95_seconds"}': 'llmscale_signal_latency_p95_seconds{latency="ttft"}',
+    'llmscale_signal{signal="itl_p95_seconds"}': 'llmscale_signal_latency_p95_seconds{latency="itl"}',
+    'llmscale_signal_target{signal="queue_depth"}': "llmscale_signal_target_queue_depth_requests",
+    'llmscale_signal_target{signal="kv_cache_utilization"}': "llmscale_signal_target_kv_cache_utilization_ratio",
+    'llmscale_signal_target{signal="preemption_rate"}': "llmscale_signal_target_preemptions_per_second",
+    "llmscale_busy_share": "llmscale_busy_ratio",
+    "llmscale_kv_cache_utilization_mean": "llmscale_kv_cache_utilization_ratio",
+}
 
 
 class OperatorMetrics:
@@ -34,9 +49,14 @@ class OperatorMetrics:
       last clamp that bit (the dashboard's scale events with reasons).
     - ``llmscale_desired_replicas`` / ``llmscale_ready_replicas`` / ``llmscale_starting_replicas`` /
       ``llmscale_headroom_replicas`` / ``llmscale_max_replicas`` ``{namespace, name, pool}``.
-    - ``llmscale_signal{namespace, name, signal}``: the newest snapshot of the interactive pool as
-      the policy saw it (absent while unknown); ``llmscale_signal_target{namespace, name, signal}``:
-      the per-replica target of each leading signal (``spec.scaling.targets``; KV cache as derived).
+    - The newest snapshot of the interactive pool as the policy saw it, one metric per unit
+      (absent while unknown), ``{namespace, name}``: ``llmscale_signal_queue_depth_requests``
+      (waiting requests, summed over ready replicas), ``llmscale_signal_kv_cache_utilization_ratio``
+      (0–1), ``llmscale_signal_preemptions_per_second`` and
+      ``llmscale_signal_latency_p95_seconds{latency}`` (``ttft``, ``itl``).
+    - The per-replica target of each leading signal (``spec.scaling.targets``; KV cache as derived):
+      ``llmscale_signal_target_queue_depth_requests``, ``llmscale_signal_target_kv_cache_utilization_ratio``,
+      ``llmscale_signal_target_preemptions_per_second``.
     - ``llmscale_slo_target_seconds{namespace, name, latency}``: ``spec.slo`` (``ttft``, ``itl``).
     - ``llmscale_metrics_available{namespace, name}``: 1 while the MetricsAvailable condition is
       True; ``llmscale_signal_age_seconds{namespace, name}``: the snapshot's age at the tick.
@@ -51,7 +71,8 @@ class OperatorMetrics:
     - ``llmscale_gpus``: GPUs held now; ``llmscale_gpu_hours{window}``: ``24h`` or ``total``
       (since creation).
     - ``llmscale_usd_per_million_tokens``: last 24 hours.
-    - ``llmscale_busy_share`` / ``llmscale_kv_cache_utilization_mean``: last hour, 0–1.
+    - ``llmscale_busy_ratio`` (share of reporting pods with a running request) /
+      ``llmscale_kv_cache_utilization_ratio`` (mean): last hour, 0–1.
     - ``llmscale_cold_start_p90_seconds``: measured, pod creation to Ready.
     - ``llmscale_engine_spec_hash{namespace, name}``: a 48-bit digest of ``spec.engine`` type, image
       and args; it changes when the engine is upgraded (the drift group's upgrade check).
@@ -73,6 +94,11 @@ class OperatorMetrics:
     ``kube_deployment_spec_replicas``).
     - ``llmscale_last_tick_timestamp_seconds``: when a tick last finished (the not-ticking alert).
     - ``llmscale_status_writes_total``: status patches the ticks asked for.
+
+    Deprecated, exported beside their successors until 0.3.0 (:data:`DEPRECATED_ALIASES`):
+    ``llmscale_signal{signal}``, ``llmscale_signal_target{signal}``, ``llmscale_busy_share``,
+    ``llmscale_kv_cache_utilization_mean``. Set them through :meth:`set_signals`,
+    :meth:`set_signal_targets` and :meth:`set_usage`, which write both.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -100,9 +126,27 @@ class OperatorMetrics:
                               pool, registry=r)
         self.max_replicas = Gauge("llmscale_max_replicas", "spec.replicas.max (interactive) or the batch pool's most",
                                   pool, registry=r)
-        self.signal = Gauge("llmscale_signal", "The interactive pool's signals as the policy saw them",
+        self.queue_depth = Gauge("llmscale_signal_queue_depth_requests",
+                                 "Requests waiting in the interactive pool's engines, as the policy saw them", obj,
+                                 registry=r)
+        self.kv_cache = Gauge("llmscale_signal_kv_cache_utilization_ratio",
+                              "Mean KV-cache utilisation of the interactive pool's ready replicas, 0-1", obj, registry=r)
+        self.preemptions = Gauge("llmscale_signal_preemptions_per_second",
+                                 "Preemptions per second in the interactive pool", obj, registry=r)
+        self.latency_p95 = Gauge("llmscale_signal_latency_p95_seconds",
+                                 "p95 TTFT and ITL of the interactive pool as the policy saw them, seconds",
+                                 [*obj, "latency"], registry=r)
+        self.target_queue_depth = Gauge("llmscale_signal_target_queue_depth_requests",
+                                        "spec.scaling.targets.queueDepthPerReplica: waiting requests per replica",
+                                        obj, registry=r)
+        self.target_kv_cache = Gauge("llmscale_signal_target_kv_cache_utilization_ratio",
+                                     "KV-cache utilisation target (set, or derived), 0-1", obj, registry=r)
+        self.target_preemptions = Gauge("llmscale_signal_target_preemptions_per_second",
+                                        "spec.scaling.targets.preemptionsPerSecondPerReplica", obj, registry=r)
+        self.signal = Gauge("llmscale_signal", "Deprecated (removed in 0.3.0): the llmscale_signal_* metrics",
                             [*obj, "signal"], registry=r)
-        self.signal_target = Gauge("llmscale_signal_target", "Per-replica target of each leading signal",
+        self.signal_target = Gauge("llmscale_signal_target",
+                                   "Deprecated (removed in 0.3.0): the llmscale_signal_target_* metrics",
                                    [*obj, "signal"], registry=r)
         self.slo_target = Gauge("llmscale_slo_target_seconds", "spec.slo: p95 TTFT and ITL targets, seconds",
                                 [*obj, "latency"], registry=r)
@@ -122,10 +166,15 @@ class OperatorMetrics:
                                [*pool, "window"], registry=r)
         self.usd_per_mtok = Gauge("llmscale_usd_per_million_tokens", "USD of GPU time per million tokens, last 24 h",
                                   pool, registry=r)
-        self.busy_share = Gauge("llmscale_busy_share", "Share of reporting pods with a running request, last hour",
-                                pool, registry=r)
-        self.kv_mean = Gauge("llmscale_kv_cache_utilization_mean", "Mean KV-cache utilisation, last hour",
+        self.busy = Gauge("llmscale_busy_ratio", "Share of reporting pods with a running request, last hour, 0-1",
+                          pool, registry=r)
+        self.kv_mean = Gauge("llmscale_kv_cache_utilization_ratio", "Mean KV-cache utilisation, last hour, 0-1",
                              pool, registry=r)
+        self.busy_share = Gauge("llmscale_busy_share", "Deprecated (removed in 0.3.0): llmscale_busy_ratio",
+                                pool, registry=r)
+        self.kv_mean_deprecated = Gauge("llmscale_kv_cache_utilization_mean",
+                                        "Deprecated (removed in 0.3.0): llmscale_kv_cache_utilization_ratio",
+                                        pool, registry=r)
         self.cold_start = Gauge("llmscale_cold_start_p90_seconds", "Measured cold start, P90 of recent starts",
                                 pool, registry=r)
         self.signal_errors = Counter(
@@ -154,14 +203,56 @@ class OperatorMetrics:
         self.last_tick = Gauge("llmscale_last_tick_timestamp_seconds", "When a tick last finished", registry=r)
         self.status_writes = Counter("llmscale_status_writes", "Status patches the ticks asked for", registry=r)
 
+    def set_signals(self, namespace: str, name: str, *, queue_depth: float | None, kv_cache_utilization: float | None,
+                    preemption_rate: float | None, ttft_p95_s: float | None, itl_p95_s: float | None) -> None:
+        """Export the interactive pool's snapshot (``None``: unknown, the series is dropped), under the
+        unit-suffixed names and the deprecated ``llmscale_signal{signal}``."""
+        obj = (namespace, name)
+        for gauge, labels, old, value in (
+            (self.queue_depth, obj, "queue_depth", queue_depth),
+            (self.kv_cache, obj, "kv_cache_utilization", kv_cache_utilization),
+            (self.preemptions, obj, "preemption_rate", preemption_rate),
+            (self.latency_p95, (*obj, "ttft"), "ttft_p95_seconds", ttft_p95_s),
+            (self.latency_p95, (*obj, "itl"), "itl_p95_seconds", itl_p95_s),
+        ):
+            _set(gauge, labels, value)
+            _set(self.signal, (*obj, old), value)
+
+    def set_signal_targets(self, namespace: str, name: str, *, queue_depth: float, kv_cache_utilization: float,
+                           preemption_rate: float) -> None:
+        """Export the per-replica targets of the leading signals (and the deprecated ``llmscale_signal_target``)."""
+        obj = (namespace, name)
+        for gauge, old, value in ((self.target_queue_depth, "queue_depth", queue_depth),
+                                  (self.target_kv_cache, "kv_cache_utilization", kv_cache_utilization),
+                                  (self.target_preemptions, "preemption_rate", preemption_rate)):
+            gauge.labels(*obj).set(value)
+            self.signal_target.labels(*obj, old).set(value)
+
+    def set_usage(self, labels: tuple[str, str, str], *, busy: float | None, kv_cache_mean: float | None) -> None:
+        """Export a pool's last-hour busy and KV-cache ratios (and their deprecated names)."""
+        for gauge, value in ((self.busy, busy), (self.busy_share, busy), (self.kv_mean, kv_cache_mean),
+                             (self.kv_mean_deprecated, kv_cache_mean)):
+            _set(gauge, labels, value)
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop every per-object series of a deleted LLMDeployment."""
         for family in (self.desired, self.ready, self.starting, self.headroom, self.max_replicas, self.signal,
-                       self.signal_target, self.slo_target, self.metrics_available, self.signal_age,
+                       self.signal_target, self.queue_depth, self.kv_cache, self.preemptions, self.latency_p95,
+                       self.target_queue_depth, self.target_kv_cache, self.target_preemptions,
+                       self.slo_target, self.metrics_available, self.signal_age,
                        self.slo_minutes, self.slo_attainment, self.goodput, self.tokens, self.gpus, self.gpu_hours,
-                       self.usd_per_mtok, self.busy_share, self.kv_mean, self.cold_start, self.signal_errors,
-                       self.scales, self.placeholders, self.engine_spec):
+                       self.usd_per_mtok, self.busy, self.kv_mean, self.busy_share, self.kv_mean_deprecated,
+                       self.cold_start, self.signal_errors, self.scales, self.placeholders, self.engine_spec):
             _drop(family, namespace, name)
+
+
+def _set(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> None:
+    """Set a labelled gauge, or drop its series while the value is unknown."""
+    if value is None:
+        with contextlib.suppress(KeyError):
+            gauge.remove(*labels)
+    else:
+        gauge.labels(*labels).set(value)
 
 
 def _drop(family: Gauge | Counter, namespace: str, name: str) -> None:

@@ -119,21 +119,48 @@ _VLLM_DTYPE = {"bf16": "bfloat16", "fp16": "float16"}
 _SGLANG_KV = {"fp8": "fp8_e4m3"}
 
 
+#: The engines' current entry points (``engine_command``).
+VLLM_COMMAND = ("vllm", "serve")
+SGLANG_COMMAND = ("sglang", "serve")
+
+
+def _vllm_weights(name: str, args: list[str]) -> tuple[str, list[str]]:
+    """``vllm serve``'s positional model: the last ``--model PATH`` (or ``--model=PATH``) of the
+    spec's args, removed from them, else ``name``."""
+    weights, rest, i = name, [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--model" and i + 1 < len(args):
+            weights, i = args[i + 1], i + 2
+            continue
+        if arg.startswith("--model="):
+            weights = arg.removeprefix("--model=")
+        else:
+            rest.append(arg)
+        i += 1
+    return weights, rest
+
+
 def engine_command(spec: LLMDeploymentSpec) -> tuple[list[str], list[str]]:
     """Return ``(command, args)`` of the engine container for ``spec.engine.type``.
 
     ``spec.model.name`` is both the weights to load and the served name. To load weights from a
     path, append ``--model PATH`` (vLLM, mock) or ``--model-path PATH`` (SGLang) to
-    ``spec.engine.args``: the engines parse arguments with argparse, where the last occurrence wins.
+    ``spec.engine.args``: SGLang and the mock parse arguments with argparse, where the last
+    occurrence wins; for vLLM the last ``--model`` of the args becomes ``vllm serve``'s positional
+    model and leaves the args (``vllm serve`` refuses a positional model beside ``--model``).
 
-    - ``vllm``: ``python3 -m vllm.entrypoints.openai.api_server`` (vLLM's OpenAI server module,
-      present in every ``vllm/vllm-openai`` image) with ``--model``, ``--served-model-name``,
-      ``--max-model-len``, ``--tensor-parallel-size``, ``--kv-cache-dtype`` (``auto`` keeps the
-      weight type, ``fp8``), ``--dtype`` or ``--quantization fp8``, ``--port``.
-    - ``sglang``: ``python3 -m sglang.launch_server`` with ``--model-path``, ``--served-model-name``,
-      ``--context-length``, ``--tp-size``, ``--kv-cache-dtype`` (``auto``/``fp8_e4m3``),
-      ``--host 0.0.0.0`` (SGLang binds 127.0.0.1 by default), ``--port`` and ``--enable-metrics``
-      (SGLang exports no Prometheus metrics without it). Source: SGLang ``server_args.py``.
+    - ``vllm``: ``vllm serve <model>`` (the entry point of every ``vllm/vllm-openai`` image since
+      vLLM 0.5; ``python3 -m vllm.entrypoints.openai.api_server`` warns that it is deprecated) with
+      ``--served-model-name``, ``--max-model-len``, ``--tensor-parallel-size``, ``--kv-cache-dtype``
+      (``auto`` keeps the weight type, ``fp8``), ``--dtype`` or ``--quantization fp8``, ``--port``.
+      Source: vLLM ``vllm/entrypoints/cli/serve.py`` and ``vllm/utils/argparse_utils.py`` (0.32).
+    - ``sglang``: ``sglang serve`` (the ``sglang`` console script; ``python3 -m
+      sglang.launch_server`` warns that ``sglang serve`` is the recommended entry point) with
+      ``--model-path``, ``--served-model-name``, ``--context-length``, ``--tp-size``,
+      ``--kv-cache-dtype`` (``auto``/``fp8_e4m3``), ``--host 0.0.0.0`` (SGLang binds 127.0.0.1 by
+      default), ``--port`` and ``--enable-metrics`` (SGLang exports no Prometheus metrics without
+      it). Source: SGLang 0.5.23 ``sglang/cli/serve.py``, ``sglang/srt/arg_groups/fields/``.
     - ``mock``: ``llmscale engine --model <preset> --gpu <gpu preset> --port <port>
       --cold-start-seconds <headroom.coldStartSeconds>`` plus the served name, GPUs, context
       limit, dtypes, metric names (``legacy`` for the ``vllm-legacy`` profile) and
@@ -149,8 +176,9 @@ def engine_command(spec: LLMDeploymentSpec) -> tuple[list[str], list[str]]:
     port = str(engine.port)
     extra = list(engine.args)
     if engine.type == "vllm":
+        weights, extra = _vllm_weights(model.name, extra)
         args = [
-            "--model", model.name,
+            weights,
             "--served-model-name", model.name,
             "--max-model-len", str(model.context_limit_tokens),
             "--tensor-parallel-size", str(spec.resources.gpus_per_replica),
@@ -161,7 +189,7 @@ def engine_command(spec: LLMDeploymentSpec) -> tuple[list[str], list[str]]:
         else:
             args += ["--dtype", _VLLM_DTYPE[model.weight_dtype]]
         args += ["--port", port]
-        return ["python3", "-m", "vllm.entrypoints.openai.api_server"], args + extra
+        return list(VLLM_COMMAND), args + extra
     if engine.type == "sglang":
         args = [
             "--model-path", model.name,
@@ -175,7 +203,7 @@ def engine_command(spec: LLMDeploymentSpec) -> tuple[list[str], list[str]]:
         else:
             args += ["--dtype", _VLLM_DTYPE[model.weight_dtype]]
         args += ["--host", "0.0.0.0", "--port", port, "--enable-metrics"]
-        return ["python3", "-m", "sglang.launch_server"], args + extra
+        return list(SGLANG_COMMAND), args + extra
     if model.preset is None:
         raise UnsupportedSpecError(
             "spec.engine.type mock needs spec.model.preset: the mock engine simulates presets only"

@@ -129,19 +129,15 @@ def record_metrics(
     metrics.max_replicas.labels(*obj, INTERACTIVE).set(spec.replicas.max)
     if spec.batch is not None:
         metrics.max_replicas.labels(*obj, BATCH).set(spec.batch.most_replicas())
-    values = {
-        "queue_depth": snapshot.queue_depth,
-        "kv_cache_utilization": snapshot.kv_cache_utilization,
-        "preemption_rate": snapshot.preemption_rate,
-        "ttft_p95_seconds": snapshot.ttft_p95_s,
-        "itl_p95_seconds": snapshot.itl_p95_s,
-    }
-    for signal, value in values.items():
-        _set(metrics.signal, (*obj, signal), value)
+    metrics.set_signals(
+        namespace, name, queue_depth=snapshot.queue_depth, kv_cache_utilization=snapshot.kv_cache_utilization,
+        preemption_rate=snapshot.preemption_rate, ttft_p95_s=snapshot.ttft_p95_s, itl_p95_s=snapshot.itl_p95_s,
+    )
     targets = spec.scaling.targets
-    metrics.signal_target.labels(*obj, "queue_depth").set(targets.queue_depth_per_replica)
-    metrics.signal_target.labels(*obj, "kv_cache_utilization").set(kv_cache_target(spec)[0])
-    metrics.signal_target.labels(*obj, "preemption_rate").set(targets.preemptions_per_second_per_replica)
+    metrics.set_signal_targets(
+        namespace, name, queue_depth=targets.queue_depth_per_replica,
+        kv_cache_utilization=kv_cache_target(spec)[0], preemption_rate=targets.preemptions_per_second_per_replica,
+    )
     metrics.slo_target.labels(*obj, "ttft").set(spec.slo.ttft_p95_seconds)
     metrics.slo_target.labels(*obj, "itl").set(spec.slo.itl_p95_seconds)
     metrics.metrics_available.labels(*obj).set(1.0 if decision.metrics_available.status == "True" else 0.0)
@@ -163,6 +159,5 @@ def record_metrics(
         _set(metrics.gpu_hours, (*labels, "24h"), figures.gpu_hours_24h)
         _set(metrics.gpu_hours, (*labels, "total"), figures.gpu_hours_since_creation)
         _set(metrics.usd_per_mtok, labels, figures.usd_per_million_tokens)
-        _set(metrics.busy_share, labels, figures.busy_share)
-        _set(metrics.kv_mean, labels, figures.kv_cache_utilization_mean)
+        metrics.set_usage(labels, busy=figures.busy_share, kv_cache_mean=figures.kv_cache_utilization_mean)
         _set(metrics.cold_start, labels, figures.cold_start_p90_seconds)

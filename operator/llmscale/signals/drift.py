@@ -12,7 +12,7 @@ ratio of two near-zero numbers does not page:
 - **Preemptions per request creeping up**: preempted (SGLang: retracted) over finished requests
   this week above :data:`PREEMPTION_GROWTH` times last week's and above
   :data:`PREEMPTIONS_PER_REQUEST_FLOOR`.
-- **Utilisation sliding**: the mean of ``llmscale_busy_share`` (share of pods with a running
+- **Utilisation sliding**: the mean of ``llmscale_busy_ratio`` (share of pods with a running
   request) this week below :data:`UTILISATION_KEPT` of last week's, last week's above 0.1.
 - **$/M tokens rising at constant traffic**: the mean of ``llmscale_usd_per_million_tokens`` this
   week above :data:`COST_GROWTH` times last week's while tokens/s moved less than
@@ -113,7 +113,7 @@ def drift_group(runbook_url: str) -> dict[str, Any]:
     """The ``llmscale.drift`` rule group; ``runbook_url`` is docs/runbooks.md's address."""
     hit_now, hit_before = (_ratio("prefix_cache_hits_total", "prefix_cache_queries_total", o) for o in ("", WEEK))
     pre_now, pre_before = (_ratio("preemptions_total", "requests_total", o) for o in ("", WEEK))
-    busy = 'llmscale_busy_share{pool="interactive"}'
+    busy = 'llmscale_busy_ratio{pool="interactive"}'
     cost, tokens = "llmscale_usd_per_million_tokens", "llmscale_tokens_per_second"
     per_replica = ('(llmscale_goodput_tokens_per_second{pool="interactive"}\n'
                    ' / on (namespace, name, pool) clamp_min(llmscale_ready_replicas{pool="interactive"}, 1))')

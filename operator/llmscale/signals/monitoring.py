@@ -107,8 +107,8 @@ def dashboard_panels(profile: MetricProfile, labels: SelectorLabels = DEFAULT_LA
 
     ready = f'clamp_min(llmscale_ready_replicas{{{_obj("interactive")}}}, 1)'
 
-    def per_replica(signal: str) -> str:
-        return f'llmscale_signal{{{_obj(signal=signal)}}} / on (namespace, name) {ready}'
+    def per_replica(metric: str) -> str:
+        return f'{metric}{{{_obj()}}} / on (namespace, name) {ready}'
 
     return [
         Panel("Demand and replicas", "Replicas the operator set, Ready, in their cold start, the warm headroom "
@@ -123,18 +123,18 @@ def dashboard_panels(profile: MetricProfile, labels: SelectorLabels = DEFAULT_LA
               )),
         Panel("Queue depth per ready replica", "Requests waiting per Ready replica against "
               "spec.scaling.targets.queueDepthPerReplica.", "short", (
-                  Target(per_replica("queue_depth"), "queue per replica"),
-                  Target(f'llmscale_signal_target{{{_obj(signal="queue_depth")}}}', "target"),
+                  Target(per_replica("llmscale_signal_queue_depth_requests"), "queue per replica"),
+                  Target(f'llmscale_signal_target_queue_depth_requests{{{_obj()}}}', "target"),
               )),
         Panel("KV-cache utilisation", "Mean KV-cache use of the Ready replicas against its target (set, or "
               "derived from the performance model and the ITL SLO).", "percentunit", (
-                  Target(f'llmscale_signal{{{_obj(signal="kv_cache_utilization")}}}', "KV cache"),
-                  Target(f'llmscale_signal_target{{{_obj(signal="kv_cache_utilization")}}}', "target"),
+                  Target(f'llmscale_signal_kv_cache_utilization_ratio{{{_obj()}}}', "KV cache"),
+                  Target(f'llmscale_signal_target_kv_cache_utilization_ratio{{{_obj()}}}', "target"),
               )),
         Panel("Preemptions per ready replica", "Preemptions per second per Ready replica against "
               "spec.scaling.targets.preemptionsPerSecondPerReplica.", "ops", (
-                  Target(per_replica("preemption_rate"), "preemptions/s per replica"),
-                  Target(f'llmscale_signal_target{{{_obj(signal="preemption_rate")}}}', "target"),
+                  Target(per_replica("llmscale_signal_preemptions_per_second"), "preemptions/s per replica"),
+                  Target(f'llmscale_signal_target_preemptions_per_second{{{_obj()}}}', "target"),
               )),
         Panel("TTFT p95 against the SLO", "Time to first token at p95 from the engines' histogram.", "s", (
             Target(p95(profile.ttft_histogram), "TTFT p95"),
@@ -164,8 +164,8 @@ def dashboard_panels(profile: MetricProfile, labels: SelectorLabels = DEFAULT_LA
               )),
         Panel("Utilisation", "Share of reporting pods with a running request, and their mean KV-cache use, "
               "last hour.", "percentunit", (
-                  Target(f'llmscale_busy_share{{{_obj()}}}', "{{pool}} busy"),
-                  Target(f'llmscale_kv_cache_utilization_mean{{{_obj()}}}', "{{pool}} KV mean"),
+                  Target(f'llmscale_busy_ratio{{{_obj()}}}', "{{pool}} busy"),
+                  Target(f'llmscale_kv_cache_utilization_ratio{{{_obj()}}}', "{{pool}} KV mean"),
               )),
         Panel("Measured cold start", "Pod creation to Ready, P90 of the recent starts.", "s", (
             Target(f'llmscale_cold_start_p90_seconds{{{_obj()}}}', "{{pool}} P90"),
@@ -192,13 +192,13 @@ def fleet_panels() -> list[Panel]:
               "short", (Target(f"{by} (llmscale_gpus)", who),)),
         Panel("Busy share", "Share of each deployment's pods with a running request (last hour), weighted by "
               "its pools' GPUs; the fleet's in bold.", "percentunit", (
-                  Target(f"{by} (llmscale_busy_share * on (namespace, name, pool) llmscale_gpus)\n"
+                  Target(f"{by} (llmscale_busy_ratio * on (namespace, name, pool) llmscale_gpus)\n"
                          f"/ {by} (llmscale_gpus > 0)", who),
-                  Target("sum(llmscale_busy_share * on (namespace, name, pool) llmscale_gpus) / sum(llmscale_gpus > 0)",
+                  Target("sum(llmscale_busy_ratio * on (namespace, name, pool) llmscale_gpus) / sum(llmscale_gpus > 0)",
                          "fleet"),
               )),
         Panel("KV-cache use", "Mean KV-cache use of each deployment's interactive pool, last hour.", "percentunit", (
-            Target('llmscale_kv_cache_utilization_mean{pool="interactive"}', who),
+            Target('llmscale_kv_cache_utilization_ratio{pool="interactive"}', who),
         )),
         Panel("Cost per million tokens", "USD of GPU time per million tokens generated, last 24 hours, per pool.",
               "currencyUSD", (Target("llmscale_usd_per_million_tokens", "{{namespace}}/{{name}} {{pool}}"),)),
@@ -210,7 +210,7 @@ def fleet_panels() -> list[Panel]:
         Panel("The fleet over the range", "Per deployment over the dashboard's range: GPU-hours (mean GPUs × "
               "hours), mean busy share, mean $/M tokens.", "short", (
                   Target(f"{by} (avg_over_time(llmscale_gpus[$__range])) * $__range_s / 3600", "GPU-hours"),
-                  Target('avg_over_time(llmscale_busy_share{pool="interactive"}[$__range])', "busy share"),
+                  Target('avg_over_time(llmscale_busy_ratio{pool="interactive"}[$__range])', "busy share"),
                   Target('avg_over_time(llmscale_usd_per_million_tokens{pool="interactive"}[$__range])',
                          "$/M tokens"),
               ), kind="table"),
@@ -258,14 +258,14 @@ def alert_groups() -> list[dict[str, Any]]:
         ))
     ready = 'clamp_min(llmscale_ready_replicas{pool="interactive"}, 1)'
 
-    def per_replica(signal: str) -> str:
-        return f'(llmscale_signal{{signal="{signal}"}} / on (namespace, name) {ready})'
+    def per_replica(metric: str) -> str:
+        return f'({metric} / on (namespace, name) {ready})'
     scaling = [
         _alert(
             "LLMScaleStuckAtMax",
             'llmscale_desired_replicas{pool="interactive"} >= on (namespace, name, pool) llmscale_max_replicas\n'
-            'and on (namespace, name)\n(deriv(llmscale_signal{signal="queue_depth"}[10m]) > 0)\n'
-            'and on (namespace, name)\n(llmscale_signal{signal="queue_depth"} > 0)',
+            'and on (namespace, name)\n(deriv(llmscale_signal_queue_depth_requests[10m]) > 0)\n'
+            'and on (namespace, name)\n(llmscale_signal_queue_depth_requests > 0)',
             "10m", "warning",
             f"{_WHO} is at spec.replicas.max while its queue grows",
             "The pool has been at its maximum for 10 minutes and requests keep piling up: the SLO will be "
@@ -288,8 +288,8 @@ def alert_groups() -> list[dict[str, Any]]:
         ),
         _alert(
             "LLMScalePreemptionStorm",
-            per_replica("preemption_rate")
-            + ' > on (namespace, name) 5 * llmscale_signal_target{signal="preemption_rate"}',
+            per_replica("llmscale_signal_preemptions_per_second")
+            + " > on (namespace, name) 5 * llmscale_signal_target_preemptions_per_second",
             "5m", "warning",
             f"{_WHO} preempts requests at over 5× its target per replica",
             "The KV cache runs out and the engines recompute evicted requests, which wastes GPU time and "
@@ -297,11 +297,12 @@ def alert_groups() -> list[dict[str, Any]]:
         ),
         _alert(
             "LLMScalePrefillInterference",
-            'llmscale_signal{signal="itl_p95_seconds"} > on (namespace, name) llmscale_slo_target_seconds{latency="itl"}\n'
-            'and on (namespace, name)\nllmscale_signal{signal="kv_cache_utilization"} < on (namespace, name) '
-            'llmscale_signal_target{signal="kv_cache_utilization"}\n'
-            "and on (namespace, name)\n" + per_replica("queue_depth")
-            + ' < on (namespace, name) llmscale_signal_target{signal="queue_depth"}',
+            'llmscale_signal_latency_p95_seconds{latency="itl"}\n'
+            '  > on (namespace, name) llmscale_slo_target_seconds{latency="itl"}\n'
+            "and on (namespace, name)\nllmscale_signal_kv_cache_utilization_ratio < on (namespace, name) "
+            "llmscale_signal_target_kv_cache_utilization_ratio\n"
+            "and on (namespace, name)\n" + per_replica("llmscale_signal_queue_depth_requests")
+            + " < on (namespace, name) llmscale_signal_target_queue_depth_requests",
             "10m", "warning",
             f"ITL p95 of {_WHO} is over its SLO while the KV cache and the queue are low",
             "Adding replicas will not help much: prompt chunks share decode steps and stretch every token's gap.",

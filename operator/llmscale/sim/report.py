@@ -1,7 +1,7 @@
 """Figures of one simulated run: SLO attainment, latency percentiles, goodput per GPU-hour, cost.
 
 One SLO definition everywhere (every key of :func:`summarize` is documented in ``docs/simulate.md``
-and the README):
+and ``docs/cli.md``):
 
 - The **latency figures** are what the operator reads from vLLM's histograms: TTFT is
   ``vllm:time_to_first_token_seconds`` (one sample per request, at its first token), ITL is
