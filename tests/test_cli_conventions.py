@@ -25,7 +25,7 @@ SIMULATE = ["simulate", "--spec", str(SPEC), "--duration", "5m", "--warmup", "1m
             "--policy", "oracle", "--quiet"]
 #: Verbs that print a document on stdout, and the formats each offers.
 DOCUMENT_VERBS = {
-    "plan": {"table", "json", "yaml"},
+    "plan": {"table", "json", "yaml", "spec"},
     "simulate": {"table", "json", "yaml"},
     "crd": {"yaml", "json"},
     "demo": {"json", "yaml"},

@@ -90,7 +90,8 @@ MODEL_PRESET_NAMES: tuple[str, ...] = (
     "mixtral-8x7b",
 )
 #: GPU presets known to :mod:`llmscale.model` (a test checks the two lists agree).
-GPU_PRESET_NAMES: tuple[str, ...] = ("a100-80gb", "h100-sxm", "h200", "l40s", "b200")
+GPU_PRESET_NAMES: tuple[str, ...] = ("a100-80gb", "h100-sxm", "h200", "l40s", "b200", "l4", "a10", "a100-40gb",
+                                     "h100-pcie", "h100-nvl", "mi300x")
 
 DAYS_OF_WEEK: tuple[str, ...] = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 

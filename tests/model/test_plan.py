@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from llmscale import cli, planner
-from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ModelDoesNotFit, ReplicaModel
+from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ModelArch, ModelDoesNotFit, ReplicaModel
 
 JSON_KEYS = {
     "kv_bytes_per_token",
@@ -259,3 +261,61 @@ def test_recommended_max_num_batched_tokens_keeps_a_chunk_step_within_the_itl_ta
     # 200 ms: 2,805 tokens, 2,560 on a multiple of 256.
     assert planner.plan(big, min_tokens_per_second_per_user=5.0).recommended_max_num_batched_tokens == 2560
     assert planner.plan(_llama8b()).to_json()["recommended_max_num_batched_tokens"] == 3072
+
+
+MOE_CONFIG = {  # Mixtral-8x7B's config.json: a mixture of experts (active parameters < total)
+    "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+}
+
+
+def _spec_with(fragment: dict[str, Any]) -> Any:
+    """The sample LLMDeployment with ``fragment`` (``plan -o spec``'s ``spec``) merged in, validated."""
+    from llmscale.api import LLMDeploymentSpec
+    from llmscale.localcluster import SAMPLE
+
+    spec = yaml.safe_load(SAMPLE.read_text())["spec"]
+    spec["model"] = fragment["model"]
+    spec["resources"] = {**spec.get("resources", {}), **fragment["resources"]}
+    return LLMDeploymentSpec.model_validate(spec)
+
+
+@pytest.mark.parametrize("gpu", sorted(GPU_PRESETS))
+def test_plan_o_spec_of_a_preset_is_a_valid_spec_on_every_gpu(gpu: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if cli.main(["plan", "--model", "llama-3.1-8b", "--gpu", gpu, "-o", "spec"]) != 0:
+        assert "does not fit" in capsys.readouterr().err  # a clear refusal, never a broken fragment
+        return
+    fragment = yaml.safe_load(capsys.readouterr().out)["spec"]
+    spec = _spec_with(fragment)
+    assert (spec.model.preset, spec.resources.gpu_type) == ("llama-3.1-8b", gpu)
+    assert spec.resources.gpu_resource_name == GPU_PRESETS[gpu].resource_name
+
+
+@pytest.mark.parametrize("config", [
+    pytest.param({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                  "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256}, id="dense-gqa"),
+    pytest.param(MOE_CONFIG, id="moe"),
+])
+def test_plan_o_spec_of_a_config_carries_its_architecture(
+    config: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fragment's architecture plans exactly as the config.json did: nothing lost in transcription."""
+    path = tmp_path / "my-model" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    assert cli.main(["plan", "--config", str(path), "--gpu", "h200", "-o", "spec", "--context-limit-tokens", "16384"]) == 0
+    spec = _spec_with(yaml.safe_load(capsys.readouterr().out)["spec"])
+    arch = ModelArch.from_hf_config(config, name="my-model")
+    got = spec.model.architecture
+    assert got is not None and spec.model.name == "my-model" and spec.model.context_limit_tokens == 16384
+    assert (got.num_hidden_layers, got.num_key_value_heads, got.head_dim, got.parameters) == (
+        arch.num_hidden_layers, arch.num_key_value_heads, arch.head_dim, arch.parameters)
+    assert (got.active_parameters or got.parameters) == arch.active_parameters
+
+
+def test_every_gpu_preset_has_consistent_figures() -> None:
+    for gpu in GPU_PRESETS.values():
+        assert gpu.memory_bytes >= 16 * (1 << 30) and gpu.hbm_bandwidth_bytes_s > 1e11, gpu.name
+        assert gpu.bf16_dense_flops <= gpu.fp8_dense_flops <= 2.05 * gpu.bf16_dense_flops, gpu.name  # datasheet rounding (L40S 2.02)
+        assert gpu.source, gpu.name

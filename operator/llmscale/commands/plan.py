@@ -12,11 +12,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from llmscale import planner
+from llmscale.api import ModelArchitecture, ModelSpec, ResourcesSpec
 from llmscale.commands.output import add_output_argument, write_document
 from llmscale.fielderrors import suggestion
 from llmscale.model import (
@@ -102,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="U",
         help="share of the hour spent at the goodput peak, for the cost (default %(default)s)",
     )
-    add_output_argument(parser, ("table", "json", "yaml"), "table")
+    add_output_argument(parser, ("table", "json", "yaml", "spec"), "table")
 
 
 def _error(message: str) -> int:
@@ -157,11 +159,40 @@ def main(args: argparse.Namespace) -> int:
         return _error(str(exc.args[0]) if exc.args else str(exc))
     except (LookupError, ValueError) as exc:
         return _error(str(exc))
-    if args.output in ("json", "yaml"):
+    if args.output == "spec":
+        write_document(spec_fragment(args, arch), "yaml")
+    elif args.output in ("json", "yaml"):
         write_document(result.to_json(), args.output)
     else:
         render_table(result, model, Console())
     return 0
+
+
+def spec_fragment(args: argparse.Namespace, arch: ModelArch) -> dict[str, Any]:
+    """The ``spec.model`` and ``spec.resources`` of an LLMDeployment for the planned model and GPU
+    (``plan -o spec``), as the API server spells them: a preset by name, a ``config.json`` as
+    ``spec.model.architecture`` (so nobody transcribes one by hand). Validated by the CRD's models
+    before it is printed.
+
+    Raises:
+        pydantic.ValidationError: the fragment is not a valid spec (a config outside the CRD's bounds).
+    """
+    if args.model is not None:
+        model = ModelSpec(name=args.model, preset=args.model, weight_dtype=args.weight_dtype,
+                          kv_cache_dtype=args.kv_dtype, context_limit_tokens=args.context_limit_tokens)
+    else:
+        architecture = ModelArchitecture(
+            num_hidden_layers=arch.num_hidden_layers, num_attention_heads=arch.num_attention_heads,
+            num_key_value_heads=arch.num_key_value_heads, head_dim=arch.head_dim, hidden_size=arch.hidden_size,
+            parameters=arch.parameters,
+            active_parameters=arch.active_parameters if arch.active_parameters != arch.parameters else None)
+        model = ModelSpec(name=arch.name, architecture=architecture, weight_dtype=args.weight_dtype,
+                          kv_cache_dtype=args.kv_dtype, context_limit_tokens=args.context_limit_tokens)
+    device = GPU_PRESETS[args.gpu].resource_name
+    resources = ResourcesSpec(gpu_type=args.gpu, gpus_per_replica=args.gpus, gpu_resource_name=device)
+    fields = {"gpu_type", "gpus_per_replica"} | ({"gpu_resource_name"} if device != "nvidia.com/gpu" else set())
+    return {"spec": {"model": model.model_dump(mode="json", by_alias=True, exclude_none=True),
+                     "resources": resources.model_dump(mode="json", by_alias=True, include=fields)}}
 
 
 def _usd(value: float | None) -> str:

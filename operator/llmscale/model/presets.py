@@ -1,7 +1,7 @@
 """GPU and model presets of the performance model, each with the source of its figures.
 
-GPU figures are NVIDIA datasheet values: *dense* tensor-core throughput (the datasheets print the
-2:4-sparsity figure first, marked with an asterisk; dense is half of it), peak memory bandwidth and
+GPU figures are the vendors' datasheet values: *dense* tensor-core throughput (the datasheets print
+the 2:4-sparsity figure first, marked with an asterisk; dense is half of it), peak memory bandwidth and
 memory capacity. Model figures come from each model's Hugging Face ``config.json``; the parameter
 counts are the totals of the published safetensors weights, which :func:`estimate_parameters`
 reproduces exactly from the config (a test checks it).
@@ -75,6 +75,7 @@ class GPU:
             (A100) the BF16 figure, because FP8 weights then run through weight-only kernels
             (vLLM's Marlin) at the BF16 rate.
         source: citation of the figures.
+        resource_name: the device plugin's extended resource (``spec.resources.gpuResourceName``).
     """
 
     name: str
@@ -83,6 +84,7 @@ class GPU:
     bf16_dense_flops: float
     fp8_dense_flops: float
     source: str
+    resource_name: str = "nvidia.com/gpu"
 
 
 #: GPU presets; keys equal :data:`llmscale.api.GPU_PRESET_NAMES`.
@@ -146,6 +148,76 @@ GPU_PRESETS: dict[str, GPU] = {
                 "8 TB/s, FP8 72 PFLOPS and FP16/BF16 36 PFLOPS with sparsity → 4.5 and 2.25 PFLOPS "
                 "dense"
             ),
+        ),
+        GPU(
+            name="l4",
+            memory_bytes=24 * GiB,
+            hbm_bandwidth_bytes_s=300e9,
+            bf16_dense_flops=121e12,
+            fp8_dense_flops=242.5e12,
+            source=(
+                "NVIDIA L4 Tensor Core GPU datasheet: 24GB GDDR6, 300 GB/s, BF16 242 TFLOPS and FP8 485 "
+                "TFLOPS with sparsity, i.e. 121 and 242.5 dense"
+            ),
+        ),
+        GPU(
+            name="a10",
+            memory_bytes=24 * GiB,
+            hbm_bandwidth_bytes_s=600e9,
+            bf16_dense_flops=125e12,
+            fp8_dense_flops=125e12,
+            source=(
+                "NVIDIA A10 Tensor Core GPU datasheet: 24GB GDDR6, 600 GB/s, BF16 Tensor Core 125 TFLOPS "
+                "dense (250 with sparsity); no FP8 tensor cores, so the FP8 figure is the BF16 one. AWS's "
+                "A10G (g5 instances) is a variant whose tensor throughput AWS does not publish: declare it "
+                "with spec.resources.accelerator if it matters"
+            ),
+        ),
+        GPU(
+            name="a100-40gb",
+            memory_bytes=40 * GiB,
+            hbm_bandwidth_bytes_s=1.555e12,
+            bf16_dense_flops=312e12,
+            fp8_dense_flops=312e12,
+            source=(
+                "NVIDIA A100 Tensor Core GPU datasheet, A100 40GB SXM column: 40GB HBM2, 1,555 GB/s, BF16 "
+                "Tensor Core 312 TFLOPS dense (624 with sparsity); no FP8 tensor cores"
+            ),
+        ),
+        GPU(
+            name="h100-pcie",
+            memory_bytes=80 * GiB,
+            hbm_bandwidth_bytes_s=2.0e12,
+            bf16_dense_flops=756e12,
+            fp8_dense_flops=1513e12,
+            source=(
+                "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column: 80GB HBM2e, 2 TB/s, BF16 1,513 "
+                "TFLOPS and FP8 3,026 TFLOPS with sparsity, i.e. 756 and 1,513 dense"
+            ),
+        ),
+        GPU(
+            name="h100-nvl",
+            memory_bytes=94 * GiB,
+            hbm_bandwidth_bytes_s=3.9e12,
+            bf16_dense_flops=835.5e12,
+            fp8_dense_flops=1670.5e12,
+            source=(
+                "NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column (per GPU): 94GB HBM3, 3.9 TB/s, "
+                "BF16 1,671 TFLOPS and FP8 3,341 TFLOPS with sparsity, i.e. 835.5 and 1,670.5 dense"
+            ),
+        ),
+        GPU(
+            name="mi300x",
+            memory_bytes=192 * GiB,
+            hbm_bandwidth_bytes_s=5.3e12,
+            bf16_dense_flops=1307.4e12,
+            fp8_dense_flops=2614.9e12,
+            source=(
+                "AMD Instinct MI300X accelerator data sheet: 192GB HBM3, 5.3 TB/s peak, BF16 1,307.4 TFLOPS "
+                "and FP8 2,614.9 TFLOPS dense (twice that with structured sparsity); its device plugin "
+                "resource is amd.com/gpu"
+            ),
+            resource_name="amd.com/gpu",
         ),
     )
 }
