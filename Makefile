@@ -41,6 +41,7 @@ binaries:
 	bash operator/llmscale/localcluster/build-vllm.sh
 	bash tools/build-helm.sh
 	bash tools/build-actionlint.sh
+	bash tools/build-helm-docs.sh
 	bash tools/install-checkov.sh
 
 # Side by side (pytest-xdist): the unit tests on every core, the tests of the one local cluster on

@@ -5,7 +5,8 @@ Each tool fixture returns the path of a binary. Where one is missing:
 - with ``CI=true`` the test FAILS with the command that installs it (CI must have installed it
   beforehand; a skipped check would look like a pass);
 - locally, Helm, actionlint and checkov are built/installed by their idempotent scripts under the
-  cache (``tools/build-helm.sh``, ``tools/build-actionlint.sh``, ``tools/install-checkov.sh``;
+  cache (``tools/build-helm.sh``, ``tools/build-actionlint.sh``, ``tools/build-helm-docs.sh``,
+  ``tools/install-checkov.sh``;
   minutes the first time, then a no-op), and the rest fail with the install command.
 """
 
@@ -58,6 +59,12 @@ def helm() -> Path:
 def actionlint() -> Path:
     """actionlint built from its Go module by tools/build-actionlint.sh (lints .github/workflows/)."""
     return _built("actionlint", "tools/build-actionlint.sh")
+
+
+@pytest.fixture(scope="session")
+def helm_docs() -> Path:
+    """helm-docs built from its Go module by tools/build-helm-docs.sh (writes the chart's README)."""
+    return _built("helm-docs", "tools/build-helm-docs.sh")
 
 
 @pytest.fixture(scope="session")

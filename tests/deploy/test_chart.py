@@ -331,7 +331,7 @@ def test_prometheus_rule_uses_the_operators_metric_names(helm: Path) -> None:
     for r in [r for group in rule["spec"]["groups"] for r in group["rules"]]:
         # Not label names: matchers and by/on clauses dropped first.
         bare = re.sub(r"\b(by|on|without|ignoring) \([^)]*\)", "", re.sub(r"\{[^}]*\}", "", r["expr"]))
-        used = set(re.findall(r"\bllmscale_[a-z_]+", bare))
+        used = set(re.findall(r"\bllmscale_[a-z0-9_]+", bare))
         assert used or any(name in r["expr"] for name in engine), r["alert"]
         assert used <= exposed, used - exposed
 

@@ -1,14 +1,11 @@
-"""The chart for real users: its README's values table generated from values.yaml (helm-docs
-style, by tools/chart-readme.py) and its Artifact Hub metadata in step with the chart."""
+"""The chart for real users: its README written by helm-docs from README.md.gotmpl and values.yaml
+(every value described), and its Artifact Hub metadata in step with the chart."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
@@ -17,45 +14,41 @@ from tests.deploy.helpers import CHART, ROOT
 from llmscale.api import LLMDeployment
 from llmscale.controller.settings import OperatorSettings
 
-TOOL = ROOT / "tools" / "chart-readme.py"
+HELM_DOCS_ARGS = ("--chart-search-root", "charts", "--sort-values-order", "file")
 
 
-def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("chart_readme", TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def rows(readme: str) -> dict[str, str]:
+    """The values table of the chart's README: key -> description."""
+    return {cells[1].strip(): cells[4].strip() for line in readme.splitlines()
+            if line.startswith("| ") and len(cells := line.split("|")) >= 6 and cells[1].strip() not in ("Key", "")}
 
 
-def leaves(values: dict[str, Any], described: set[str], prefix: str = "") -> list[str]:
+def leaves(values: dict[str, Any], rowed: set[str], prefix: str = "") -> list[str]:
+    """The paths of ``values`` a table row documents: a key with a row of its own (a map or list
+    documented whole), else each of its children."""
     out = []
     for key, value in values.items():
         path = f"{prefix}{key}"
-        if isinstance(value, dict) and value and path not in described:
-            out.extend(leaves(value, described, f"{path}."))
+        if isinstance(value, dict) and value and path not in rowed:
+            out.extend(leaves(value, rowed, f"{path}."))
         else:
             out.append(path)
     return out
 
 
-def test_the_readme_table_is_current() -> None:
-    proc = subprocess.run([sys.executable, str(TOOL), "--check"], capture_output=True, text=True, check=False)
+def test_the_readme_is_what_helm_docs_writes(helm_docs: Path) -> None:
+    proc = subprocess.run([str(helm_docs), *HELM_DOCS_ARGS, "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (CHART / "README.md").read_text().strip(), (
+        f"charts/llmscale/README.md is stale: run {helm_docs} {' '.join(HELM_DOCS_ARGS)}")
 
 
 def test_every_value_has_a_described_row() -> None:
-    text = (CHART / "values.yaml").read_text()
-    described = tool().descriptions(text)
-    rows = {line.split("|")[1].strip().strip("`"): line.split("|")[4].strip()
-            for line in (CHART / "README.md").read_text().splitlines() if line.startswith("| `")}
-    assert list(rows) == leaves(yaml.safe_load(text), set(described))
-    assert [key for key, description in rows.items() if not description] == []
-
-
-def test_descriptions_follow_the_helm_docs_convention() -> None:
-    text = "# -- Top.\n# Continued.\na: 1\nb:\n  # -- Nested.\n  c: x\n  d: y\n# plain comment\ne: []\n"
-    assert tool().descriptions(text) == {"a": "Top. Continued.", "b.c": "Nested."}
+    table = rows((CHART / "README.md").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert list(table) == leaves(values, set(table))
+    assert [key for key, description in table.items() if not description] == []
 
 
 def annotation(name: str) -> Any:
