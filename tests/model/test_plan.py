@@ -319,3 +319,45 @@ def test_every_gpu_preset_has_consistent_figures() -> None:
         assert gpu.memory_bytes >= 16 * (1 << 30) and gpu.hbm_bandwidth_bytes_s > 1e11, gpu.name
         assert gpu.bf16_dense_flops <= gpu.fp8_dense_flops <= 2.05 * gpu.bf16_dense_flops, gpu.name  # datasheet rounding (L40S 2.02)
         assert gpu.source, gpu.name
+
+
+def test_plan_of_a_spec_uses_its_accelerator_model_and_slo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Hardware that is no preset, declared in spec.resources.accelerator, is planned as declared:
+    the same figures as the flags give for a preset with those figures."""
+    manifest = {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "metadata": {"name": "x"},
+                "spec": {"model": {"name": "m", "preset": "llama-3.1-8b", "contextLimitTokens": 4096},
+                         "engine": {"image": "vllm/vllm-openai:v0.32.0"},
+                         "slo": {"itlP95Seconds": 0.05},
+                         "resources": {"accelerator": {
+                             "name": "like-h100", "memoryBytes": GPU_PRESETS["h100-sxm"].memory_bytes,
+                             "memoryBandwidthBytesPerSecond": GPU_PRESETS["h100-sxm"].hbm_bandwidth_bytes_s,
+                             "denseFlops": GPU_PRESETS["h100-sxm"].bf16_dense_flops,
+                             "fp8DenseFlops": GPU_PRESETS["h100-sxm"].fp8_dense_flops}}}}
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}},
+                                        manifest]))
+    assert cli.main(["plan", "--spec", str(path), "-o", "json"]) == 0
+    from_spec = json.loads(capsys.readouterr().out)
+    assert cli.main(["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context-limit-tokens", "4096",
+                     "--min-tokens-per-second-per-user", "20", "-o", "json"]) == 0
+    from_flags = json.loads(capsys.readouterr().out)
+    assert from_spec["gpu"] == "like-h100"
+    for key in ("kv_cache_capacity_tokens", "max_concurrent_sequences", "goodput_peak_tok_s", "goodput_peak_batch"):
+        assert from_spec[key] == pytest.approx(from_flags[key]), key
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    pytest.param(["--spec", "{spec}", "--gpu", "h100-sxm"], "--gpu and -o spec go with --model", id="spec-and-gpu"),
+    pytest.param(["--model", "llama-3.1-8b"], "--gpu is required", id="no-gpu"),
+    pytest.param(["--spec", "{missing}"], "cannot read the LLMDeployment", id="missing-file"),
+    pytest.param(["--spec", "{invalid}"], "spec.replicas", id="invalid-spec"),
+])
+def test_plan_spec_errors(argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from llmscale.localcluster import SAMPLE
+    invalid = yaml.safe_load(SAMPLE.read_text())
+    invalid["spec"]["replicas"] = {"min": -1}
+    (tmp_path / "invalid.yaml").write_text(yaml.safe_dump(invalid))
+    paths = {"spec": str(SAMPLE), "missing": str(tmp_path / "nope.yaml"), "invalid": str(tmp_path / "invalid.yaml")}
+    assert cli.main(["plan", *[a.format(**paths) for a in argv]]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err

@@ -20,6 +20,7 @@ from rich.table import Table
 from llmscale import planner
 from llmscale.api import ModelArchitecture, ModelSpec, ResourcesSpec
 from llmscale.commands.output import add_output_argument, write_document
+from llmscale.commands.specfile import SpecFileError, read_llmdeployment
 from llmscale.fielderrors import suggestion
 from llmscale.model import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
@@ -47,8 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="a Hugging Face config.json instead of a preset (parameters estimated from it)",
     )
+    which.add_argument(
+        "--spec",
+        metavar="FILE",
+        type=Path,
+        help="an LLMDeployment manifest: its model, accelerator (a preset or spec.resources.accelerator), "
+             "GPUs, dtypes, context limit, calibration and ITL SLO instead of the flags",
+    )
     parser.add_argument(
-        "--gpu", metavar="PRESET", required=True, help=f"GPU preset: {', '.join(GPU_PRESETS)}"
+        "--gpu", metavar="PRESET", help=f"GPU preset (with --model or --config): {', '.join(GPU_PRESETS)}"
     )
     parser.add_argument("--gpus", type=int, default=1, help="GPUs per replica, tensor parallel (default 1)")
     parser.add_argument(
@@ -130,25 +138,44 @@ def _arch(args: argparse.Namespace) -> ModelArch:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``llmscale plan``; returns the exit status (0, or 2 for usage errors and no fit)."""
-    if args.gpu not in GPU_PRESETS:
+    if args.spec is not None:
+        if args.gpu is not None or args.output == "spec":
+            return _error("--spec reads the model and the accelerator from the LLMDeployment: "
+                          "--gpu and -o spec go with --model or --config")
+        try:
+            spec = read_llmdeployment(args.spec).spec
+        except SpecFileError as exc:
+            for line in exc.lines:
+                print(f"llmscale plan: error: {line}", file=sys.stderr)
+            return 2
+    elif args.gpu is None:
+        return _error(f"--gpu is required with --model or --config: {', '.join(GPU_PRESETS)}")
+    elif args.gpu not in GPU_PRESETS:
         return _error(f"unknown GPU preset {args.gpu!r}{suggestion(args.gpu, GPU_PRESETS)}; "
                       f"known: {', '.join(GPU_PRESETS)}")
+    context_limit, per_user = args.context_limit_tokens, args.min_tokens_per_second_per_user
+    gpu_name: str = args.gpu or ""
     try:
-        arch = _arch(args)
-        model = ReplicaModel(
-            arch=arch,
-            gpu=GPU_PRESETS[args.gpu],
-            gpus=args.gpus,
-            weight_dtype=args.weight_dtype,
-            kv_dtype=args.kv_dtype,
-            bandwidth_efficiency=args.bandwidth_efficiency,
-            compute_efficiency=args.compute_efficiency,
-        )
+        if args.spec is not None:
+            model = ReplicaModel.from_spec(spec)
+            arch = model.arch
+            context_limit, per_user = spec.model.context_limit_tokens, 1.0 / spec.slo.itl_p95_seconds
+        else:
+            arch = _arch(args)
+            model = ReplicaModel(
+                arch=arch,
+                gpu=GPU_PRESETS[gpu_name],
+                gpus=args.gpus,
+                weight_dtype=args.weight_dtype,
+                kv_dtype=args.kv_dtype,
+                bandwidth_efficiency=args.bandwidth_efficiency,
+                compute_efficiency=args.compute_efficiency,
+            )
         result = planner.plan(
             model,
             mean_context_tokens=args.mean_context_tokens,
-            context_limit_tokens=args.context_limit_tokens,
-            min_tokens_per_second_per_user=args.min_tokens_per_second_per_user,
+            context_limit_tokens=context_limit,
+            min_tokens_per_second_per_user=per_user,
             gpu_hour_usd=args.gpu_hour_usd,
             utilisation=args.utilisation,
         )

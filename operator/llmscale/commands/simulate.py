@@ -101,14 +101,13 @@ def _fmt(v: Any, spec: str) -> str:
 def main(args: argparse.Namespace) -> int:
     """Run the verb; return the exit status: 0 ok, 2 bad input (checked before simulating),
     1 when the plot cannot be written (the figures are printed first, so they are not lost)."""
-    from pydantic import ValidationError
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from llmscale.api import LLMDeployment
     from llmscale.commands.output import write_document
+    from llmscale.commands.specfile import SpecFileError, read_llmdeployment
     from llmscale.data import resolve_trace
-    from llmscale.fielderrors import field_errors, suggestion
+    from llmscale.fielderrors import suggestion
     from llmscale.sim.baselines import POLICY_NAMES, TUNABLE
     from llmscale.sim.engine_args import engine_config
     from llmscale.sim.manifests import UnsupportedAutoscaler, autoscaler_from_manifest
@@ -132,23 +131,11 @@ def main(args: argparse.Namespace) -> int:
         err.print(f"[red]Cannot write the plot:[/red] no folder {escape(str(Path(args.plot).parent))}")
         return 2
     try:
-        with Path(args.spec).open(encoding="utf-8") as stream:  # the YAML error then names the file
-            docs = [d for d in yaml.safe_load_all(stream) if d is not None]
-        # A file of several documents (a namespace, a Secret, the LLMDeployment...): its first
-        # LLMDeployment; a file of one document is read as it is.
-        found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "LLMDeployment"]
-        doc = found[0] if found else (docs[0] if len(docs) == 1 else None)
-        if doc is None:
-            print(f"llmscale simulate: error: {args.spec}: no LLMDeployment in its {len(docs)} documents",
-                  file=sys.stderr)
-            return 2
-        spec = LLMDeployment.model_validate(doc).spec
-    except (OSError, yaml.YAMLError) as exc:
-        print(f"llmscale simulate: error: cannot read the LLMDeployment {args.spec}: {exc}", file=sys.stderr)
-        return 2
-    except ValidationError as exc:
-        for line in field_errors(exc):
-            print(f"llmscale simulate: error: {args.spec}: {line}", file=sys.stderr)
+        manifest = read_llmdeployment(args.spec)
+        spec = manifest.spec
+    except SpecFileError as exc:
+        for line in exc.lines:
+            print(f"llmscale simulate: error: {line}", file=sys.stderr)
         return 2
     from llmscale.model import ModelDoesNotFit, ReplicaModel
     from llmscale.planner import check_fits
@@ -192,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
         err.print("[red]The warm-up must be shorter than the run[/red]")
         return 2
     names = list(POLICY_NAMES) if args.policy == "all" else [args.policy]
-    name = (doc.get("metadata") or {}).get("name", "?")
+    name = manifest.metadata.get("name", "?")
     settings: dict[str, float] = {}
     for item in args.setting:
         policy, _, value = item.partition("=")
