@@ -167,7 +167,7 @@ def table(rows: list[dict[str, object]], command: str) -> str:
             f"| {m.prompt:,.0f} | {m.sigma:g} | {m.output:,.0f} | {m.itl_s * 1e3:g} ms | {m.budget:,} | "
             f"{float(r['model_rps']):.3f} ({r['bound']}) | {float(r['sim_rps']):.3f} | {ratio:.2f}{mark} |"  # type: ignore[arg-type]
         )
-    inside = sum(1 for r in rows if abs(float(r["need_ratio"]) - 1.0) <= BAND)  # type: ignore[arg-type]
+    inside = sum(1 for r in rows if abs(float(str(r["need_ratio"])) - 1.0) <= BAND)
     out.append("")
     out.append(f"{inside} of {len(rows)} mixes within ±{BAND:.0%}.")
     return "\n".join(out) + "\n"
