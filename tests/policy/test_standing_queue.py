@@ -9,6 +9,8 @@ deferred to the load signal, and the load signal drained the backlog at its floo
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -68,6 +70,11 @@ def test_the_real_vllm_case_is_answered(history_s: int) -> None:
     assert d.interactive_replicas == 2, d.reasons
     load = next(r for r in d.reasons if r.startswith("load:"))
     assert "stands beyond target" in load and "proposes 2" in load, load
+    # The ScaledUp Event joins the reasons with "; ": e2e/test_real_vllm.py reads the proposing
+    # signal's line up to the next one, so no line may hold a "; " of its own.
+    joined = "; ".join(d.reasons)
+    assert re.search(r"(load|queue depth|KV-cache utilisation)[^;]*proposes ([2-9]|\d\d)", joined), joined
+    assert not any(";" in r for r in d.reasons if r.startswith(("load:", "queue depth", "KV-cache"))), d.reasons
 
 
 def test_the_in_flight_growth_is_read_with_a_cold_start_shorter_than_the_rate_window() -> None:

@@ -483,7 +483,7 @@ def load_proposal(spec: LLMDeploymentSpec, load: Load, cap: Capacity | None, ref
     b = cap.burstiness
     standing = f", {load.standing}," if load.standing else ""
     line = (
-        f"load: {load.arrivals.line}{drain}{standing} needs {load.need} replicas at the SLO (bound by {load.bound_by}; "
+        f"load: {load.arrivals.line}{drain}{standing} needs {load.need} replicas at the SLO (bound by {load.bound_by}, "
         f"burstiness ×{b.requests:.1f} requests, ×{b.prompt_tokens:.1f} prompt tokens{factor}): {phrase}"
     )
     return Proposal("load", proposal, line)
