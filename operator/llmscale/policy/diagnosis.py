@@ -20,7 +20,7 @@ Pure: snapshot and model in, a condition out.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.model.capacity import EngineLimits, chunk_step_time, max_batched_tokens_for_itl
@@ -28,7 +28,7 @@ from llmscale.policy.load import Capacity
 from llmscale.policy.types import ConditionResult, Reason
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["KV_FAR_FROM_FULL", "KV_FULL", "diagnose"]
+__all__ = ["KV_FAR_FROM_FULL", "KV_FULL", "BudgetRemedy", "budget_remedy", "diagnose"]
 
 #: KV-cache use at which the cache counts as full: 0.9. vLLM preempts when a step finds no free
 #: block; with 16-token blocks and requests of a few thousand tokens that starts in the last tenth.
@@ -114,34 +114,68 @@ def _preemption_remedy(spec: LLMDeploymentSpec, kv: float, preempt: float, cap: 
     return f"{head}: " + "; or ".join(parts)
 
 
-def _interference_remedy(spec: LLMDeploymentSpec, itl: float, cap: Capacity | None, rate_rps: float | None) -> str:
-    target = spec.slo.itl_p95_seconds
-    head = f"ITL p95 {itl * 1000:.0f} ms > SLO {target * 1000:.0f} ms with the KV cache far from full and a short queue"
-    if cap is None:
-        return f"{head}: prompt chunks share steps with the decodes; a lower --max-num-batched-tokens shortens those steps"
+@dataclass(frozen=True, slots=True)
+class BudgetRemedy:
+    """The prefill-interference remedy in numbers (:func:`budget_remedy`).
+
+    Attributes:
+        budget: the ``--max-num-batched-tokens`` in force, tokens.
+        step_s: a full chunk step at it beside the running decodes, seconds.
+        best: the largest budget whose full step fits the ITL target, tokens; 0 when even a
+            decode-only step does not.
+        with_replicas: replicas the SLO needs at the rate with ``best`` (``None``: no rate, or no best).
+        without_replicas: replicas the SLO needs at the rate with ``budget`` (``None``: no rate).
+    """
+
+    budget: int
+    step_s: float
+    best: int
+    with_replicas: int | None
+    without_replicas: int | None
+
+
+def budget_remedy(cap: Capacity, itl_target_s: float, rate_rps: float | None) -> BudgetRemedy:
+    """The step budget whose full chunk step fits ``itl_target_s`` at the live mix's operating
+    point for ``rate_rps``, and the replicas the SLO needs with and without it
+    (:func:`llmscale.model.capacity.fleet_need`; ``benchmarks/diagnosis_check.py`` applies both in
+    the simulator)."""
     limits = cap.limits
     budget = limits.max_num_batched_tokens
     point = cap.need(rate_rps or 0.0).point
     running, context = point.running, point.context_tokens
     step = chunk_step_time(cap.model, max(budget - running, 1.0), running, context)
-    best = max_batched_tokens_for_itl(cap.model, target, running, context)
-    if step <= target:
+    best = max_batched_tokens_for_itl(cap.model, itl_target_s, running, context)
+    without = cap.need(rate_rps).replicas if rate_rps else None
+    with_best = None
+    if rate_rps and best > 0:
+        fixed = replace(cap, limits=EngineLimits(best, min(limits.max_num_seqs, best), limits.context_limit_tokens))
+        with_best = fixed.need(rate_rps).replicas
+    return BudgetRemedy(budget, step, best, with_best, without)
+
+
+def _interference_remedy(spec: LLMDeploymentSpec, itl: float, cap: Capacity | None, rate_rps: float | None) -> str:
+    target = spec.slo.itl_p95_seconds
+    head = f"ITL p95 {itl * 1000:.0f} ms > SLO {target * 1000:.0f} ms with the KV cache far from full and a short queue"
+    if cap is None:
+        return f"{head}: prompt chunks share steps with the decodes; a lower --max-num-batched-tokens shortens those steps"
+    r = budget_remedy(cap, target, rate_rps)
+    if r.step_s <= target:
         return (
-            f"{head}: a full {budget:,}-token chunk step takes ~{step * 1000:.0f} ms ≤ {target * 1000:.0f} ms, so "
+            f"{head}: a full {r.budget:,}-token chunk step takes ~{r.step_s * 1000:.0f} ms ≤ {target * 1000:.0f} ms, so "
             "the chunks are short enough; they come too often: more replicas"
-            + (f" ({cap.need(rate_rps).replicas} for {rate_rps:.1f} requests/s)" if rate_rps else "")
+            + (f" ({r.without_replicas} for {rate_rps:.1f} requests/s)" if rate_rps else "")
         )
-    if best <= 0:
+    if r.best <= 0:
         return f"{head}: even a decode-only step takes longer than the ITL target on this replica: more GPUs per replica"
     text = (
-        f"{head}: a {budget:,}-token chunk step takes ~{step * 1000:.0f} ms > {target * 1000:.0f} ms: "
-        f"set --max-num-batched-tokens ≤ {best:,}"
+        f"{head}: a {r.budget:,}-token chunk step takes ~{r.step_s * 1000:.0f} ms > {target * 1000:.0f} ms: "
+        f"set --max-num-batched-tokens ≤ {r.best:,}"
     )
     if rate_rps:
-        now_need = cap.need(rate_rps).replicas
-        fixed = replace(cap, limits=EngineLimits(best, min(limits.max_num_seqs, best), limits.context_limit_tokens))
-        then_need = fixed.need(rate_rps).replicas
-        text += f" (the SLO needs {then_need} replicas with it, {now_need} without, at {rate_rps:.1f} requests/s)"
+        text += (
+            f" (the SLO needs {r.with_replicas} replicas with it, {r.without_replicas} without, "
+            f"at {rate_rps:.1f} requests/s)"
+        )
     return text
 
 

@@ -22,20 +22,30 @@ import dataclasses
 from collections.abc import Sequence
 
 from llmscale.api import LLMDeploymentSpec
+from llmscale.policy.mix import RATE_FLOOR_WINDOWS, RATE_WINDOW_S
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["append_snapshot", "history_seconds", "record_snapshot", "slim_snapshot", "trim_history"]
+__all__ = ["RATE_HISTORY_S", "append_snapshot", "history_seconds", "record_snapshot", "slim_snapshot", "trim_history"]
+
+
+#: How far back the arrival rate reads: :data:`~llmscale.policy.mix.RATE_FLOOR_WINDOWS` rate windows
+#: (of the default 60 s) and the quarter window a snapshot one window before may be off by, 195 s.
+#: With a cold start shorter than a rate window (the real-vLLM scenarios' 40 s) a history of one cold
+#: start held no snapshot a window back: the in-flight growth read 0 and a load whose requests had not
+#: finished yet read as no arrivals at all (issue 27).
+RATE_HISTORY_S = (RATE_FLOOR_WINDOWS + 0.25) * RATE_WINDOW_S
 
 
 def history_seconds(spec: LLMDeploymentSpec) -> float:
     """Return how far back :func:`~llmscale.policy.decide` reads the history, in seconds.
 
-    One cold start, ``spec.headroom.coldStartSeconds`` (180 s by default): the headroom trend fits
-    the snapshots observed in ``[now - coldStart, now]``; the other steps read only the newest
-    snapshot. A caller may keep more (the operator keeps at least its
+    One cold start, ``spec.headroom.coldStartSeconds`` (180 s by default), and at least
+    :data:`RATE_HISTORY_S`: the headroom trend fits the snapshots observed in ``[now - coldStart,
+    now]``; the arrival rate reads the snapshots one, two and three rate windows back; the other
+    steps read only the newest snapshot. A caller may keep more (the operator keeps at least its
     ``signal_history_seconds``), never less.
     """
-    return float(spec.headroom.cold_start_seconds)
+    return max(float(spec.headroom.cold_start_seconds), RATE_HISTORY_S)
 
 
 def slim_snapshot(snapshot: SignalSnapshot) -> SignalSnapshot:

@@ -30,7 +30,7 @@ from llmscale.policy.diagnosis import KV_FULL
 from llmscale.policy.forecast import forecast_rate
 from llmscale.policy.leadtime import LeadTime
 from llmscale.policy.load import LATENCY_WINDOW_S, Capacity, capacity_context
-from llmscale.policy.mix import Arrivals, burstiness_of, steady_arrival_rate
+from llmscale.policy.mix import RATE_WINDOW_S, Arrivals, burstiness_of, steady_arrival_rate
 from llmscale.policy.types import PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -49,6 +49,7 @@ __all__ = [
     "preemption_proposal",
     "queue_proposal",
     "read_load",
+    "standing_queue_need",
 ]
 
 # ceil() of a ratio that is an integer up to float rounding (4 × 0.75 / 0.75) must not round up.
@@ -251,6 +252,7 @@ class Load:
     bound_by: str
     forecast_need: int | None
     forecast_line: str
+    standing: str = ""
 
 
 def queue_proposal(
@@ -368,6 +370,58 @@ def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int, 
     return drain
 
 
+def standing_queue_need(
+    queue: float | None, target: float, ready: int, arrivals: Arrivals, drain_rps: float, asked: int, window_s: float
+) -> tuple[int | None, str]:
+    """The replicas a standing queue asks for, whatever the model says: ``None`` when it does not stand.
+
+    A queue stands when it is beyond ``target`` per ready replica, did not fall over the rate window
+    (``growth ≥ 0``) and nothing is asked for (``asked == 0``: capacity on the way is its answer).
+    The ready replicas are then saturated, and what they finish is what they carry: the pool needs
+    ``ceil(ready × (rate + drain) / finished)`` of them, more than ``ready`` whenever the backlog is
+    drained. That is measured, not modelled: when the model's capacity is wrong (a CPU replica read
+    as a GPU, the Azure trace's short answers read for 1,900-token ones) the load signal alone holds
+    the pool while the queue stands for as long as the load lasts (issue 27's real-vLLM case: 0
+    finished in the window, 3 waiting on one replica at target 2, "holds 1"). It is at most the
+    queue's own ask, ``ceil(queue / target)``, which stands alone when fewer requests finished in
+    the window than one (the requests outlive the window: the finished counter has not seen them).
+
+    E.g. 3 waiting on 1 replica at target 2, nothing finished: ``ceil(3 / 2)`` = 2. 90 waiting on 40
+    replicas at target 2 finishing 100/s, arrivals 100/s, drain 0.03/s: ``ceil(40 × 100.03 / 100)``
+    = 41 (one more, asked again only once it is Ready).
+
+    Args:
+        queue: requests waiting over the pool, or ``None`` (unknown: no ask).
+        target: ``spec.scaling.targets.queueDepthPerReplica``.
+        ready: replicas reporting.
+        arrivals: the load signal's arrival rate.
+        drain_rps: the backlog's drain (:func:`backlog_drain`).
+        asked: replicas asked for and not Ready.
+        window_s: the rate window, seconds.
+
+    Returns:
+        ``(replicas, phrase)``.
+    """
+    if queue is None or ready <= 0 or asked > 0 or target <= 0 or queue <= target * ready or arrivals.growth_rps < 0:
+        return None, ""
+    own = ceil_replicas(queue / target)
+    finished = arrivals.finished_rps
+    rate = arrivals.rate_rps
+    if finished is None or rate is None or finished * window_s < 1.0:
+        return own, (
+            f"queue {queue:.1f} stands beyond target {target:g} per ready replica with "
+            f"{(finished or 0.0) * window_s:.1f} requests finished in the {window_s:.0f} s window (the requests "
+            f"outlive it): its own ask {own}"
+        )
+    measured = ceil_replicas(ready * (rate + drain_rps) / finished)
+    need = min(measured, own)
+    return need, (
+        f"queue {queue:.1f} stands beyond target {target:g} per ready replica: the {ready} saturated replicas "
+        f"finish {finished:.2f}/s of the {rate + drain_rps:.2f}/s asked, {ready} × {rate + drain_rps:.2f} / "
+        f"{finished:.2f} needs {measured}" + (f", at most the queue's own {own}" if own < measured else "")
+    )
+
+
 def read_load(
     spec: LLMDeploymentSpec,
     cap: Capacity | None,
@@ -396,7 +450,17 @@ def read_load(
         arrivals.rate_rps, history, state.seasonal, now, lead.seconds, spec.headroom.growth_factor
     )
     ahead = cap.need(fc.rate_rps + drain, hint=now_need.replicas) if fc.rate_rps > arrivals.rate_rps else now_need
-    return Load(arrivals, drain, now_need.replicas, high, now_need.bound_by, ahead.replicas, fc.line)
+    window = snap.window.window_s if snap.window is not None and snap.window.window_s > 0 else RATE_WINDOW_S
+    floor, standing = standing_queue_need(
+        queue, spec.scaling.targets.queue_depth_per_replica, ready, arrivals, drain, asked, window
+    )
+    need, bound_by, high_need, ahead_need = now_need.replicas, now_need.bound_by, high, ahead.replicas
+    if floor is not None and floor > need:
+        need, bound_by = floor, "the standing queue"
+        high_need, ahead_need = max(high_need, floor), max(ahead_need, floor)
+    else:
+        standing = ""
+    return Load(arrivals, drain, need, high_need, bound_by, ahead_need, fc.line, standing)
 
 
 def load_proposal(spec: LLMDeploymentSpec, load: Load, cap: Capacity | None, reference: int) -> Proposal:
@@ -417,8 +481,9 @@ def load_proposal(spec: LLMDeploymentSpec, load: Load, cap: Capacity | None, ref
         )
     factor = f", capacity correction × {cap.factor:.2f}" if abs(cap.factor - 1) >= 0.005 else ""
     b = cap.burstiness
+    standing = f", {load.standing}," if load.standing else ""
     line = (
-        f"load: {load.arrivals.line}{drain} needs {load.need} replicas at the SLO (bound by {load.bound_by}; "
+        f"load: {load.arrivals.line}{drain}{standing} needs {load.need} replicas at the SLO (bound by {load.bound_by}, "
         f"burstiness ×{b.requests:.1f} requests, ×{b.prompt_tokens:.1f} prompt tokens{factor}): {phrase}"
     )
     return Proposal("load", proposal, line)
