@@ -102,6 +102,7 @@ from llmscale.controller.scaletarget import (
     read_target,
 )
 from llmscale.controller.seasonal import spec_timezone
+from llmscale.controller.slobuckets import SLO_TARGETS_ON_BUCKETS, slo_buckets_condition
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.status import build_status
 from llmscale.controller.targeterror import report_target_error
@@ -650,6 +651,7 @@ def _record(
                           SOLE_AUTOSCALER: sole_autoscaler_condition(name, done.others, done.workloads),
                           PODS_HEALTHY: pods_healthy_condition(g.live[INTERACTIVE]),
                           ROLLOUT_PROGRESSING: g.rollout,
+                          SLO_TARGETS_ON_BUCKETS: slo_buckets_condition(spec, get_profile(spec.engine.profile())),
                           **({SOLE_JOB_MANAGER: sole_job_manager_condition(jobs_elsewhere)} if spec.batch is not None
                              else {})},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,

@@ -33,6 +33,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from llmscale.signals.answer import UNATTRIBUTED, FleetAnswer
+from llmscale.signals.buckets import scaled
 from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import DEFAULT_LABELS, GROUP_OF, PoolTarget, SelectorLabels
 from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
@@ -163,8 +164,10 @@ def assemble(
     ttft = _latency(st, "ttft_p95_s", "ttft", reporting, lacking)
     itl = _latency(st, "itl_p95_s", "itl", reporting, lacking)
     itl_tokens = _tokens_per_itl_sample(st, sums)
+    itl_bounds = profile.itl_buckets_s
     if itl is not None and itl_tokens is not None and itl_tokens >= SPECULATIVE_TOKENS_PER_SAMPLE:
         itl = itl / itl_tokens
+        itl_bounds = scaled(itl_bounds, itl_tokens)
 
     newest = [p.newest_sample_s for p in (contributing or pods) if p.newest_sample_s is not None]
     observed_at = max(newest) if newest else (answer.evaluated_at or now)
@@ -206,6 +209,8 @@ def assemble(
         quiet=tuple(sorted(st.quiet)),
         failed_queries=tuple(sorted(answer.failed)),
         warnings=tuple(dict.fromkeys(answer.warnings)),
+        ttft_buckets_s=profile.ttft_buckets_s,
+        itl_buckets_s=itl_bounds,
     )
 
 

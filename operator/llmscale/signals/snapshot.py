@@ -217,6 +217,11 @@ class SignalSnapshot:
             the operator's clock (ages are Prometheus's) and the skew is reported. ``None``: no answer.
         warnings: the ``warnings`` Prometheus (Thanos, Mimir with partial response) sent with its
             answers, e.g. ``store B unavailable``: the sums may miss pods (a partial answer).
+        ttft_buckets_s / itl_buckets_s: the finite bucket bounds of the histograms ``ttft_p95_s``
+            and ``itl_p95_s`` were interpolated in, seconds (the ITL's divided by
+            ``itl_tokens_per_sample`` when ``itl_p95_s`` is); ``None``: unknown. A p95 inside the
+            bucket holding an SLO target is inside the interpolation error
+            (:func:`llmscale.signals.buckets.judge_quantile`).
     """
 
     observed_at: float
@@ -243,6 +248,8 @@ class SignalSnapshot:
     warnings: tuple[str, ...] = ()
     itl_tokens_per_sample: float | None = None
     clock_skew_s: float | None = None
+    ttft_buckets_s: tuple[float, ...] | None = None
+    itl_buckets_s: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.

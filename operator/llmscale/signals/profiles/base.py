@@ -53,6 +53,9 @@ class MetricProfile:
         prefix_cache_queries_total: counter of prompt tokens looked up in the prefix cache (tokens).
         prefix_cache_hit_rate: gauge of the prefix-cache hit rate (0–1), read only where the two
             counters are absent (older engines).
+        ttft_buckets_s / itl_buckets_s: the engine's default finite bucket upper bounds of the TTFT
+            and ITL histograms, ascending, seconds; an SLO target inside a bucket is judged
+            conservatively (:mod:`llmscale.signals.buckets`). ``None``: not known (plain comparison).
     """
 
     name: str
@@ -72,11 +75,13 @@ class MetricProfile:
     prefix_cache_hits_total: str | None = None
     prefix_cache_queries_total: str | None = None
     prefix_cache_hit_rate: str | None = None
+    ttft_buckets_s: tuple[float, ...] | None = None
+    itl_buckets_s: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("name", "source", "copy_labels") or value is None:
+            if f.name in ("name", "source", "copy_labels", "ttft_buckets_s", "itl_buckets_s") or value is None:
                 continue
             if not _METRIC_NAME.fullmatch(value):
                 raise ValueError(f"profile {self.name}: {f.name} {value!r} is not a Prometheus metric name")
