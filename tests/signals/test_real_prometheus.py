@@ -570,6 +570,44 @@ def test_hung_engine_with_frozen_busy_gauges_is_stalled(tmp_path: Path) -> None:
     assert hung.stalled and hung.queue_depth == 15.0 and hung.newest_sample_s is not None
 
 
+def _finished(pod: str, ts: list[float], per_s: dict[str, float]) -> list[Any]:
+    """``vllm:request_success_total`` of one pod, one series per ``finished_reason``."""
+    return [counter("vllm:request_success_total", labels(pod, engine="0", finished_reason=reason), ts, rate)
+            for reason, rate in per_s.items()]
+
+
+def test_a_ready_engine_failing_every_request_fast_is_not_idle_capacity(tmp_path: Path) -> None:
+    """Issue 21, the crash loop's sibling: an engine that answers /health and /metrics but ends
+    every request in error (stop/length flat, error rising while traffic reaches it) looks idle
+    (queue 0, KV 0): it is failing, left out of every aggregate. Neighbours: an idle pod (no
+    traffic), a pod with errors beside answers, a pod with two errors in the window are not."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = vllm_pod("serving", ts, 2.0, 30.0, 0.60, 400.0)
+    series += _finished("serving", ts, {"stop": 2.0, "length": 0.5, "error": 0.0, "abort": 0.0})
+    series += vllm_pod("broken", ts, 0.0, 0.0, 0.0, 0.0)
+    series += _finished("broken", ts, {"stop": 0.0, "length": 0.0, "error": 2.0, "abort": 0.0})
+    series += vllm_pod("idle", ts, 0.0, 0.0, 0.0, 0.0)
+    series += _finished("idle", ts, {"stop": 0.0, "length": 0.0, "error": 0.0, "abort": 0.0})
+    series += vllm_pod("flaky", ts, 1.0, 20.0, 0.50, 300.0)
+    series += _finished("flaky", ts, {"stop": 1.5, "length": 0.0, "error": 0.5, "abort": 0.0})
+    series += vllm_pod("rare", ts, 0.0, 0.0, 0.0, 0.0)  # 0.02/s: about one error a window
+    series += _finished("rare", ts, {"stop": 0.0, "length": 0.0, "error": 0.02, "abort": 0.0})
+    pods = {"serving", "broken", "idle", "flaky", "rare"}
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods=pods)
+        reader.close()
+    assert snap.error is None, snap.error
+    assert snap.failing_pods == ("broken",)
+    broken = next(p for p in snap.pods if p.pod == "broken")
+    assert broken.failing and broken.failed_request_rate == pytest.approx(2.0, rel=0.05)
+    assert broken.served_request_rate == 0.0
+    # Left out like a stalled pod: the mean KV use is over the four others, not dragged down by it.
+    assert snap.replicas_reporting == 4
+    assert snap.kv_cache_utilization == pytest.approx((0.6 + 0.0 + 0.5 + 0.0) / 4)
+
+
 # -- authentication: TLS, mutual TLS and basic auth -------------------------------------------------
 
 

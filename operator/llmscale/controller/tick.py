@@ -66,7 +66,13 @@ from llmscale.controller.events import (
     post_wake_refused,
     scaled_message,
 )
-from llmscale.controller.failedpods import PODS_HEALTHY, judge_pods, note_failed_pods, pods_healthy_condition
+from llmscale.controller.failedpods import (
+    PODS_HEALTHY,
+    judge_failing,
+    judge_pods,
+    note_failed_pods,
+    pods_healthy_condition,
+)
 from llmscale.controller.indexes import (
     IndexedPod,
     cold_starts_of,
@@ -479,6 +485,8 @@ async def _gather(
         live = {INTERACTIVE: judge_pods(indexed_pods(pods, key_i), wall_now),
                 BATCH: judge_pods(indexed_pods(pods, key_b), wall_now)}
         replicas_i, replicas_b = current_i or 0, current_b or 0
+    # A Ready engine that fails every request fast is not idle capacity: failed, named, replaced.
+    live[INTERACTIVE] = judge_failing(live[INTERACTIVE], snapshot)
     state = pool_state(replicas_i, replicas_b, [p.phase for p in live[INTERACTIVE]], [p.phase for p in live[BATCH]],
                        cold_starts_of(live[INTERACTIVE]), cold_starts_of(live[BATCH]))
     # The rates a day and a week ago (the seasonal forecast), from the fleet reader's last seasonal

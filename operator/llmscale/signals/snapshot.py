@@ -86,6 +86,11 @@ class PodSignals:
         stalled: running requests stayed above 0 for the whole rate window while the
             generation-token counter did not move: the engine hangs but keeps serving ``/metrics``.
             A stalled pod's signals are excluded from the pool's aggregates.
+        served_request_rate / failed_request_rate: requests per second the engine answered
+            (``finished_reason`` stop or length) and failed (``error``); ``None``: not read.
+        failing: Ready-looking but failing every request fast: at least
+            :data:`~llmscale.signals.assemble.FAILING_MIN_REQUESTS` failed over the window and none
+            answered. Excluded from the aggregates like a stalled pod: it is not idle capacity.
     """
 
     pod: str
@@ -96,6 +101,9 @@ class PodSignals:
     generation_tokens_rate: float | None = None
     newest_sample_s: float | None = None
     stalled: bool = False
+    served_request_rate: float | None = None
+    failed_request_rate: float | None = None
+    failing: bool = False
 
     def __post_init__(self) -> None:
         _finite_or_none(
@@ -107,6 +115,8 @@ class PodSignals:
                 "preemption_rate",
                 "generation_tokens_rate",
                 "newest_sample_s",
+                "served_request_rate",
+                "failed_request_rate",
             ),
         )
 
@@ -183,6 +193,8 @@ class SignalSnapshot:
         workload: the workload mix (request and token rates, prompt/generation lengths, prefix
             cache hit rate); all ``None`` when not read.
         pods: per-pod signals of the pool's live reporting pods, sorted by pod name.
+        failing_pods: pods whose engine fails every request fast (see :attr:`PodSignals.failing`),
+            sorted; left out of every aggregate, judged failed by the operator.
         stalled_pods: pods whose engine hangs (see :attr:`PodSignals.stalled`), sorted; their
             signals are left out of every aggregate.
         ignored_pods: pods whose series Prometheus still returns but that are not in the API
@@ -250,6 +262,7 @@ class SignalSnapshot:
     clock_skew_s: float | None = None
     ttft_buckets_s: tuple[float, ...] | None = None
     itl_buckets_s: tuple[float, ...] | None = None
+    failing_pods: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.

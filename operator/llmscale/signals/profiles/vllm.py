@@ -54,4 +54,7 @@ PROFILE = MetricProfile(
     prefix_cache_queries_total="vllm:prefix_cache_queries_total",
     ttft_buckets_s=TTFT_BUCKETS_S,
     itl_buckets_s=ITL_BUCKETS_S,
+    finished_reason_label="finished_reason",
+    served_reasons=("stop", "length"),
+    failed_reasons=("error",),
 )

@@ -37,4 +37,7 @@ PROFILE = MetricProfile(
     prefix_cache_hit_rate="vllm:gpu_prefix_cache_hit_rate",
     ttft_buckets_s=tuple(b for b in TTFT_BUCKETS_S if b <= 10.0),
     itl_buckets_s=tuple(b for b in ITL_BUCKETS_S if b <= 2.5),
+    finished_reason_label="finished_reason",
+    served_reasons=("stop", "length"),
+    failed_reasons=("error",),
 )
