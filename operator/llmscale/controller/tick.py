@@ -99,7 +99,7 @@ from llmscale.controller.placeholders import placeholder_state, sync_placeholder
 from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import PoolReports, observe_pools, record_metrics
-from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition
+from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition, rollout_fits
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
     FAILED_UPDATE_SCALE,
@@ -265,9 +265,40 @@ def _workload(spec: LLMDeploymentSpec, name: str, pool: Pool) -> str | None:
     return str(ref.name) if ref.kind == "Deployment" and ref.api_version.startswith("apps/") else None
 
 
+async def _fit_rollout(
+    deps: Dependencies, mem: ObjectMemory, g: Gathered, decision: Decision, changes: list[PoolChange], *,
+    body: kopf.Body, namespace: str, name: str, logger: _Logger,
+) -> None:
+    """Make a rollout that can never finish fit (``maxSurge: 0, maxUnavailable: 1``) while the warm
+    headroom covers demand, and give the surge back once it completed
+    (:func:`~llmscale.controller.rollout.rollout_fits`): the interactive Deployment applied again
+    with its replicas as they are."""
+    replicas = next((c.new for c in changes if c.pool == INTERACTIVE and c.applied), g.state.interactive_replicas)
+    want = rollout_fits(replicas, g.live[INTERACTIVE], g.progressing, decision.demand_replicas, mem.rollout_fit)
+    if want == mem.rollout_fit:
+        return
+    manifest = deployment_manifest(name, namespace, g.spec, INTERACTIVE, replicas, owner_reference(body),
+                                   deps.priority_classes, fit_rollout=want)
+    try:
+        await apply_manifests(deps.writer, [manifest], deps.metrics)
+    except ApplyRefused as exc:
+        logger.error(f"Failed to change the rollout strategy of LLMDeployment {namespace}/{name}: {exc}")
+        return
+    mem.rollout_fit = want
+    if want:
+        message = (f"Made the rollout of LLMDeployment {namespace}/{name} fit: no node has the GPUs free for a "
+                   f"surge pod and the warm headroom covers demand {decision.demand_replicas}, so Ready pods are "
+                   "replaced one at a time (maxSurge 0, maxUnavailable 1) until it completes")
+        logger.warning(message)
+        kopf.event(body, type="Normal", reason="RolloutFitted", message=message)
+    else:
+        logger.info(f"Restored the surge rollout of LLMDeployment {namespace}/{name} (maxSurge 1, maxUnavailable 0): "
+                    "the rollout completed")
+
+
 async def _apply(
     deps: Dependencies, body: kopf.Body, spec: LLMDeploymentSpec, namespace: str, name: str,
-    changes: list[tuple[Pool, int, int]], logger: _Logger,
+    changes: list[tuple[Pool, int, int]], logger: _Logger, fit_rollout: bool = False,
 ) -> tuple[list[PoolChange], ScaleTargetError | None]:
     """Apply each pool's Deployment (or write its workload's ``/scale``) on its own; a refusal is
     logged and recorded, never raised. Returns the changes and the last ``/scale`` refusal."""
@@ -282,7 +313,8 @@ async def _apply(
                     raise ScaleTargetError(FAILED_UPDATE_SCALE, "this operator has no /scale client")
                 await deps.scales.write(namespace, ref, new)
             else:
-                manifest = deployment_manifest(name, namespace, spec, pool, new, owner, deps.priority_classes)
+                manifest = deployment_manifest(name, namespace, spec, pool, new, owner, deps.priority_classes,
+                                               fit_rollout=fit_rollout and pool == INTERACTIVE)
                 await apply_manifests(deps.writer, [manifest], deps.metrics)
         except ApplyRefused as exc:
             logger.error(f"Failed to scale {pool} pool of LLMDeployment {namespace}/{name} to {new}: {exc}")
@@ -390,6 +422,7 @@ class Gathered:
         now: wall-clock seconds since the epoch (``deps.clock()``), the policy's time.
         live: each pool's pods, judged (a starting pod past its startup budget is failed).
         rollout: the interactive pool's ``RolloutProgressing`` condition.
+        progressing: the interactive Deployment's own ``Progressing`` condition, or ``None``.
     """
 
     spec: LLMDeploymentSpec
@@ -402,6 +435,7 @@ class Gathered:
     now: float
     live: Mapping[Pool, tuple[IndexedPod, ...]]
     rollout: ConditionResult
+    progressing: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,10 +536,10 @@ async def _gather(
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     _report_wake_refused(mem, body, namespace, name, snapshot, logger)
     note_failed_pods(mem, body, logger, live[INTERACTIVE])
+    progressing = rollout_progress(rollouts, key_i) if spec.scale_target_ref is None else None
     rollout = rollout_condition(
         str(spec.scale_target_ref.name) if spec.scale_target_ref is not None else deployment_name(name, INTERACTIVE),
-        replicas_i, live[INTERACTIVE],
-        rollout_progress(rollouts, key_i) if spec.scale_target_ref is None else None)
+        replicas_i, live[INTERACTIVE], progressing, fitted=mem.rollout_fit)
     note_rollout(mem, body, logger, rollout)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
@@ -517,7 +551,7 @@ async def _gather(
                    f"{memory.unreadable}")
         logger.warning(dropped)
         post_policy_state_unreadable(body, dropped)
-    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout)
+    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout, progressing)
 
 
 def _decide(deps: Dependencies, mem: ObjectMemory, g: Gathered, body: kopf.Body, namespace: str, name: str,
@@ -571,7 +605,10 @@ async def _apply_decision(
         if spec.scale_target_ref is None:
             # Pods past their cold start give node autoscalers their nodes back.
             await release_ready_pods(deps, namespace, [*g.live[INTERACTIVE], *g.live[BATCH]], spec, logger)
-        changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger)
+        changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger, mem.rollout_fit)
+        if spec.scale_target_ref is None and not others[INTERACTIVE]:
+            await _fit_rollout(deps, mem, g, decision, changes, body=body, namespace=namespace, name=name,
+                               logger=logger)
         if step.plan is not None and spec.batch is not None:
             await apply_job_actions(deps, mem, namespace, name, step.plan, raw_jobs, logger)
     errors = [c.error for c in changes if c.error is not None]
