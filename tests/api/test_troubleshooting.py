@@ -11,6 +11,7 @@ from llmscale.controller.failedpods import PODS_HEALTHY, PODS_HEALTHY_REASONS
 from llmscale.controller.jobowners import SOLE_JOB_MANAGER, SOLE_JOB_MANAGER_REASONS
 from llmscale.controller.mode import SCALING_ACTIVE_REASONS
 from llmscale.controller.rollout import ROLLOUT_PROGRESSING, ROLLOUT_REASONS
+from llmscale.controller.slobuckets import SLO_TARGETS_ON_BUCKETS, SLO_TARGETS_REASONS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 ROW = re.compile(r"^\| (\w+) \| (True|False|Unknown) \| `(\w+)` \|", re.MULTILINE)
@@ -30,6 +31,7 @@ def test_every_shell_condition_and_reason_has_a_row() -> None:
     shell = {("Ready", r) for r in READY_REASONS} | {("ScalingActive", r) for r in SCALING_ACTIVE_REASONS}
     shell |= {(PODS_HEALTHY, r) for r in PODS_HEALTHY_REASONS} | {(ROLLOUT_PROGRESSING, r) for r in ROLLOUT_REASONS}
     shell |= {(SOLE_JOB_MANAGER, r) for r in SOLE_JOB_MANAGER_REASONS}
+    shell |= {(SLO_TARGETS_ON_BUCKETS, r) for r in SLO_TARGETS_REASONS}
     assert shell <= rows("troubleshooting.md"), sorted(shell - rows("troubleshooting.md"))
 
 

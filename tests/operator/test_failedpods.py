@@ -9,11 +9,14 @@ from tests.cluster.helpers import LocalCluster
 
 from llmscale.controller.failedpods import (
     BUDGET_FLOOR_S,
+    judge_failing,
     judge_pods,
     pods_healthy_condition,
     startup_budget_s,
 )
 from llmscale.controller.indexes import IndexedPod, indexed_pod
+from llmscale.controller.pods import pool_state
+from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
 T0 = 1_717_416_000.0
 
@@ -103,3 +106,28 @@ def test_a_crash_looping_pod_on_a_real_api_server_is_failed(cluster: LocalCluste
     live = cluster.api.sanitize_for_serialization(core.read_namespaced_pod("chat-7f9-x2", namespace))
     again = indexed_pod(live["metadata"]["name"], live["metadata"], live["status"], live["spec"])
     assert again is not None and again.phase == "ready"
+
+
+def _signals(pod: str, served: float, failed: float, failing: bool) -> PodSignals:
+    return PodSignals(pod, queue_depth=0.0, running_requests=0.0, kv_cache_utilization=0.0,
+                      served_request_rate=served, failed_request_rate=failed, failing=failing)
+
+
+def test_a_ready_engine_failing_every_request_is_failed_and_replaced() -> None:
+    """Issue 21, the crash loop's sibling: 3 Ready pods and a fourth, Ready too, whose engine ends
+    every request in error. It is failed (not idle capacity): the pool reads 3 Ready + 1 failed, so
+    the policy asks for its replacement, and PodsHealthy names it with its error rate."""
+    pods = [ready(f"chat-{k}", 300.0) for k in range(4)]
+    snap = SignalSnapshot(T0, queue_depth=6.0, kv_cache_utilization=0.7, preemption_rate=0.0, replicas_reporting=3,
+                          pods=(*(_signals(f"chat-{k}", 2.0, 0.0, False) for k in range(3)),
+                                _signals("chat-3", 0.0, 2.4, True)),
+                          failing_pods=("chat-3",))
+    judged = judge_failing(pods, snap)
+    assert [p.phase for p in judged] == ["ready", "ready", "ready", "failed"]
+    state = pool_state(4, 0, [p.phase for p in judged], [])
+    assert (state.interactive_ready, state.interactive_failed) == (3, 1)
+    c = pods_healthy_condition(judged)
+    assert (c.status, c.reason) == ("False", "FailedPods")
+    assert "chat-3" in c.message and "2.40 requests/s ended in error" in c.message
+    # A pod the snapshot does not call failing (an idle one, one with errors beside answers) stays.
+    assert judge_failing(pods, SignalSnapshot(T0, pods=(_signals("chat-3", 0.0, 0.0, False),))) == tuple(pods)

@@ -10,7 +10,9 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from llmscale.controller.fleet import FleetReader
+import pytest
+
+from llmscale.controller.fleet import MINUTE_LAG_S, FleetReader
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.profiles import get_profile
 from llmscale.signals.queries import PoolRequest, PoolTarget
@@ -281,3 +283,51 @@ async def test_minutes_read_for_a_pool_forgotten_meanwhile_are_not_kept() -> Non
     assert await in_flight == 1
     assert reader.minutes(CHAT) == () and reader.minutes(PoolTarget("serving", "chat", "batch")) == ()
     assert [m.end_s for m in reader.minutes(EMBED)] == [NOW]
+
+
+@dataclass
+class SkewedSource(MinuteSource):
+    """Prometheus's clock ``skew_s`` off the operator's: each answer's evaluation time says so
+    (``SignalSnapshot.clock_skew_s``); records the minute ends asked for."""
+
+    skew_s: float = 0.0
+    asked: list[float] = field(default_factory=list)
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> Mapping[PoolTarget, SignalSnapshot]:
+        return {r.target: SignalSnapshot(now, queue_depth=1.0, clock_skew_s=self.skew_s) for r in pools}
+
+    async def read_minutes(self, pools: Sequence[PoolRequest], end_s: float) -> Mapping[PoolTarget, MinuteSample]:
+        self.asked.append(end_s)
+        return await super().read_minutes(pools, end_s)
+
+
+@pytest.mark.parametrize(
+    ("skew_s", "asked"),
+    [
+        pytest.param(-120.0, NOW - 120, id="operator-120s-ahead-asks-prometheus-minute-not-its-future"),
+        pytest.param(120.0, NOW + 120, id="operator-120s-behind-asks-the-newest-minute"),
+        pytest.param(-3.0, NOW, id="within-5s-the-operators-minute"),
+    ],
+)
+async def test_the_minute_asked_is_prometheus_own_under_clock_skew(skew_s: float, asked: float) -> None:
+    """Issue 21: with the operator's node 120 s ahead, the minute ending at its clock lies in
+    Prometheus's future and is judged on nothing: the minute asked is Prometheus's own."""
+    source = SkewedSource(skew_s=skew_s)
+    reader = FleetReader(source, period_s=0.05, timeout_s=0.5, clock=lambda: NOW + 30)
+    register(reader, CHAT, {"chat-a"})
+    await reader.read_once()
+    assert await reader.read_minutes_due() == 1
+    assert source.asked == [asked]
+
+
+@pytest.mark.parametrize("skew_s", [-600.0, -121.0, -61.0, -7.0, 6.0, 59.0, 300.0])
+async def test_no_minute_asked_ends_in_prometheus_future(skew_s: float) -> None:
+    """Property over skews past 5 s: every minute asked ended at least the lag before Prometheus's now."""
+    source = SkewedSource(skew_s=skew_s)
+    clock = NOW + 17
+    reader = FleetReader(source, period_s=0.05, timeout_s=0.5, clock=lambda: clock)
+    register(reader, CHAT, {"chat-a"})
+    await reader.read_once()
+    await reader.read_minutes_due()
+    assert source.asked and all(end <= clock + skew_s - MINUTE_LAG_S for end in source.asked)
+    assert all(end % 60 == 0 for end in source.asked)

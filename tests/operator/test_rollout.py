@@ -16,7 +16,7 @@ import pytest
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.indexes import IndexedPod, index_rollouts, progressing_of
 from llmscale.controller.pods import pool_state
-from llmscale.controller.rollout import rollout_condition
+from llmscale.controller.rollout import rollout_condition, rollout_fits
 from llmscale.policy import PolicyMemory, Reason, decide
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -92,3 +92,32 @@ def test_the_rollouts_index_reads_the_deployments_progressing_condition() -> Non
     got = index_rollouts(namespace="serving", name="chat", labels=labels, status=status)  # type: ignore[arg-type]
     assert got == {("serving", "chat", "interactive"): ("False", "ProgressDeadlineExceeded", "timed out")}
     assert index_rollouts(namespace="serving", name="chat", labels=labels, status={}) == {}  # type: ignore[arg-type]
+
+
+def _pool(ready: int, surge_phase: str | None) -> list[IndexedPod]:
+    pods = [IndexedPod(f"chat-{k}", "ready") for k in range(ready)]
+    return pods + ([IndexedPod("chat-new", surge_phase)] if surge_phase else [])  # type: ignore[arg-type]
+
+
+UPDATING = ("True", "ReplicaSetUpdated", "ReplicaSet chat-2 is progressing.")
+DONE = ("True", "NewReplicaSetAvailable", "ReplicaSet chat-2 has successfully progressed.")
+
+
+@pytest.mark.parametrize(
+    ("pods", "progressing", "demand", "fitted", "fits"),
+    [
+        pytest.param(_pool(8, "unschedulable"), UPDATING, 6, False, True, id="no-gpu-headroom-covers-fit"),
+        pytest.param(_pool(8, "unschedulable"), UPDATING, 7, False, True, id="exactly-one-spare"),
+        pytest.param(_pool(8, "unschedulable"), UPDATING, 8, False, False, id="demand-needs-every-replica"),
+        pytest.param(_pool(8, "failed"), UPDATING, 4, False, False, id="a-broken-image-is-not-fitted"),
+        pytest.param(_pool(8, "starting"), UPDATING, 4, False, False, id="a-surge-pod-that-fits-is-left"),
+        pytest.param(_pool(8, None), UPDATING, 8, True, True, id="kept-until-complete"),
+        pytest.param(_pool(8, None), DONE, 6, True, False, id="complete-gives-the-surge-back"),
+        pytest.param(_pool(8, None), None, 6, True, True, id="progress-unknown-kept"),
+    ],
+)
+def test_rollout_fits(pods: list[IndexedPod], progressing: tuple[str, str, str] | None, demand: int, fitted: bool,
+                      fits: bool) -> None:
+    assert rollout_fits(8, pods, progressing, demand, fitted) is fits
+    if fitted and fits:
+        assert rollout_condition("chat", 8, pods, progressing, fitted=True).reason == "RollingOutInPlace"

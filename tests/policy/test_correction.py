@@ -116,3 +116,37 @@ def test_a_breach_while_replicas_start_teaches_nothing() -> None:
     d = tick(NOW, memory, itl=0.13, replicas=7, starting=1)
     assert d.memory.correction is None
     assert any("replicas are starting: latency guard waits" in r for r in d.reasons)
+
+
+# Issue 21: vLLM's TTFT bucket (1, 2.5] around the default 2 s SLO. 80 requests at 0.8 s and 20 at
+# 1.2 s read p95 2.125 s (truly 1.2 s): inside the interpolation error, never learnt from.
+TTFT_BOUNDS = (0.5, 0.75, 1.0, 2.5, 5.0)
+
+
+def ttft_tick(t: float, memory: PolicyMemory, ttft: float, bounds: tuple[float, ...] | None = TTFT_BOUNDS):  # type: ignore[no-untyped-def]
+    snaps = [
+        SignalSnapshot(t - 60 * k, queue_depth=0.0, running_requests=150.0, kv_cache_utilization=0.1,
+                       preemption_rate=0.0, ttft_p95_s=ttft, itl_p95_s=0.05, replicas_reporting=6, workload=MIX,
+                       ttft_buckets_s=bounds)
+        for k in (1, 0)
+    ]
+    return decide(SPEC, snaps, PoolState(interactive_replicas=6, interactive_ready=6), memory, t)
+
+
+@pytest.mark.parametrize("ttft", [pytest.param(2.125, id="issue-2.125s"), pytest.param(2.5, id="the-upper-bound"),
+                                  pytest.param(2.01, id="just-over")])
+def test_thirty_minutes_breached_inside_the_bucket_teach_nothing(ttft: float) -> None:
+    memory = PolicyMemory(since=NOW - 3600)
+    for minute in range(30):
+        d = ttft_tick(NOW + 60 * minute, memory, ttft)
+        memory = d.memory
+        assert d.interactive_replicas == 6
+        assert any("inside the histogram bucket holding the target" in r for r in d.reasons)
+    assert memory.correction is None
+
+
+def test_a_breach_beyond_the_bucket_is_learnt_and_without_bounds_as_before() -> None:
+    beyond = ttft_tick(NOW, PolicyMemory(since=NOW - 3600), 2.6)
+    assert beyond.memory.correction is not None and beyond.memory.correction.factor < 1.0
+    plain = ttft_tick(NOW, PolicyMemory(since=NOW - 3600), 2.125, bounds=None)
+    assert plain.memory.correction is not None and plain.memory.correction.factor < 1.0

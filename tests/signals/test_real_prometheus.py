@@ -42,6 +42,7 @@ from tests.signals.prom import (
     wait_targets_up,
 )
 
+from llmscale.controller.servicerecord import judge_minute
 from llmscale.signals import (
     PoolRequest,
     PoolTarget,
@@ -52,6 +53,7 @@ from llmscale.signals import (
     get_profile,
 )
 from llmscale.signals.profiles.base import MetricProfile
+from llmscale.signals.profiles.vllm import TTFT_BUCKETS_S as VLLM_TTFT_BUCKETS_S
 
 pytestmark = needs_prometheus
 
@@ -568,6 +570,44 @@ def test_hung_engine_with_frozen_busy_gauges_is_stalled(tmp_path: Path) -> None:
     assert hung.stalled and hung.queue_depth == 15.0 and hung.newest_sample_s is not None
 
 
+def _finished(pod: str, ts: list[float], per_s: dict[str, float]) -> list[Any]:
+    """``vllm:request_success_total`` of one pod, one series per ``finished_reason``."""
+    return [counter("vllm:request_success_total", labels(pod, engine="0", finished_reason=reason), ts, rate)
+            for reason, rate in per_s.items()]
+
+
+def test_a_ready_engine_failing_every_request_fast_is_not_idle_capacity(tmp_path: Path) -> None:
+    """Issue 21, the crash loop's sibling: an engine that answers /health and /metrics but ends
+    every request in error (stop/length flat, error rising while traffic reaches it) looks idle
+    (queue 0, KV 0): it is failing, left out of every aggregate. Neighbours: an idle pod (no
+    traffic), a pod with errors beside answers, a pod with two errors in the window are not."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = vllm_pod("serving", ts, 2.0, 30.0, 0.60, 400.0)
+    series += _finished("serving", ts, {"stop": 2.0, "length": 0.5, "error": 0.0, "abort": 0.0})
+    series += vllm_pod("broken", ts, 0.0, 0.0, 0.0, 0.0)
+    series += _finished("broken", ts, {"stop": 0.0, "length": 0.0, "error": 2.0, "abort": 0.0})
+    series += vllm_pod("idle", ts, 0.0, 0.0, 0.0, 0.0)
+    series += _finished("idle", ts, {"stop": 0.0, "length": 0.0, "error": 0.0, "abort": 0.0})
+    series += vllm_pod("flaky", ts, 1.0, 20.0, 0.50, 300.0)
+    series += _finished("flaky", ts, {"stop": 1.5, "length": 0.0, "error": 0.5, "abort": 0.0})
+    series += vllm_pod("rare", ts, 0.0, 0.0, 0.0, 0.0)  # 0.02/s: about one error a window
+    series += _finished("rare", ts, {"stop": 0.0, "length": 0.0, "error": 0.02, "abort": 0.0})
+    pods = {"serving", "broken", "idle", "flaky", "rare"}
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods=pods)
+        reader.close()
+    assert snap.error is None, snap.error
+    assert snap.failing_pods == ("broken",)
+    broken = next(p for p in snap.pods if p.pod == "broken")
+    assert broken.failing and broken.failed_request_rate == pytest.approx(2.0, rel=0.05)
+    assert broken.served_request_rate == 0.0
+    # Left out like a stalled pod: the mean KV use is over the four others, not dragged down by it.
+    assert snap.replicas_reporting == 4
+    assert snap.kv_cache_utilization == pytest.approx((0.6 + 0.0 + 0.5 + 0.0) / 4)
+
+
 # -- authentication: TLS, mutual TLS and basic auth -------------------------------------------------
 
 
@@ -806,6 +846,48 @@ def test_the_minute_query_gives_each_pool_the_p95s_the_simulator_scores(tmp_path
     assert chat.generation_tokens == pytest.approx(60_000, rel=0.05)
     assert chat.queue_min == 0.0 and slow_minute.queue_min == 4.0
     assert not minutes[PoolTarget("ml", "gone", "interactive")].has_data
+
+
+def _cumulative(bounds: tuple[float, ...], latencies: dict[float, int]) -> dict[str, float]:
+    """Per-second rates of each ``le`` bucket for one minute of ``latencies`` (value → requests)."""
+    out = {f"{b:g}": sum(n for v, n in latencies.items() if v <= b) / 60.0 for b in bounds}
+    out["+Inf"] = sum(latencies.values()) / 60.0
+    return out
+
+
+# Issue 21, "an SLO inside a wide bucket": minutes of vLLM's real TTFT buckets against the default
+# 2 s SLO, inside (1, 2.5]. Each: (latencies, p95 Prometheus reads, truly met, judged met).
+WIDE_BUCKET_MINUTES = [
+    pytest.param({0.8: 90, 2.4: 10}, 1.75, False, False, id="90x0.8s+10x2.4s-reads-met-truly-missed"),
+    pytest.param({0.8: 80, 1.2: 20}, 2.125, True, False, id="80x0.8s+20x1.2s-reads-breached-truly-met"),
+    pytest.param({0.8: 96, 2.4: 4}, 0.997, True, True, id="96x0.8s+4x2.4s-p95-on-the-lower-bound-met"),
+    pytest.param({0.8: 90, 3.0: 10}, 3.75, False, False, id="90x0.8s+10x3s-beyond-the-bucket-missed"),
+    pytest.param({1.5: 100}, 2.425, True, False, id="100x1.5s-inside-truly-met-not-counted"),
+]
+
+
+@pytest.mark.parametrize(("latencies", "reads", "truly_met", "judged_met"), WIDE_BUCKET_MINUTES)
+def test_a_minute_inside_a_wide_ttft_bucket_is_judged_from_the_bucket_counts(
+    tmp_path: Path, latencies: dict[float, int], reads: float, truly_met: bool, judged_met: bool
+) -> None:
+    """Issue 21: the real ``histogram_quantile`` over vLLM's TTFT buckets reads the given p95; the
+    minute counts as met only when the p95 is at most the bucket's lower bound (1 s), so no minute
+    that truly missed is ever counted as met (conservative), whatever the interpolation says."""
+    end = (time.time() // 60 - 2) * 60
+    ts = every(end - 600, end, 15)
+    lab = {**POOL_LABELS, "pod": "chat-0"}
+    series = _histogram(VLLM.ttft_histogram, lab, ts, _cumulative(VLLM_TTFT_BUCKETS_S, latencies))
+    series.append(gauge(VLLM.waiting, lab, ts, 0.0))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        minute = reader.read_minutes_sync([PoolRequest(TARGET, VLLM)], end)[TARGET]
+        reader.close()
+    true_p95 = sorted(v for v, n in latencies.items() for _ in range(n))[94]
+    assert (true_p95 <= 2.0) == truly_met
+    assert minute.ttft_p95_s == pytest.approx(reads, rel=0.01)
+    assert minute.ttft_buckets_s == VLLM_TTFT_BUCKETS_S
+    assert judge_minute(minute, 2.0, 0.1) is judged_met
+    assert not (judged_met and not truly_met), "a minute that truly missed was counted as met"
 
 
 def test_wake_queries_are_scoped_and_answered_one_per_llmdeployment(tmp_path: Path) -> None:

@@ -80,6 +80,7 @@ def deployment_manifest(
     replicas: int,
     owner: Mapping[str, Any],
     priority_classes: PriorityClasses = PriorityClasses(),
+    fit_rollout: bool = False,
 ) -> dict[str, Any]:
     """Return one pool's Deployment for server-side apply.
 
@@ -88,7 +89,10 @@ def deployment_manifest(
     passes the replicas the operator last set (or the policy's new value).
 
     The rollout surges one pod and never removes a ready one first (``maxUnavailable: 0``), so
-    a template change keeps serving capacity at the price of one spare GPU per rollout step;
+    a template change keeps serving capacity at the price of one spare GPU per rollout step; with
+    ``fit_rollout`` (no GPU free for the surge pod, and the warm headroom covers demand:
+    :func:`~llmscale.controller.rollout.rollout_fits`) it replaces one Ready pod at a time instead
+    (``maxSurge: 0, maxUnavailable: 1``);
     ``progressDeadlineSeconds`` follows the cold start
     (:func:`~llmscale.controller.podtemplate.progress_deadline_seconds`), so a slow cold start is
     not reported as a failed rollout. The pods get the pool's class of ``priority_classes``. The
@@ -110,7 +114,8 @@ def deployment_manifest(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector_labels(name, pool)},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": (
+                {"maxSurge": 0, "maxUnavailable": 1} if fit_rollout else {"maxSurge": 1, "maxUnavailable": 0})},
             "progressDeadlineSeconds": progress_deadline_seconds(spec),
             "template": merge_template(pod_template(name, spec, pool, priority_classes.of(pool)), spec.template,
                                        spec.resources.gpu_resource_name),
@@ -183,6 +188,7 @@ def child_manifests(
     interactive_replicas: int,
     batch_replicas: int,
     priority_classes: PriorityClasses = PriorityClasses(),
+    fit_rollout: bool = False,
 ) -> list[dict[str, Any]]:
     """Return every child of the LLMDeployment ``body`` for server-side apply, in apply order.
 
@@ -201,7 +207,8 @@ def child_manifests(
     children = [
         service_manifest(name, namespace, spec, owner),
         pdb_manifest(name, namespace, spec, owner),
-        deployment_manifest(name, namespace, spec, INTERACTIVE, interactive_replicas, owner, priority_classes),
+        deployment_manifest(name, namespace, spec, INTERACTIVE, interactive_replicas, owner, priority_classes,
+                            fit_rollout),
     ]
     if spec.batch is not None:
         children.insert(2, batch_service_manifest(name, namespace, spec, owner))

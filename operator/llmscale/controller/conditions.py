@@ -10,8 +10,8 @@ the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
 ``BatchBacklog`` and ``DeadlineAtRisk`` the batch planner's (:mod:`llmscale.policy.batch`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
 and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) and ``PodsHealthy``
-(:mod:`llmscale.controller.failedpods`) and ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`) are
-the shell's; docs/operator.md lists theirs.
+(:mod:`llmscale.controller.failedpods`) and ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`) and
+``SLOTargetsOnBuckets`` (:mod:`llmscale.controller.slobuckets`) are the shell's; docs/operator.md lists theirs.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ CONDITION_TYPES: tuple[str, ...] = (
     "PodsHealthy",
     "RolloutProgressing",
     "SoleJobManager",
+    "SLOTargetsOnBuckets",
 )
 
 #: Every reason of the ``Ready`` condition: :func:`ready_condition`'s, ``InvalidSpec``

@@ -84,7 +84,7 @@ async def ensure_children(
     current_batch = deployment_replicas(deployments, (namespace, name, BATCH))
     interactive = current if current is not None else initial_replicas(spec)
     manifests = child_manifests(body, spec, interactive, current_batch if current_batch is not None else 0,
-                                deps.priority_classes)
+                                deps.priority_classes, fit_rollout=mem.rollout_fit)
     mem.last_invalid = None
     mem.children_applying = True
     try:

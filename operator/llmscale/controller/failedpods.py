@@ -8,7 +8,9 @@ the slowest of the pool's own measured cold starts, and never less than :data:`B
 pool with no measured cold start has no budget (a first cold start of a new model can take any
 time; only the reasons above make its pods failed). The budget counts from the pod's scheduling
 (``PodScheduled`` became ``True``), so a pod that waited for a node Karpenter provisioned is not
-charged for the wait. Pure except :func:`note_failed_pods`, which posts the Events.
+charged for the wait. A Ready pod whose engine fails every request fast (the signals' ``failing_pods``:
+errors rising, nothing answered while traffic reaches it) is failed too (:func:`judge_failing`): it
+is not idle capacity. Pure except :func:`note_failed_pods`, which posts the Events.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from llmscale.controller.indexes import IndexedPod, cold_starts_of
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.pods import recent_cold_starts
 from llmscale.policy.types import ConditionResult
+from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = [
     "BUDGET_FACTOR",
     "BUDGET_FLOOR_S",
     "PODS_HEALTHY",
     "PODS_HEALTHY_REASONS",
+    "judge_failing",
     "judge_pods",
     "note_failed_pods",
     "pods_healthy_condition",
@@ -80,6 +84,23 @@ def judge_pods(pods: Iterable[IndexedPod], now: float) -> tuple[IndexedPod, ...]
                    f"{budget:,.0f} s ({BUDGET_FACTOR:g} × the slowest of the pool's {len(measured)} "
                    f"measured cold starts, {max(measured):,.0f} s)")
             pod = pod._replace(phase="failed", failure=why)
+        out.append(pod)
+    return tuple(out)
+
+
+def judge_failing(pods: Iterable[IndexedPod], snapshot: SignalSnapshot) -> tuple[IndexedPod, ...]:
+    """Return the pool's pods with every pod the snapshot found failing every request turned
+    ``failed``, the failure naming its error rate (a pod already failed keeps its own reason)."""
+    failing = {p.pod: p for p in snapshot.pods if p.failing and p.pod in snapshot.failing_pods}
+    window = snapshot.window.promql if snapshot.window is not None else "rate"
+    out = []
+    for pod in pods:
+        signals = failing.get(pod.name)
+        if signals is not None and pod.phase != "failed":
+            rate = signals.failed_request_rate or 0.0
+            pod = pod._replace(phase="failed", failure=(
+                f"its engine failed every request over the {window} window ({rate:.2f} requests/s ended in error, "
+                "none answered with stop or length) while traffic reached it"))
         out.append(pod)
     return tuple(out)
 

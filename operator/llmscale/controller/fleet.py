@@ -36,7 +36,8 @@ Once a minute (:data:`MINUTE_LAG_S` after each whole minute of the wall clock) t
 reads the minute that just ended for every pool (and the batch pool of each), with one more query
 per engine profile (``read_minutes``; :func:`llmscale.signals.queries.minute_query`); each tick
 folds the new minutes of its pools into the SLO record (:meth:`FleetReader.minutes`). Minutes it
-missed (Prometheus down) are read afterwards, up to :data:`MINUTES_CAUGHT_UP` of them.
+missed (Prometheus down) are read afterwards, up to :data:`MINUTES_CAUGHT_UP` of them. The minutes
+are Prometheus's own: the operator's clock plus the skew the last read measured (past 5 s).
 
 At most once a minute the reader also reads, in a task of its own, every pool's request rate
 around the same time a day and a week ago for the seasonal forecast
@@ -62,6 +63,7 @@ from llmscale.controller.carry import CARRY_PERIODS, GoodRead, carry, query_fail
 from llmscale.controller.names import BATCH, INTERACTIVE
 from llmscale.controller.seasonal import SeasonalReader
 from llmscale.policy.types import SeasonalHistory
+from llmscale.signals.assemble import CLOCK_SKEW_S
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.profiles import MetricProfile
 from llmscale.signals.queries import PoolRequest, PoolTarget
@@ -156,6 +158,9 @@ class FleetReader:
         self._task: asyncio.Task[None] | None = None
         self._minutes: dict[PoolTarget, deque[MinuteSample]] = {}
         self._last_minute_end: float | None = None
+        #: Prometheus's clock less the operator's, from the last read that measured it (0 within
+        #: CLOCK_SKEW_S): the minute judged is Prometheus's own (issue 21).
+        self.clock_skew_s = 0.0
         self._seasonal = SeasonalReader(source, timeout_s=timeout_s)
         self.reads = 0
         self.minute_reads = 0
@@ -265,7 +270,9 @@ class FleetReader:
         how many minutes were read. A source that cannot judge minutes reads none."""
         if not isinstance(self._source, MinuteSource) or not self._pools:
             return 0
-        newest = math.floor((self._clock() - MINUTE_LAG_S) / 60.0) * 60.0
+        # The minute is Prometheus's own: with the operator's clock 120 s ahead, the operator's minute
+        # lies in Prometheus's future and would be judged on nothing; 120 s behind, on an old one.
+        newest = math.floor((self._clock() + self.clock_skew_s - MINUTE_LAG_S) / 60.0) * 60.0
         first = newest if self._last_minute_end is None else self._last_minute_end + 60.0
         first = max(first, newest - 60.0 * (MINUTES_CAUGHT_UP - 1))
         requests: dict[PoolTarget, PoolRequest] = {}
@@ -330,6 +337,7 @@ class FleetReader:
             error = f"signal read failed: {exc!r}"
         if error is not None:
             _LOG.warning(f"Failed to read the signals of {len(requests)} pools: {error}")
+        self._note_skew(snapshots.values())
         bound_s = CARRY_PERIODS * self._period_s
         carried = 0
         for r in requests:
@@ -356,6 +364,16 @@ class FleetReader:
         self.reads += 1
         async with self._done:
             self._done.notify_all()
+
+    def _note_skew(self, snapshots: Collection[SignalSnapshot]) -> None:
+        """Keep the clock skew the read measured (the median over its answered pools; past
+        :data:`~llmscale.signals.assemble.CLOCK_SKEW_S` only, the bound within which ages are not
+        corrected either); a read that measured none keeps the last."""
+        skews = sorted(s.clock_skew_s for s in snapshots if s.clock_skew_s is not None and s.carried is None)
+        if not skews:
+            return
+        skew = skews[len(skews) // 2]
+        self.clock_skew_s = skew if abs(skew) > CLOCK_SKEW_S else 0.0
 
     async def run(self) -> None:
         """Read every ``period_s`` until cancelled; a tick that needs a newer read wakes it early."""

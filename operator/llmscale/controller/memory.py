@@ -58,6 +58,8 @@ class ObjectMemory:
         failed_reported: the pods last reported failed (a ``FailedPod`` Warning Event once per pod).
         rollout_reported: the reason the rollout was last reported unable to finish (``None``: it
             was not; a ``RolloutStuck`` Warning Event once per reason).
+        rollout_fit: the interactive Deployment's rollout made to fit (``maxSurge: 0,
+            maxUnavailable: 1``) until it completes (:func:`llmscale.controller.rollout.rollout_fits`).
         jobs_elsewhere: the labelled Jobs last found managed by another controller (an
             ``OtherJobManager`` Warning Event once per Job).
         last_advice: ``(interactive, batch)`` replicas last advised in ``Advisory`` mode (to post
@@ -89,6 +91,7 @@ class ObjectMemory:
     wake_refused: str | None = None
     failed_reported: frozenset[str] = frozenset()
     rollout_reported: str | None = None
+    rollout_fit: bool = False
     jobs_elsewhere: frozenset[str] = frozenset()
     last_advice: tuple[int, int] | None = None
     last_target_error: str | None = None

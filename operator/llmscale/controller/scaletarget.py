@@ -13,7 +13,12 @@ Argo Rollout...): the resource is found by discovery from ``apiVersion`` and ``k
 (``kubernetes.dynamic``, the official client's discovery cache).
 
 The pods a LeaderWorkerSet's ``/scale`` selects are its group leaders (``status.hpaPodSelector``):
-one per replica, the pod that serves the engine's HTTP API and ``/metrics``.
+one per replica, the pod that serves the engine's HTTP API and ``/metrics``. A replica is the whole
+group, so llmscale lists every pod of the LeaderWorkerSet (label ``leaderworkerset.sigs.k8s.io/name``)
+and folds each group into one replica (:func:`pods_of` with :data:`LWS_GROUP_LABEL`): named after its
+leader (whose series the signals read), Ready only when every pod of it is, unschedulable or failed
+when any pod is (a worker stuck Unschedulable is no longer invisible), and its GPUs the sum over its
+pods (a leader and a worker of 8 GPUs are billed 16, ``gpusPerReplica``, not 8).
 """
 
 from __future__ import annotations
@@ -35,9 +40,19 @@ from llmscale.controller.indexes import IndexedPod, indexed_pod
 from llmscale.controller.names import MANAGER
 from llmscale.controller.pods import PodPhase
 
+#: The LeaderWorkerSet API group, and the labels its controller sets on every pod of a group
+#: (sigs.k8s.io/lws ``api/leaderworkerset/v1``: ``SetNameLabelKey``, ``GroupIndexLabelKey``,
+#: ``WorkerIndexLabelKey``; the leader is worker 0).
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+
 __all__ = [
     "FAILED_GET_SCALE",
     "FAILED_UPDATE_SCALE",
+    "LWS_GROUP_LABEL",
     "KubernetesScaleClient",
     "ScaleClient",
     "ScaleReading",
@@ -127,8 +142,9 @@ class ScaleClient(Protocol):
         """
         ...
 
-    async def pods(self, namespace: str, selector: str) -> TargetPods:
-        """Return the live pods ``selector`` matches in ``namespace``.
+    async def pods(self, namespace: str, selector: str, group_label: str | None = None) -> TargetPods:
+        """Return the live pods ``selector`` matches in ``namespace`` (with ``group_label``, one
+        replica per value of that label: :func:`pods_of`).
 
         Raises:
             ScaleTargetError: (:data:`FAILED_GET_SCALE`) the list was refused.
@@ -264,33 +280,78 @@ class KubernetesScaleClient:
         """See :meth:`ScaleClient.write`."""
         await asyncio.to_thread(self._write_sync, namespace, ref, replicas)
 
-    def _pods_sync(self, namespace: str, selector: str) -> TargetPods:
+    def _pods_sync(self, namespace: str, selector: str, group_label: str | None = None) -> TargetPods:
         try:
             items = self._core.list_namespaced_pod(namespace, label_selector=selector).items
         except ApiException as exc:
             raise ScaleTargetError(
                 FAILED_GET_SCALE, f"could not list the pods of {namespace} selected by {selector!r}: {_answer(exc)}"
             ) from None
-        return pods_of(self.api_client.sanitize_for_serialization(pod) for pod in items)  # type: ignore[no-untyped-call]
+        return pods_of((self.api_client.sanitize_for_serialization(pod) for pod in items),  # type: ignore[no-untyped-call]
+                       group_label)
 
-    async def pods(self, namespace: str, selector: str) -> TargetPods:
+    async def pods(self, namespace: str, selector: str, group_label: str | None = None) -> TargetPods:
         """See :meth:`ScaleClient.pods`."""
-        return await asyncio.to_thread(self._pods_sync, namespace, selector)
+        return await asyncio.to_thread(self._pods_sync, namespace, selector, group_label)
 
 
-def pods_of(pods: Iterable[Mapping[str, Any]]) -> TargetPods:
-    """Return the live pods of ``pods`` (wire-format dicts), sorted by name."""
+def pods_of(pods: Iterable[Mapping[str, Any]], group_label: str | None = None) -> TargetPods:
+    """Return the live pods of ``pods`` (wire-format dicts), sorted by name; with ``group_label``,
+    the pods sharing its value folded into one replica each (:func:`_fold`)."""
     live: list[IndexedPod] = []
+    groups: dict[str, list[tuple[IndexedPod, bool]]] = {}
+    sizes: dict[str, int] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
         entry = indexed_pod(str(meta.get("name", "")), meta, pod.get("status") or {}, pod.get("spec"))
-        if entry is not None:
+        if entry is None:
+            continue
+        labels = meta.get("labels") or {}
+        if group_label is not None and group_label in labels:
+            leader = str(labels.get(LWS_WORKER_INDEX_LABEL, "0")) == "0"
+            groups.setdefault(str(labels[group_label]), []).append((entry, leader))
+            size = str((meta.get("annotations") or {}).get(LWS_SIZE_ANNOTATION, ""))
+            if size.isdigit():
+                sizes[str(labels[group_label])] = int(size)
+        else:
             live.append(entry)
+    live.extend(_fold(members, sizes.get(group)) for group, members in groups.items())
     return TargetPods(tuple(sorted(live, key=lambda p: p.name)))
 
 
+def _fold(members: list[tuple[IndexedPod, bool]], size: int | None = None) -> IndexedPod:
+    """One replica of several pods: named after its leader; failed, else unschedulable, else
+    starting when any pod is (or the leader or a worker of its ``size`` is missing); ready when
+    every pod is; GPUs summed; created at its first pod, scheduled and Ready at its last."""
+    members = sorted(members, key=lambda m: (not m[1], m[0].name))
+    pods = [p for p, _ in members]
+    leader = pods[0]
+    phases = {p.phase for p in pods}
+    phase: PodPhase = next((ph for ph in ("failed", "unschedulable", "starting") if ph in phases), "ready")  # type: ignore[assignment]
+    if phase == "ready" and (not members[0][1] or (size is not None and len(pods) < size)):
+        phase = "starting"  # the leader or a worker is gone (recreated): the group serves nothing yet
+    requests: dict[str, float] = {}
+    for p in pods:
+        for resource, count in p.requests:
+            requests[resource] = requests.get(resource, 0.0) + count
+    failures = [f"pod {p.name}: {p.failure}" for p in pods if p.failure and p.phase == "failed"]
+    unplaced = [p.name for p in pods if p.phase == "unschedulable"]
+    created = [p.created_s for p in pods if p.created_s is not None]
+    scheduled = [p.scheduled_s for p in pods if p.scheduled_s is not None]
+    ready = [p.ready_s for p in pods]
+    return leader._replace(
+        phase=phase,
+        created_s=min(created) if created else None,
+        scheduled_s=max(scheduled) if scheduled and not unplaced else None,
+        ready_s=max(r for r in ready if r is not None) if phase == "ready" and all(r is not None for r in ready) else None,
+        requests=tuple(sorted(requests.items())),
+        failure="; ".join(failures) or (f"pod {', '.join(unplaced)} of the group cannot be placed" if unplaced else None),
+    )
+
+
 async def read_target(client: ScaleClient, namespace: str, ref: ScaleTargetRef) -> tuple[ScaleReading, TargetPods]:
-    """Return the workload's ``/scale`` and its pods (none while it reports no selector).
+    """Return the workload's ``/scale`` and its pods (none while it reports no selector); of a
+    LeaderWorkerSet, its groups (every pod of each, folded into one replica).
 
     Raises:
         ScaleTargetError: see :meth:`ScaleClient.read` and :meth:`ScaleClient.pods`.
@@ -298,4 +359,6 @@ async def read_target(client: ScaleClient, namespace: str, ref: ScaleTargetRef) 
     reading = await client.read(namespace, ref)
     if reading.selector is None:
         return reading, TargetPods()
+    if ref.kind == "LeaderWorkerSet" and ref.api_version.startswith(LWS_GROUP + "/"):
+        return reading, await client.pods(namespace, f"{LWS_NAME_LABEL}={ref.name}", group_label=LWS_GROUP_LABEL)
     return reading, await client.pods(namespace, reading.selector)

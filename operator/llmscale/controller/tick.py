@@ -67,7 +67,13 @@ from llmscale.controller.events import (
     post_wake_refused,
     scaled_message,
 )
-from llmscale.controller.failedpods import PODS_HEALTHY, judge_pods, note_failed_pods, pods_healthy_condition
+from llmscale.controller.failedpods import (
+    PODS_HEALTHY,
+    judge_failing,
+    judge_pods,
+    note_failed_pods,
+    pods_healthy_condition,
+)
 from llmscale.controller.indexes import (
     IndexedPod,
     cold_starts_of,
@@ -94,7 +100,7 @@ from llmscale.controller.placeholders import placeholder_state, sync_placeholder
 from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import PoolReports, observe_pools, record_metrics
-from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition
+from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition, rollout_fits
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
     FAILED_UPDATE_SCALE,
@@ -103,6 +109,7 @@ from llmscale.controller.scaletarget import (
     read_target,
 )
 from llmscale.controller.seasonal import spec_timezone
+from llmscale.controller.slobuckets import SLO_TARGETS_ON_BUCKETS, slo_buckets_condition
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.status import build_status
 from llmscale.controller.targeterror import report_target_error
@@ -259,9 +266,40 @@ def _workload(spec: LLMDeploymentSpec, name: str, pool: Pool) -> str | None:
     return str(ref.name) if ref.kind == "Deployment" and ref.api_version.startswith("apps/") else None
 
 
+async def _fit_rollout(
+    deps: Dependencies, mem: ObjectMemory, g: Gathered, decision: Decision, changes: list[PoolChange], *,
+    body: kopf.Body, namespace: str, name: str, logger: _Logger,
+) -> None:
+    """Make a rollout that can never finish fit (``maxSurge: 0, maxUnavailable: 1``) while the warm
+    headroom covers demand, and give the surge back once it completed
+    (:func:`~llmscale.controller.rollout.rollout_fits`): the interactive Deployment applied again
+    with its replicas as they are."""
+    replicas = next((c.new for c in changes if c.pool == INTERACTIVE and c.applied), g.state.interactive_replicas)
+    want = rollout_fits(replicas, g.live[INTERACTIVE], g.progressing, decision.demand_replicas, mem.rollout_fit)
+    if want == mem.rollout_fit:
+        return
+    manifest = deployment_manifest(name, namespace, g.spec, INTERACTIVE, replicas, owner_reference(body),
+                                   deps.priority_classes, fit_rollout=want)
+    try:
+        await apply_manifests(deps.writer, [manifest], deps.metrics)
+    except ApplyRefused as exc:
+        logger.error(f"Failed to change the rollout strategy of LLMDeployment {namespace}/{name}: {exc}")
+        return
+    mem.rollout_fit = want
+    if want:
+        message = (f"Made the rollout of LLMDeployment {namespace}/{name} fit: no node has the GPUs free for a "
+                   f"surge pod and the warm headroom covers demand {decision.demand_replicas}, so Ready pods are "
+                   "replaced one at a time (maxSurge 0, maxUnavailable 1) until it completes")
+        logger.warning(message)
+        kopf.event(body, type="Normal", reason="RolloutFitted", message=message)
+    else:
+        logger.info(f"Restored the surge rollout of LLMDeployment {namespace}/{name} (maxSurge 1, maxUnavailable 0): "
+                    "the rollout completed")
+
+
 async def _apply(
     deps: Dependencies, body: kopf.Body, spec: LLMDeploymentSpec, namespace: str, name: str,
-    changes: list[tuple[Pool, int, int]], logger: _Logger,
+    changes: list[tuple[Pool, int, int]], logger: _Logger, fit_rollout: bool = False,
 ) -> tuple[list[PoolChange], ScaleTargetError | None]:
     """Apply each pool's Deployment (or write its workload's ``/scale``) on its own; a refusal is
     logged and recorded, never raised. Returns the changes and the last ``/scale`` refusal."""
@@ -276,7 +314,8 @@ async def _apply(
                     raise ScaleTargetError(FAILED_UPDATE_SCALE, "this operator has no /scale client")
                 await deps.scales.write(namespace, ref, new)
             else:
-                manifest = deployment_manifest(name, namespace, spec, pool, new, owner, deps.priority_classes)
+                manifest = deployment_manifest(name, namespace, spec, pool, new, owner, deps.priority_classes,
+                                               fit_rollout=fit_rollout and pool == INTERACTIVE)
                 await apply_manifests(deps.writer, [manifest], deps.metrics)
         except ApplyRefused as exc:
             logger.error(f"Failed to scale {pool} pool of LLMDeployment {namespace}/{name} to {new}: {exc}")
@@ -384,6 +423,7 @@ class Gathered:
         now: wall-clock seconds since the epoch (``deps.clock()``), the policy's time.
         live: each pool's pods, judged (a starting pod past its startup budget is failed).
         rollout: the interactive pool's ``RolloutProgressing`` condition.
+        progressing: the interactive Deployment's own ``Progressing`` condition, or ``None``.
     """
 
     spec: LLMDeploymentSpec
@@ -396,6 +436,7 @@ class Gathered:
     now: float
     live: Mapping[Pool, tuple[IndexedPod, ...]]
     rollout: ConditionResult
+    progressing: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,6 +520,8 @@ async def _gather(
         live = {INTERACTIVE: judge_pods(indexed_pods(pods, key_i), wall_now),
                 BATCH: judge_pods(indexed_pods(pods, key_b), wall_now)}
         replicas_i, replicas_b = current_i or 0, current_b or 0
+    # A Ready engine that fails every request fast is not idle capacity: failed, named, replaced.
+    live[INTERACTIVE] = judge_failing(live[INTERACTIVE], snapshot)
     state = pool_state(replicas_i, replicas_b, [p.phase for p in live[INTERACTIVE]], [p.phase for p in live[BATCH]],
                        cold_starts_of(live[INTERACTIVE]), cold_starts_of(live[BATCH]))
     # The rates a day and a week ago (the seasonal forecast), from the fleet reader's last seasonal
@@ -494,10 +537,10 @@ async def _gather(
     _report_stalls(mem, body, namespace, name, snapshot, logger)
     _report_wake_refused(mem, body, namespace, name, snapshot, logger)
     note_failed_pods(mem, body, logger, live[INTERACTIVE])
+    progressing = rollout_progress(rollouts, key_i) if spec.scale_target_ref is None else None
     rollout = rollout_condition(
         str(spec.scale_target_ref.name) if spec.scale_target_ref is not None else deployment_name(name, INTERACTIVE),
-        replicas_i, live[INTERACTIVE],
-        rollout_progress(rollouts, key_i) if spec.scale_target_ref is None else None)
+        replicas_i, live[INTERACTIVE], progressing, fitted=mem.rollout_fit)
     note_rollout(mem, body, logger, rollout)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
@@ -509,7 +552,7 @@ async def _gather(
                    f"{memory.unreadable}")
         logger.warning(dropped)
         post_policy_state_unreadable(body, dropped)
-    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout)
+    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout, progressing)
 
 
 def _decide(deps: Dependencies, mem: ObjectMemory, g: Gathered, body: kopf.Body, namespace: str, name: str,
@@ -563,7 +606,10 @@ async def _apply_decision(
         if spec.scale_target_ref is None:
             # Pods past their cold start give node autoscalers their nodes back.
             await release_ready_pods(deps, namespace, [*g.live[INTERACTIVE], *g.live[BATCH]], spec, logger)
-        changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger)
+        changes, refused = await _apply(deps, body, spec, namespace, name, wanted, logger, mem.rollout_fit)
+        if spec.scale_target_ref is None and not others[INTERACTIVE]:
+            await _fit_rollout(deps, mem, g, decision, changes, body=body, namespace=namespace, name=name,
+                               logger=logger)
         if step.plan is not None and spec.batch is not None:
             await apply_job_actions(deps, mem, namespace, name, step.plan, raw_jobs, logger)
     errors = [c.error for c in changes if c.error is not None]
@@ -651,6 +697,7 @@ def _record(
                           SOLE_AUTOSCALER: sole_autoscaler_condition(name, done.others, done.workloads),
                           PODS_HEALTHY: pods_healthy_condition(g.live[INTERACTIVE]),
                           ROLLOUT_PROGRESSING: g.rollout,
+                          SLO_TARGETS_ON_BUCKETS: slo_buckets_condition(spec, get_profile(spec.engine.profile())),
                           **({SOLE_JOB_MANAGER: sole_job_manager_condition(jobs_elsewhere)} if spec.batch is not None
                              else {})},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,

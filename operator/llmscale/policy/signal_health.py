@@ -91,7 +91,7 @@ def partial_answer(snap: SignalSnapshot, ready_pods: int) -> str | None:
     if snap.warnings:
         parts.append(f"Prometheus answered with warnings ({'; '.join(snap.warnings)[:300]})")
     # A stalled engine's pod is left out on purpose (and holds the pool itself: StalledPods).
-    if 0 < snap.replicas_reporting + len(snap.stalled_pods) < ready_pods:
+    if 0 < snap.replicas_reporting + len(snap.stalled_pods) + len(snap.failing_pods) < ready_pods:
         parts.append(f"{snap.replicas_reporting} of {ready_pods} Ready pods reported")
     return " and ".join(parts) if parts else None
 

@@ -17,11 +17,14 @@ Rules, in order (each has a test in ``tests/signals``):
    engine hangs and keeps serving ``/metrics`` with frozen, busy gauges. Checked only when the
    pod's samples span half the window (a pod that just started is not judged), and only when the
    scrape interval is known.
-5. **Aggregates** are over the *contributing* pods (reporting, not stalled): gauges are summed
+5. **Failing.** A reporting pod that failed at least :data:`FAILING_MIN_REQUESTS` requests over
+   the window (``finished_reason="error"``) and answered none (``stop``/``length`` flat) is
+   failing (``failing_pods``): Ready, idle-looking, and useless — not idle capacity.
+6. **Aggregates** are over the *contributing* pods (reporting, not stalled, not failing): gauges are summed
    (KV cache averaged) and unknown if any contributing pod's value is unknown (a missing pod would
    understate the queue); rates are summed over the pods whose rate is known and unknown only if
    none is. Latency and token-count quantiles are Prometheus's, per pool.
-6. **Every unknown is named** in ``SignalSnapshot.unknown``; a quantile unknown only because the
+7. **Every unknown is named** in ``SignalSnapshot.unknown``; a quantile unknown only because the
    window saw no request is also listed in ``SignalSnapshot.quiet`` (an idle pool has no TTFT,
    and that is not a missing signal).
 """
@@ -33,6 +36,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from llmscale.signals.answer import UNATTRIBUTED, FleetAnswer
+from llmscale.signals.buckets import scaled
 from llmscale.signals.profiles.base import MetricProfile
 from llmscale.signals.queries import DEFAULT_LABELS, GROUP_OF, PoolTarget, SelectorLabels
 from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix
@@ -43,6 +47,10 @@ __all__ = ["assemble"]
 #: at the usual 60 s window, 30 s busy without a single generated token, several times the
 #: longest prefill; and a missed scrape or a lagging sample does not hide a stall for a tick.
 STALL_COVERAGE = 0.5
+
+#: Requests a pod must fail over the window, none answered, to be judged failing: one or two errors
+#: in a quiet window are a bad request or two; three in a row with nothing served is a pattern.
+FAILING_MIN_REQUESTS = 3.0
 
 _RATE_SIGNALS = (
     "preemption_rate",
@@ -137,11 +145,15 @@ def assemble(
                 generation_tokens_rate=rates["generation_tokens_rate"],
                 newest_sample_s=row.get("newest_sample_s"),
                 stalled=_stalled(st, row, rates["generation_tokens_rate"]),
+                served_request_rate=row.get("served_request_rate"),
+                failed_request_rate=row.get("failed_request_rate"),
+                failing=_failing(st, row),
             )
         )
     stalled = [p.pod for p in pods if p.stalled]
-    contributing = [p for p in pods if not p.stalled]
-    no_pod = _no_pod_reason(st, labels, reporting, stalled, ignored, live_pods)
+    failing = [p.pod for p in pods if p.failing and not p.stalled]
+    contributing = [p for p in pods if not p.stalled and not p.failing]
+    no_pod = _no_pod_reason(st, labels, reporting, stalled, ignored, live_pods, failing)
 
     def gauge(signal: str, mean: bool = False) -> float | None:
         if no_pod:
@@ -163,8 +175,10 @@ def assemble(
     ttft = _latency(st, "ttft_p95_s", "ttft", reporting, lacking)
     itl = _latency(st, "itl_p95_s", "itl", reporting, lacking)
     itl_tokens = _tokens_per_itl_sample(st, sums)
+    itl_bounds = profile.itl_buckets_s
     if itl is not None and itl_tokens is not None and itl_tokens >= SPECULATIVE_TOKENS_PER_SAMPLE:
         itl = itl / itl_tokens
+        itl_bounds = scaled(itl_bounds, itl_tokens)
 
     newest = [p.newest_sample_s for p in (contributing or pods) if p.newest_sample_s is not None]
     observed_at = max(newest) if newest else (answer.evaluated_at or now)
@@ -198,6 +212,7 @@ def assemble(
         workload=workload,
         pods=tuple(pods),
         stalled_pods=tuple(stalled),
+        failing_pods=tuple(failing),
         ignored_pods=tuple(sorted(ignored)),
         silent_pods=tuple(silent),
         absent_counters=tuple(sorted(absent)),
@@ -206,6 +221,8 @@ def assemble(
         quiet=tuple(sorted(st.quiet)),
         failed_queries=tuple(sorted(answer.failed)),
         warnings=tuple(dict.fromkeys(answer.warnings)),
+        ttft_buckets_s=profile.ttft_buckets_s,
+        itl_buckets_s=itl_bounds,
     )
 
 
@@ -216,12 +233,16 @@ def _no_pod_reason(
     stalled: list[str],
     ignored: set[str],
     live_pods: Collection[str] | None,
+    failing: list[str] | None = None,
 ) -> str | None:
     """Why no pod contributes, or ``None`` when some pod does."""
-    if len(stalled) < len(reporting):
+    failing = failing or []
+    if len(stalled) + len(failing) < len(reporting):
         return None
     if failed := _group_failure(st.answer, "pods"):
         return failed
+    if reporting and failing:
+        return f"every reporting pod is stalled or fails every request: {_names([*stalled, *failing])}"
     if reporting:
         return f"every reporting pod is stalled: {_names(stalled)}"
     gone = f"; series only of pods not in the API server: {_names(ignored)}" if ignored else ""
@@ -255,6 +276,15 @@ def _stalled(st: _Pool, row: dict[str, float | None], generation_rate: float | N
     # n samples span (n - 1) intervals.
     needed = math.ceil(STALL_COVERAGE * st.window.window_s / interval) + 1
     return running_min > 0 and generation_rate == 0.0 and samples >= needed
+
+
+def _failing(st: _Pool, row: dict[str, float | None]) -> bool:
+    """Whether a reporting pod fails every request: at least :data:`FAILING_MIN_REQUESTS` failed
+    over the window and none answered (both rates known)."""
+    served, failed = row.get("served_request_rate"), row.get("failed_request_rate")
+    if served is None or failed is None or st.window.too_short:
+        return False
+    return served == 0.0 and failed * st.window.window_s >= FAILING_MIN_REQUESTS
 
 
 def _rate_sum(

@@ -28,6 +28,9 @@ class MinuteSample:
         ttft_observations: first tokens observed in the minute (requests).
         generation_tokens: tokens generated in the minute (tokens).
         queue_min: the sum over pods of each pod's lowest queue depth in the minute (requests).
+        ttft_buckets_s / itl_buckets_s: the histograms' finite bucket bounds, seconds (the
+            profile's); ``None``: unknown. A p95 inside the bucket holding a target is judged
+            conservatively (:func:`llmscale.signals.buckets.judge_quantile`).
     """
 
     end_s: float
@@ -36,6 +39,8 @@ class MinuteSample:
     ttft_observations: float | None = None
     generation_tokens: float | None = None
     queue_min: float | None = None
+    ttft_buckets_s: tuple[float, ...] | None = None
+    itl_buckets_s: tuple[float, ...] | None = None
 
     @property
     def has_data(self) -> bool:
@@ -44,9 +49,16 @@ class MinuteSample:
                                             self.generation_tokens, self.queue_min))
 
 
-def minute_samples(answer: FleetAnswer, end_s: float, pools: Collection[PoolTarget]) -> dict[PoolTarget, MinuteSample]:
+def minute_samples(
+    answer: FleetAnswer,
+    end_s: float,
+    pools: Collection[PoolTarget],
+    ttft_buckets_s: tuple[float, ...] | None = None,
+    itl_buckets_s: tuple[float, ...] | None = None,
+) -> dict[PoolTarget, MinuteSample]:
     """Return the minute of each of ``pools`` from the parsed ``minute`` group of ``answer``; a pool
-    Prometheus had no series of gets a sample with every value ``None``."""
+    Prometheus had no series of gets a sample with every value ``None``. ``*_buckets_s``: the
+    profile's histogram bounds, carried on each sample."""
     out: dict[PoolTarget, MinuteSample] = {}
     for pool in pools:
         row = answer.pools.get(pool, {})
@@ -57,5 +69,7 @@ def minute_samples(answer: FleetAnswer, end_s: float, pools: Collection[PoolTarg
             ttft_observations=row.get("minute_ttft_observations"),
             generation_tokens=row.get("minute_generation_tokens"),
             queue_min=row.get("minute_queue_min"),
+            ttft_buckets_s=ttft_buckets_s,
+            itl_buckets_s=itl_buckets_s,
         )
     return out

@@ -354,7 +354,8 @@ class PrometheusSignalReader:
                 _LOG.warning("Failed to read the minute ending %s from Prometheus at %s: %s",
                              end_s, self.url, answer.failed["minute"])
                 continue
-            out.update(minute_samples(answer, end_s, [r.target for r in requests_]))
+            out.update(minute_samples(answer, end_s, [r.target for r in requests_],
+                                      profile.ttft_buckets_s, profile.itl_buckets_s))
         return out
 
     async def read_minutes(self, pools: Sequence[PoolRequest], end_s: float) -> dict[PoolTarget, MinuteSample]:

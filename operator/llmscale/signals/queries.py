@@ -115,6 +115,8 @@ RATE_GROUP = (
     "prompt_tokens_count_rate",
     "generation_tokens_sum_rate",
     "generation_tokens_count_rate",
+    "served_request_rate",
+    "failed_request_rate",
 )
 #: Which counters and histograms each reporting pod lacks (one series per pod and missing metric).
 ABSENT_GROUP = ("absent",)
@@ -445,6 +447,15 @@ def signal_queries(
     # from the new value, so a restarted engine never reads as a negative rate.
     for signal, counter in profile.counters.items():
         q[signal] = per_pod("sum", f"rate({m(counter)}[{w}])")
+    if profile.requests_total is not None and profile.finished_reason_label is not None:
+        # Requests answered and requests failed in the engine, per pod: a Ready engine that fails
+        # every request fast (errors rising, stop/length flat) is not idle capacity.
+        for signal, reasons in (("served_request_rate", profile.served_reasons),
+                                ("failed_request_rate", profile.failed_reasons)):
+            if reasons:
+                match = _quote(f"^(?:{'|'.join(reasons)})$")
+                series = f"{profile.requests_total}{{{e.sel}, {profile.finished_reason_label}=~{match}}}"
+                q[signal] = per_pod("sum", f"rate({series}[{w}])")
     if profile.prefix_cache_hit_rate:
         q["prefix_cache_hit_rate_gauge"] = per_pod("avg", m(profile.prefix_cache_hit_rate))
     hists = profile.histograms

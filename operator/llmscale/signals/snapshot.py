@@ -86,6 +86,11 @@ class PodSignals:
         stalled: running requests stayed above 0 for the whole rate window while the
             generation-token counter did not move: the engine hangs but keeps serving ``/metrics``.
             A stalled pod's signals are excluded from the pool's aggregates.
+        served_request_rate / failed_request_rate: requests per second the engine answered
+            (``finished_reason`` stop or length) and failed (``error``); ``None``: not read.
+        failing: Ready-looking but failing every request fast: at least
+            :data:`~llmscale.signals.assemble.FAILING_MIN_REQUESTS` failed over the window and none
+            answered. Excluded from the aggregates like a stalled pod: it is not idle capacity.
     """
 
     pod: str
@@ -96,6 +101,9 @@ class PodSignals:
     generation_tokens_rate: float | None = None
     newest_sample_s: float | None = None
     stalled: bool = False
+    served_request_rate: float | None = None
+    failed_request_rate: float | None = None
+    failing: bool = False
 
     def __post_init__(self) -> None:
         _finite_or_none(
@@ -107,6 +115,8 @@ class PodSignals:
                 "preemption_rate",
                 "generation_tokens_rate",
                 "newest_sample_s",
+                "served_request_rate",
+                "failed_request_rate",
             ),
         )
 
@@ -183,6 +193,8 @@ class SignalSnapshot:
         workload: the workload mix (request and token rates, prompt/generation lengths, prefix
             cache hit rate); all ``None`` when not read.
         pods: per-pod signals of the pool's live reporting pods, sorted by pod name.
+        failing_pods: pods whose engine fails every request fast (see :attr:`PodSignals.failing`),
+            sorted; left out of every aggregate, judged failed by the operator.
         stalled_pods: pods whose engine hangs (see :attr:`PodSignals.stalled`), sorted; their
             signals are left out of every aggregate.
         ignored_pods: pods whose series Prometheus still returns but that are not in the API
@@ -217,6 +229,11 @@ class SignalSnapshot:
             the operator's clock (ages are Prometheus's) and the skew is reported. ``None``: no answer.
         warnings: the ``warnings`` Prometheus (Thanos, Mimir with partial response) sent with its
             answers, e.g. ``store B unavailable``: the sums may miss pods (a partial answer).
+        ttft_buckets_s / itl_buckets_s: the finite bucket bounds of the histograms ``ttft_p95_s``
+            and ``itl_p95_s`` were interpolated in, seconds (the ITL's divided by
+            ``itl_tokens_per_sample`` when ``itl_p95_s`` is); ``None``: unknown. A p95 inside the
+            bucket holding an SLO target is inside the interpolation error
+            (:func:`llmscale.signals.buckets.judge_quantile`).
     """
 
     observed_at: float
@@ -243,6 +260,9 @@ class SignalSnapshot:
     warnings: tuple[str, ...] = ()
     itl_tokens_per_sample: float | None = None
     clock_skew_s: float | None = None
+    ttft_buckets_s: tuple[float, ...] | None = None
+    itl_buckets_s: tuple[float, ...] | None = None
+    failing_pods: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # NaN and ±Inf are not measurements: store them as unknown so no caller can mistake them.

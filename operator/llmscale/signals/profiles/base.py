@@ -53,6 +53,14 @@ class MetricProfile:
         prefix_cache_queries_total: counter of prompt tokens looked up in the prefix cache (tokens).
         prefix_cache_hit_rate: gauge of the prefix-cache hit rate (0–1), read only where the two
             counters are absent (older engines).
+        ttft_buckets_s / itl_buckets_s: the engine's default finite bucket upper bounds of the TTFT
+            and ITL histograms, ascending, seconds; an SLO target inside a bucket is judged
+            conservatively (:mod:`llmscale.signals.buckets`). ``None``: not known (plain comparison).
+        finished_reason_label: the label of ``requests_total`` saying how a request finished
+            (vLLM's ``finished_reason``); ``None``: not labelled (a pod failing every request is
+            then not told from a serving one).
+        served_reasons / failed_reasons: its values for a request answered (``stop``, ``length``)
+            and for one that failed in the engine (``error``: always an HTTP 500).
     """
 
     name: str
@@ -72,15 +80,21 @@ class MetricProfile:
     prefix_cache_hits_total: str | None = None
     prefix_cache_queries_total: str | None = None
     prefix_cache_hit_rate: str | None = None
+    ttft_buckets_s: tuple[float, ...] | None = None
+    itl_buckets_s: tuple[float, ...] | None = None
+    finished_reason_label: str | None = None
+    served_reasons: tuple[str, ...] = ()
+    failed_reasons: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("name", "source", "copy_labels") or value is None:
+            if f.name in ("name", "source", "copy_labels", "ttft_buckets_s", "itl_buckets_s", "finished_reason_label",
+                          "served_reasons", "failed_reasons") or value is None:
                 continue
             if not _METRIC_NAME.fullmatch(value):
                 raise ValueError(f"profile {self.name}: {f.name} {value!r} is not a Prometheus metric name")
-        for label in self.copy_labels:
+        for label in (*self.copy_labels, *([self.finished_reason_label] if self.finished_reason_label else [])):
             if not _LABEL_NAME.fullmatch(label):
                 raise ValueError(f"profile {self.name}: copy label {label!r} is not a Prometheus label name")
 

@@ -19,7 +19,21 @@ from __future__ import annotations
 
 from llmscale.signals.profiles.base import MetricProfile
 
-__all__ = ["PROFILE"]
+__all__ = ["ITL_BUCKETS_S", "PROFILE", "TTFT_BUCKETS_S"]
+
+#: ``vllm:time_to_first_token_seconds`` default bucket upper bounds, seconds (vLLM 0.32
+#: ``vllm/v1/metrics/buckets.py`` ``TIME_TO_FIRST_TOKEN_BUCKETS``, unchanged since 0.11; the same
+#: as :data:`llmscale.model.vllm_defaults.TTFT_BUCKETS_S`, which a test checks). vLLM's
+#: ``custom_histogram_buckets`` overrides them; llmscale does not read an override.
+TTFT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+    80.0, 160.0, 640.0, 2560.0,
+)
+#: ``vllm:inter_token_latency_seconds`` default bucket upper bounds, seconds (same source,
+#: ``INTER_TOKEN_LATENCY_BUCKETS``).
+ITL_BUCKETS_S: tuple[float, ...] = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+)
 
 PROFILE = MetricProfile(
     name="vllm",
@@ -38,4 +52,9 @@ PROFILE = MetricProfile(
     generation_tokens_histogram="vllm:request_generation_tokens",
     prefix_cache_hits_total="vllm:prefix_cache_hits_total",
     prefix_cache_queries_total="vllm:prefix_cache_queries_total",
+    ttft_buckets_s=TTFT_BUCKETS_S,
+    itl_buckets_s=ITL_BUCKETS_S,
+    finished_reason_label="finished_reason",
+    served_reasons=("stop", "length"),
+    failed_reasons=("error",),
 )

@@ -5,12 +5,15 @@ before 0.11. The queue, running, preemption, token and request names are the sam
 KV-cache gauge is ``vllm:gpu_cache_usage_perc`` (a fraction, 0–1) and inter-token latency is
 ``vllm:time_per_output_token_seconds``. The prefix cache: V1 before 0.11 exports the counters
 ``vllm:gpu_prefix_cache_{hits,queries}_total``; V0 only the gauge ``vllm:gpu_prefix_cache_hit_rate``,
-read where the counters are absent. Copies: none (see the ``vllm`` profile).
+read where the counters are absent. Copies: none (see the ``vllm`` profile). Buckets: V0's TTFT and
+TPOT buckets are V1's up to 10 s and 2.5 s; V1 added longer ones, so only the bounds both share are
+used (a target past them is judged inside an open bucket, conservatively).
 """
 
 from __future__ import annotations
 
 from llmscale.signals.profiles.base import MetricProfile
+from llmscale.signals.profiles.vllm import ITL_BUCKETS_S, TTFT_BUCKETS_S
 
 __all__ = ["PROFILE"]
 
@@ -32,4 +35,9 @@ PROFILE = MetricProfile(
     prefix_cache_hits_total="vllm:gpu_prefix_cache_hits_total",
     prefix_cache_queries_total="vllm:gpu_prefix_cache_queries_total",
     prefix_cache_hit_rate="vllm:gpu_prefix_cache_hit_rate",
+    ttft_buckets_s=tuple(b for b in TTFT_BUCKETS_S if b <= 10.0),
+    itl_buckets_s=tuple(b for b in ITL_BUCKETS_S if b <= 2.5),
+    finished_reason_label="finished_reason",
+    served_reasons=("stop", "length"),
+    failed_reasons=("error",),
 )
