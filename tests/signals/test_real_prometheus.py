@@ -42,6 +42,7 @@ from tests.signals.prom import (
     wait_targets_up,
 )
 
+from llmscale.policy.livefit import live_window
 from llmscale.signals import (
     PoolRequest,
     PoolTarget,
@@ -806,6 +807,43 @@ def test_the_minute_query_gives_each_pool_the_p95s_the_simulator_scores(tmp_path
     assert chat.generation_tokens == pytest.approx(60_000, rel=0.05)
     assert chat.queue_min == 0.0 and slow_minute.queue_min == 4.0
     assert not minutes[PoolTarget("ml", "gone", "interactive")].has_data
+
+
+def test_the_minute_query_gives_each_pool_the_live_calibrations_means(tmp_path: Path) -> None:
+    """Issue 24: the live calibration reads, in the same minute query (no query of its own), each
+    pool's mean running batch per engine and the sums and counts of its ITL, prefill-time, prompt and
+    output histograms over exactly the minute; a pool of two pods averages their batches."""
+    end = (time.time() // 60 - 2) * 60
+    ts = every(end - 600, end, 15)
+    pods = [({**POOL_LABELS, "pod": "chat-0"}, 6.0), ({**POOL_LABELS, "pod": "chat-1"}, 10.0)]
+    series = []
+    for lab, running in pods:
+        series.append(gauge(VLLM.running, lab, ts, running))
+        series.append(gauge(VLLM.waiting, lab, ts, 0.0))
+        # 400 token gaps a second of 20 ms each; 2 requests a second of 900-token prompts, 0.3 s of
+        # prefill each, 200 output tokens each.
+        for hist, total, count in ((VLLM.itl_histogram, 8.0, 400.0), ("vllm:request_prefill_time_seconds", 0.6, 2.0),
+                                   (VLLM.prompt_tokens_histogram, 1800.0, 2.0),
+                                   (VLLM.generation_tokens_histogram, 400.0, 2.0)):
+            assert hist is not None
+            series.append(counter(f"{hist}_sum", lab, ts, total))
+            series.append(counter(f"{hist}_count", lab, ts, count))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        minutes = reader.read_minutes_sync([PoolRequest(TARGET, VLLM)], end)
+        reader.close()
+    m = minutes[TARGET]
+    assert m.running_mean == pytest.approx(8.0)
+    assert m.itl_count == pytest.approx(2 * 400 * 60, rel=0.05) and m.itl_sum_s == pytest.approx(2 * 8 * 60, rel=0.05)
+    assert m.prefill_sum_s is not None and m.prefill_count is not None
+    assert m.prefill_sum_s / m.prefill_count == pytest.approx(0.3, rel=0.01)
+    assert m.prompt_tokens_sum is not None and m.prompt_tokens_count is not None
+    assert m.prompt_tokens_sum / m.prompt_tokens_count == pytest.approx(900.0, rel=0.01)
+    assert m.output_tokens_sum is not None and m.output_tokens_count is not None
+    assert m.output_tokens_sum / m.output_tokens_count == pytest.approx(200.0, rel=0.01)
+    window = live_window(m, 8192)
+    assert window is not None and window.itl_mean_s == pytest.approx(0.02, rel=0.01)
+    assert window.context_tokens == pytest.approx(1000.0, rel=0.01)
 
 
 def test_wake_queries_are_scoped_and_answered_one_per_llmdeployment(tmp_path: Path) -> None:

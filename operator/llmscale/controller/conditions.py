@@ -10,7 +10,8 @@ the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
 ``BatchBacklog`` and ``DeadlineAtRisk`` the batch planner's (:mod:`llmscale.policy.batch`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
 and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) and ``PodsHealthy``
-(:mod:`llmscale.controller.failedpods`) and ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`) are
+(:mod:`llmscale.controller.failedpods`) and ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`) and ``EngineCalibrated``
+(:mod:`llmscale.controller.livefit`) are
 the shell's; docs/operator.md lists theirs.
 """
 
@@ -50,6 +51,7 @@ CONDITION_TYPES: tuple[str, ...] = (
     "PodsHealthy",
     "RolloutProgressing",
     "SoleJobManager",
+    "EngineCalibrated",
 )
 
 #: Every reason of the ``Ready`` condition: :func:`ready_condition`'s, ``InvalidSpec``

@@ -85,6 +85,7 @@ from llmscale.controller.jobowners import (
     sole_job_manager_condition,
     split_jobs,
 )
+from llmscale.controller.livefit import ENGINE_CALIBRATED, live_calibration, note_live_calibration
 from llmscale.controller.memory import ObjectMemory, memory_after
 from llmscale.controller.merge import merge_template
 from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
@@ -383,6 +384,7 @@ class Gathered:
         now: wall-clock seconds since the epoch (``deps.clock()``), the policy's time.
         live: each pool's pods, judged (a starting pod past its startup budget is failed).
         rollout: the interactive pool's ``RolloutProgressing`` condition.
+        calibrated: the ``EngineCalibrated`` condition (the live calibration).
     """
 
     spec: LLMDeploymentSpec
@@ -395,6 +397,7 @@ class Gathered:
     now: float
     live: Mapping[Pool, tuple[IndexedPod, ...]]
     rollout: ConditionResult
+    calibrated: ConditionResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,6 +486,11 @@ async def _gather(
     # The rates a day and a week ago (the seasonal forecast), from the fleet reader's last seasonal
     # read; None (the forecast uses the trend alone) when not read yet, failed or too old.
     state = dataclasses.replace(state, seasonal=deps.fleet.seasonal(PoolTarget(namespace, name, INTERACTIVE)))
+    # The model's efficiencies fitted to the engines' own histograms, from the judged minutes.
+    calibrated, live_fit = live_calibration(mem, spec, deps.fleet.minutes(PoolTarget(namespace, name, INTERACTIVE)),
+                                            wall_now)
+    note_live_calibration(mem, body, logger, calibrated)
+    state = dataclasses.replace(state, live_fit=live_fit)
     reports = observe_pools(
         mem, spec=spec, status=body.get("status"),
         pods=live,
@@ -508,7 +516,7 @@ async def _gather(
                    f"{memory.unreadable}")
         logger.warning(dropped)
         post_policy_state_unreadable(body, dropped)
-    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout)
+    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout, calibrated)
 
 
 def _decide(deps: Dependencies, mem: ObjectMemory, g: Gathered, body: kopf.Body, namespace: str, name: str,
@@ -650,6 +658,7 @@ def _record(
                           SOLE_AUTOSCALER: sole_autoscaler_condition(name, done.others, done.workloads),
                           PODS_HEALTHY: pods_healthy_condition(g.live[INTERACTIVE]),
                           ROLLOUT_PROGRESSING: g.rollout,
+                          ENGINE_CALIBRATED: g.calibrated,
                           **({SOLE_JOB_MANAGER: sole_job_manager_condition(jobs_elsewhere)} if spec.batch is not None
                              else {})},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,

@@ -71,6 +71,7 @@ __all__ = [
     "GROUPS",
     "GROUP_OF",
     "METRIC_LABEL",
+    "MINUTE_FIT_GROUP",
     "MINUTE_GROUP",
     "POOL_GROUPS",
     "SIGNAL_LABEL",
@@ -148,8 +149,22 @@ MINUTE_GROUP = (
     "minute_generation_tokens",
     "minute_queue_min",
 )
-#: Every group a read can parse: the fleet groups and the minute group.
-ALL_GROUPS: dict[str, tuple[str, ...]] = {**GROUPS, "minute": MINUTE_GROUP}
+#: Signals of the live calibration (:mod:`llmscale.policy.livefit`), per pool, over the same minute
+#: and in the same query as :data:`MINUTE_GROUP` (no query of their own): the sums and counts of the
+#: histograms a fit of the model's efficiencies stands on, and the mean running batch per engine.
+MINUTE_FIT_GROUP = (
+    "minute_running_mean",
+    "minute_itl_sum_s",
+    "minute_itl_count",
+    "minute_prefill_sum_s",
+    "minute_prefill_count",
+    "minute_prompt_tokens_sum",
+    "minute_prompt_tokens_count",
+    "minute_output_tokens_sum",
+    "minute_output_tokens_count",
+)
+#: Every group a read can parse: the fleet groups and the minute group (judgement and calibration).
+ALL_GROUPS: dict[str, tuple[str, ...]] = {**GROUPS, "minute": MINUTE_GROUP + MINUTE_FIT_GROUP}
 #: Signals answered per pod (the rest per pool).
 PER_POD = frozenset(POD_GROUP + RATE_GROUP + ABSENT_GROUP)
 #: The label naming the missing metric on an ``absent`` series.
@@ -371,6 +386,13 @@ class _Expr:
             f"sum by ({by}) (rate({self.m(hist + classic)}[{self.window}]))"
         )
 
+    def increase_of(self, part: str, hist: str) -> str:
+        """The pool's ``increase`` of a histogram's ``sum`` or ``count`` over the window (native form
+        first: ``histogram_sum``/``histogram_count``; else the classic ``_sum``/``_count`` series)."""
+        by = self.pool_by
+        return (f"histogram_{part}(sum by ({by}) (increase({self.m(hist)}[{self.window}]))) or "
+                f"sum by ({by}) (increase({self.m(f'{hist}_{part}')}[{self.window}]))")
+
     def quantile_of(self, q: float, hist: str) -> str:
         """The pool's ``q`` quantile of a histogram over the window (native form first)."""
         native = f"histogram_quantile({q:g}, sum by ({self.pool_by}) (rate({self.m(hist)}[{self.window}])))"
@@ -586,7 +608,11 @@ def minute_query(
       token counter), the numerator of goodput and of cost per million tokens;
     - ``minute_queue_min``: the sum over pods of each pod's lowest queue depth in the minute: above
       0, some pod's queue never emptied for a whole minute ("silence is not success": a minute with
-      no first token while requests waited all through it fails).
+      no first token while requests waited all through it fails);
+    - the live calibration's figures (:data:`MINUTE_FIT_GROUP`): ``minute_running_mean``, the mean
+      over pods of each pod's mean running batch in the minute (``avg_over_time``), and the
+      ``increase`` of the ``_sum`` and ``_count`` of the ITL, prefill-time, prompt-token and
+      generated-token histograms (each only where the profile names the histogram).
 
     Raises:
         ValueError: ``quantile`` is outside 0–1.
@@ -611,6 +637,16 @@ def minute_query(
         parts["minute_generation_tokens"] = (
             f"sum by ({pool_by}) ({dedup(f'increase({m(profile.generation_tokens_total)}[{w}])')})"
         )
+    parts["minute_running_mean"] = (
+        f"avg by ({pool_by}) (sum by ({pod_by}) ({dedup(f'avg_over_time({m(profile.running)}[{w}])')}))"
+    )
+    fitted = {"itl": profile.itl_histogram, "prefill": profile.prefill_time_histogram,
+              "prompt_tokens": profile.prompt_tokens_histogram, "output_tokens": profile.generation_tokens_histogram}
+    for key, hist in fitted.items():
+        if hist is not None:
+            unit = "_s" if key in ("itl", "prefill") else ""
+            parts[f"minute_{key}_sum{unit}"] = e.increase_of("sum", hist)
+            parts[f"minute_{key}_count"] = e.increase_of("count", hist)
     return "\n  or ".join(
         f'label_replace({expr}, "{SIGNAL_LABEL}", "{name}", "", "")' for name, expr in parts.items()
     )

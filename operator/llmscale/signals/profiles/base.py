@@ -53,6 +53,9 @@ class MetricProfile:
         prefix_cache_queries_total: counter of prompt tokens looked up in the prefix cache (tokens).
         prefix_cache_hit_rate: gauge of the prefix-cache hit rate (0–1), read only where the two
             counters are absent (older engines).
+        prefill_time_histogram: histogram of each request's prefill time (seconds), read once a
+            minute for the live calibration (:mod:`llmscale.policy.livefit`); not a leading signal,
+            so its absence is not reported per pod.
     """
 
     name: str
@@ -72,6 +75,7 @@ class MetricProfile:
     prefix_cache_hits_total: str | None = None
     prefix_cache_queries_total: str | None = None
     prefix_cache_hit_rate: str | None = None
+    prefill_time_histogram: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -38,4 +38,5 @@ PROFILE = MetricProfile(
     generation_tokens_histogram="vllm:request_generation_tokens",
     prefix_cache_hits_total="vllm:prefix_cache_hits_total",
     prefix_cache_queries_total="vllm:prefix_cache_queries_total",
+    prefill_time_histogram="vllm:request_prefill_time_seconds",
 )
