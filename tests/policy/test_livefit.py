@@ -4,6 +4,7 @@ of the efficiencies over the prior, and an engine change an upgrade compared bef
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -13,11 +14,13 @@ from llmscale.model.capacity import POISSON
 from llmscale.policy.livefit import (
     LIVE_FIT_MIN_MINUTES,
     LIVE_FIT_MINUTES,
+    LIVE_FIT_REFIT_MINUTES,
     LiveRecord,
     calibrate,
     describe_change,
     fold,
     live_window,
+    refit_due,
 )
 from llmscale.policy.load import capacity_context
 from llmscale.signals.minute import MinuteSample
@@ -147,3 +150,22 @@ def test_a_slower_engine_than_the_prior_needs_more_replicas() -> None:
     live = capacity_context(SPEC, DEFAULT_SHAPE, False, POISSON, 1.0, cal.fit)
     assert prior is not None and live is not None and live.calibrated_live and not prior.calibrated_live
     assert live.need(20.0).replicas > prior.need(20.0).replicas
+
+
+def test_a_used_fit_is_refitted_every_five_minutes_not_every_minute() -> None:
+    truth = _truth(0.003)
+    record = fold(None, 7, [_minute(truth, 60.0 * k, b) for k, b in enumerate((1, 4, 16, 64, 8), 1)], 4096, 0)
+    assert refit_due(record) and not refit_due(LiveRecord(7))
+    cal = calibrate(SPEC, record)
+    assert cal is not None and cal.used and cal.measured_at == 300.0
+    record = replace(record, last=cal)
+    assert not refit_due(record)
+    for k in range(6, 6 + LIVE_FIT_REFIT_MINUTES):
+        record = fold(record, 7, [_minute(truth, 60.0 * k, 8.0)], 4096, 60.0 * k)
+        assert refit_due(record) == (k == 5 + LIVE_FIT_REFIT_MINUTES), k
+    # Until a fit is used, every new minute is fitted.
+    young = fold(None, 7, [_minute(truth, 60.0, 1.0), _minute(truth, 120.0, 8.0)], 4096, 0)
+    first = calibrate(SPEC, young)
+    assert first is not None and not first.used
+    young = fold(replace(young, last=first), 7, [_minute(truth, 180.0, 16.0)], 4096, 180.0)
+    assert refit_due(young)

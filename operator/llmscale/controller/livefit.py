@@ -3,7 +3,8 @@ Event (the pure fold and fit: :mod:`llmscale.policy.livefit`).
 
 Each tick folds the interactive pool's judged minutes (the fleet reader's, read in the minute
 query: no query of its own) into the object's :class:`~llmscale.policy.livefit.LiveRecord`, fits
-again when a minute was added, and hands the fit to the policy (``PoolState.live_fit``) once it is
+again when a minute was added (every minute until the fit is used, then every
+:data:`~llmscale.policy.livefit.LIVE_FIT_REFIT_MINUTES`), and hands the fit to the policy (``PoolState.live_fit``) once it is
 used. The condition says what was measured; when the engine's type, image or args changed (an
 upgrade), the first calibration of the new engine is compared with the last of the old one and
 posted once as an ``EngineUpgraded`` Event (the serving runbook's "treat an upgrade as a
@@ -25,7 +26,14 @@ from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.report import engine_spec_digest
 from llmscale.model.capacity import engine_limits
 from llmscale.model.fit import EfficiencyFit
-from llmscale.policy.livefit import LIVE_FIT_MAX_ERROR, LIVE_FIT_MIN_MINUTES, calibrate, describe_change, fold
+from llmscale.policy.livefit import (
+    LIVE_FIT_MAX_ERROR,
+    LIVE_FIT_MIN_MINUTES,
+    calibrate,
+    describe_change,
+    fold,
+    refit_due,
+)
 from llmscale.policy.types import ConditionResult
 from llmscale.signals.minute import MinuteSample
 
@@ -43,7 +51,7 @@ def live_calibration(mem: ObjectMemory, spec: LLMDeploymentSpec, minutes: Iterab
     ``EngineCalibrated`` condition and the fit the policy uses (``None``: the prior as it is)."""
     before = mem.live_record
     record = fold(before, engine_spec_digest(spec), minutes, engine_limits(spec).max_num_batched_tokens, now)
-    if record is not before and record.windows and (before is None or record.windows != before.windows):
+    if record is not before and refit_due(record):
         cal = calibrate(spec, record)
         if cal is not None:
             record = replace(record, last=cal)

@@ -48,6 +48,7 @@ __all__ = [
     "LIVE_FIT_MINUTES",
     "LIVE_FIT_MIN_MINUTES",
     "LIVE_FIT_MIN_TOKENS",
+    "LIVE_FIT_REFIT_MINUTES",
     "PRIOR_WEIGHT",
     "CapacityNote",
     "LiveCalibration",
@@ -57,6 +58,7 @@ __all__ = [
     "describe_change",
     "fold",
     "live_window",
+    "refit_due",
 ]
 
 #: Minutes of windows fitted: 30, long enough for the load to move (several batch sizes), short
@@ -69,6 +71,10 @@ LIVE_FIT_MIN_TOKENS = 100.0
 #: Largest rms relative error of a fit that is used: 25 % (beyond, the model's form does not
 #: describe these engines and the prior is the better guess; the condition says so).
 LIVE_FIT_MAX_ERROR = 0.25
+#: Minutes between fits once one is used: 5. A fit costs tens of milliseconds of the event loop
+#: (20–35 ms on this repository's 2-core machine); at 1,000 LLMDeployments a fit every minute
+#: would hold the loop for half a minute each minute, one every five a sixth of that.
+LIVE_FIT_REFIT_MINUTES = 5
 #: Weight of the prior's own steps, as a share of the live windows' total: 0.1.
 PRIOR_WEIGHT = 0.1
 #: Context of a reference step in the capacity note, tokens.
@@ -198,6 +204,18 @@ def fold(record: LiveRecord | None, digest: int, samples: Iterable[MinuteSample]
     return replace(record, windows=tuple(added[-LIVE_FIT_MINUTES:]))
 
 
+def refit_due(record: LiveRecord) -> bool:
+    """Whether ``record`` should be fitted again: it has windows newer than its last fit, and that
+    fit is not used yet or is :data:`LIVE_FIT_REFIT_MINUTES` minutes older than the newest window."""
+    if not record.windows:
+        return False
+    newest = record.windows[-1][0]
+    last = record.last
+    if last is None or not last.used:
+        return last is None or newest > last.measured_at
+    return newest - last.measured_at >= 60.0 * LIVE_FIT_REFIT_MINUTES - 1e-6
+
+
 def _prior(spec: LLMDeploymentSpec) -> ReplicaModel | None:
     try:
         model = ReplicaModel.from_spec(spec)
@@ -264,7 +282,8 @@ def calibrate(spec: LLMDeploymentSpec, record: LiveRecord) -> LiveCalibration | 
     prior = [StepObservation(d, d * c, p, model.step_time(d, d * c, p) * scale[p > 0], PRIOR_WEIGHT * total / 3.0)
              for d, c, p in anchors]
     # The prior's points share the fit's relative-error weighting; the live windows dominate it.
-    fit = fit_efficiencies(model, live + prior)
+    # The attention term only where the prior has one (a calibrated small model): one search, not two.
+    fit = fit_efficiencies(model, live + prior, attention=model.attention_efficiency is not None)
     # The error that matters is on what the engines measured, not on the prior's own points.
     fitted = fit.apply(model)
     rel = [(fitted.step_time(o.decode_seqs, o.kv_tokens_read, o.prefill_tokens) - o.seconds) / o.seconds for o in live]
