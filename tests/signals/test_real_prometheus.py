@@ -454,6 +454,27 @@ def test_vllm_data_parallel_engines_are_summed_not_collapsed(tmp_path: Path) -> 
     assert snap.kv_cache_utilization == pytest.approx(0.5) and snap.replicas_reporting == 1
 
 
+def test_the_queue_counts_capacity_waits_where_the_engine_tells_them_apart(tmp_path: Path) -> None:
+    """Issue 24: vLLM's waiting_by_reason splits capacity waits (a replica fixes them) from deferred
+    ones (a LoRA budget, a KV transfer: another replica would defer them too); a pod without the
+    family (an older engine beside it) counts every wait, and data-parallel cores are summed."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = vllm_pod("new", ts, 5.0, 8.0, 0.4, 100.0) + vllm_pod("old", ts, 4.0, 8.0, 0.4, 100.0)
+    series += vllm_pod("new", ts, 1.0, 8.0, 0.4, 100.0, engine="1")
+    for engine, capacity, deferred in (("0", 2.0, 3.0), ("1", 1.0, 0.0)):
+        for reason, value in (("capacity", capacity), ("deferred", deferred)):
+            series.append(gauge("vllm:num_requests_waiting_by_reason", labels("new", engine=engine, reason=reason),
+                                ts, value))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"new", "old"})
+        reader.close()
+    assert snap.error is None, snap.error
+    assert {p.pod: p.queue_depth for p in snap.pods} == {"new": 3.0, "old": 4.0}
+    assert snap.queue_depth == 7.0
+
+
 def test_series_of_an_unmerged_ha_pair_count_once(tmp_path: Path) -> None:
     # The same kind as case 1: a Thanos or federation in front of two Prometheus replicas without
     # deduplication returns every series twice, told apart by prometheus_replica.

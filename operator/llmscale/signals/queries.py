@@ -443,8 +443,14 @@ def signal_queries(
     def per_pod(agg: str, expr: str) -> str:
         return f"{agg} by ({pod_by}) ({e.dedup(expr)})"
 
+    queue = per_pod("sum", m(profile.waiting))
+    if profile.waiting_by_reason is not None:
+        # Capacity waits only where the engine tells them apart (vLLM 0.32 does): a deferred wait
+        # (LoRA budget, KV transfer) is not fixed by a replica. A pod without the family: all waits.
+        capacity = f'{profile.waiting_by_reason}{{{e.sel}, reason="capacity"}}'
+        queue = f"{per_pod('sum', capacity)} or {queue}"
     q: dict[str, str] = {
-        "queue_depth": per_pod("sum", m(profile.waiting)),
+        "queue_depth": queue,
         "running_requests": per_pod("sum", m(profile.running)),
         "kv_cache_utilization": per_pod("avg", m(profile.kv_cache_usage)),
         # timestamp() is the sample's own time, which stays old when scraping stops without a

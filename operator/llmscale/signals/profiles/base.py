@@ -53,6 +53,10 @@ class MetricProfile:
         prefix_cache_queries_total: counter of prompt tokens looked up in the prefix cache (tokens).
         prefix_cache_hit_rate: gauge of the prefix-cache hit rate (0–1), read only where the two
             counters are absent (older engines).
+        waiting_by_reason: gauge of waiting requests by ``reason`` (``capacity``: no KV blocks or
+            batch slot; ``deferred``: held back by a transient constraint such as a LoRA budget or a
+            KV transfer). Where a pod exports it, the queue signal counts its ``capacity`` waits
+            only (a replica fixes those, not deferred ones); elsewhere ``waiting``.
         prefill_time_histogram: histogram of each request's prefill time (seconds), read once a
             minute for the live calibration (:mod:`llmscale.policy.livefit`); not a leading signal,
             so its absence is not reported per pod.
@@ -76,6 +80,7 @@ class MetricProfile:
     prefix_cache_queries_total: str | None = None
     prefix_cache_hit_rate: str | None = None
     prefill_time_histogram: str | None = None
+    waiting_by_reason: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -39,4 +39,5 @@ PROFILE = MetricProfile(
     prefix_cache_hits_total="vllm:prefix_cache_hits_total",
     prefix_cache_queries_total="vllm:prefix_cache_queries_total",
     prefill_time_histogram="vllm:request_prefill_time_seconds",
+    waiting_by_reason="vllm:num_requests_waiting_by_reason",
 )
