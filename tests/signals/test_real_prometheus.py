@@ -475,6 +475,26 @@ def test_the_queue_counts_capacity_waits_where_the_engine_tells_them_apart(tmp_p
     assert snap.queue_depth == 7.0
 
 
+def test_a_sleeping_engine_is_neither_capacity_nor_a_failure(tmp_path: Path) -> None:
+    """Issue 24: vLLM's engine_sleep_state has one series per state, 1 for the current one; a pod
+    whose engine sleeps (weights offloaded) reports an empty queue that must not read as room."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = vllm_pod("up", ts, 6.0, 8.0, 0.5, 100.0) + vllm_pod("slept", ts, 0.0, 0.0, 0.0, 0.0)
+    for pod, current in (("up", "awake"), ("slept", "weights_offloaded")):
+        for state in ("awake", "weights_offloaded", "discard_all"):
+            series.append(gauge("vllm:engine_sleep_state", labels(pod, engine="0", sleep_state=state), ts,
+                                1.0 if state == current else 0.0))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"up", "slept"})
+        reader.close()
+    assert snap.error is None, snap.error
+    assert snap.sleeping_pods == ("slept",) and snap.stalled_pods == ()
+    assert snap.replicas_reporting == 1 and snap.queue_depth == 6.0 and snap.kv_cache_utilization == 0.5
+    assert [(p.pod, p.asleep) for p in snap.pods] == [("slept", True), ("up", False)]
+
+
 def test_series_of_an_unmerged_ha_pair_count_once(tmp_path: Path) -> None:
     # The same kind as case 1: a Thanos or federation in front of two Prometheus replicas without
     # deduplication returns every series twice, told apart by prometheus_replica.

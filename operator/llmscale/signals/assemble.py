@@ -17,11 +17,16 @@ Rules, in order (each has a test in ``tests/signals``):
    engine hangs and keeps serving ``/metrics`` with frozen, busy gauges. Checked only when the
    pod's samples span half the window (a pod that just started is not judged), and only when the
    scrape interval is known.
-5. **Aggregates** are over the *contributing* pods (reporting, not stalled): gauges are summed
+5. **Sleeping engines.** A pod whose engine reports a sleep state other than ``awake`` (vLLM's
+   ``engine_sleep_state``) is neither idle capacity nor a failure (``sleeping_pods``): it is left
+   out of the aggregates and of ``replicas_reporting`` (its empty queue must not read as room),
+   and it is never judged stalled. When every reporting pod sleeps, every gauge is unknown with
+   that reason: replicas hold, nothing is scaled down as idle nor replaced as failed.
+6. **Aggregates** are over the *contributing* pods (reporting, not stalled, awake): gauges are summed
    (KV cache averaged) and unknown if any contributing pod's value is unknown (a missing pod would
    understate the queue); rates are summed over the pods whose rate is known and unknown only if
    none is. Latency and token-count quantiles are Prometheus's, per pool.
-6. **Every unknown is named** in ``SignalSnapshot.unknown``; a quantile unknown only because the
+7. **Every unknown is named** in ``SignalSnapshot.unknown``; a quantile unknown only because the
    window saw no request is also listed in ``SignalSnapshot.quiet`` (an idle pool has no TTFT,
    and that is not a missing signal).
 """
@@ -137,11 +142,13 @@ def assemble(
                 generation_tokens_rate=rates["generation_tokens_rate"],
                 newest_sample_s=row.get("newest_sample_s"),
                 stalled=_stalled(st, row, rates["generation_tokens_rate"]),
+                asleep=(row.get("asleep") or 0.0) > 0.0,
             )
         )
     stalled = [p.pod for p in pods if p.stalled]
-    contributing = [p for p in pods if not p.stalled]
-    no_pod = _no_pod_reason(st, labels, reporting, stalled, ignored, live_pods)
+    sleeping = [p.pod for p in pods if p.asleep]
+    contributing = [p for p in pods if not p.stalled and not p.asleep]
+    no_pod = _no_pod_reason(st, labels, reporting, stalled, sleeping, ignored, live_pods)
 
     def gauge(signal: str, mean: bool = False) -> float | None:
         if no_pod:
@@ -198,6 +205,7 @@ def assemble(
         workload=workload,
         pods=tuple(pods),
         stalled_pods=tuple(stalled),
+        sleeping_pods=tuple(sleeping),
         ignored_pods=tuple(sorted(ignored)),
         silent_pods=tuple(silent),
         absent_counters=tuple(sorted(absent)),
@@ -214,16 +222,21 @@ def _no_pod_reason(
     labels: SelectorLabels,
     reporting: list[str],
     stalled: list[str],
+    sleeping: list[str],
     ignored: set[str],
     live_pods: Collection[str] | None,
 ) -> str | None:
     """Why no pod contributes, or ``None`` when some pod does."""
-    if len(stalled) < len(reporting):
+    out = set(stalled) | set(sleeping)
+    if len(out) < len(reporting):
         return None
     if failed := _group_failure(st.answer, "pods"):
         return failed
-    if reporting:
+    if reporting and not sleeping:
         return f"every reporting pod is stalled: {_names(stalled)}"
+    if reporting:
+        hung = f"; stalled: {_names(stalled)}" if stalled else ""
+        return f"every reporting pod sleeps or is stalled: asleep {_names(sleeping)}{hung}"
     gone = f"; series only of pods not in the API server: {_names(ignored)}" if ignored else ""
     live = f" (pods in the API server: {_names(live_pods)})" if live_pods is not None else ""
     unlabelled = f"; series without the {labels.pod!r} label are ignored" if "" in ignored else ""

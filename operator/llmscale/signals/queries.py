@@ -103,6 +103,7 @@ POD_GROUP = (
     "newest_sample_s",
     "samples_in_window",
     "running_min",
+    "asleep",
 )
 RATE_GROUP = (
     "preemption_rate",
@@ -459,6 +460,11 @@ def signal_queries(
         "samples_in_window": f"max by ({pod_by}) (count_over_time({m(profile.waiting)}[{w}]))",
         "running_min": per_pod("sum", f"min_over_time({m(profile.running)}[{w}])"),
     }
+    if profile.sleep_state is not None:
+        # 1 when some engine core of the pod is in a state other than awake (each state is its own
+        # series, 1 for the current one): the pod sleeps.
+        q["asleep"] = f'max by ({pod_by}) ({profile.sleep_state}{{{e.sel}, sleep_state!="awake"}})'
+
     # Absence, not presence, is what is sent back: the common answer (everything exported) is
     # then no series at all, instead of one per pod and metric.
     reporting = f"count by ({pod_by}) ({m(profile.waiting)})"

@@ -86,6 +86,9 @@ class PodSignals:
         stalled: running requests stayed above 0 for the whole rate window while the
             generation-token counter did not move: the engine hangs but keeps serving ``/metrics``.
             A stalled pod's signals are excluded from the pool's aggregates.
+        asleep: the engine sleeps (vLLM's sleep mode: weights offloaded or discarded, put there by
+            someone else's ``/sleep``): neither idle capacity nor a failure, so its signals are
+            excluded from the pool's aggregates and it is not counted as reporting.
     """
 
     pod: str
@@ -96,6 +99,7 @@ class PodSignals:
     generation_tokens_rate: float | None = None
     newest_sample_s: float | None = None
     stalled: bool = False
+    asleep: bool = False
 
     def __post_init__(self) -> None:
         _finite_or_none(
@@ -185,6 +189,8 @@ class SignalSnapshot:
         pods: per-pod signals of the pool's live reporting pods, sorted by pod name.
         stalled_pods: pods whose engine hangs (see :attr:`PodSignals.stalled`), sorted; their
             signals are left out of every aggregate.
+        sleeping_pods: pods whose engine sleeps (see :attr:`PodSignals.asleep`), sorted; their
+            signals are left out of every aggregate and of ``replicas_reporting``.
         ignored_pods: pods whose series Prometheus still returns but that are not in the API
             server's set (deleted; series linger up to the 5 min lookback), sorted.
         silent_pods: live pods (from the API server) with no series, sorted.
@@ -231,6 +237,7 @@ class SignalSnapshot:
     workload: WorkloadMix = WorkloadMix()
     pods: tuple[PodSignals, ...] = ()
     stalled_pods: tuple[str, ...] = ()
+    sleeping_pods: tuple[str, ...] = ()
     ignored_pods: tuple[str, ...] = ()
     silent_pods: tuple[str, ...] = ()
     absent_counters: tuple[str, ...] = ()

@@ -40,4 +40,5 @@ PROFILE = MetricProfile(
     prefix_cache_queries_total="vllm:prefix_cache_queries_total",
     prefill_time_histogram="vllm:request_prefill_time_seconds",
     waiting_by_reason="vllm:num_requests_waiting_by_reason",
+    sleep_state="vllm:engine_sleep_state",
 )
