@@ -71,9 +71,10 @@ LIVE_FIT_MIN_TOKENS = 100.0
 #: Largest rms relative error of a fit that is used: 25 % (beyond, the model's form does not
 #: describe these engines and the prior is the better guess; the condition says so).
 LIVE_FIT_MAX_ERROR = 0.25
-#: Minutes between fits once one is used: 5. A fit costs tens of milliseconds of the event loop
-#: (20–35 ms on this repository's 2-core machine); at 1,000 LLMDeployments a fit every minute
-#: would hold the loop for half a minute each minute, one every five a sixth of that.
+#: Minutes between fits once one is used: 5. A fit of 30 windows costs tens of milliseconds of the
+#: event loop (23 ms at best, 87 ms median on this repository's loaded 2-core machine); at 1,000
+#: LLMDeployments a fit every minute would hold the loop for 23 s or more each minute, one every
+#: five a fifth of that.
 LIVE_FIT_REFIT_MINUTES = 5
 #: Weight of the prior's own steps, as a share of the live windows' total: 0.1.
 PRIOR_WEIGHT = 0.1
