@@ -45,3 +45,14 @@ def test_measuring_then_calibrated_then_upgraded_with_one_event(monkeypatch: pyt
     note_live_calibration(mem, BODY, log, cond)
     assert [e["reason"] for e in events] == ["EngineUpgraded"]
     assert "ml/chat" in events[0]["message"]
+
+
+def test_a_rollout_is_measured_by_nobody_and_refits_nothing() -> None:
+    mem = ObjectMemory()
+    live_calibration(mem, SPEC, _minutes(_truth(0.004), 1, (2, 8, 32, 4, 16)), 300.0)
+    fitted = mem.live_record
+    assert fitted is not None and fitted.last is not None and fitted.last.used
+    cond, fit = live_calibration(mem, SPEC, _minutes(_truth(0.02), 6, (8,)), 370.0, rolling_out=True)
+    assert mem.live_record is not None and mem.live_record.last is fitted.last  # not refitted
+    assert mem.live_record.windows is fitted.windows
+    assert (cond.reason, fit) == ("Calibrated", fitted.last.fit)

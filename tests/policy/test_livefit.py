@@ -169,3 +169,17 @@ def test_a_used_fit_is_refitted_every_five_minutes_not_every_minute() -> None:
     assert first is not None and not first.used
     young = fold(replace(young, last=first), 7, [_minute(truth, 180.0, 16.0)], 4096, 180.0)
     assert refit_due(young)
+
+
+def test_no_minute_of_a_rollout_is_folded() -> None:
+    # A rollout's pods run the old engine and the new: its minutes describe neither.
+    truth = _truth(0.003)
+    record = fold(None, 7, [_minute(truth, 60.0, 8.0)], 4096, 60.0)
+    rolling = fold(record, 7, [_minute(truth, 120.0, 8.0)], 4096, 130.0, rolling_out=True)
+    assert rolling.windows is record.windows and rolling.skip_until == 130.0
+    assert fold(rolling, 7, [_minute(truth, 120.0, 8.0)], 4096, 130.0, rolling_out=True) is rolling
+    rolling = fold(rolling, 7, [_minute(truth, 180.0, 8.0)], 4096, 190.0, rolling_out=True)
+    # Done: the minutes the reader still holds from the rollout stay out; the next one is in.
+    done = fold(rolling, 7, [_minute(truth, 120.0, 8.0), _minute(truth, 180.0, 8.0), _minute(truth, 240.0, 8.0)],
+                4096, 250.0)
+    assert [end for end, _ in done.windows] == [60.0, 240.0]

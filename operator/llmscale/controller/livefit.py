@@ -46,12 +46,14 @@ ENGINE_CALIBRATED_REASONS = ("Measuring", "PoorFit", "Calibrated", "EngineUpgrad
 
 
 def live_calibration(mem: ObjectMemory, spec: LLMDeploymentSpec, minutes: Iterable[MinuteSample],
-                     now: float) -> tuple[ConditionResult, EfficiencyFit | None]:
-    """Fold ``minutes`` into ``mem.live_record``, fit again when one was added, and return the
-    ``EngineCalibrated`` condition and the fit the policy uses (``None``: the prior as it is)."""
+                     now: float, *, rolling_out: bool = False) -> tuple[ConditionResult, EfficiencyFit | None]:
+    """Fold ``minutes`` into ``mem.live_record`` (none while ``rolling_out``: the pods run two
+    engines), fit again when one was added, and return the ``EngineCalibrated`` condition and the
+    fit the policy uses (``None``: the prior as it is)."""
     before = mem.live_record
-    record = fold(before, engine_spec_digest(spec), minutes, engine_limits(spec).max_num_batched_tokens, now)
-    if record is not before and refit_due(record):
+    record = fold(before, engine_spec_digest(spec), minutes, engine_limits(spec).max_num_batched_tokens, now,
+                  rolling_out=rolling_out)
+    if (before is None or record.windows is not before.windows) and refit_due(record):
         cal = calibrate(spec, record)
         if cal is not None:
             record = replace(record, last=cal)

@@ -486,11 +486,6 @@ async def _gather(
     # The rates a day and a week ago (the seasonal forecast), from the fleet reader's last seasonal
     # read; None (the forecast uses the trend alone) when not read yet, failed or too old.
     state = dataclasses.replace(state, seasonal=deps.fleet.seasonal(PoolTarget(namespace, name, INTERACTIVE)))
-    # The model's efficiencies fitted to the engines' own histograms, from the judged minutes.
-    calibrated, live_fit = live_calibration(mem, spec, deps.fleet.minutes(PoolTarget(namespace, name, INTERACTIVE)),
-                                            wall_now)
-    note_live_calibration(mem, body, logger, calibrated)
-    state = dataclasses.replace(state, live_fit=live_fit)
     reports = observe_pools(
         mem, spec=spec, status=body.get("status"),
         pods=live,
@@ -506,6 +501,12 @@ async def _gather(
         replicas_i, live[INTERACTIVE],
         rollout_progress(rollouts, key_i) if spec.scale_target_ref is None else None)
     note_rollout(mem, body, logger, rollout)
+    # The model's efficiencies fitted to the engines' own histograms, from the judged minutes (not
+    # those of a rollout, whose pods run two engines).
+    calibrated, live_fit = live_calibration(mem, spec, deps.fleet.minutes(PoolTarget(namespace, name, INTERACTIVE)),
+                                            wall_now, rolling_out=rollout.reason != "RolloutComplete")
+    note_live_calibration(mem, body, logger, calibrated)
+    state = dataclasses.replace(state, live_fit=live_fit)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None

@@ -21,7 +21,8 @@ traffic and explains them within :data:`LIVE_FIT_MAX_ERROR` (rms relative error)
 image and args (a digest the shell computes). When the digest changes, the windows are dropped, the
 last calibration is kept as ``before``, and once the new engine has its own, the capacity note of
 each (:class:`CapacityNote`) is compared: the shell reports the difference as an Event and a
-condition. Limits: the mean ITL also carries the steps that held a prompt chunk, and the running
+condition; while the pool rolls out (its pods run two engines) no minute is folded. Limits: the
+mean ITL also carries the steps that held a prompt chunk, and the running
 mean is a time average (the token-weighted batch is larger under bursts): both make the decode
 efficiency read low on prefill-heavy or bursty traffic — the p95 correction
 (:mod:`llmscale.policy.load`) stays on top of it. The record lives in the operator's memory: a
@@ -171,7 +172,9 @@ class LiveRecord:
         windows: ``(end_s, window)`` of the last :data:`LIVE_FIT_MINUTES` minutes with traffic, oldest first.
         last: the newest calibration of this engine, or ``None``.
         before: the last calibration of the engine before the newest upgrade, or ``None``.
-        upgraded_at: end of the first minute folded after the upgrade (``None``: no upgrade seen).
+        upgraded_at: when the upgrade was seen, seconds since the epoch (``None``: no upgrade seen).
+        skip_until: minutes ending at or before this time are not folded (an upgrade or a rollout:
+            the pods ran another engine, or two); ``None``: none skipped.
     """
 
     digest: int
@@ -179,22 +182,26 @@ class LiveRecord:
     last: LiveCalibration | None = None
     before: LiveCalibration | None = None
     upgraded_at: float | None = None
+    skip_until: float | None = None
 
 
 def fold(record: LiveRecord | None, digest: int, samples: Iterable[MinuteSample], budget_tokens: int,
-         now: float) -> LiveRecord:
+         now: float, *, rolling_out: bool = False) -> LiveRecord:
     """``record`` with the minutes of ``samples`` newer than its newest window added (the last
     :data:`LIVE_FIT_MINUTES` kept). A new ``digest`` (an upgrade) starts a new record that keeps
-    the old one's last calibration as ``before``."""
+    the old one's last calibration as ``before``. While ``rolling_out`` (the pool's pods run two
+    engines) nothing is folded, and no minute that ended by ``now`` ever will be."""
     if record is None:
         record = LiveRecord(digest)
     elif record.digest != digest:
         record = LiveRecord(digest, before=record.last if record.last is not None else record.before,
-                            upgraded_at=now)
+                            upgraded_at=now, skip_until=now)
+    if rolling_out:
+        return record if record.skip_until == now else replace(record, skip_until=now)
     newest = record.windows[-1][0] if record.windows else -math.inf
     added = list(record.windows)
     for sample in sorted(samples, key=lambda s: s.end_s):
-        if sample.end_s <= newest or (record.upgraded_at is not None and sample.end_s <= record.upgraded_at):
+        if sample.end_s <= newest or (record.skip_until is not None and sample.end_s <= record.skip_until):
             continue
         window = live_window(sample, budget_tokens)
         if window is not None:
