@@ -9,6 +9,7 @@ from pathlib import Path
 from llmscale.controller.conditions import CONDITION_TYPES, READY_REASONS
 from llmscale.controller.failedpods import PODS_HEALTHY, PODS_HEALTHY_REASONS
 from llmscale.controller.jobowners import SOLE_JOB_MANAGER, SOLE_JOB_MANAGER_REASONS
+from llmscale.controller.livefit import ENGINE_CALIBRATED, ENGINE_CALIBRATED_REASONS
 from llmscale.controller.mode import SCALING_ACTIVE_REASONS
 from llmscale.controller.rollout import ROLLOUT_PROGRESSING, ROLLOUT_REASONS
 from llmscale.controller.slobuckets import SLO_TARGETS_ON_BUCKETS, SLO_TARGETS_REASONS
@@ -32,6 +33,7 @@ def test_every_shell_condition_and_reason_has_a_row() -> None:
     shell |= {(PODS_HEALTHY, r) for r in PODS_HEALTHY_REASONS} | {(ROLLOUT_PROGRESSING, r) for r in ROLLOUT_REASONS}
     shell |= {(SOLE_JOB_MANAGER, r) for r in SOLE_JOB_MANAGER_REASONS}
     shell |= {(SLO_TARGETS_ON_BUCKETS, r) for r in SLO_TARGETS_REASONS}
+    shell |= {(ENGINE_CALIBRATED, r) for r in ENGINE_CALIBRATED_REASONS}
     assert shell <= rows("troubleshooting.md"), sorted(shell - rows("troubleshooting.md"))
 
 

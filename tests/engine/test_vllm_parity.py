@@ -162,6 +162,10 @@ def test_every_metric_the_profile_reads_exists_on_the_real_engine(real_metrics: 
     wanted = {profile.waiting: "gauge", profile.running: "gauge", profile.kv_cache_usage: "gauge"}
     wanted |= {name: "counter" for name in profile.counters.values()}
     wanted |= {name: "histogram" for name in profile.histograms.values()}
+    # Issue 24: the live calibration's histogram, the capacity waits and the sleep state.
+    assert profile.prefill_time_histogram and profile.waiting_by_reason and profile.sleep_state
+    wanted |= {profile.prefill_time_histogram: "histogram", profile.waiting_by_reason: "gauge",
+               profile.sleep_state: "gauge"}
     got = {name: real_metrics[name].type if name in real_metrics else None for name in wanted}
     assert got == wanted
 

@@ -409,7 +409,7 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
         "Ready", "ScalingActive", "MetricsAvailable", "RateWindowFits", "EnginesStalled", "AbleToScale",
         "ScalingLimited", "BatchWindowOpen", "BatchBacklog", "DeadlineAtRisk", "PolicyStateReadable",
         "CapacityModel", "Diagnosis", "ChildrenApplied", "SoleAutoscaler", "PodsHealthy",
-        "RolloutProgressing", "SLOTargetsOnBuckets",
+        "RolloutProgressing", "SLOTargetsOnBuckets", "EngineCalibrated",
     ]
     # The lead time the headroom looked ahead with: no pod measured yet, so coldStartSeconds.
     assert status["replicas"]["leadTimeSeconds"] > 0

@@ -341,3 +341,94 @@ def test_the_conclusion_comes_first_and_nothing_is_lost() -> None:
     assert conclusion_first(reasons) == reasons[2:] + reasons[:2]
     assert conclusion_first(["recommends 0 (idle)"]) == ["recommends 0 (idle)"]
     assert conclusion_first([]) == []
+
+
+@dataclass
+class MinutePrometheus(CannedPrometheus):
+    """A canned source that also judges minutes: each interactive pool's minute is what an engine
+    running as ``truth`` shows at a running batch cycling through ``batches`` (the live calibration's
+    figures; 2,000 tokens a minute of 900-token prompts and 200-token outputs)."""
+
+    truth: Any = None
+    batches: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 3.0, 6.0)
+    minutes_read: int = 0
+
+    async def read_minutes(self, pools: Sequence[PoolRequest], end_s: float) -> Mapping[PoolTarget, Any]:
+        from tests.policy.test_livefit import _minute
+
+        self.minutes_read += 1
+        batch = self.batches[self.minutes_read % len(self.batches)]
+        return {r.target: _minute(self.truth, end_s, batch) for r in pools if r.target.pool == "interactive"}
+
+
+async def test_the_live_calibration_reaches_the_policy_and_an_upgrade_is_reported() -> None:
+    # Issue 24 item 4 through one tick after another: the fleet reader's minutes become the live
+    # fit the policy sizes with and the EngineCalibrated condition; a new engine image is measured
+    # again from scratch and its capacity note compared with the old one's, in one Event.
+    from llmscale.model import ReplicaModel
+
+    raw = llmdeployment()
+    # A tick a minute (a pool's registration with the fleet reader lapses after two of its ticks).
+    raw["spec"]["scaling"]["tickSeconds"] = 60
+    spec = LLMDeploymentSpec.model_validate(raw["spec"])
+    slow = ReplicaModel.from_spec(spec).with_changes(bandwidth_efficiency=0.4, step_overhead_s=0.004)
+    prometheus = MinutePrometheus(truth=slow)
+    api = FakeApiServer(deployments={INTERACTIVE_KEY: [2]})
+    states: list[PoolState] = []
+
+    def policy(spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], state: PoolState,
+               memory: PolicyMemory, now: float) -> Decision:
+        states.append(state)
+        return decide(spec, history, state, memory, now)
+
+    loop = asyncio.get_running_loop()
+    settings = OperatorSettings(namespaces=(NS,))
+
+    def clock() -> float:
+        return EPOCH + loop.time()
+
+    fleet = FleetReader(prometheus, period_s=settings.tick_base_seconds, timeout_s=settings.signal_timeout_seconds,
+                        clock=clock)
+    deps = Dependencies(settings=settings, writer=api, signals=prometheus, fleet=fleet, decide=policy,
+                        metrics=OperatorMetrics(), kube_config=kubernetes.client.Configuration(), clock=clock)
+    ready = [IndexedPod(f"{NAME}-{i}", "ready", EPOCH - 600, EPOCH - 590) for i in range(2)]
+    fleet.start()
+    h = Harness(raw, deps, prometheus, api, PolicySpy(), {INTERACTIVE_KEY: ready})
+    try:
+        await h.tick()
+        assert h.condition("EngineCalibrated")["reason"] == "Measuring"
+        assert states[-1].live_fit is None
+        for _ in range(7):
+            await asyncio.sleep(60)
+            await h.tick()
+        assert prometheus.minutes_read >= 5
+        cond = h.condition("EngineCalibrated")
+        assert (cond["status"], cond["reason"]) == ("True", "Calibrated"), cond["message"]
+        fit = states[-1].live_fit
+        # Overhead and bandwidth trade off at these batches (the weights' read dominates): what the
+        # fit must get right is the steps the engines showed.
+        prior = ReplicaModel.from_spec(spec)
+        for batch in (1, 4, 8):
+            assert fit is not None
+            assert (fit.apply(prior).decode_step_time(batch, 1000)
+                    == pytest.approx(slow.decode_step_time(batch, 1000), rel=0.02)), batch
+        assert "EngineUpgraded" not in h.posted()
+        # The upgrade: a new image, an engine with half the overhead.
+        h.raw["spec"]["engine"]["image"] = "llmscale:dev-2"
+        prometheus.truth = slow.with_changes(step_overhead_s=0.002)
+        await asyncio.sleep(60)
+        await h.tick()
+        assert h.condition("EngineCalibrated")["reason"] == "Measuring"
+        for _ in range(7):
+            await asyncio.sleep(60)
+            await h.tick()
+        cond = h.condition("EngineCalibrated")
+        assert (cond["status"], cond["reason"]) == ("True", "EngineUpgraded"), cond["message"]
+        assert cond["message"].startswith("After the engine upgrade: ITL at batch 1 ")
+        assert h.posted().count("EngineUpgraded") == 1
+        new_fit = states[-1].live_fit
+        assert new_fit is not None
+        assert (new_fit.apply(prior).decode_step_time(1, 1000)
+                == pytest.approx(prometheus.truth.decode_step_time(1, 1000), rel=0.02))
+    finally:
+        await fleet.stop()

@@ -59,3 +59,24 @@ def test_a_partial_answer_still_scales_up() -> None:
                          replicas_reporting=4, warnings=("store B unavailable",))
     d = decide(SPEC, [hot], PoolState(interactive_replicas=8, interactive_ready=8), PolicyMemory(since=NOW - 3600), NOW)
     assert d.interactive_replicas > 8
+
+
+@pytest.mark.parametrize("sleeping", [1, 4], ids=["one-asleep", "half-asleep"])
+def test_a_sleeping_engine_is_not_idle_capacity_to_remove(sleeping: int) -> None:
+    # Issue 24: vLLM's sleep mode. The awake pods are idle, the sleeping ones report an empty queue;
+    # neither is a reason to remove a replica, and the sleeping ones are not counted as failed.
+    asleep = tuple(f"chat-{i}" for i in range(sleeping))
+    idle = SignalSnapshot(NOW - 5, queue_depth=0.0, kv_cache_utilization=0.1, preemption_rate=0.0,
+                          replicas_reporting=8 - sleeping, sleeping_pods=asleep)
+    d = decide(SPEC, [idle], PoolState(interactive_replicas=8, interactive_ready=8), PolicyMemory(since=NOW - 3600), NOW)
+    assert d.interactive_replicas == 8, d.reasons
+    assert d.metrics_available.reason is Reason.PartialAnswer
+    assert f"{sleeping} pod(s) asleep" in d.metrics_available.message
+    assert "Ready pods reported" not in d.metrics_available.message
+
+
+def test_a_sleeping_engine_does_not_hide_load_on_the_awake_ones() -> None:
+    hot = SignalSnapshot(NOW - 5, queue_depth=40.0, kv_cache_utilization=0.95, preemption_rate=0.0,
+                         replicas_reporting=4, sleeping_pods=("chat-4", "chat-5", "chat-6", "chat-7"))
+    d = decide(SPEC, [hot], PoolState(interactive_replicas=8, interactive_ready=8), PolicyMemory(since=NOW - 3600), NOW)
+    assert d.interactive_replicas > 8

@@ -419,3 +419,30 @@ def test_snapshot_without_new_fields_still_builds() -> None:
     s = SignalSnapshot(observed_at=1.0, queue_depth=float("nan"), replicas_reporting=2)
     assert s.queue_depth is None and s.workload.request_rate is None and dict(s.unknown) == {}
     assert s.window is None and s.pods == () and s == SignalSnapshot(observed_at=1.0, replicas_reporting=2)
+
+
+# -- a sleeping engine (vLLM's sleep mode): neither idle capacity nor a failure ---------------------
+
+
+ASLEEP = busy(queue_depth=0.0, running_requests=0.0, running_min=0.0, kv_cache_utilization=0.0,
+              generation_tokens_rate=0.0, prompt_tokens_rate=0.0, request_rate=0.0, asleep=1.0)
+
+
+@pytest.mark.parametrize(("pods", "reporting", "queue", "sleeping", "stalled"), [
+    pytest.param({"awake": busy(), "slept": ASLEEP}, 1, 4.0, ("slept",), (), id="one-of-two-asleep"),
+    pytest.param({"awake": busy(asleep=0.0), "slept": ASLEEP}, 1, 4.0, ("slept",), (), id="awake-reads-zero"),
+    pytest.param({"awake": busy(), "hung": FROZEN, "slept": ASLEEP}, 1, 4.0, ("slept",), ("hung",),
+                 id="asleep-beside-stalled"),
+    pytest.param({"slept": ASLEEP}, 0, None, ("slept",), (), id="all-asleep"),
+    pytest.param({"slept": ASLEEP, "hung": FROZEN}, 0, None, ("slept",), ("hung",), id="asleep-or-stalled"),
+])
+def test_a_sleeping_engine_is_left_out_of_capacity_and_never_judged_failed(
+    pods: dict[str, dict[str, float | None]], reporting: int, queue: float | None,
+    sleeping: tuple[str, ...], stalled: tuple[str, ...],
+) -> None:
+    s = snap(fleet(pods), live=set(pods))
+    assert (s.replicas_reporting, s.queue_depth, s.sleeping_pods, s.stalled_pods) == (reporting, queue, sleeping, stalled)
+    if queue is None:
+        # Every gauge unknown, with the reason: replicas hold (not idle, not failed).
+        assert s.unknown["queue_depth"].startswith("every reporting pod sleeps or is stalled: asleep slept")
+        assert s.kv_cache_utilization is None

@@ -43,6 +43,7 @@ from tests.signals.prom import (
 )
 
 from llmscale.controller.servicerecord import judge_minute
+from llmscale.policy.livefit import live_window
 from llmscale.signals import (
     PoolRequest,
     PoolTarget,
@@ -453,6 +454,47 @@ def test_vllm_data_parallel_engines_are_summed_not_collapsed(tmp_path: Path) -> 
         reader.close()
     assert snap.queue_depth == 8.0 and snap.running_requests == 16.0, "each engine core has its own queue"
     assert snap.kv_cache_utilization == pytest.approx(0.5) and snap.replicas_reporting == 1
+
+
+def test_the_queue_counts_capacity_waits_where_the_engine_tells_them_apart(tmp_path: Path) -> None:
+    """Issue 24: vLLM's waiting_by_reason splits capacity waits (a replica fixes them) from deferred
+    ones (a LoRA budget, a KV transfer: another replica would defer them too); a pod without the
+    family (an older engine beside it) counts every wait, and data-parallel cores are summed."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = vllm_pod("new", ts, 5.0, 8.0, 0.4, 100.0) + vllm_pod("old", ts, 4.0, 8.0, 0.4, 100.0)
+    series += vllm_pod("new", ts, 1.0, 8.0, 0.4, 100.0, engine="1")
+    for engine, capacity, deferred in (("0", 2.0, 3.0), ("1", 1.0, 0.0)):
+        for reason, value in (("capacity", capacity), ("deferred", deferred)):
+            series.append(gauge("vllm:num_requests_waiting_by_reason", labels("new", engine=engine, reason=reason),
+                                ts, value))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"new", "old"})
+        reader.close()
+    assert snap.error is None, snap.error
+    assert {p.pod: p.queue_depth for p in snap.pods} == {"new": 3.0, "old": 4.0}
+    assert snap.queue_depth == 7.0
+
+
+def test_a_sleeping_engine_is_neither_capacity_nor_a_failure(tmp_path: Path) -> None:
+    """Issue 24: vLLM's engine_sleep_state has one series per state, 1 for the current one; a pod
+    whose engine sleeps (weights offloaded) reports an empty queue that must not read as room."""
+    now = time.time()
+    ts = every(now - 600, now - 3, 15)
+    series = vllm_pod("up", ts, 6.0, 8.0, 0.5, 100.0) + vllm_pod("slept", ts, 0.0, 0.0, 0.0, 0.0)
+    for pod, current in (("up", "awake"), ("slept", "weights_offloaded")):
+        for state in ("awake", "weights_offloaded", "discard_all"):
+            series.append(gauge("vllm:engine_sleep_state", labels(pod, engine="0", sleep_state=state), ts,
+                                1.0 if state == current else 0.0))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        snap = reader.read_sync(VLLM, TARGET, time.time(), pods={"up", "slept"})
+        reader.close()
+    assert snap.error is None, snap.error
+    assert snap.sleeping_pods == ("slept",) and snap.stalled_pods == ()
+    assert snap.replicas_reporting == 1 and snap.queue_depth == 6.0 and snap.kv_cache_utilization == 0.5
+    assert [(p.pod, p.asleep) for p in snap.pods] == [("slept", True), ("up", False)]
 
 
 def test_series_of_an_unmerged_ha_pair_count_once(tmp_path: Path) -> None:
@@ -888,6 +930,43 @@ def test_a_minute_inside_a_wide_ttft_bucket_is_judged_from_the_bucket_counts(
     assert minute.ttft_buckets_s == VLLM_TTFT_BUCKETS_S
     assert judge_minute(minute, 2.0, 0.1) is judged_met
     assert not (judged_met and not truly_met), "a minute that truly missed was counted as met"
+
+
+def test_the_minute_query_gives_each_pool_the_live_calibrations_means(tmp_path: Path) -> None:
+    """Issue 24: the live calibration reads, in the same minute query (no query of its own), each
+    pool's mean running batch per engine and the sums and counts of its ITL, prefill-time, prompt and
+    output histograms over exactly the minute; a pool of two pods averages their batches."""
+    end = (time.time() // 60 - 2) * 60
+    ts = every(end - 600, end, 15)
+    pods = [({**POOL_LABELS, "pod": "chat-0"}, 6.0), ({**POOL_LABELS, "pod": "chat-1"}, 10.0)]
+    series = []
+    for lab, running in pods:
+        series.append(gauge(VLLM.running, lab, ts, running))
+        series.append(gauge(VLLM.waiting, lab, ts, 0.0))
+        # 400 token gaps a second of 20 ms each; 2 requests a second of 900-token prompts, 0.3 s of
+        # prefill each, 200 output tokens each.
+        for hist, total, count in ((VLLM.itl_histogram, 8.0, 400.0), ("vllm:request_prefill_time_seconds", 0.6, 2.0),
+                                   (VLLM.prompt_tokens_histogram, 1800.0, 2.0),
+                                   (VLLM.generation_tokens_histogram, 400.0, 2.0)):
+            assert hist is not None
+            series.append(counter(f"{hist}_sum", lab, ts, total))
+            series.append(counter(f"{hist}_count", lab, ts, count))
+    with backfilled(tmp_path, series) as url:
+        reader = PrometheusSignalReader(url)
+        minutes = reader.read_minutes_sync([PoolRequest(TARGET, VLLM)], end)
+        reader.close()
+    m = minutes[TARGET]
+    assert m.running_mean == pytest.approx(8.0)
+    assert m.itl_count == pytest.approx(2 * 400 * 60, rel=0.05) and m.itl_sum_s == pytest.approx(2 * 8 * 60, rel=0.05)
+    assert m.prefill_sum_s is not None and m.prefill_count is not None
+    assert m.prefill_sum_s / m.prefill_count == pytest.approx(0.3, rel=0.01)
+    assert m.prompt_tokens_sum is not None and m.prompt_tokens_count is not None
+    assert m.prompt_tokens_sum / m.prompt_tokens_count == pytest.approx(900.0, rel=0.01)
+    assert m.output_tokens_sum is not None and m.output_tokens_count is not None
+    assert m.output_tokens_sum / m.output_tokens_count == pytest.approx(200.0, rel=0.01)
+    window = live_window(m, 8192)
+    assert window is not None and window.itl_mean_s == pytest.approx(0.02, rel=0.01)
+    assert window.context_tokens == pytest.approx(1000.0, rel=0.01)
 
 
 def test_wake_queries_are_scoped_and_answered_one_per_llmdeployment(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
 ``BatchBacklog`` and ``DeadlineAtRisk`` the batch planner's (:mod:`llmscale.policy.batch`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
 and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) and ``PodsHealthy``
-(:mod:`llmscale.controller.failedpods`) and ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`) and
-``SLOTargetsOnBuckets`` (:mod:`llmscale.controller.slobuckets`) are the shell's; docs/operator.md lists theirs.
+(:mod:`llmscale.controller.failedpods`), ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`),
+``SLOTargetsOnBuckets`` (:mod:`llmscale.controller.slobuckets`) and ``EngineCalibrated``
+(:mod:`llmscale.controller.livefit`) are the shell's; docs/operator.md lists theirs.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ CONDITION_TYPES: tuple[str, ...] = (
     "RolloutProgressing",
     "SoleJobManager",
     "SLOTargetsOnBuckets",
+    "EngineCalibrated",
 )
 
 #: Every reason of the ``Ready`` condition: :func:`ready_condition`'s, ``InvalidSpec``

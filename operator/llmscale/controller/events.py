@@ -7,7 +7,8 @@ Warning when an HPA or a KEDA ScaledObject targets a child Deployment. Posted th
 (``kopf.info``/``kopf.warn``), which attaches them to the object and posts them in the
 background. In ``Advisory`` mode: ``AdvisedScaleUp`` / ``AdvisedScaleDown`` once per new advice;
 with ``spec.scaleTargetRef``: a ``FailedGetScale`` Warning per distinct failure to read the
-workload.
+workload. ``EngineUpgraded`` (once per engine change, with the capacity note before and after) is
+posted by :mod:`llmscale.controller.livefit`.
 """
 
 from __future__ import annotations

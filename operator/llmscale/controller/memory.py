@@ -15,6 +15,7 @@ from typing import Any
 
 from llmscale.controller.observe import PoolObservation
 from llmscale.controller.statuspatch import status_patch
+from llmscale.policy.livefit import LiveRecord
 from llmscale.policy.types import Decision, PolicyMemory
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -75,6 +76,10 @@ class ObjectMemory:
         scaled: pool -> ``(old, new, loop_s)`` of this process's last scale of the pool's Deployment,
             until the Deployments index shows ``new`` (read-your-writes: a tick that runs before the
             watch brings the scale decides on ``new``, not on ``old`` again).
+        live_record: the live calibration's windows and fits (:mod:`llmscale.controller.livefit`;
+            ``None`` before the first tick).
+        upgrade_reported: ``upgraded_at`` of the last engine upgrade posted as an ``EngineUpgraded``
+            Event (``None``: none).
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -100,6 +105,8 @@ class ObjectMemory:
     applied_batch: int | None = None
     job_errors: dict[str, str] = field(default_factory=dict)
     scaled: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    live_record: LiveRecord | None = None
+    upgrade_reported: float | None = None
 
     def replicas_seen(self, pool: str, indexed: int | None, loop_now: float) -> int | None:
         """Return the replicas to decide on for ``pool``: ``indexed`` (the Deployments index), or

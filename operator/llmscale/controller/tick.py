@@ -92,6 +92,7 @@ from llmscale.controller.jobowners import (
     sole_job_manager_condition,
     split_jobs,
 )
+from llmscale.controller.livefit import ENGINE_CALIBRATED, live_calibration, note_live_calibration
 from llmscale.controller.memory import ObjectMemory, memory_after
 from llmscale.controller.merge import merge_template
 from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
@@ -423,6 +424,7 @@ class Gathered:
         now: wall-clock seconds since the epoch (``deps.clock()``), the policy's time.
         live: each pool's pods, judged (a starting pod past its startup budget is failed).
         rollout: the interactive pool's ``RolloutProgressing`` condition.
+        calibrated: the ``EngineCalibrated`` condition (the live calibration).
         progressing: the interactive Deployment's own ``Progressing`` condition, or ``None``.
     """
 
@@ -436,6 +438,7 @@ class Gathered:
     now: float
     live: Mapping[Pool, tuple[IndexedPod, ...]]
     rollout: ConditionResult
+    calibrated: ConditionResult
     progressing: tuple[str, str, str] | None = None
 
 
@@ -542,6 +545,12 @@ async def _gather(
         str(spec.scale_target_ref.name) if spec.scale_target_ref is not None else deployment_name(name, INTERACTIVE),
         replicas_i, live[INTERACTIVE], progressing, fitted=mem.rollout_fit)
     note_rollout(mem, body, logger, rollout)
+    # The model's efficiencies fitted to the engines' own histograms, from the judged minutes (not
+    # those of a rollout, whose pods run two engines).
+    calibrated, live_fit = live_calibration(mem, spec, deps.fleet.minutes(PoolTarget(namespace, name, INTERACTIVE)),
+                                            wall_now, rolling_out=rollout.reason != "RolloutComplete")
+    note_live_calibration(mem, body, logger, calibrated)
+    state = dataclasses.replace(state, live_fit=live_fit)
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None
@@ -552,7 +561,8 @@ async def _gather(
                    f"{memory.unreadable}")
         logger.warning(dropped)
         post_policy_state_unreadable(body, dropped)
-    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout, progressing)
+    return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout, calibrated,
+                    progressing)
 
 
 def _decide(deps: Dependencies, mem: ObjectMemory, g: Gathered, body: kopf.Body, namespace: str, name: str,
@@ -698,6 +708,7 @@ def _record(
                           PODS_HEALTHY: pods_healthy_condition(g.live[INTERACTIVE]),
                           ROLLOUT_PROGRESSING: g.rollout,
                           SLO_TARGETS_ON_BUCKETS: slo_buckets_condition(spec, get_profile(spec.engine.profile())),
+                          ENGINE_CALIBRATED: g.calibrated,
                           **({SOLE_JOB_MANAGER: sole_job_manager_condition(jobs_elsewhere)} if spec.batch is not None
                              else {})},
         current_interactive=applied_i if spec.mode == ACTIVE else state.interactive_replicas,

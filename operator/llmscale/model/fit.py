@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from llmscale.model.roofline import ReplicaModel
 
-__all__ = ["EfficiencyFit", "LiveWindow", "StepObservation", "fit_efficiencies", "fit_live"]
+__all__ = ["EfficiencyFit", "LiveWindow", "StepObservation", "fit_efficiencies", "fit_live", "live_observations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +273,15 @@ def fit_live(model: ReplicaModel, windows: Sequence[LiveWindow]) -> EfficiencyFi
     The mean ITL also carries the steps that held a prompt chunk, so on prefill-heavy traffic the
     decode efficiency reads low; the fit still tracks a *change* (an engine upgrade) faithfully.
     """
+    obs = live_observations(windows)
+    if len(obs) < 2:
+        return None
+    return fit_efficiencies(model, obs)
+
+
+def live_observations(windows: Sequence[LiveWindow]) -> list[StepObservation]:
+    """The steps ``windows`` stand for (:func:`fit_live`): a decode step of each window's mean
+    running batch, and the chunk steps of its mean prompt; idle or non-finite figures give none."""
     obs: list[StepObservation] = []
     for w in windows:
         weight = max(w.tokens, 1.0)
@@ -281,6 +290,4 @@ def fit_live(model: ReplicaModel, windows: Sequence[LiveWindow]) -> EfficiencyFi
         if w.prompt_tokens >= 1 and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:
             n = max(1, math.ceil(w.prompt_tokens / max(w.budget_tokens, 1)))
             obs.append(StepObservation(0.0, 0.0, w.prompt_tokens / n, w.prefill_mean_s / n, weight))
-    if len(obs) < 2:
-        return None
-    return fit_efficiencies(model, obs)
+    return obs

@@ -434,6 +434,8 @@ def _model_condition(cap: Capacity | None, shape: WorkloadShape, live: bool, fac
         f"(p95 {g.quantile(0.95):,.0f}), prefix-cache hits {shape.prefix_cache_hit_rate:.0%}"
     )
     corr = f"; capacity correction × {factor:.2f} learnt from the p95s" if abs(factor - 1) >= 0.005 else ""
+    if cap is not None and cap.calibrated_live:
+        corr += "; efficiencies calibrated live from the engines' histograms (EngineCalibrated)"
     if cap is None:
         return ConditionResult(
             "False", Reason.DefaultWorkloadMix, "the performance model cannot place this deployment: no load signal"
@@ -509,7 +511,7 @@ def decide(
     shape, live = live_shape(mix, now, buckets) if fresh is not None else (DEFAULT_SHAPE, False)
     burst = update_burstiness(memory.burstiness, usable, shape) if fresh is not None else memory.burstiness
     factor = factor_in_force(memory.correction)
-    cap = capacity_context(spec, shape, live, burstiness_of(burst), factor)
+    cap = capacity_context(spec, shape, live, burstiness_of(burst), factor, state.live_fit)
 
     ready = (
         fresh.replicas_reporting if fresh is not None and fresh.replicas_reporting > 0 else state.interactive_ready

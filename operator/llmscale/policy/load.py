@@ -42,6 +42,7 @@ from llmscale.model.capacity import (
     engine_limits,
     fleet_need,
 )
+from llmscale.model.fit import EfficiencyFit
 from llmscale.policy.signal_health import LATENCY_WINDOW_S
 from llmscale.policy.types import CapacityCorrection
 
@@ -107,6 +108,7 @@ class Capacity:
         factor: the capacity correction in force, (0, 1].
         itl_s / ttft_s: the SLO's p95 targets, seconds.
         max_replicas: ``spec.replicas.max``: the most any need is reported as.
+        calibrated_live: whether ``model`` carries the live calibration (``PoolState.live_fit``).
     """
 
     model: ReplicaModel
@@ -118,6 +120,7 @@ class Capacity:
     itl_s: float
     ttft_s: float
     max_replicas: int
+    calibrated_live: bool = False
 
     def need(self, rate_rps: float, hint: int | None = None) -> FleetNeed:
         """Replicas ``rate_rps`` arrivals need at the SLO with the correction in force (at most
@@ -138,13 +141,18 @@ class Capacity:
 
 
 def capacity_context(
-    spec: LLMDeploymentSpec, shape: WorkloadShape, live: bool, burstiness: Burstiness, factor: float
+    spec: LLMDeploymentSpec, shape: WorkloadShape, live: bool, burstiness: Burstiness, factor: float,
+    live_fit: EfficiencyFit | None = None,
 ) -> Capacity | None:
     """The :class:`Capacity` of ``spec``'s replicas, or ``None`` when the model cannot place them
-    (the weights do not fit the GPUs): the policy then scales on its leading signals alone."""
+    (the weights do not fit the GPUs): the policy then scales on its leading signals alone.
+    ``live_fit``: the efficiencies the engines' own histograms gave (:mod:`llmscale.policy.livefit`),
+    applied over the prior (``spec.model.calibration`` or the planning defaults)."""
     model = _model(spec.model, spec.resources)
     if model is None:
         return None
+    if live_fit is not None:
+        model = live_fit.apply(model)
     return Capacity(
         model,
         engine_limits(spec),
@@ -155,6 +163,7 @@ def capacity_context(
         spec.slo.itl_p95_seconds,
         spec.slo.ttft_p95_seconds,
         spec.replicas.max,
+        live_fit is not None,
     )
 
 

@@ -85,13 +85,19 @@ def partial_answer(snap: SignalSnapshot, ready_pods: int) -> str | None:
     200, ``store B unavailable``, series of some pods missing), or fewer pods reported than are
     Ready (``replicas_reporting`` + the stalled pods left out ``< ready_pods``): a sum over 4 of 8 pods reads as half the load, and
     a pool scaled down on it pays cold starts when the store comes back. Such a snapshot scales up
-    on what it shows, never down.
+    on what it shows, never down. A sleeping engine (``SignalSnapshot.sleeping_pods``) is left out
+    of the sums as well: it is not room (its empty queue) and not idle capacity to remove, so a
+    pool with one scales up on its awake pods' signals and never down.
     """
     parts = []
     if snap.warnings:
         parts.append(f"Prometheus answered with warnings ({'; '.join(snap.warnings)[:300]})")
     # A stalled engine's pod is left out on purpose (and holds the pool itself: StalledPods).
-    if 0 < snap.replicas_reporting + len(snap.stalled_pods) + len(snap.failing_pods) < ready_pods:
+    if snap.sleeping_pods:
+        parts.append(f"{len(snap.sleeping_pods)} pod(s) asleep ({', '.join(snap.sleeping_pods[:5])}): "
+                     "neither capacity nor idle replicas to remove")
+    if 0 < (snap.replicas_reporting + len(snap.stalled_pods) + len(snap.failing_pods)
+            + len(snap.sleeping_pods)) < ready_pods:
         parts.append(f"{snap.replicas_reporting} of {ready_pods} Ready pods reported")
     return " and ".join(parts) if parts else None
 

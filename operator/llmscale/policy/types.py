@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, NamedTuple
 
+from llmscale.model.fit import EfficiencyFit
+
 __all__ = [
     "CapacityCorrection",
     "Clamped",
@@ -200,6 +202,9 @@ class PoolState:
         batch_cold_starts_s: the same for the batch pool.
         seasonal: the pool's arrival rate a day and a week ago around this time of day (Prometheus
             ``offset`` or range queries); ``None``: not read, the forecast uses the trend alone.
+        live_fit: the model's efficiencies fitted to the engines' own histograms
+            (:mod:`llmscale.policy.livefit`), applied over the prior when sizing the pool; ``None``:
+            the prior as it is.
     """
 
     interactive_replicas: int
@@ -213,6 +218,7 @@ class PoolState:
     interactive_cold_starts_s: tuple[float, ...] = ()
     batch_cold_starts_s: tuple[float, ...] = ()
     seasonal: SeasonalHistory | None = None
+    live_fit: EfficiencyFit | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,12 @@ Rules, in order (each has a test in ``tests/signals``):
 5. **Failing.** A reporting pod that failed at least :data:`FAILING_MIN_REQUESTS` requests over
    the window (``finished_reason="error"``) and answered none (``stop``/``length`` flat) is
    failing (``failing_pods``): Ready, idle-looking, and useless — not idle capacity.
-6. **Aggregates** are over the *contributing* pods (reporting, not stalled, not failing): gauges are summed
+6. **Sleeping engines.** A pod whose engine reports a sleep state other than ``awake`` (vLLM's
+   ``engine_sleep_state``) is neither idle capacity nor a failure (``sleeping_pods``): it is left
+   out of the aggregates and of ``replicas_reporting`` (its empty queue must not read as room),
+   and it is never judged stalled or failing. When every reporting pod sleeps, every gauge is
+   unknown with that reason: replicas hold, nothing is scaled down as idle nor replaced as failed.
+7. **Aggregates** are over the *contributing* pods (reporting, not stalled, not failing, awake): gauges are summed
    (KV cache averaged) and unknown if any contributing pod's value is unknown (a missing pod would
    understate the queue); rates are summed over the pods whose rate is known and unknown only if
    none is. Latency and token-count quantiles are Prometheus's, per pool.
@@ -147,13 +152,15 @@ def assemble(
                 stalled=_stalled(st, row, rates["generation_tokens_rate"]),
                 served_request_rate=row.get("served_request_rate"),
                 failed_request_rate=row.get("failed_request_rate"),
-                failing=_failing(st, row),
+                failing=_failing(st, row) and not (row.get("asleep") or 0.0) > 0.0,
+                asleep=(row.get("asleep") or 0.0) > 0.0,
             )
         )
     stalled = [p.pod for p in pods if p.stalled]
+    sleeping = [p.pod for p in pods if p.asleep]
     failing = [p.pod for p in pods if p.failing and not p.stalled]
-    contributing = [p for p in pods if not p.stalled and not p.failing]
-    no_pod = _no_pod_reason(st, labels, reporting, stalled, ignored, live_pods, failing)
+    contributing = [p for p in pods if not p.stalled and not p.failing and not p.asleep]
+    no_pod = _no_pod_reason(st, labels, reporting, stalled, sleeping, ignored, live_pods, failing)
 
     def gauge(signal: str, mean: bool = False) -> float | None:
         if no_pod:
@@ -213,6 +220,7 @@ def assemble(
         pods=tuple(pods),
         stalled_pods=tuple(stalled),
         failing_pods=tuple(failing),
+        sleeping_pods=tuple(sleeping),
         ignored_pods=tuple(sorted(ignored)),
         silent_pods=tuple(silent),
         absent_counters=tuple(sorted(absent)),
@@ -231,20 +239,25 @@ def _no_pod_reason(
     labels: SelectorLabels,
     reporting: list[str],
     stalled: list[str],
+    sleeping: list[str],
     ignored: set[str],
     live_pods: Collection[str] | None,
     failing: list[str] | None = None,
 ) -> str | None:
     """Why no pod contributes, or ``None`` when some pod does."""
     failing = failing or []
-    if len(stalled) + len(failing) < len(reporting):
+    out = set(stalled) | set(sleeping) | set(failing)
+    if len(out) < len(reporting):
         return None
     if failed := _group_failure(st.answer, "pods"):
         return failed
-    if reporting and failing:
+    if reporting and failing and not sleeping:
         return f"every reporting pod is stalled or fails every request: {_names([*stalled, *failing])}"
-    if reporting:
+    if reporting and not sleeping:
         return f"every reporting pod is stalled: {_names(stalled)}"
+    if reporting:
+        hung = f"; stalled: {_names(stalled)}" if stalled else ""
+        return f"every reporting pod sleeps or is stalled: asleep {_names(sleeping)}{hung}"
     gone = f"; series only of pods not in the API server: {_names(ignored)}" if ignored else ""
     live = f" (pods in the API server: {_names(live_pods)})" if live_pods is not None else ""
     unlabelled = f"; series without the {labels.pod!r} label are ignored" if "" in ignored else ""

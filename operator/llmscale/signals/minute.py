@@ -31,6 +31,13 @@ class MinuteSample:
         ttft_buckets_s / itl_buckets_s: the histograms' finite bucket bounds, seconds (the
             profile's); ``None``: unknown. A p95 inside the bucket holding a target is judged
             conservatively (:func:`llmscale.signals.buckets.judge_quantile`).
+        running_mean: the mean over pods of each pod's mean running batch in the minute (requests).
+        itl_sum_s / itl_count: the ITL histogram's sum (seconds) and count (token gaps) in the minute.
+        prefill_sum_s / prefill_count: the prefill-time histogram's sum (seconds) and count (requests).
+        prompt_tokens_sum / prompt_tokens_count: the prompt-token histogram's sum (tokens) and
+            count (requests).
+        output_tokens_sum / output_tokens_count: the generated-token histogram's sum (tokens) and
+            count (requests).
     """
 
     end_s: float
@@ -41,6 +48,15 @@ class MinuteSample:
     queue_min: float | None = None
     ttft_buckets_s: tuple[float, ...] | None = None
     itl_buckets_s: tuple[float, ...] | None = None
+    running_mean: float | None = None
+    itl_sum_s: float | None = None
+    itl_count: float | None = None
+    prefill_sum_s: float | None = None
+    prefill_count: float | None = None
+    prompt_tokens_sum: float | None = None
+    prompt_tokens_count: float | None = None
+    output_tokens_sum: float | None = None
+    output_tokens_count: float | None = None
 
     @property
     def has_data(self) -> bool:
@@ -71,5 +87,14 @@ def minute_samples(
             queue_min=row.get("minute_queue_min"),
             ttft_buckets_s=ttft_buckets_s,
             itl_buckets_s=itl_buckets_s,
+            running_mean=row.get("minute_running_mean"),
+            itl_sum_s=row.get("minute_itl_sum_s"),
+            itl_count=row.get("minute_itl_count"),
+            prefill_sum_s=row.get("minute_prefill_sum_s"),
+            prefill_count=row.get("minute_prefill_count"),
+            prompt_tokens_sum=row.get("minute_prompt_tokens_sum"),
+            prompt_tokens_count=row.get("minute_prompt_tokens_count"),
+            output_tokens_sum=row.get("minute_output_tokens_sum"),
+            output_tokens_count=row.get("minute_output_tokens_count"),
         )
     return out

@@ -71,6 +71,7 @@ __all__ = [
     "GROUPS",
     "GROUP_OF",
     "METRIC_LABEL",
+    "MINUTE_FIT_GROUP",
     "MINUTE_GROUP",
     "POOL_GROUPS",
     "SIGNAL_LABEL",
@@ -102,6 +103,7 @@ POD_GROUP = (
     "newest_sample_s",
     "samples_in_window",
     "running_min",
+    "asleep",
 )
 RATE_GROUP = (
     "preemption_rate",
@@ -150,8 +152,22 @@ MINUTE_GROUP = (
     "minute_generation_tokens",
     "minute_queue_min",
 )
-#: Every group a read can parse: the fleet groups and the minute group.
-ALL_GROUPS: dict[str, tuple[str, ...]] = {**GROUPS, "minute": MINUTE_GROUP}
+#: Signals of the live calibration (:mod:`llmscale.policy.livefit`), per pool, over the same minute
+#: and in the same query as :data:`MINUTE_GROUP` (no query of their own): the sums and counts of the
+#: histograms a fit of the model's efficiencies stands on, and the mean running batch per engine.
+MINUTE_FIT_GROUP = (
+    "minute_running_mean",
+    "minute_itl_sum_s",
+    "minute_itl_count",
+    "minute_prefill_sum_s",
+    "minute_prefill_count",
+    "minute_prompt_tokens_sum",
+    "minute_prompt_tokens_count",
+    "minute_output_tokens_sum",
+    "minute_output_tokens_count",
+)
+#: Every group a read can parse: the fleet groups and the minute group (judgement and calibration).
+ALL_GROUPS: dict[str, tuple[str, ...]] = {**GROUPS, "minute": MINUTE_GROUP + MINUTE_FIT_GROUP}
 #: Signals answered per pod (the rest per pool).
 PER_POD = frozenset(POD_GROUP + RATE_GROUP + ABSENT_GROUP)
 #: The label naming the missing metric on an ``absent`` series.
@@ -373,6 +389,13 @@ class _Expr:
             f"sum by ({by}) (rate({self.m(hist + classic)}[{self.window}]))"
         )
 
+    def increase_of(self, part: str, hist: str) -> str:
+        """The pool's ``increase`` of a histogram's ``sum`` or ``count`` over the window (native form
+        first: ``histogram_sum``/``histogram_count``; else the classic ``_sum``/``_count`` series)."""
+        by = self.pool_by
+        return (f"histogram_{part}(sum by ({by}) (increase({self.m(hist)}[{self.window}]))) or "
+                f"sum by ({by}) (increase({self.m(f'{hist}_{part}')}[{self.window}]))")
+
     def quantile_of(self, q: float, hist: str) -> str:
         """The pool's ``q`` quantile of a histogram over the window (native form first)."""
         native = f"histogram_quantile({q:g}, sum by ({self.pool_by}) (rate({self.m(hist)}[{self.window}])))"
@@ -423,8 +446,14 @@ def signal_queries(
     def per_pod(agg: str, expr: str) -> str:
         return f"{agg} by ({pod_by}) ({e.dedup(expr)})"
 
+    queue = per_pod("sum", m(profile.waiting))
+    if profile.waiting_by_reason is not None:
+        # Capacity waits only where the engine tells them apart (vLLM 0.32 does): a deferred wait
+        # (LoRA budget, KV transfer) is not fixed by a replica. A pod without the family: all waits.
+        capacity = f'{profile.waiting_by_reason}{{{e.sel}, reason="capacity"}}'
+        queue = f"{per_pod('sum', capacity)} or {queue}"
     q: dict[str, str] = {
-        "queue_depth": per_pod("sum", m(profile.waiting)),
+        "queue_depth": queue,
         "running_requests": per_pod("sum", m(profile.running)),
         "kv_cache_utilization": per_pod("avg", m(profile.kv_cache_usage)),
         # timestamp() is the sample's own time, which stays old when scraping stops without a
@@ -433,6 +462,11 @@ def signal_queries(
         "samples_in_window": f"max by ({pod_by}) (count_over_time({m(profile.waiting)}[{w}]))",
         "running_min": per_pod("sum", f"min_over_time({m(profile.running)}[{w}])"),
     }
+    if profile.sleep_state is not None:
+        # 1 when some engine core of the pod is in a state other than awake (each state is its own
+        # series, 1 for the current one): the pod sleeps.
+        q["asleep"] = f'max by ({pod_by}) ({profile.sleep_state}{{{e.sel}, sleep_state!="awake"}})'
+
     # Absence, not presence, is what is sent back: the common answer (everything exported) is
     # then no series at all, instead of one per pod and metric.
     reporting = f"count by ({pod_by}) ({m(profile.waiting)})"
@@ -597,7 +631,11 @@ def minute_query(
       token counter), the numerator of goodput and of cost per million tokens;
     - ``minute_queue_min``: the sum over pods of each pod's lowest queue depth in the minute: above
       0, some pod's queue never emptied for a whole minute ("silence is not success": a minute with
-      no first token while requests waited all through it fails).
+      no first token while requests waited all through it fails);
+    - the live calibration's figures (:data:`MINUTE_FIT_GROUP`): ``minute_running_mean``, the mean
+      over pods of each pod's mean running batch in the minute (``avg_over_time``), and the
+      ``increase`` of the ``_sum`` and ``_count`` of the ITL, prefill-time, prompt-token and
+      generated-token histograms (each only where the profile names the histogram).
 
     Raises:
         ValueError: ``quantile`` is outside 0–1.
@@ -622,6 +660,16 @@ def minute_query(
         parts["minute_generation_tokens"] = (
             f"sum by ({pool_by}) ({dedup(f'increase({m(profile.generation_tokens_total)}[{w}])')})"
         )
+    parts["minute_running_mean"] = (
+        f"avg by ({pool_by}) (sum by ({pod_by}) ({dedup(f'avg_over_time({m(profile.running)}[{w}])')}))"
+    )
+    fitted = {"itl": profile.itl_histogram, "prefill": profile.prefill_time_histogram,
+              "prompt_tokens": profile.prompt_tokens_histogram, "output_tokens": profile.generation_tokens_histogram}
+    for key, hist in fitted.items():
+        if hist is not None:
+            unit = "_s" if key in ("itl", "prefill") else ""
+            parts[f"minute_{key}_sum{unit}"] = e.increase_of("sum", hist)
+            parts[f"minute_{key}_count"] = e.increase_of("count", hist)
     return "\n  or ".join(
         f'label_replace({expr}, "{SIGNAL_LABEL}", "{name}", "", "")' for name, expr in parts.items()
     )

@@ -91,6 +91,9 @@ class PodSignals:
         failing: Ready-looking but failing every request fast: at least
             :data:`~llmscale.signals.assemble.FAILING_MIN_REQUESTS` failed over the window and none
             answered. Excluded from the aggregates like a stalled pod: it is not idle capacity.
+        asleep: the engine sleeps (vLLM's sleep mode: weights offloaded or discarded, put there by
+            someone else's ``/sleep``): neither idle capacity nor a failure, so its signals are
+            excluded from the pool's aggregates and it is not counted as reporting.
     """
 
     pod: str
@@ -104,6 +107,7 @@ class PodSignals:
     served_request_rate: float | None = None
     failed_request_rate: float | None = None
     failing: bool = False
+    asleep: bool = False
 
     def __post_init__(self) -> None:
         _finite_or_none(
@@ -197,6 +201,8 @@ class SignalSnapshot:
             sorted; left out of every aggregate, judged failed by the operator.
         stalled_pods: pods whose engine hangs (see :attr:`PodSignals.stalled`), sorted; their
             signals are left out of every aggregate.
+        sleeping_pods: pods whose engine sleeps (see :attr:`PodSignals.asleep`), sorted; their
+            signals are left out of every aggregate and of ``replicas_reporting``.
         ignored_pods: pods whose series Prometheus still returns but that are not in the API
             server's set (deleted; series linger up to the 5 min lookback), sorted.
         silent_pods: live pods (from the API server) with no series, sorted.
@@ -248,6 +254,7 @@ class SignalSnapshot:
     workload: WorkloadMix = WorkloadMix()
     pods: tuple[PodSignals, ...] = ()
     stalled_pods: tuple[str, ...] = ()
+    sleeping_pods: tuple[str, ...] = ()
     ignored_pods: tuple[str, ...] = ()
     silent_pods: tuple[str, ...] = ()
     absent_counters: tuple[str, ...] = ()

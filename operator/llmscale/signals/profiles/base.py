@@ -61,6 +61,17 @@ class MetricProfile:
             then not told from a serving one).
         served_reasons / failed_reasons: its values for a request answered (``stop``, ``length``)
             and for one that failed in the engine (``error``: always an HTTP 500).
+        waiting_by_reason: gauge of waiting requests by ``reason`` (``capacity``: no KV blocks or
+            batch slot; ``deferred``: held back by a transient constraint such as a LoRA budget or a
+            KV transfer). Where a pod exports it, the queue signal counts its ``capacity`` waits
+            only (a replica fixes those, not deferred ones); elsewhere ``waiting``.
+        sleep_state: gauge labelled ``sleep_state`` (``awake``, ``weights_offloaded``,
+            ``discard_all``), 1 for the engine's current state. A pod whose engine sleeps is neither
+            idle capacity nor a failure: it is left out of the pool's aggregates and replicas
+            (``SignalSnapshot.sleeping_pods``), never judged stalled or failed.
+        prefill_time_histogram: histogram of each request's prefill time (seconds), read once a
+            minute for the live calibration (:mod:`llmscale.policy.livefit`); not a leading signal,
+            so its absence is not reported per pod.
     """
 
     name: str
@@ -85,6 +96,9 @@ class MetricProfile:
     finished_reason_label: str | None = None
     served_reasons: tuple[str, ...] = ()
     failed_reasons: tuple[str, ...] = ()
+    prefill_time_histogram: str | None = None
+    waiting_by_reason: str | None = None
+    sleep_state: str | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -57,4 +57,7 @@ PROFILE = MetricProfile(
     finished_reason_label="finished_reason",
     served_reasons=("stop", "length"),
     failed_reasons=("error",),
+    prefill_time_histogram="vllm:request_prefill_time_seconds",
+    waiting_by_reason="vllm:num_requests_waiting_by_reason",
+    sleep_state="vllm:engine_sleep_state",
 )

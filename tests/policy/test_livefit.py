@@ -1,0 +1,185 @@
+"""The live calibration: minutes of the engines' own histograms become windows, the windows a fit
+of the efficiencies over the prior, and an engine change an upgrade compared before and after."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from llmscale.api import LLMDeploymentSpec
+from llmscale.model import DEFAULT_SHAPE, ReplicaModel
+from llmscale.model.capacity import POISSON
+from llmscale.policy.livefit import (
+    LIVE_FIT_MIN_MINUTES,
+    LIVE_FIT_MINUTES,
+    LIVE_FIT_REFIT_MINUTES,
+    LiveRecord,
+    calibrate,
+    describe_change,
+    fold,
+    live_window,
+    refit_due,
+)
+from llmscale.policy.load import capacity_context
+from llmscale.signals.minute import MinuteSample
+
+SPEC = LLMDeploymentSpec.model_validate({
+    "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "preset": "llama-3.1-8b"},
+    "resources": {"gpuType": "h100-sxm"},
+    "engine": {"args": ["--max-num-seqs", "64", "--max-num-batched-tokens", "4096"]},
+})
+PROMPT, OUTPUT = 900.0, 200.0
+
+
+def _minute(truth: ReplicaModel, end_s: float, running: float, tokens: float = 2000.0) -> MinuteSample:
+    """A minute as the minute query reads it, from an engine that runs as ``truth`` says."""
+    ctx = PROMPT + OUTPUT / 2
+    itl = truth.step_time(running, running * ctx, 0)
+    requests = tokens / OUTPUT
+    return MinuteSample(
+        end_s=end_s, running_mean=running, itl_sum_s=itl * tokens, itl_count=tokens,
+        prefill_sum_s=truth.step_time(0, 0, PROMPT) * requests, prefill_count=requests,
+        prompt_tokens_sum=PROMPT * requests, prompt_tokens_count=requests,
+        output_tokens_sum=OUTPUT * requests, output_tokens_count=requests,
+    )
+
+
+def _truth(overhead: float, bw: float = 0.5) -> ReplicaModel:
+    return ReplicaModel.from_spec(SPEC).with_changes(bandwidth_efficiency=bw, compute_efficiency=0.3,
+                                                     step_overhead_s=overhead)
+
+
+def test_a_minute_becomes_the_window_of_its_means() -> None:
+    w = live_window(_minute(_truth(0.003), 60.0, 12.0), 4096)
+    assert w is not None
+    assert w.running == 12.0 and w.prompt_tokens == pytest.approx(PROMPT)
+    assert w.context_tokens == pytest.approx(PROMPT + OUTPUT / 2)
+    assert w.itl_mean_s == pytest.approx(_truth(0.003).step_time(12, 12 * 1000, 0))
+    assert w.budget_tokens == 4096 and w.tokens == 2000.0
+
+
+@pytest.mark.parametrize("sample", [
+    pytest.param(MinuteSample(60.0), id="no-series"),
+    pytest.param(MinuteSample(60.0, running_mean=3.0, itl_sum_s=0.5, itl_count=50.0, prompt_tokens_sum=900.0,
+                              prompt_tokens_count=1.0, output_tokens_sum=50.0, output_tokens_count=1.0),
+                 id="too-few-token-gaps"),
+    pytest.param(MinuteSample(60.0, running_mean=math.nan, itl_sum_s=5.0, itl_count=500.0, prompt_tokens_sum=900.0,
+                              prompt_tokens_count=1.0, output_tokens_sum=500.0, output_tokens_count=1.0),
+                 id="nan-running"),
+    pytest.param(MinuteSample(60.0, running_mean=3.0, itl_sum_s=5.0, itl_count=500.0, prompt_tokens_sum=0.0,
+                              prompt_tokens_count=0.0, output_tokens_sum=500.0, output_tokens_count=1.0),
+                 id="no-finished-request"),
+])
+def test_a_minute_without_evidence_gives_no_window(sample: MinuteSample) -> None:
+    assert live_window(sample, 4096) is None
+
+
+def test_fold_keeps_the_newest_minutes_once_each() -> None:
+    truth = _truth(0.003)
+    record = None
+    for m in range(LIVE_FIT_MINUTES + 10):
+        minutes = [_minute(truth, 60.0 * k, 10.0) for k in range(max(m - 4, 1), m + 1)]  # the reader keeps 5
+        record = fold(record, 7, minutes, 4096, 60.0 * m)
+    assert record is not None
+    ends = [end for end, _ in record.windows]
+    assert ends == sorted(set(ends)) and len(ends) == LIVE_FIT_MINUTES and ends[-1] == 60.0 * (LIVE_FIT_MINUTES + 9)
+    assert fold(record, 7, [_minute(truth, 60.0, 10.0)], 4096, 0.0) is record  # nothing new: unchanged
+
+
+def test_windows_at_several_loads_recover_the_engine_and_are_used() -> None:
+    truth = _truth(0.003)
+    record = fold(None, 7, [_minute(truth, 60.0 * k, b) for k, b in enumerate((1, 2, 4, 8, 16, 32, 64), 1)], 4096, 0)
+    cal = calibrate(SPEC, record)
+    assert cal is not None and cal.used and cal.minutes == 7
+    for batch in (1, 8, 64):
+        assert (cal.fit.apply(ReplicaModel.from_spec(SPEC)).decode_step_time(batch, 1000)
+                == pytest.approx(truth.decode_step_time(batch, 1000), rel=0.05)), batch
+    assert cal.note.itl_batch1_s == pytest.approx(truth.decode_step_time(1, 1024), rel=0.05)
+    assert cal.prior_note.itl_batch1_s < cal.note.itl_batch1_s  # the prior (no overhead) was too fast
+    assert "minutes of the engines' own histograms" in cal.describe()
+
+
+def test_one_steady_load_corrects_the_measured_point_and_keeps_the_priors_shape() -> None:
+    # A pool that runs at batch 10 all hour says how long that step takes, not how steps grow.
+    truth = _truth(0.003)
+    record = fold(None, 7, [_minute(truth, 60.0 * k, 10.0) for k in range(1, 11)], 4096, 0)
+    cal = calibrate(SPEC, record)
+    assert cal is not None and cal.used
+    fitted = cal.fit.apply(ReplicaModel.from_spec(SPEC))
+    assert fitted.decode_step_time(10, 1000) == pytest.approx(truth.decode_step_time(10, 1000), rel=0.03)
+    assert fitted.prefill_time(PROMPT) == pytest.approx(truth.prefill_time(PROMPT), rel=0.05)
+    assert all(math.isfinite(x) and x > 0 for x in (cal.note.itl_full_s, cal.note.decode_tok_s))
+
+
+def test_too_few_minutes_are_measured_but_not_used() -> None:
+    truth = _truth(0.003)
+    record = fold(None, 7, [_minute(truth, 60.0 * k, 4.0 * k) for k in range(1, LIVE_FIT_MIN_MINUTES)], 4096, 0)
+    cal = calibrate(SPEC, record)
+    assert cal is not None and not cal.used
+    assert calibrate(SPEC, LiveRecord(7)) is None
+
+
+def test_an_upgrade_drops_the_old_windows_and_compares_the_capacity_note() -> None:
+    old, new = _truth(0.004), _truth(0.002, bw=0.6)
+    record = fold(None, 1, [_minute(old, 60.0 * k, b) for k, b in enumerate((2, 8, 32, 4, 16, 64), 1)], 4096, 360)
+    first = calibrate(SPEC, record)
+    assert first is not None
+    record = LiveRecord(record.digest, record.windows, first)
+    # The engine changes at 400 s: the minutes the reader still holds from before are not its.
+    upgraded = fold(record, 2, [_minute(old, 360.0, 8.0), _minute(new, 420.0, 8.0)], 4096, 400.0)
+    assert upgraded.before is first and upgraded.upgraded_at == 400.0
+    assert [end for end, _ in upgraded.windows] == [420.0]
+    upgraded = fold(upgraded, 2, [_minute(new, 420.0 + 60 * k, b) for k, b in enumerate((2, 32, 4, 16, 64), 1)],
+                    4096, 800.0)
+    after = calibrate(SPEC, upgraded)
+    assert after is not None and after.used
+    assert after.note.itl_batch1_s < first.note.itl_batch1_s * 0.8
+    text = describe_change(first.note, after.note)
+    assert text.startswith("ITL at batch 1 ") and "(-" in text.split(",")[0]
+
+
+def test_a_slower_engine_than_the_prior_needs_more_replicas() -> None:
+    # The policy sizes the pool with the live fit applied over the prior.
+    slow = _truth(0.02, bw=0.2)
+    record = fold(None, 7, [_minute(slow, 60.0 * k, b) for k, b in enumerate((1, 4, 16, 64, 2, 8), 1)], 4096, 0)
+    cal = calibrate(SPEC, record)
+    assert cal is not None and cal.used
+    prior = capacity_context(SPEC, DEFAULT_SHAPE, False, POISSON, 1.0)
+    live = capacity_context(SPEC, DEFAULT_SHAPE, False, POISSON, 1.0, cal.fit)
+    assert prior is not None and live is not None and live.calibrated_live and not prior.calibrated_live
+    assert live.need(20.0).replicas > prior.need(20.0).replicas
+
+
+def test_a_used_fit_is_refitted_every_five_minutes_not_every_minute() -> None:
+    truth = _truth(0.003)
+    record = fold(None, 7, [_minute(truth, 60.0 * k, b) for k, b in enumerate((1, 4, 16, 64, 8), 1)], 4096, 0)
+    assert refit_due(record) and not refit_due(LiveRecord(7))
+    cal = calibrate(SPEC, record)
+    assert cal is not None and cal.used and cal.measured_at == 300.0
+    record = replace(record, last=cal)
+    assert not refit_due(record)
+    for k in range(6, 6 + LIVE_FIT_REFIT_MINUTES):
+        record = fold(record, 7, [_minute(truth, 60.0 * k, 8.0)], 4096, 60.0 * k)
+        assert refit_due(record) == (k == 5 + LIVE_FIT_REFIT_MINUTES), k
+    # Until a fit is used, every new minute is fitted.
+    young = fold(None, 7, [_minute(truth, 60.0, 1.0), _minute(truth, 120.0, 8.0)], 4096, 0)
+    first = calibrate(SPEC, young)
+    assert first is not None and not first.used
+    young = fold(replace(young, last=first), 7, [_minute(truth, 180.0, 16.0)], 4096, 180.0)
+    assert refit_due(young)
+
+
+def test_no_minute_of_a_rollout_is_folded() -> None:
+    # A rollout's pods run the old engine and the new: its minutes describe neither.
+    truth = _truth(0.003)
+    record = fold(None, 7, [_minute(truth, 60.0, 8.0)], 4096, 60.0)
+    rolling = fold(record, 7, [_minute(truth, 120.0, 8.0)], 4096, 130.0, rolling_out=True)
+    assert rolling.windows is record.windows and rolling.skip_until == 130.0
+    assert fold(rolling, 7, [_minute(truth, 120.0, 8.0)], 4096, 130.0, rolling_out=True) is rolling
+    rolling = fold(rolling, 7, [_minute(truth, 180.0, 8.0)], 4096, 190.0, rolling_out=True)
+    # Done: the minutes the reader still holds from the rollout stay out; the next one is in.
+    done = fold(rolling, 7, [_minute(truth, 120.0, 8.0), _minute(truth, 180.0, 8.0), _minute(truth, 240.0, 8.0)],
+                4096, 250.0)
+    assert [end for end, _ in done.windows] == [60.0, 240.0]
