@@ -55,5 +55,6 @@ def test_bash_completes_verbs_flags_and_choices() -> None:
     assert _complete(["llmscale", "re"]) == ["render", "report"]
     assert sorted(VERBS) == sorted(v for v in _complete(["llmscale", ""]) if not v.startswith("-"))
     assert "--filename" in _complete(["llmscale", "render", "--f"])
-    assert _complete(["llmscale", "engine", "--gpu", "h"]) == ["h100-sxm", "h200"]
+    assert _complete(["llmscale", "engine", "--gpu", "h2"]) == ["h200"]
+    assert _complete(["llmscale", "engine", "--gpu", "h100-s"]) == ["h100-sxm"]
     assert _complete(["llmscale", "completion", "f"]) == ["fish"]

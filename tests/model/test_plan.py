@@ -351,6 +351,10 @@ def test_plan_of_a_spec_uses_its_accelerator_model_and_slo(tmp_path: Path, capsy
     pytest.param(["--model", "llama-3.1-8b"], "--gpu is required", id="no-gpu"),
     pytest.param(["--spec", "{missing}"], "cannot read the LLMDeployment", id="missing-file"),
     pytest.param(["--spec", "{invalid}"], "spec.replicas", id="invalid-spec"),
+    pytest.param(["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "100", "-o", "spec"], "must be ≤ 64",
+                 id="spec-beyond-the-crd"),
+    pytest.param(["--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context-limit-tokens", "100", "-o", "spec"],
+                 "must be ≥ 256", id="spec-limit-below-the-crd"),
 ])
 def test_plan_spec_errors(argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from llmscale.localcluster import SAMPLE

@@ -310,15 +310,36 @@ async def test_a_tick_before_the_watch_brings_its_scale_decides_on_the_scale(har
 
 
 async def test_a_scale_that_never_shows_is_not_believed_past_the_echo_window(harness: Harness) -> None:
+    """The echo window is two of the object's ticks (at least 10 s): at the default tick the next
+    tick still comes inside it."""
     from llmscale.controller.memory import SCALE_ECHO_S
+    tick_s = harness.raw["spec"]["scaling"]["tickSeconds"]
+    echo_s = max(SCALE_ECHO_S, 2 * tick_s)
     harness.prometheus.queue_depth = 12.0
     harness.api.lagging = True
     await harness.tick()
     loop = asyncio.get_running_loop()
     new = harness.policy.calls[-1][1].interactive_replicas
-    assert harness.mem.replicas_seen("interactive", 2, loop.time()) == new
-    await asyncio.sleep(SCALE_ECHO_S)
-    assert harness.mem.replicas_seen("interactive", 2, loop.time()) == 2
+    await asyncio.sleep(tick_s)
+    assert harness.mem.replicas_seen("interactive", 2, loop.time(), echo_s) == new
+    await asyncio.sleep(echo_s - tick_s)
+    assert harness.mem.replicas_seen("interactive", 2, loop.time(), echo_s) == 2
+
+
+def test_two_quick_scales_keep_every_count_before_them_stale() -> None:
+    """1 → 2, then 2 → 4 before the index showed 2: an index still at 1 (or at 2) reads as 4; a
+    pool created from nothing (index None, scaled from 0) reads as created; 7 (someone else) wins."""
+    mem = ObjectMemory()
+    mem.note_scaled("interactive", 1, 2, 0.0)
+    mem.note_scaled("interactive", 2, 4, 1.0)
+    assert [mem.replicas_seen("interactive", i, 2.0) for i in (1, 2)] == [4, 4]
+    assert mem.replicas_seen("interactive", 7, 2.0) == 7 and "interactive" not in mem.scaled
+    mem.note_scaled("batch", 0, 3, 0.0)
+    assert mem.replicas_seen("batch", None, 1.0) == 3
+    assert mem.replicas_seen("batch", 3, 2.0) == 3 and "batch" not in mem.scaled
+    mem.note_scaled("interactive", 2, 3, 0.0)
+    mem.note_scaled("interactive", 3, 2, 1.0)  # up and back down before the watch: 2 is the truth
+    assert mem.replicas_seen("interactive", 2, 2.0) == 2
 
 
 async def test_a_scaled_event_starts_with_what_was_decided(harness: Harness) -> None:

@@ -80,3 +80,13 @@ def test_a_sleeping_engine_does_not_hide_load_on_the_awake_ones() -> None:
                          replicas_reporting=4, sleeping_pods=("chat-4", "chat-5", "chat-6", "chat-7"))
     d = decide(SPEC, [hot], PoolState(interactive_replicas=8, interactive_ready=8), PolicyMemory(since=NOW - 3600), NOW)
     assert d.interactive_replicas > 8
+
+
+def test_a_failing_pod_does_not_hide_a_missing_one() -> None:
+    """Review finding: 4 Ready pods; pod d fails every request (the tick judges it failed: 3 Ready);
+    pod c's series are missing (a store down): 2 report. Counting d among the reporting side read
+    2 + 1 = 3 of 3 and let the pool scale down on a sum over 2 of 3 pods."""
+    from llmscale.policy.signal_health import partial_answer
+
+    snap = SignalSnapshot(0.0, queue_depth=0.0, replicas_reporting=2, failing_pods=("chat-d",))
+    assert partial_answer(snap, 3) == "2 of 3 Ready pods reported"

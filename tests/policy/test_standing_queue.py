@@ -10,6 +10,7 @@ deferred to the load signal, and the load signal drained the backlog at its floo
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -133,3 +134,35 @@ def test_standing_queue_need(
     arrivals = Arrivals(finished + max(growth, 0.0), finished, growth, "")
     need, _ = standing_queue_need(queue, 2.0, ready, arrivals, 0.03 if queue == 90.0 else 0.02, asked, 60.0)
     assert need == expected
+
+
+@pytest.mark.parametrize("queue", [20.2, 21.9, 22.0])
+def test_a_queue_hovering_at_its_target_does_not_stand(queue: float) -> None:
+    """Review finding: without the tolerance band, 20.2 waiting on 10 ready replicas at target 2
+    (steady: arrivals = finished = 10/s) asked for 11 — one more replica on noise, then back down
+    after the window, a cold start paid each time. Within 10 % of the target nothing stands."""
+    arrivals = Arrivals(rate_rps=10.0, finished_rps=10.0, growth_rps=0.0, line="")
+    need, _ = standing_queue_need(queue, 2.0, 10, arrivals, 0.001, 0, 60.0, 0.1)
+    assert need is None
+
+
+def test_beyond_the_band_a_steady_standing_queue_asks_for_one_more() -> None:
+    arrivals = Arrivals(rate_rps=10.0, finished_rps=10.0, growth_rps=0.0, line="")
+    need, _ = standing_queue_need(30.0, 2.0, 10, arrivals, 0.2, 0, 60.0, 0.1)
+    assert need == 11
+
+
+def test_a_sleeping_pod_does_not_switch_the_standing_queue_off() -> None:
+    """Review finding: two Ready pods, one asleep (left out of the signals): the awake one's queue
+    of 5 at target 2 was read as "one replica asked for, not Ready" and held at 2. A sleeping pod is
+    no capacity on its way: the awake pod's standing queue is answered."""
+    spec = real_vllm_spec(max_replicas=4)
+    history = [SignalSnapshot(NOW - s, queue_depth=5.0, running_requests=4.0, kv_cache_utilization=0.54,
+                              preemption_rate=0.0, replicas_reporting=1, sleeping_pods=("chat-b",),
+                              workload=WorkloadMix(request_rate=0.0, prompt_tokens_rate=0.0,
+                                                   generation_tokens_rate=200.0))
+               for s in range(120, -1, -1)]
+    alone = decide(spec, [replace(h, sleeping_pods=()) for h in history], PoolState(1, 1), KNOWN, NOW)
+    beside = decide(spec, history, PoolState(2, 2), KNOWN, NOW)
+    assert alone.interactive_replicas > 1, alone.reasons
+    assert beside.interactive_replicas > 2, beside.reasons

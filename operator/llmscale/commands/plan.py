@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -21,7 +22,7 @@ from llmscale import planner
 from llmscale.api import ModelArchitecture, ModelSpec, ResourcesSpec
 from llmscale.commands.output import add_output_argument, write_document
 from llmscale.commands.specfile import SpecFileError, read_llmdeployment
-from llmscale.fielderrors import suggestion
+from llmscale.fielderrors import field_errors, suggestion
 from llmscale.model import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_COMPUTE_EFFICIENCY,
@@ -187,7 +188,13 @@ def main(args: argparse.Namespace) -> int:
     except (LookupError, ValueError) as exc:
         return _error(str(exc))
     if args.output == "spec":
-        write_document(spec_fragment(args, arch), "yaml")
+        try:
+            fragment = spec_fragment(args, arch)
+        except ValidationError as exc:  # a plan the CRD cannot hold (more than 64 GPUs, a tiny limit)
+            for line in field_errors(exc):
+                print(f"llmscale plan: error: -o spec: {line}", file=sys.stderr)
+            return 2
+        write_document(fragment, "yaml")
     elif args.output in ("json", "yaml"):
         write_document(result.to_json(), args.output)
     else:

@@ -26,8 +26,9 @@ MEMO_KEY = "llmscale"
 
 
 #: How long a scale this process wrote is taken over an index that still shows the count before it:
-#: 10 s. A watch event arrives within a second or two; a write that never shows (undone by someone
-#: at once, or lost with the watch) is not believed longer than this.
+#: at least 10 s, and two of the object's ticks (the tick passes it). A watch event arrives within a
+#: second or two; a write that never shows (undone by someone at once, or lost with the watch) is not
+#: believed longer than this.
 SCALE_ECHO_S = 10.0
 
 
@@ -73,9 +74,10 @@ class ObjectMemory:
             (``None``: none applied).
         job_errors: batch Job name -> the API server's answer to the last refused write of its
             ``spec.suspend`` (one Warning Event per distinct answer; cleared once a write passes).
-        scaled: pool -> ``(old, new, loop_s)`` of this process's last scale of the pool's Deployment,
-            until the Deployments index shows ``new`` (read-your-writes: a tick that runs before the
-            watch brings the scale decides on ``new``, not on ``old`` again).
+        scaled: pool -> ``(olds, new, loop_s)`` of this process's unconfirmed scales of the pool's
+            Deployment, until the Deployments index shows something else than the counts before
+            them (read-your-writes: a tick that runs before the watch brings a scale decides on
+            ``new``, not on an old count again).
         live_record: the live calibration's windows and fits (:mod:`llmscale.controller.livefit`;
             ``None`` before the first tick).
         upgrade_reported: ``upgraded_at`` of the last engine upgrade posted as an ``EngineUpgraded``
@@ -104,23 +106,32 @@ class ObjectMemory:
     applied_interactive: int | None = None
     applied_batch: int | None = None
     job_errors: dict[str, str] = field(default_factory=dict)
-    scaled: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    scaled: dict[str, tuple[frozenset[int], int, float]] = field(default_factory=dict)
     live_record: LiveRecord | None = None
     upgrade_reported: float | None = None
 
-    def replicas_seen(self, pool: str, indexed: int | None, loop_now: float) -> int | None:
+    def replicas_seen(self, pool: str, indexed: int | None, loop_now: float, echo_s: float = SCALE_ECHO_S
+                      ) -> int | None:
         """Return the replicas to decide on for ``pool``: ``indexed`` (the Deployments index), or
-        the ``new`` of this process's last scale while the index still shows its ``old`` within
-        :data:`SCALE_ECHO_S` of it (the watch event has not arrived). Any other value in the index
-        (someone else scaled, or the watch caught up) is taken as it is and ends the wait."""
+        the count this process last scaled the pool to while the index still shows a count from
+        before its unconfirmed scales (a watch event not arrived yet; ``None``, no Deployment yet,
+        stands for 0), within ``echo_s`` of the last of them. Any other value in the index (someone
+        else scaled, or the watch caught up) is taken as it is and ends the wait."""
         last = self.scaled.get(pool)
         if last is None:
             return indexed
-        old, new, at = last
-        if indexed == old and loop_now - at < SCALE_ECHO_S:
+        olds, new, at = last
+        if (indexed if indexed is not None else 0) in olds and loop_now - at < echo_s:
             return new
         del self.scaled[pool]
         return indexed
+
+    def note_scaled(self, pool: str, old: int, new: int, loop_now: float) -> None:
+        """Remember this process's scale of ``pool`` from ``old`` to ``new`` (for
+        :meth:`replicas_seen`): the counts before it still unconfirmed stay stale counts too."""
+        last = self.scaled.get(pool)
+        olds = (last[0] if last is not None else frozenset()) | {old}
+        self.scaled[pool] = (frozenset(olds - {new}), new, loop_now)
 
     def write_status(self, patch_status: MutableMapping[str, Any], previous: Mapping[str, Any],
                      desired: Mapping[str, Any], *, refresh_seconds: float | None) -> bool:

@@ -93,7 +93,7 @@ from llmscale.controller.jobowners import (
     split_jobs,
 )
 from llmscale.controller.livefit import ENGINE_CALIBRATED, live_calibration, note_live_calibration
-from llmscale.controller.memory import ObjectMemory, memory_after
+from llmscale.controller.memory import SCALE_ECHO_S, ObjectMemory, memory_after
 from llmscale.controller.merge import merge_template
 from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
 from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deployment_name, owner_reference
@@ -464,8 +464,9 @@ async def _gather(
     loop = asyncio.get_running_loop()
     active = writes_workload(spec)
     key_i, key_b = (namespace, name, INTERACTIVE), (namespace, name, BATCH)
-    current_i = mem.replicas_seen(INTERACTIVE, deployment_replicas(deployments, key_i), loop.time())
-    current_b = mem.replicas_seen(BATCH, deployment_replicas(deployments, key_b), loop.time())
+    echo_s = max(SCALE_ECHO_S, 2 * spec.scaling.tick_seconds)
+    current_i = mem.replicas_seen(INTERACTIVE, deployment_replicas(deployments, key_i), loop.time(), echo_s)
+    current_b = mem.replicas_seen(BATCH, deployment_replicas(deployments, key_b), loop.time(), echo_s)
     just_applied = (mem.children_applied_loop_s is not None
                     and loop.time() - mem.children_applied_loop_s < CHILDREN_GRACE_S)
     if (spec.scale_target_ref is None and active and current_i is None and just_applied
@@ -655,7 +656,7 @@ def _record(
         if not change.applied:
             continue
         if spec.scale_target_ref is None and change.old != change.new:
-            mem.scaled[change.pool] = (change.old, change.new, loop.time())
+            mem.note_scaled(change.pool, change.old, change.new, loop.time())
         if change.pool == INTERACTIVE:
             applied_i = change.new
         else:

@@ -371,7 +371,8 @@ def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int, 
 
 
 def standing_queue_need(
-    queue: float | None, target: float, ready: int, arrivals: Arrivals, drain_rps: float, asked: int, window_s: float
+    queue: float | None, target: float, ready: int, arrivals: Arrivals, drain_rps: float, asked: int, window_s: float,
+    tolerance: float = 0.1,
 ) -> tuple[int | None, str]:
     """The replicas a standing queue asks for, whatever the model says: ``None`` when it does not stand.
 
@@ -398,11 +399,14 @@ def standing_queue_need(
         drain_rps: the backlog's drain (:func:`backlog_drain`).
         asked: replicas asked for and not Ready.
         window_s: the rate window, seconds.
+        tolerance: ``spec.scaling.tolerance``: a queue within it of the target does not stand (the
+            queue proposal's own band), so a queue hovering at its target never asks.
 
     Returns:
         ``(replicas, phrase)``.
     """
-    if queue is None or ready <= 0 or asked > 0 or target <= 0 or queue <= target * ready or arrivals.growth_rps < 0:
+    if (queue is None or ready <= 0 or asked > 0 or target <= 0 or queue <= target * ready * (1 + tolerance)
+            or arrivals.growth_rps < 0):
         return None, ""
     own = ceil_replicas(queue / target)
     finished = arrivals.finished_rps
@@ -438,8 +442,11 @@ def read_load(
     arrivals = steady_arrival_rate(history, snap)
     queue = known_value(snap.queue_depth)
     excess = max((queue or 0.0) - spec.scaling.targets.queue_depth_per_replica * ready, 0.0)
-    # Asked for and not Ready: starting pods, and pods the Deployment has not created yet.
-    asked = max(state.interactive_starting, state.interactive_replicas - ready)
+    # Asked for and not Ready: starting pods, and pods the Deployment has not created yet. Not the
+    # Ready pods left out of the signals (asleep, stalled) nor the failed ones: no capacity is coming
+    # for them, and counting them would switch the backlog's drain off for the whole pool.
+    asked = max(state.interactive_starting,
+                state.interactive_replicas - state.interactive_ready - state.interactive_failed)
     base = cap.need(arrivals.rate_rps, hint=hint).replicas if cap is not None and arrivals.rate_rps is not None else 1
     drain = backlog_drain(excess, arrivals, lead.seconds, asked, base)
     if cap is None or arrivals.rate_rps is None:
@@ -452,7 +459,8 @@ def read_load(
     ahead = cap.need(fc.rate_rps + drain, hint=now_need.replicas) if fc.rate_rps > arrivals.rate_rps else now_need
     window = snap.window.window_s if snap.window is not None and snap.window.window_s > 0 else RATE_WINDOW_S
     floor, standing = standing_queue_need(
-        queue, spec.scaling.targets.queue_depth_per_replica, ready, arrivals, drain, asked, window
+        queue, spec.scaling.targets.queue_depth_per_replica, ready, arrivals, drain, asked, window,
+        spec.scaling.tolerance,
     )
     need, bound_by, high_need, ahead_need = now_need.replicas, now_need.bound_by, high, ahead.replicas
     if floor is not None and floor > need:

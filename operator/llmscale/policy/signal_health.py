@@ -96,8 +96,8 @@ def partial_answer(snap: SignalSnapshot, ready_pods: int) -> str | None:
     if snap.sleeping_pods:
         parts.append(f"{len(snap.sleeping_pods)} pod(s) asleep ({', '.join(snap.sleeping_pods[:5])}): "
                      "neither capacity nor idle replicas to remove")
-    if 0 < (snap.replicas_reporting + len(snap.stalled_pods) + len(snap.failing_pods)
-            + len(snap.sleeping_pods)) < ready_pods:
+    # Failing pods are not counted: the tick judged them failed, so they are not in ``ready_pods``.
+    if 0 < snap.replicas_reporting + len(snap.stalled_pods) + len(snap.sleeping_pods) < ready_pods:
         parts.append(f"{snap.replicas_reporting} of {ready_pods} Ready pods reported")
     return " and ".join(parts) if parts else None
 

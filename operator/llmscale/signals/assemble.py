@@ -149,7 +149,7 @@ def assemble(
                 preemption_rate=rates["preemption_rate"],
                 generation_tokens_rate=rates["generation_tokens_rate"],
                 newest_sample_s=row.get("newest_sample_s"),
-                stalled=_stalled(st, row, rates["generation_tokens_rate"]),
+                stalled=_stalled(st, row, rates["generation_tokens_rate"]) and not (row.get("asleep") or 0.0) > 0.0,
                 served_request_rate=row.get("served_request_rate"),
                 failed_request_rate=row.get("failed_request_rate"),
                 failing=_failing(st, row) and not (row.get("asleep") or 0.0) > 0.0,
