@@ -166,3 +166,20 @@ def test_a_sleeping_pod_does_not_switch_the_standing_queue_off() -> None:
     beside = decide(spec, history, PoolState(2, 2), KNOWN, NOW)
     assert alone.interactive_replicas > 1, alone.reasons
     assert beside.interactive_replicas > 2, beside.reasons
+
+
+def test_under_preemption_thrashing_the_standing_queue_asks_for_one_more() -> None:
+    """Review finding: 3 ready replicas thrashing (finished 0.2/s of 0.93/s arriving) read as a need
+    of ceil(3 × 0.93 / 0.2) = 14 — the cascade issue 27 took out of the preemption signal, back
+    through the finished rate. While the replicas preempt above target the floor says one more."""
+    arrivals = Arrivals(rate_rps=0.93, finished_rps=0.2, growth_rps=0.0, line="")
+    calm, _ = standing_queue_need(60.0, 2.0, 3, arrivals, 0.0, 0, 60.0, 0.1, thrashing=False)
+    need, line = standing_queue_need(60.0, 2.0, 3, arrivals, 0.0, 0, 60.0, 0.1, thrashing=True)
+    assert calm == 14 and need == 4, (calm, need)
+    assert "preempt" in line
+
+
+def test_under_thrashing_with_nothing_finished_the_queue_asks_for_one_more() -> None:
+    arrivals = Arrivals(rate_rps=0.0, finished_rps=0.0, growth_rps=0.0, line="")
+    assert standing_queue_need(60.0, 2.0, 3, arrivals, 0.0, 0, 60.0, 0.1, thrashing=False)[0] == 30
+    assert standing_queue_need(60.0, 2.0, 3, arrivals, 0.0, 0, 60.0, 0.1, thrashing=True)[0] == 4

@@ -372,7 +372,7 @@ def backlog_drain(excess: float, arrivals: Arrivals, lead_s: float, asked: int, 
 
 def standing_queue_need(
     queue: float | None, target: float, ready: int, arrivals: Arrivals, drain_rps: float, asked: int, window_s: float,
-    tolerance: float = 0.1,
+    tolerance: float = 0.1, thrashing: bool = False,
 ) -> tuple[int | None, str]:
     """The replicas a standing queue asks for, whatever the model says: ``None`` when it does not stand.
 
@@ -401,6 +401,9 @@ def standing_queue_need(
         window_s: the rate window, seconds.
         tolerance: ``spec.scaling.tolerance``: a queue within it of the target does not stand (the
             queue proposal's own band), so a queue hovering at its target never asks.
+        thrashing: preemptions per ready replica above their target: the finished rate then
+            collapses far faster than the shortfall grows (the preemptions' own cascade), so it is no
+            measure: the standing queue asks for one replica more than are ready, a symptom.
 
     Returns:
         ``(replicas, phrase)``.
@@ -412,12 +415,19 @@ def standing_queue_need(
     finished = arrivals.finished_rps
     rate = arrivals.rate_rps
     if finished is None or rate is None or finished * window_s < 1.0:
+        if thrashing and own > ready + 1:
+            own = ready + 1  # nothing finishing under preemptions: a symptom, one more
         return own, (
             f"queue {queue:.1f} stands beyond target {target:g} per ready replica with "
             f"{(finished or 0.0) * window_s:.1f} requests finished in the {window_s:.0f} s window (the requests "
             f"outlive it): its own ask {own}"
         )
     measured = ceil_replicas(ready * (rate + drain_rps) / finished)
+    if thrashing and measured > ready + 1:
+        return ready + 1, (
+            f"queue {queue:.1f} stands beyond target {target:g} per ready replica while the replicas preempt "
+            f"above target (their finished rate is no measure): one more than the {ready} ready, {ready + 1}"
+        )
     need = min(measured, own)
     return need, (
         f"queue {queue:.1f} stands beyond target {target:g} per ready replica: the {ready} saturated replicas "
@@ -458,9 +468,12 @@ def read_load(
     )
     ahead = cap.need(fc.rate_rps + drain, hint=now_need.replicas) if fc.rate_rps > arrivals.rate_rps else now_need
     window = snap.window.window_s if snap.window is not None and snap.window.window_s > 0 else RATE_WINDOW_S
+    preemptions = known_value(snap.preemption_rate)
+    thrashing = (preemptions is not None and ready > 0
+                 and preemptions / ready > spec.scaling.targets.preemptions_per_second_per_replica)
     floor, standing = standing_queue_need(
         queue, spec.scaling.targets.queue_depth_per_replica, ready, arrivals, drain, asked, window,
-        spec.scaling.tolerance,
+        spec.scaling.tolerance, thrashing,
     )
     need, bound_by, high_need, ahead_need = now_need.replicas, now_need.bound_by, high, ahead.replicas
     if floor is not None and floor > need:
