@@ -72,8 +72,9 @@ def test_the_new_crd_applies_over_the_old_and_old_objects_carry_over(cluster: Lo
             o if (o := objects.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "old"))["spec"].get("mode")
             else None))
         # The API server defaults absent fields only: a default the old CRD wrote into the object
-        # stays as written. 0.1.0 defaulted headroom.replicas to 1; it is 0 now (docs/deploy.md).
-        persisted = {**OLD_SPEC, "headroom": {"replicas": 1}}
+        # stays as written. 0.1.0 defaulted headroom.replicas to 1 (0 now) and the engine image to
+        # vLLM v0.11.0 (v0.32.0 now): both stay on the old object (docs/deploy.md).
+        persisted = {**OLD_SPEC, "headroom": {"replicas": 1}, "engine": {"image": "vllm/vllm-openai:v0.11.0"}}
         assert old["spec"] == LLMDeploymentSpec.model_validate(persisted).to_wire()
         assert old["spec"]["mode"] == "Active"
         new = create(cluster, "new", {**OLD_SPEC, "batch": None, "mode": "Paused",

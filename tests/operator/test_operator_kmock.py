@@ -756,7 +756,9 @@ async def test_a_scale_down_first_marks_the_idle_pod_cheapest(
                                   PodSignals("chat-idle", queue_depth=0.0, running_requests=0.0)))
     await start_operator(signals)
 
-    await eventually(lambda: replicas_of(kube, NAME) == 2, what="the scale-down 3 -> 2 (spec.replicas.max)")
+    # The operator's start and first tick: seconds on a free machine, more beside a busy test run.
+    await eventually(lambda: replicas_of(kube, NAME) == 2, timeout=30.0,
+                     what="the scale-down 3 -> 2 (spec.replicas.max)")
     costs = {r.name: r.data["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"]
              for r in kube if r.method == kmock.method.PATCH and r.resource == kmock.resource(PODS)}
     assert costs == {"chat-busy": "6", "chat-idle": "0", "chat-silent": "1000000"}, costs
