@@ -158,6 +158,13 @@ class Cluster:
         items = self.core.list_namespaced_event(namespace).items
         return [e for e in items if reason is None or e.reason == reason]
 
+    def event_message(self, namespace: str, reason: str, text: str, timeout_s: float = 15.0) -> str:
+        """The message of the first ``reason`` Event in ``namespace`` that contains ``text``, waited
+        for: the operator posts an Event after the change it reports (Kopf posts them from a queue),
+        so a test that saw the change may ask a moment before the Event exists."""
+        return wait_for(f"a {reason} Event containing {text!r} in {namespace}", lambda: next(
+            (e.message for e in self.events(namespace, reason) if text in (e.message or "")), None), timeout_s)
+
     # ------------------------------------------------------------------ Prometheus and load
 
     def prom(self, query: str) -> list[dict[str, Any]]:

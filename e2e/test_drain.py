@@ -138,5 +138,4 @@ def test_10_scale_down_during_long_streams_cuts_no_request(cluster: Cluster, nam
             assert stream.error is None, (pod, stream.error)
             assert stream.payloads and stream.payloads[-1] == "[DONE]", (pod, stream.payloads[-2:])
             assert stream.completion_tokens() == stream.max_tokens, pod
-    events = [e.message for e in cluster.events(namespace, "ScaledDown")]
-    assert any(f"Scaled LLMDeployment {namespace}/chat from 3 to 1 replicas" in m for m in events), events
+    cluster.event_message(namespace, "ScaledDown", f"Scaled LLMDeployment {namespace}/chat from 3 to 1 replicas")

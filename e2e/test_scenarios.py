@@ -44,15 +44,19 @@ from conftest import GROUP, PLURAL, VERSION, Cluster, sample, wait_for
 from llmscale.loadgen import ReplayReport, replay
 from llmscale.localcluster import addons
 from llmscale.policy import Reason
+from llmscale.policy.mix import RATE_FLOOR_WINDOWS
 from llmscale.sim.trace import Trace
 
 MODEL = "llama-3.1-8b-instruct"
 COLD_START_S = 8.0
 STABILISATION_S = 20.0
 SCALE_DOWN_PERIOD_S = 5.0
-#: The arrival rate's rate window (the signals' default 1m): the load signal reads 0 requests/s only this
-#: long after the last request finished.
+#: The arrival rate's rate window (the signals' default 1m).
 RATE_WINDOW_S = 60.0
+#: How long after the last request finished the load signal reads 0 requests/s: its rate is floored
+#: at the mean of the last RATE_FLOOR_WINDOWS windows (microbursts), so a load that stops is read
+#: falling over that many windows, not one.
+RATE_FALL_S = RATE_FLOOR_WINDOWS * RATE_WINDOW_S
 LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/name", "app.kubernetes.io/instance",
           "llmscale.dev/deployment", "llmscale.dev/pool")
 
@@ -190,10 +194,11 @@ class TestLoadCycle:
         reasons = " | ".join(status["lastDecision"]["reasons"])
         assert "queue depth" in reasons and "proposes" in reasons, reasons
         events = wait_for("a ScaledUp Event", lambda: cluster.events(ns, "ScaledUp"), 15)
-        # The Event leads with the proposal that set the demand, named with its numbers: the queue,
-        # the KV cache its requests fill, or the load signal (arrival rate and backlog drain).
+        # The Event leads with the demand and the signal that set it (the queue, the KV cache its
+        # requests fill, or the load signal: arrival rate and backlog drain); the signals' own lines
+        # follow and may be clipped away (an Event message is cut at 1,000 characters).
         assert any(re.search(rf"Scaled LLMDeployment {ns}/chat from 2 to \d+ replicas: "
-                             r"(queue depth|KV-cache utilisation|load: )[^;]*proposes \d+", e.message)
+                             r"demand \d+ replicas \((queue depth|KV-cache utilisation|load)\)", e.message)
                    for e in events), [e.message for e in events]
         assert events[0].involved_object.kind == "LLMDeployment" and events[0].involved_object.name == "chat"
 
@@ -241,6 +246,8 @@ class TestLoadCycle:
         assert cluster.deployment_replicas(ns, "chat") == replicas["desired"]
         assert not TestLoadCycle.load.done(), "the load should still be running"
 
+    # Three rate windows for the load signal to read 0, the scale-down window, then a step a period.
+    @pytest.mark.timeout(600)
     def test_4_after_the_load_scale_down_waits_for_the_window_then_steps_by_one(
         self, cluster: Cluster, class_namespace: str
     ) -> None:
@@ -252,7 +259,7 @@ class TestLoadCycle:
         assert start > 2
         history: list[tuple[float, int]] = [(stopped_at, start)]
         stabilised: set[str] = set()
-        deadline = stopped_at + STABILISATION_S + start * (SCALE_DOWN_PERIOD_S + 3) + 20
+        deadline = stopped_at + RATE_FALL_S + STABILISATION_S + start * (SCALE_DOWN_PERIOD_S + 3) + 20
         while history[-1][1] > 1 and time.monotonic() < deadline:
             time.sleep(0.5)
             replicas = cluster.deployment_replicas(ns, "chat") or 0
@@ -276,8 +283,7 @@ class TestLoadCycle:
         gaps = [b[0] - a[0] for a, b in itertools.pairwise(history[1:])]
         assert all(g >= SCALE_DOWN_PERIOD_S - 1.5 for g in gaps), f"steps closer than the period: {steps}"
         assert Reason.ScaleDownStabilized in stabilised, stabilised
-        events = [e.message for e in cluster.events(ns, "ScaledDown")]
-        assert any(f"Scaled LLMDeployment {ns}/chat from 2 to 1 replicas" in m for m in events), events
+        cluster.event_message(ns, "ScaledDown", f"Scaled LLMDeployment {ns}/chat from 2 to 1 replicas")
 
 
 # ------------------------------------------------------------------------------------------ 5
@@ -471,6 +477,7 @@ def completion(cluster: Cluster, namespace: str, timeout_s: float = 90.0) -> tup
         return exc.code, time.monotonic() - started
 
 
+@pytest.mark.timeout(600)  # three rate windows to read 0, the scale-down window, then a cold start
 def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(cluster: Cluster, namespace: str) -> None:
     """``replicas.min: 0`` with a wake query on the router's metrics: after a little load the pool
     goes to zero once the scale-down window has passed; a request held by the router wakes it; the
@@ -484,9 +491,10 @@ def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(clust
     load_done = time.monotonic()
 
     # Idle: down one replica per 5 s, no sooner than the 20 s scale-down window allows, which starts
-    # once the load signal's arrival rate (finished requests over the 60 s rate window) reads 0.
+    # once the load signal's arrival rate (finished requests over the 60 s rate window, floored at
+    # the mean of the last three windows) reads 0.
     wait_for("the pool at zero replicas", lambda: cluster.deployment_replicas(namespace, "chat") == 0,
-             RATE_WINDOW_S + STABILISATION_S + 10 + 2 * (SCALE_DOWN_PERIOD_S + 3) + 30)
+             RATE_FALL_S + STABILISATION_S + 10 + 2 * (SCALE_DOWN_PERIOD_S + 3) + 30)
     at_zero = time.monotonic()
     status = cluster.status(namespace, "chat")
     # The stabilisation window held: every recommendation of the last 20 s before zero was 0, and
@@ -494,8 +502,7 @@ def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(clust
     recent = [r for t, r in status["policyState"]["recommendations"] if t > time.time() - STABILISATION_S + 2]
     assert recent and max(recent) == 0, status["policyState"]
     assert at_zero - load_done >= STABILISATION_S - 2, f"zero {at_zero - load_done:.0f} s after the load"
-    events = [e.message for e in cluster.events(namespace, "ScaledDown")]
-    assert any(f"Scaled LLMDeployment {namespace}/chat from 1 to 0 replicas" in m for m in events), events
+    cluster.event_message(namespace, "ScaledDown", f"Scaled LLMDeployment {namespace}/chat from 1 to 0 replicas")
     assert any(r.startswith("idle: ") for r in status["lastDecision"]["reasons"]), status["lastDecision"]
     cond = wait_for("MetricsAvailable=WakeQueryOnly at zero", lambda: (
         c if (c := cluster.condition(namespace, "chat", "MetricsAvailable") or {}).get("reason")
@@ -513,9 +520,9 @@ def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(clust
         code, took = sent.result(timeout=120)
     assert code == 200, code
     assert took >= COLD_START_S - 1, f"served in {took:.1f} s: it must have waited for the cold start"
-    scaled = [e.message for e in cluster.events(namespace, "ScaledUp")]
-    assert any(f"Scaled LLMDeployment {namespace}/chat from 0 to 2 replicas" in m and "wake query reads" in m
-               for m in scaled), scaled
+    woken = cluster.event_message(namespace, "ScaledUp", f"Scaled LLMDeployment {namespace}/chat from 0 to 2 replicas")
+    # The demand the wake query set leads the message; its own line ("the wake query reads ...") follows.
+    assert re.search(r"demand \d+ replicas \(wake query\)|wake query reads", woken), woken
 
 
 # ----------------------------------------------------------------------------------------- 12
