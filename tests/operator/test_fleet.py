@@ -136,6 +136,23 @@ async def test_lapsed_and_forgotten_pools_are_no_longer_read() -> None:
     assert reader.pools == () and len(source.reads) == 1, "no pool, no query"
 
 
+async def test_a_pool_a_tick_waits_on_does_not_lapse_under_it() -> None:
+    """A tick registers its pool, then waits for a read; when the reads are slow the wait outlives
+    the registration (two ticks), and the pool must not be dropped with the read the tick waits for
+    (the real-vLLM e2e scenario read MetricsMissing: "no signal read ... finished within 10 s")."""
+    source = RecordingSource()
+    reader = fleet(source, timeout_s=0.5)
+    register(reader, CHAT, {"chat-a"}, keep_s=0.0)  # lapsed by the time the next read starts
+    waiting = asyncio.create_task(reader.snapshot(CHAT))
+    await asyncio.sleep(0.01)
+    await reader.read_once()
+    snap = await waiting
+    assert snap.error is None and snap.queue_depth == 1.0, snap
+    await asyncio.sleep(0.01)
+    await reader.read_once()  # nobody waits now: the lapsed pool goes
+    assert reader.pools == ()
+
+
 async def test_stop_ends_the_reader() -> None:
     reader = fleet(RecordingSource())
     reader.start()

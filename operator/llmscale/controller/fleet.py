@@ -54,7 +54,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -152,6 +152,9 @@ class FleetReader:
         self._clock = clock
         self._pools: dict[PoolTarget, _Registration] = {}
         self._results: dict[PoolTarget, _Result] = {}
+        #: Pools a tick waits on in :meth:`snapshot`: never lapsed under it (a tick that waits for a
+        #: slow read outlives its own registration, and dropping the pool then dropped the read it waits for).
+        self._waiting: Counter[PoolTarget] = Counter()
         self._good: dict[PoolTarget, GoodRead | None] = {}
         self._wake = asyncio.Event()
         self._done = asyncio.Condition()
@@ -233,8 +236,14 @@ class FleetReader:
             async with self._done:
                 await self._done.wait_for(newer)
 
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wait(), self._timeout_s)
+        self._waiting[target] += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wait(), self._timeout_s)
+        finally:
+            self._waiting[target] -= 1
+            if self._waiting[target] <= 0:
+                del self._waiting[target]
         result = self._results.get(target)
         if result is not None:
             return result.snapshot
@@ -309,7 +318,7 @@ class FleetReader:
         (:func:`llmscale.controller.carry.carry`), else an unknown snapshot with the reason."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        for target in [t for t, r in self._pools.items() if r.expires_loop_s < started]:
+        for target in [t for t, r in self._pools.items() if r.expires_loop_s < started and t not in self._waiting]:
             del self._pools[target]
             self._results.pop(target, None)
             self._good.pop(target, None)
