@@ -3,21 +3,18 @@ run, and the verdict line follows the largest out-of-sample error."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.benchscripts import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fidelity() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fidelity", ROOT / "benchmarks" / "fidelity.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("fidelity")
 
 
 def test_the_docs_hold_the_table_of_the_stored_run() -> None:

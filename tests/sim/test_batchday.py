@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.sim.batchday_spec import ROOT, WINDOW_OPENS_H, trough_spec
+from tests.benchscripts import load_benchmark
+from tests.sim.batchday_spec import WINDOW_OPENS_H, trough_spec
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.data import trace_path
@@ -121,12 +122,7 @@ def test_bad_days_are_refused_naming_the_argument(base: Trace) -> None:
 
 
 def test_the_benchmark_script_runs_on_a_small_day(tmp_path: Path) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("batch_day_benchmark", ROOT / "benchmarks" / "batch_day.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("batch_day")
     readme = tmp_path / "README.md"
     readme.write_text("x\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\n"
                       "<!-- END GENERATED: batch-day -->\ny\n", encoding="utf-8")

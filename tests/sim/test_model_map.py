@@ -3,28 +3,12 @@ map comes from ``benchmarks/model_map.py``; this runs its small case and keeps t
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.benchscripts import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MAP = _load("model_map")
+MAP = load_benchmark("model_map")
 
 
 def _cells(line: str) -> list[str]:

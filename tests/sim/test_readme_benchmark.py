@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
+
+from tests.benchscripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -27,11 +28,7 @@ def test_docs_quote_the_checked_in_benchmark_tables() -> None:
 
 
 def test_readme_headline_is_drawn_from_the_checked_in_results() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import workloads
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    workloads = load_benchmark("workloads")
     doc = json.loads((RESULTS / "workloads.json").read_text(encoding="utf-8"))
     headline = workloads.headline_markdown(doc).strip()
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -3,18 +3,13 @@ small case (the real figures come from ``benchmarks/robustness.py``, not from a 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from tests.benchscripts import load_benchmark
 
 from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
 from llmscale.model import ReplicaModel
 from llmscale.sim.skew import SkewedCost
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _model() -> ReplicaModel:
@@ -45,12 +40,7 @@ def test_the_skewed_engine_rejects_nonsense(bad: dict[str, float]) -> None:
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("robustness", ROOT / "benchmarks" / "robustness.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["robustness"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("robustness")
 
 
 def test_the_benchmark_small_case_prints_a_row_against_a_searched_limit(capsys: pytest.CaptureFixture[str]) -> None:
