@@ -15,6 +15,7 @@ from llmscale.policy import PolicyMemory, PoolState, Reason, decide
 from llmscale.policy.mix import (
     BURSTINESS_PRIOR_SAMPLES,
     BURSTINESS_SAMPLE_MAX,
+    FALL_SHARE,
     MIX_MEMORY_S,
     arrival_rate,
     live_shape,
@@ -227,8 +228,15 @@ def test_burstiness_tells_a_level_shift_from_sustained_swings(rates: list[float]
         # A step shows at once in the newest window.
         pytest.param([10.0, 10.0, 30.0], 30.0, id="step-at-once"),
         # A fall shows after the mean.
-        pytest.param([30.0, 30.0, 10.0], pytest.approx(70.0 / 3), id="fall-after-the-mean"),
+        # A fall to a third of the level is within what microbursts do: it shows after the mean.
+        pytest.param([30.0, 30.0, 10.0], pytest.approx(70.0 / 3), id="fall-to-a-third-after-the-mean"),
         pytest.param([7.0], 7.0, id="one-window"),
+        # A load that stops, or falls under a quarter of its level, shows in the newest window.
+        pytest.param([10.0, 10.0, 0.0], 0.0, id="stop-at-once"),
+        pytest.param([10.0, 10.0, 2.0], 2.0, id="fall-x5-at-once"),
+        pytest.param([10.0, 0.0, 0.0], 0.0, id="stopped-a-window-ago"),
+        # ... unless so few requests arrive that the share is noise (6 a window: 3σ is 7).
+        pytest.param([0.1, 0.1, 0.01], pytest.approx(0.07), id="few-requests-floored"),
     ],
 )
 def test_the_load_signals_rate_is_robust_to_microbursts(rates: list[float], expected: float) -> None:
@@ -236,3 +244,29 @@ def test_the_load_signals_rate_is_robust_to_microbursts(rates: list[float], expe
     a = steady_arrival_rate(history, history[-1])
     assert a.rate_rps == expected
     assert a.finished_rps == rates[-1]
+
+
+def test_a_bursty_load_needs_a_deeper_fall_to_read_as_one() -> None:
+    # 5 requests a window under two of 40: under a quarter, and 3σ below at Poisson dispersion
+    # (40 − 3·√40 ≈ 21); at a learnt dispersion of 8, 3σ is 54: a dip, floored at the mean.
+    history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r / 60)) for i, r in enumerate([40.0, 40.0, 5.0])]
+    assert steady_arrival_rate(history, history[-1], dispersion=1.0).rate_rps == pytest.approx(5 / 60)
+    assert steady_arrival_rate(history, history[-1], dispersion=8.0).rate_rps == pytest.approx(85 / 180)
+
+
+@pytest.mark.parametrize("dispersion", [1.0, 8.0])
+@pytest.mark.parametrize(
+    "rates",
+    [[a, b, c] for a in (0.0, 0.05, 1.0, 5.0, 14.0, 40.0) for b in (0.0, 0.05, 1.0, 5.0, 14.0, 40.0)
+     for c in (0.0, 0.05, 0.4, 3.0, 5.0, 11.0, 40.0)],
+)
+def test_the_floor_is_between_the_newest_window_and_the_mean(rates: list[float], dispersion: float) -> None:
+    """Never below the newest window, never above the larger of it and the mean; and it falls below
+    the mean only when the newest window is under :data:`FALL_SHARE` of the earlier windows'."""
+    history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r)) for i, r in enumerate(rates)]
+    got = steady_arrival_rate(history, history[-1], dispersion=dispersion).rate_rps
+    assert got is not None
+    mean = sum(rates) / 3
+    assert rates[-1] <= got <= max(rates[-1], mean) + 1e-12
+    if got < mean - 1e-12:
+        assert rates[-1] < FALL_SHARE * (rates[0] + rates[1]) / 2

@@ -28,6 +28,8 @@ __all__ = [
     "BURSTINESS_MEMORY_SAMPLES",
     "BURSTINESS_PRIOR_SAMPLES",
     "BURSTINESS_SAMPLE_MAX",
+    "FALL_SHARE",
+    "FALL_SIGMAS",
     "MIX_MEMORY_S",
     "RATE_FLOOR_WINDOWS",
     "RATE_WINDOW_S",
@@ -256,16 +258,47 @@ def arrival_rate(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> Arr
 #: 27's prefill-heavy trace) one window's rate swung between ~5 and ~14 requests/s from minute to
 #: minute, and the scale-up window then held the pool at the lowest recommendation of its 120 s; the
 #: minute-to-minute spread is the burstiness's to size, the level is the mean's. A rise still shows
-#: in the newest window at once (the larger of the two is taken); a fall shows after the mean.
+#: in the newest window at once (the larger of the two is taken).
 RATE_FLOOR_WINDOWS = 3
 
+#: The share of the earlier windows' mean under which the newest window's requests may read as a
+#: fall, not a dip: 1/4. Microbursts swung one window to ~0.4 of the level on issue 27's
+#: prefill-heavy trace; a load that stops reads under a quarter of it 45 s into a 60 s window. A
+#: dip read as a fall is the failure the floor exists for (the scale-up window holds the pool at the
+#: dip), a fall read as a dip only costs the floor's two windows; so both tests must say "fall".
+FALL_SHARE = 0.25
 
-def steady_arrival_rate(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> Arrivals:
+#: How far below the earlier windows' mean the newest window's request count must also fall, in
+#: standard deviations of a window's count (``√(dispersion · mean count)``): 3 (a one-sided
+#: three-sigma test). At a few requests a window, the share alone is noise.
+FALL_SIGMAS = 3.0
+
+
+def steady_arrival_rate(
+    history: Sequence[SignalSnapshot], snap: SignalSnapshot, dispersion: float = 1.0
+) -> Arrivals:
     """The arrival rate robust to microbursts: the larger of the newest window's
     (:func:`arrival_rate`) and the mean of the last :data:`RATE_FLOOR_WINDOWS` windows' (each read
-    the same way, one window apart; fewer when the history is shorter).
+    the same way, one window apart; fewer when the history is shorter), unless the newest window is
+    a fall rather than a dip.
 
-    E.g. windows of 14, 5 and 11 requests/s, newest last: ``max(11, 10)`` = 11; newest 5: 10.
+    A fall: the newest window's requests ``X = rate · window`` are under :data:`FALL_SHARE` of the
+    earlier windows' mean count ``μ`` and more than :data:`FALL_SIGMAS` standard deviations below
+    it, the variance ``dispersion · μ`` (the learnt index of dispersion,
+    :class:`~llmscale.model.capacity.Burstiness`). Then the newest window's rate is the load: a
+    load that stops reads as stopped within a window, not three.
+
+    E.g. windows of 14, 5 and 11 requests/s, newest last: ``max(11, 10)`` = 11; newest 5: μ = 750
+    (60 s windows), X = 300 ≥ μ/4, a dip: 10; newest 0 after two of 10: a fall, 0; newest 0.01
+    after two of 0.1: μ = 6, X < μ/4 but 6 − 3·√6 < 0, noise: 0.07.
+
+    Args:
+        history: snapshots, oldest first.
+        snap: the newest usable snapshot of ``history``.
+        dispersion: variance / mean of a window's request count (≥ 1; 1 for Poisson arrivals).
+
+    Returns:
+        The :class:`Arrivals`, its line saying which rate was taken.
     """
     newest = arrival_rate(history, snap)
     if newest.rate_rps is None:
@@ -284,6 +317,18 @@ def steady_arrival_rate(history: Sequence[SignalSnapshot], snap: SignalSnapshot)
     mean = sum(rates) / len(rates)
     if len(rates) < 2 or mean <= newest.rate_rps:
         return newest
+    window = _window(snap)
+    earlier_count = sum(rates[1:]) / (len(rates) - 1) * window
+    spread = math.sqrt(max(dispersion, 1.0) * earlier_count)
+    count = newest.rate_rps * window
+    if count < FALL_SHARE * earlier_count and count < earlier_count - FALL_SIGMAS * spread:
+        return Arrivals(
+            newest.rate_rps,
+            newest.finished_rps,
+            newest.growth_rps,
+            f"{newest.line}: a fall, not a microburst ({count:.0f} requests in the "
+            f"window, the {len(rates) - 1} before it {earlier_count:.0f} ± {spread:.0f})",
+        )
     return Arrivals(
         mean,
         newest.finished_rps,

@@ -449,7 +449,7 @@ def read_load(
 ) -> Load:
     """The load signal and the forecast's need (both ``None`` when the arrival rate or the model is
     unknown)."""
-    arrivals = steady_arrival_rate(history, snap)
+    arrivals = steady_arrival_rate(history, snap, cap.burstiness.requests if cap is not None else 1.0)
     queue = known_value(snap.queue_depth)
     excess = max((queue or 0.0) - spec.scaling.targets.queue_depth_per_replica * ready, 0.0)
     # Asked for and not Ready: starting pods, and pods the Deployment has not created yet. Not the
