@@ -182,7 +182,7 @@ def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Clus
     answered = len(report.results) - report.errors
     assert report.errors == 0 and answered > 10, (report.sent, answered, report.errors)
     # The load signal reads the arrival rate over a 1-minute window, floored at the mean of the last
-    # three windows: it holds 2 replicas until they have all passed.
+    # three windows unless the newest is a fall (policy.mix.FALL_SHARE): at most three windows.
     wait_for("scale-down to 1 after the load", lambda: cluster.deployment_replicas(ns, "chat") == 1,
              RATE_FLOOR_WINDOWS * RATE_WINDOW_S + STABILISATION_S + 60)
     watch.stop.set()

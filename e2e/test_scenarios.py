@@ -53,9 +53,10 @@ STABILISATION_S = 20.0
 SCALE_DOWN_PERIOD_S = 5.0
 #: The arrival rate's rate window (the signals' default 1m).
 RATE_WINDOW_S = 60.0
-#: How long after the last request finished the load signal reads 0 requests/s: its rate is floored
-#: at the mean of the last RATE_FLOOR_WINDOWS windows (microbursts), so a load that stops is read
-#: falling over that many windows, not one.
+#: How long after the last request finished the load signal reads 0 requests/s, at most: its rate is
+#: floored at the mean of the last RATE_FLOOR_WINDOWS windows (microbursts); a stop is read within one
+#: window when enough requests came before it to tell it from a dip (policy.mix.FALL_SIGMAS), else
+#: falling over that many windows.
 RATE_FALL_S = RATE_FLOOR_WINDOWS * RATE_WINDOW_S
 LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/name", "app.kubernetes.io/instance",
           "llmscale.dev/deployment", "llmscale.dev/pool")
