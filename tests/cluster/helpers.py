@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -93,6 +94,27 @@ class LocalCluster:
             return any(c.type == "Ready" and c.status == "True" for c in got.status.conditions or ())
 
         wait_for(f"node {name} Ready", ready, 60)
+
+    @contextlib.contextmanager
+    def gpu_nodes(self, namespace: str, names: tuple[str, ...], gpus: int, label: str,
+                  taint: dict[str, str]) -> Iterator[None]:
+        """Add the tainted KWOK GPU nodes ``names`` (each ``gpus`` GPUs, labelled
+        ``llmscale.dev/test-node: <label>``) and the namespace ``namespace`` for one test; delete
+        them afterwards (the namespace first, so that nothing is left on the nodes)."""
+        for name in names:
+            self.add_gpu_node(name, gpus, {"llmscale.dev/test-node": label}, [taint])
+        self.create_namespace(namespace)
+        try:
+            yield
+        finally:
+            core = kubernetes.client.CoreV1Api(self.api)
+            core.delete_namespace(namespace)
+            for name in names:
+                try:
+                    core.delete_node(name)
+                except kubernetes.client.exceptions.ApiException as exc:
+                    if exc.status != 404:
+                        raise
 
     def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
         core = kubernetes.client.CoreV1Api(self.api)

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 from tests.cluster.helpers import LocalCluster
 from tests.waiting import wait_for
 
@@ -37,18 +36,8 @@ LWS = {
 
 @pytest.fixture
 def placed(lws: LocalCluster) -> Iterator[LocalCluster]:
-    lws.add_gpu_node(NODE, 8, {"llmscale.dev/test-node": "lws-groups"}, [TAINT])
-    lws.create_namespace(NS)
-    try:
+    with lws.gpu_nodes(NS, (NODE,), 8, "lws-groups", TAINT):
         yield lws
-    finally:
-        core = kubernetes.client.CoreV1Api(lws.api)
-        core.delete_namespace(NS)
-        try:
-            core.delete_node(NODE)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
 
 
 @pytest.mark.slow

@@ -18,7 +18,6 @@ from typing import Any
 
 import kubernetes.client
 import pytest
-from kubernetes.client.exceptions import ApiException
 from tests.cluster.helpers import (
     LocalCluster,
     OperatorProcess,
@@ -41,25 +40,17 @@ PLACEMENT = {"nodeSelector": {"llmscale.dev/test-node": "warm"},
 
 @pytest.fixture(scope="module")
 def operator(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    cluster.add_gpu_node(NODE, 8, {"llmscale.dev/test-node": "warm"}, [TAINT])
-    cluster.create_namespace(NS)
-    docs = render_chart(helm, "llmscale-system", "watch.allNamespaces=false", f"watch.namespaces={{{NS}}}")
-    # The chart's PriorityClasses, which the operator sets on the pods (a pod naming a class that
-    # does not exist is refused), and the peering object it joins.
-    cluster.apply([d for d in docs if d["kind"] in {"PriorityClass", "KopfPeering"}], field_manager="helm")
-    env = container_env(docs)
-    op = start_operator(env, cluster.kubeconfig, tmp_path_factory.mktemp("warm") / "operator.log")
-    try:
-        yield op
-    finally:
-        op.stop()
-        core = kubernetes.client.CoreV1Api(cluster.api)
-        core.delete_namespace(NS)
+    with cluster.gpu_nodes(NS, (NODE,), 8, "warm", TAINT):
+        docs = render_chart(helm, "llmscale-system", "watch.allNamespaces=false", f"watch.namespaces={{{NS}}}")
+        # The chart's PriorityClasses, which the operator sets on the pods (a pod naming a class that
+        # does not exist is refused), and the peering object it joins.
+        cluster.apply([d for d in docs if d["kind"] in {"PriorityClass", "KopfPeering"}], field_manager="helm")
+        env = container_env(docs)
+        op = start_operator(env, cluster.kubeconfig, tmp_path_factory.mktemp("warm") / "operator.log")
         try:
-            core.delete_node(NODE)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            yield op
+        finally:
+            op.stop()
 
 
 def llmdeployment(least: int) -> dict[str, Any]:

@@ -10,9 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import kubernetes.client
 import pytest
-from kubernetes.client.exceptions import ApiException
 from tests.cluster.helpers import LocalCluster
 from tests.waiting import wait_for
 
@@ -32,20 +30,8 @@ PLACEMENT = {"nodeSelector": {"llmscale.dev/test-node": "rollout-fit"},
 
 @pytest.fixture
 def nodes(cluster: LocalCluster) -> Iterator[LocalCluster]:
-    for node in NODES:
-        cluster.add_gpu_node(node, 8, {"llmscale.dev/test-node": "rollout-fit"}, [TAINT])
-    cluster.create_namespace(NS)
-    try:
+    with cluster.gpu_nodes(NS, NODES, 8, "rollout-fit", TAINT):
         yield cluster
-    finally:
-        core = kubernetes.client.CoreV1Api(cluster.api)
-        core.delete_namespace(NS)
-        for node in NODES:
-            try:
-                core.delete_node(node)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
 
 
 def spec(image: str) -> LLMDeploymentSpec:
