@@ -9,6 +9,7 @@ the next tick costs no real time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -106,11 +107,13 @@ class PolicySpy:
     """The real policy, with each call's ``now`` and decision kept (a spy, not a fake)."""
 
     calls: list[tuple[float, Decision]] = field(default_factory=list)
+    states: list[PoolState] = field(default_factory=list)
 
     def __call__(self, spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], state: PoolState,
                  memory: PolicyMemory, now: float) -> Decision:
         decision = decide(spec, history, state, memory, now)
         self.calls.append((now, decision))
+        self.states.append(state)
         return decision
 
 
@@ -170,11 +173,11 @@ class Harness:
         return next(c for c in self.raw["status"]["conditions"] if c["type"] == type_)
 
 
-@pytest.fixture
-async def harness() -> AsyncIterator[Harness]:
-    raw = llmdeployment()
-    replicas = 2  # min 1 + headroom 1
-    prometheus = CannedPrometheus()
+@contextlib.asynccontextmanager
+async def running(raw: dict[str, Any], prometheus: Any, replicas: int) -> AsyncIterator[Harness]:
+    """A :class:`Harness` for the LLMDeployment ``raw`` with ``replicas`` Ready pods behind its
+    Deployment, the signals read from ``prometheus`` by a fleet reader on the loop's clock (started
+    here, stopped on the way out)."""
     api = FakeApiServer(deployments={INTERACTIVE_KEY: [replicas]})
     policy = PolicySpy()
     loop = asyncio.get_running_loop()
@@ -193,6 +196,12 @@ async def harness() -> AsyncIterator[Harness]:
         yield Harness(raw, deps, prometheus, api, policy, {INTERACTIVE_KEY: ready})
     finally:
         await fleet.stop()
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[Harness]:
+    async with running(llmdeployment(), CannedPrometheus(), replicas=2) as h:  # min 1 + headroom 1
+        yield h
 
 
 async def test_a_due_tick_calls_the_policy_once_at_the_loops_time(harness: Harness) -> None:
@@ -394,28 +403,8 @@ async def test_the_live_calibration_reaches_the_policy_and_an_upgrade_is_reporte
     spec = LLMDeploymentSpec.model_validate(raw["spec"])
     slow = ReplicaModel.from_spec(spec).with_changes(bandwidth_efficiency=0.4, step_overhead_s=0.004)
     prometheus = MinutePrometheus(truth=slow)
-    api = FakeApiServer(deployments={INTERACTIVE_KEY: [2]})
-    states: list[PoolState] = []
-
-    def policy(spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot], state: PoolState,
-               memory: PolicyMemory, now: float) -> Decision:
-        states.append(state)
-        return decide(spec, history, state, memory, now)
-
-    loop = asyncio.get_running_loop()
-    settings = OperatorSettings(namespaces=(NS,))
-
-    def clock() -> float:
-        return EPOCH + loop.time()
-
-    fleet = FleetReader(prometheus, period_s=settings.tick_base_seconds, timeout_s=settings.signal_timeout_seconds,
-                        clock=clock)
-    deps = Dependencies(settings=settings, writer=api, signals=prometheus, fleet=fleet, decide=policy,
-                        metrics=OperatorMetrics(), kube_config=kubernetes.client.Configuration(), clock=clock)
-    ready = [IndexedPod(f"{NAME}-{i}", "ready", EPOCH - 600, EPOCH - 590) for i in range(2)]
-    fleet.start()
-    h = Harness(raw, deps, prometheus, api, PolicySpy(), {INTERACTIVE_KEY: ready})
-    try:
+    async with running(raw, prometheus, replicas=2) as h:
+        states = h.policy.states
         await h.tick()
         assert h.condition("EngineCalibrated")["reason"] == "Measuring"
         assert states[-1].live_fit is None
@@ -451,5 +440,3 @@ async def test_the_live_calibration_reaches_the_policy_and_an_upgrade_is_reporte
         assert new_fit is not None
         assert (new_fit.apply(prior).decode_step_time(1, 1000)
                 == pytest.approx(prometheus.truth.decode_step_time(1, 1000), rel=0.02))
-    finally:
-        await fleet.stop()
