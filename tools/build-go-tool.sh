@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build (once per machine) one pinned Go command from the Go module proxy into the cache:
 # `go install -trimpath <package>@<version>`, with the given ldflags. The tools/build-<tool>.sh
-# scripts call this with their pins; Helm, with its own version ldflags, has tools/build-helm.sh.
+# scripts call this with their pins (tools/build-helm.sh with the version ldflags it reads off Helm's
+# go.mod).
 #
 # The binary lands in ${LLMSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/llmscale}/bin-<name>-<version>/,
 # outside the work tree, so fresh clones reuse it. When it is there the script exits at once; two
@@ -10,7 +11,7 @@
 # Usage: tools/build-go-tool.sh NAME PACKAGE VERSION [--print-bin-dir] [-- LDFLAGS...]
 set -euo pipefail
 
-[[ $# -ge 3 ]] || { sed -n '2,10p' "$0" >&2; exit 2; }
+[[ $# -ge 3 ]] || { sed -n '2,11p' "$0" >&2; exit 2; }
 NAME=$1 PACKAGE=$2 VERSION=$3
 shift 3
 LDFLAGS="-s -w"
@@ -43,7 +44,17 @@ START=$SECONDS
 tmp="$CACHE_ROOT/gobin-${NAME}"
 rm -rf "$tmp"; mkdir -p "$tmp"
 echo "[build-$NAME] go install $PACKAGE@$VERSION"
-GOBIN="$tmp" go install -trimpath -ldflags "$LDFLAGS" "$PACKAGE@$VERSION"
+GOBIN="$tmp" go install -trimpath -ldflags "$LDFLAGS" "$PACKAGE@$VERSION" &
+pid=$!
+next=30
+while kill -0 "$pid" 2>/dev/null; do
+  sleep 2
+  if (( SECONDS - START >= next )) && kill -0 "$pid" 2>/dev/null; then
+    echo "[build-$NAME]   ... still compiling ($((SECONDS - START))s)"
+    next=$((next + 30))
+  fi
+done
+wait "$pid"
 mkdir -p "$BIN_DIR"
 mv -f "$tmp/$NAME" "$BIN_DIR/$NAME"
 rm -rf "$tmp"
