@@ -10,7 +10,9 @@ Every case runs Llama-3.1-8B on one H100 (``benchmarks/chat-llama-8b-h100.yaml``
 - **lengths**: prompts that are not log-normal — bimodal, Pareto-tailed, a tail clipped at the
   context limit (the trace's outputs kept);
 - **arrivals**: microbursts, gamma-renewal gaps with a coefficient of variation of 2 or 4;
-- **steps**: the load ×2, ×3, ×5 within a minute, after the learning hour, held to the end.
+- **steps**: the load ×2, ×3, ×5 within a minute, after the learning hour, held to the end;
+- **falls**: the load ÷2, ÷5 within a minute, or stopped, after the learning hour (what a pool
+  pays for the replicas it keeps after its load has gone).
 
 The first hour is llmscale's to learn in (its minutes are not judged); the rest is. For each case
 the **limit** (:mod:`llmscale.sim.limit`) is searched in the simulator: per minute the fewest
@@ -69,11 +71,11 @@ class Case:
 
     Attributes:
         key: short name (``--cases``).
-        kind: engine, lengths, arrivals or step.
+        kind: engine, lengths, arrivals, step or fall.
         compute / bandwidth / overhead_s: the engine's skew (:class:`SkewedCost`).
         prompts: how prompt lengths are redrawn (``None``: the trace's).
         gap_cv: gaps' coefficient of variation of a gamma renewal process (``None``: the trace's).
-        step: the load's multiple after the learning hour (``None``: flat).
+        step: the load's multiple after the learning hour (``None``: flat; under 1 a fall, 0 a stop).
     """
 
     key: str
@@ -96,6 +98,8 @@ CASES: tuple[Case, ...] = (
     Case("gaps-cv2", "arrivals", gap_cv=2.0),
     Case("gaps-cv4", "arrivals", gap_cv=4.0),
     *(Case(f"step-x{f:g}", "step", step=f) for f in (2.0, 3.0, 5.0)),
+    *(Case(f"fall-x{f:g}", "fall", step=1.0 / f) for f in (2.0, 5.0)),
+    Case("stop", "fall", step=0.0),
 )
 
 
@@ -117,6 +121,13 @@ def build_trace(case: Case, base: Trace, minutes: int, learn_minutes: int, rate:
     """The case's trace: ``minutes`` long, ``rate`` requests/s (before a step), from ``base``."""
     duration = 60.0 * minutes
     rng = np.random.default_rng(seed)
+    if case.step is not None and case.step < 1.0:
+        fall, at = case.step, 60.0 * (learn_minutes + 5)
+
+        def after(seconds_of_day: np.ndarray) -> np.ndarray:
+            return np.where(np.asarray(seconds_of_day) - START % 86_400 < at, 1.0, fall)
+
+        return synthesize(base, duration_s=duration, peak_rps=rate, envelope=after, seed=seed, start_s=START)
     if case.step is not None:
         step, at = case.step, 60.0 * (learn_minutes + 5)
 

@@ -252,6 +252,9 @@ def test_a_bursty_load_needs_a_deeper_fall_to_read_as_one() -> None:
     history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r / 60)) for i, r in enumerate([40.0, 40.0, 5.0])]
     assert steady_arrival_rate(history, history[-1], dispersion=1.0).rate_rps == pytest.approx(5 / 60)
     assert steady_arrival_rate(history, history[-1], dispersion=8.0).rate_rps == pytest.approx(85 / 180)
+    # An unknown or unbounded dispersion tells no fall from a dip: the floor holds.
+    for unknown in (math.nan, math.inf):
+        assert steady_arrival_rate(history, history[-1], dispersion=unknown).rate_rps == pytest.approx(85 / 180)
 
 
 @pytest.mark.parametrize("dispersion", [1.0, 8.0])

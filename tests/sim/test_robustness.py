@@ -84,3 +84,21 @@ def test_the_limit_is_the_fewest_static_replicas_that_meet_each_minute() -> None
         if n > 1:
             below = minute_scores(_static_run(sc, n - 1), spec.slo)[0]
             assert not np.any(below[need == n][: len(below)])
+
+
+@pytest.mark.parametrize("key, after", [("fall-x2", 0.5), ("fall-x5", 0.2), ("stop", 0.0)])
+def test_a_fall_case_keeps_the_rate_then_falls_to_its_share(key: str, after: float) -> None:
+    bench = _bench()
+    from llmscale.data import trace_path
+    from llmscale.sim.trace import load_azure_csv
+
+    case = {c.key: c for c in bench.CASES}[key]
+    assert case.kind == "fall"
+    base = load_azure_csv(trace_path("azure-llm-2023-conv"))
+    trace = bench.build_trace(case, base, 40, 10, 8.0, 32_768)
+    at = trace.start_s + 60.0 * 15  # the learning minutes + 5
+    arrivals = np.asarray(trace.arrival_s)
+    before = np.sum(arrivals < at) / (at - trace.start_s)
+    later = np.sum(arrivals >= at) / (trace.start_s + trace.duration_s - at)
+    assert before == pytest.approx(8.0, rel=0.15)
+    assert later == pytest.approx(8.0 * after, rel=0.2, abs=0.01)
