@@ -235,6 +235,11 @@ def test_burstiness_tells_a_level_shift_from_sustained_swings(rates: list[float]
         pytest.param([10.0, 10.0, 0.0], 0.0, id="stop-at-once"),
         pytest.param([10.0, 10.0, 2.0], 2.0, id="fall-x5-at-once"),
         pytest.param([10.0, 0.0, 0.0], 0.0, id="stopped-a-window-ago"),
+        # A window after a fall reads the new level, not the mean with the old one (10 → 2 → 2, not 4.67);
+        # a lower history never reads higher (10, 0, 2 reads 2, as 10, 10, 2 does).
+        pytest.param([10.0, 10.0, 10.0, 2.0, 2.0], 2.0, id="a-window-after-a-fall"),
+        pytest.param([10.0, 10.0, 10.0, 2.0, 2.0, 2.0], 2.0, id="two-windows-after-a-fall"),
+        pytest.param([10.0, 0.0, 2.0], 2.0, id="after-a-stop-a-little-load"),
         # ... unless so few requests arrive that the share is noise (6 a window: 3σ is 7).
         pytest.param([0.1, 0.1, 0.01], pytest.approx(0.07), id="few-requests-floored"),
     ],
@@ -250,7 +255,10 @@ def test_a_bursty_load_needs_a_deeper_fall_to_read_as_one() -> None:
     # 5 requests a window under two of 40: under a quarter, and 3σ below at Poisson dispersion
     # (40 − 3·√40 ≈ 21); at a learnt dispersion of 8, 3σ is 54: a dip, floored at the mean.
     history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r / 60)) for i, r in enumerate([40.0, 40.0, 5.0])]
-    assert steady_arrival_rate(history, history[-1], dispersion=1.0).rate_rps == pytest.approx(5 / 60)
+    fall = steady_arrival_rate(history, history[-1], dispersion=1.0)
+    assert fall.rate_rps == pytest.approx(5 / 60)
+    assert fall.line.endswith("a fall, not a microburst (5 requests in the window, under a quarter of the 40 of "
+                              "the 2 before it and under their 3 σ bar 21)"), fall.line
     assert steady_arrival_rate(history, history[-1], dispersion=8.0).rate_rps == pytest.approx(85 / 180)
     # An unknown or unbounded dispersion tells no fall from a dip: the floor holds.
     for unknown in (math.nan, math.inf):
@@ -265,11 +273,29 @@ def test_a_bursty_load_needs_a_deeper_fall_to_read_as_one() -> None:
 )
 def test_the_floor_is_between_the_newest_window_and_the_mean(rates: list[float], dispersion: float) -> None:
     """Never below the newest window, never above the larger of it and the mean; and it falls below
-    the mean only when the newest window is under :data:`FALL_SHARE` of the earlier windows'."""
+    the mean only when a window is under :data:`FALL_SHARE` of the windows before it."""
     history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r)) for i, r in enumerate(rates)]
     got = steady_arrival_rate(history, history[-1], dispersion=dispersion).rate_rps
     assert got is not None
     mean = sum(rates) / 3
     assert rates[-1] <= got <= max(rates[-1], mean) + 1e-12
     if got < mean - 1e-12:
-        assert rates[-1] < FALL_SHARE * (rates[0] + rates[1]) / 2
+        assert rates[-1] < FALL_SHARE * (rates[0] + rates[1]) / 2 or rates[1] < FALL_SHARE * rates[0]
+
+
+@pytest.mark.parametrize("dispersion", [1.0, 8.0])
+@pytest.mark.parametrize("older", [10.0, 40.0])
+@pytest.mark.parametrize("share", [0.0, 0.2])
+@pytest.mark.parametrize("newest", [0.0, 0.4, 1.0, 3.0, 11.0, 40.0])
+def test_a_fall_in_the_history_ends_the_older_level(newest: float, share: float, older: float, dispersion: float) -> None:
+    """After a fall (the window before the newest at 0 or 1/5 of the one before it), the reading is
+    no higher than if the older window had been at the fallen level too: the older level does not
+    come back into the mean."""
+    def read(rates: list[float]) -> float:
+        history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r)) for i, r in enumerate(rates)]
+        got = steady_arrival_rate(history, history[-1], dispersion=dispersion).rate_rps
+        assert got is not None
+        return got
+
+    fallen = older * share
+    assert read([older, fallen, newest]) <= read([fallen, fallen, newest]) + 1e-12

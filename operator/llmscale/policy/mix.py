@@ -286,7 +286,9 @@ def steady_arrival_rate(
     earlier windows' mean count ``μ`` and more than :data:`FALL_SIGMAS` standard deviations below
     it, the variance ``dispersion · μ`` (the learnt index of dispersion,
     :class:`~llmscale.model.capacity.Burstiness`). Then the newest window's rate is the load: a
-    load that stops reads as stopped within a window, not three.
+    load that stops reads as stopped within a window, not three. An older window that was itself a
+    fall from the ones before it ends the level (the windows before it are not averaged in). The
+    reading jumps at the threshold by design: a dip is floored at the mean, a fall is not.
 
     E.g. windows of 14, 5 and 11 requests/s, newest last: ``max(11, 10)`` = 11; newest 5: μ = 750
     (60 s windows), X = 300 ≥ μ/4, a dip: 10; newest 0 after two of 10: a fall, 0; newest 0.01
@@ -314,20 +316,26 @@ def steady_arrival_rate(
             break
         rates.append(earlier)
         at = before
+    window = _window(snap)
+    # A window that was a fall from the ones before it ends the level: those older windows are the
+    # load before the fall, not the floor's (a fall to 1/5 must not read higher a window later).
+    for j in range(1, len(rates) - 1):
+        if _fell(rates[j], rates[j + 1:], window, dispersion):
+            rates = rates[: j + 1]
+            break
     mean = sum(rates) / len(rates)
     if len(rates) < 2 or mean <= newest.rate_rps:
         return newest
-    window = _window(snap)
-    earlier_count = sum(rates[1:]) / (len(rates) - 1) * window
-    spread = math.sqrt(max(dispersion, 1.0) * earlier_count)
-    count = newest.rate_rps * window
-    if count < FALL_SHARE * earlier_count and count < earlier_count - FALL_SIGMAS * spread:
+    if _fell(newest.rate_rps, rates[1:], window, dispersion):
+        earlier_count = sum(rates[1:]) / (len(rates) - 1) * window
+        bar = earlier_count - FALL_SIGMAS * math.sqrt(max(dispersion, 1.0) * earlier_count)
         return Arrivals(
             newest.rate_rps,
             newest.finished_rps,
             newest.growth_rps,
-            f"{newest.line}: a fall, not a microburst ({count:.0f} requests in the "
-            f"window, the {len(rates) - 1} before it {earlier_count:.0f} ± {spread:.0f})",
+            f"{newest.line}: a fall, not a microburst ({_requests(newest.rate_rps * window)} requests in the "
+            f"window, under a quarter of the {_requests(earlier_count)} of the {len(rates) - 1} before it and "
+            f"under their {FALL_SIGMAS:g} σ bar {_requests(bar)})",
         )
     return Arrivals(
         mean,
@@ -336,6 +344,23 @@ def steady_arrival_rate(
         f"arrivals {mean:.2f} requests/s, the mean of the last {len(rates)} windows (this one "
         f"{newest.rate_rps:.2f}/s: microbursts are the burstiness's to size)",
     )
+
+
+def _requests(count: float) -> str:
+    """A window's request count for a reason line: whole requests from 10 up, two figures below."""
+    return f"{count:,.0f}" if count >= 10 else f"{count:.2g}"
+
+
+def _fell(rate: float, earlier: Sequence[float], window: float, dispersion: float) -> bool:
+    """Whether one window's ``rate`` is a fall from the ``earlier`` windows' (requests/s, each over
+    ``window`` seconds): under :data:`FALL_SHARE` of their mean count and :data:`FALL_SIGMAS`
+    standard deviations (``√(dispersion · mean count)``) below it. NaN or infinite figures: no."""
+    if not earlier:
+        return False
+    earlier_count = sum(earlier) / len(earlier) * window
+    count = rate * window
+    spread = math.sqrt(max(dispersion, 1.0) * earlier_count)
+    return count < FALL_SHARE * earlier_count and count < earlier_count - FALL_SIGMAS * spread
 
 
 def burstiness_of(memory: tuple[float, float, int, float] | None) -> Burstiness:
