@@ -150,3 +150,14 @@ def test_a_breach_beyond_the_bucket_is_learnt_and_without_bounds_as_before() -> 
     assert beyond.memory.correction is not None and beyond.memory.correction.factor < 1.0
     plain = ttft_tick(NOW, PolicyMemory(since=NOW - 3600), 2.125, bounds=None)
     assert plain.memory.correction is not None and plain.memory.correction.factor < 1.0
+
+
+@pytest.mark.parametrize("factor", [CAPACITY_FACTOR_MIN, 0.3, 4.0, 4.01, 10.0, CAPACITY_FACTOR_MAX, 100.0])
+def test_every_factor_the_correction_can_hold_gives_a_decision(factor: float) -> None:
+    # fleet_need once refused factors above 4 while the correction may reach 50 (and status may
+    # persist up to 100): a pool counted as well sized for ~4 days of good minutes (5,545 of them at
+    # ×1.00025) then raised ValueError on every tick, and its replicas were never changed again.
+    memory = PolicyMemory(since=NOW - 3600, correction=CapacityCorrection(factor, NOW - 120))
+    d = tick(NOW, memory, itl=0.05)
+    assert 1 <= d.interactive_replicas <= SPEC.replicas.max
+    assert any(f"× {min(factor, CAPACITY_FACTOR_MAX):.2f}" in r for r in d.reasons) or factor == 1.0

@@ -690,8 +690,10 @@ def fleet_need(
     The pool of ``N`` meets the SLO when, at ``arrival_rps / N`` per replica (``replica_point``),
     the minute's slow steps and TTFT misses stay under ``1 − quantile`` of the minute's samples at
     the ``attainment`` quantile of their fluctuation, and the running batch fits the KV cache and
-    ``max_num_seqs`` (module docstring). ``capacity_factor`` (0–4] scales what one replica carries
-    (the policy's learnt correction): the pool is sized for ``arrival_rps / capacity_factor``.
+    ``max_num_seqs`` (module docstring). ``capacity_factor`` (> 0) scales what one replica carries
+    (the policy's learnt correction, :data:`llmscale.policy.load.CAPACITY_FACTOR_MIN` to
+    :data:`~llmscale.policy.load.CAPACITY_FACTOR_MAX`): the pool is sized for
+    ``arrival_rps / capacity_factor``.
 
     E.g. (tests/model/test_capacity.py) Llama-3.1-70B bf16 on 4 × H100-SXM, 8,192-token budget,
     ITL 100 ms, TTFT 2 s, the Azure trace's lengths, 30 requests/s, Poisson: 6 replicas, bound by ITL.
@@ -703,12 +705,12 @@ def fleet_need(
         hint: where to start looking (the pool's size now); only speeds the search up.
 
     Raises:
-        ValueError: a negative or non-finite rate, or a factor outside (0, 1].
+        ValueError: a negative or non-finite rate, or a factor that is not finite and > 0.
     """
     if not (math.isfinite(arrival_rps) and arrival_rps >= 0):
         raise ValueError(f"arrival_rps must be finite and ≥ 0, got {arrival_rps}")
-    if not 0 < capacity_factor <= 4:
-        raise ValueError(f"capacity_factor must be in (0, 4], got {capacity_factor}")
+    if not (math.isfinite(capacity_factor) and capacity_factor > 0):
+        raise ValueError(f"capacity_factor must be finite and > 0, got {capacity_factor}")
     z = NormalDist().inv_cdf(attainment)
     burst = burstiness.clamped()
     rate = arrival_rps / capacity_factor

@@ -105,7 +105,7 @@ class Capacity:
         shape: the workload (live, or the Azure trace's lengths).
         live: whether ``shape`` is the live mix.
         burstiness: the minute-to-minute burstiness learnt from the live rates.
-        factor: the capacity correction in force, (0, 1].
+        factor: the capacity correction in force, [CAPACITY_FACTOR_MIN, CAPACITY_FACTOR_MAX].
         itl_s / ttft_s: the SLO's p95 targets, seconds.
         max_replicas: ``spec.replicas.max``: the most any need is reported as.
         calibrated_live: whether ``model`` carries the live calibration (``PoolState.live_fit``).
