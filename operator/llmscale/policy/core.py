@@ -89,7 +89,7 @@ from llmscale.policy.clamps import (
 from llmscale.policy.diagnosis import diagnose
 from llmscale.policy.history import history_seconds, trim_history
 from llmscale.policy.leadtime import lead_time
-from llmscale.policy.load import Capacity, capacity_context, correct, factor_in_force
+from llmscale.policy.load import Capacity, capacity_context, correct, factor_in_force, factor_needing
 from llmscale.policy.mix import burstiness_of, live_shape, update_burstiness, update_mix
 from llmscale.policy.proposals import (
     FALLBACK_KV_CACHE_TARGET,
@@ -274,6 +274,39 @@ def _sustained_breach(spec: LLMDeploymentSpec, history: Sequence[SignalSnapshot]
     return " and ".join(now_breaches) + f", and in the {window:.0f} s window before"
 
 
+def _near_capacity(cap: Capacity, rate_rps: float, held: int, tolerance: float) -> bool:
+    """Whether ``held`` replicas carrying ``rate_rps`` (requests/s) are near what the model says
+    they carry at the SLO: the rate is at least ``max((held − 1) / (held · (1 + tolerance)), ½)`` of
+    it (``tolerance``: ``spec.scaling.tolerance``), so a pool the load signal's band holds one above
+    its strict need is near, and a pool of one is near when half loaded. Only such a pool's good
+    minutes say the capacity may be higher (docs/policy.md, "The closed loop")."""
+    if held <= 0 or rate_rps <= 0:
+        return False
+    share = max((held - 1) / (held * (1.0 + tolerance)), 0.5)
+    need = cap.need(rate_rps / share, hint=held).replicas
+    # The need is reported at most spec.replicas.max: a pool there is near capacity when it reaches it.
+    return need > held or need >= held >= cap.max_replicas
+
+
+def _joined(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> int:
+    """Replicas reporting in ``snap`` beyond the fewest reporting within its p95 window: replicas
+    that became ready while the window's requests waited for them (0 when none did)."""
+    window = latency_window_s(snap)
+    inside = [s.replicas_reporting for s in history if snap.observed_at - window <= s.observed_at < snap.observed_at]
+    return max(snap.replicas_reporting - min(inside), 0) if inside else 0
+
+
+def _backlogged(history: Sequence[SignalSnapshot], snap: SignalSnapshot, target: float) -> bool:
+    """Whether a queue beyond ``target`` requests per reporting replica stood in any snapshot of
+    ``snap``'s p95 window (``snap`` included): the window's TTFT is then the backlog's wait, not what
+    the pool does with the rate."""
+    window = latency_window_s(snap)
+    inside = [s for s in history if snap.observed_at - window <= s.observed_at < snap.observed_at] + [snap]
+    return any(
+        (q := known_value(s.queue_depth)) is not None and q > target * max(s.replicas_reporting, 1) for s in inside
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Guard:
     demand: int
@@ -293,6 +326,7 @@ def _latency_guard(
     cap: Capacity | None,
     load: Load,
     now: float,
+    joined: int = 0,
 ) -> _Guard:
     """Step 5: the demand after the latency guard, its line and the correction to keep.
 
@@ -300,8 +334,10 @@ def _latency_guard(
     leading signals ask for no more than the current demand, nothing is starting, no scale-up within
     the p95's window) is counted by the capacity correction (:func:`llmscale.policy.load.correct`);
     a breach lowers it and the load asks again at the corrected capacity (at least one more than the
-    current demand). Without the load signal the guard adds one replica, as it always did. It waits
-    while a replica starts and until the last scale-up is older than the p95's window (the
+    current demand). A breach in a window the pool served whole (``joined`` 0: no replica became
+    ready inside it, −1 when a queue beyond target stood in it) lowers it at least until the model
+    asks for one more replica (:func:`llmscale.policy.load.factor_needing`). Without the load signal
+    the guard adds one replica, as it always did. It waits while a replica starts and until the last scale-up is older than the p95's window (the
     snapshot's rate window, :data:`LATENCY_WINDOW_S` when it does not say).
     """
     # Only a breach beyond the bucket holding the target is learnt from or answered: vLLM's TTFT
@@ -330,9 +366,22 @@ def _latency_guard(
     if sized_by_model and judged and new_minute and not recent_up and starting == 0:
         assert cap is not None and rate is not None
         what = f"{breached} at {rate:.2f} requests/s on {ready} ready replicas" if breaches else None
+        if what is None and not _near_capacity(cap, rate, reference, spec.scaling.tolerance):
+            # A pool held well above the model's ask (a floor, a trough, a scale-down window) meets
+            # the SLO whatever the capacity: its good minutes would raise the factor without end.
+            return _Guard(demand, None, memory.correction, False)
         corr = correct(memory.correction, what, snap.observed_at)
         if what is None:
             return _Guard(demand, None, corr, False)
+        # The breach is a fact about the pool: its replicas did not carry the rate. The factor goes
+        # at least as far as the model then asks for one more, so the next scale-down does not
+        # return to the size that broke (a 5 % step alone was learnt once per scale-down cycle).
+        # Only a window the pool served whole says so: none joined, no backlog stood in it (its
+        # TTFT is then the wait the smaller pool built); such a window takes the 5 % step alone.
+        if joined == 0:
+            bound = factor_needing(cap.with_factor(corr.factor), rate, min(reference, ready) + 1)
+            if bound < corr.factor:
+                corr = replace(corr, factor=bound)
         relearnt = replace(cap, factor=corr.factor)
         need = relearnt.need(rate + load.drain_rps, hint=ready + 1).replicas
         asked = max(need, reference + 1)
@@ -611,7 +660,11 @@ def decide(
         if workload_line is not None:
             reasons.append(workload_line)
 
-        guard = _latency_guard(spec, fresh, demand, reference, state, ready, memory, cap, load, now)
+        # Replicas ready but not yet in the snapshot's sums joined inside its window too.
+        joined = max(_joined(usable, fresh), state.interactive_ready - fresh.replicas_reporting)
+        if joined == 0 and _backlogged(usable, fresh, spec.scaling.targets.queue_depth_per_replica):
+            joined = -1
+        guard = _latency_guard(spec, fresh, demand, reference, state, ready, memory, cap, load, now, joined)
         if guard.line is not None:
             reasons.append(guard.line)
         correction = guard.correction

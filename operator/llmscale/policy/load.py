@@ -18,7 +18,9 @@ little more. :func:`correct` moves a capacity factor ``c`` by stochastic approxi
 Monro, 1951: the recursion that tracks a quantile), ``ln c += η·(τ − 1{breach})`` with
 ``η`` = :data:`CORRECTION_STEP`, doubled with each consecutive breach (:data:`CORRECTION_STREAK_DOUBLINGS`), and ``τ`` = :data:`CORRECTION_TARGET`: a breach lowers the capacity by
 5 %, and each minute within the SLO raises it by 5 % × τ, so ``c`` settles where a share ``τ`` of such
-minutes breach — half the attainment goal's 1 %, the other half left for ramps and bursts. No 2×
+minutes breach — half the attainment goal's 1 %, the other half left for ramps and bursts. A breach
+also takes the factor at least to where the model asks for one more replica (:func:`factor_needing`):
+the breach is a fact about the pool, not a sample to average. No 2×
 wall: :data:`CAPACITY_FACTOR_MIN`–:data:`CAPACITY_FACTOR_MAX` are sanity bounds (issue 27). It is persisted in ``status.policyState`` and named in the
 reasons.
 
@@ -28,7 +30,7 @@ Pure: no clock, no I/O.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
@@ -57,6 +59,7 @@ __all__ = [
     "capacity_context",
     "correct",
     "factor_in_force",
+    "factor_needing",
 ]
 
 
@@ -122,6 +125,10 @@ class Capacity:
     max_replicas: int
     calibrated_live: bool = False
 
+    def with_factor(self, factor: float) -> Capacity:
+        """This capacity with the correction ``factor`` in force instead."""
+        return replace(self, factor=factor)
+
     def need(self, rate_rps: float, hint: int | None = None) -> FleetNeed:
         """Replicas ``rate_rps`` arrivals need at the SLO with the correction in force (at most
         ``max_replicas``; a rate too large to be real reads as needing all of them)."""
@@ -172,6 +179,26 @@ def factor_in_force(correction: CapacityCorrection | None) -> float:
     if correction is None or not math.isfinite(correction.factor):
         return 1.0
     return min(max(correction.factor, CAPACITY_FACTOR_MIN), CAPACITY_FACTOR_MAX)
+
+
+def factor_needing(cap: Capacity, rate_rps: float, replicas: int) -> float:
+    """The largest capacity factor, at most ``cap.factor``, at which the model needs at least
+    ``replicas`` for ``rate_rps`` requests/s (within 1 %; :data:`CAPACITY_FACTOR_MIN` when even that
+    needs fewer). ``cap.factor`` itself when it already does. Bisection in log-factor: the need
+    falls as the factor grows."""
+    if replicas <= 0 or cap.need(rate_rps, hint=replicas).replicas >= replicas:
+        return cap.factor
+    lo = CAPACITY_FACTOR_MIN
+    if lo >= cap.factor or cap.with_factor(lo).need(rate_rps, hint=replicas).replicas < replicas:
+        return min(lo, cap.factor)
+    hi = cap.factor
+    while hi / lo > 1.01:
+        mid = math.sqrt(lo * hi)
+        if cap.with_factor(mid).need(rate_rps, hint=replicas).replicas >= replicas:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def correct(
