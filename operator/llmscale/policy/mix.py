@@ -262,15 +262,12 @@ def arrival_rate(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> Arr
 RATE_FLOOR_WINDOWS = 3
 
 #: The share of the earlier windows' mean under which the newest window's requests may read as a
-#: fall, not a dip: 1/4. Microbursts swung one window to ~0.4 of the level on issue 27's
-#: prefill-heavy trace; a load that stops reads under a quarter of it 45 s into a 60 s window. A
-#: dip read as a fall is the failure the floor exists for (the scale-up window holds the pool at the
-#: dip), a fall read as a dip only costs the floor's two windows; so both tests must say "fall".
+#: fall, not a dip: 1/4 (why, and what it was chosen on: docs/policy.md, "A fall is not a dip").
 FALL_SHARE = 0.25
 
 #: How far below the earlier windows' mean the newest window's request count must also fall, in
-#: standard deviations of a window's count (``√(dispersion · mean count)``): 3 (a one-sided
-#: three-sigma test). At a few requests a window, the share alone is noise.
+#: standard deviations of a window's count (``√(dispersion · mean count)``): 3, a one-sided
+#: three-sigma test (docs/policy.md, "A fall is not a dip").
 FALL_SIGMAS = 3.0
 
 
@@ -320,15 +317,15 @@ def steady_arrival_rate(
     # A window that was a fall from the ones before it ends the level: those older windows are the
     # load before the fall, not the floor's (a fall to 1/5 must not read higher a window later).
     for j in range(1, len(rates) - 1):
-        if _fell(rates[j], rates[j + 1:], window, dispersion):
+        if _fall(rates[j], rates[j + 1:], window, dispersion) is not None:
             rates = rates[: j + 1]
             break
     mean = sum(rates) / len(rates)
     if len(rates) < 2 or mean <= newest.rate_rps:
         return newest
-    if _fell(newest.rate_rps, rates[1:], window, dispersion):
-        earlier_count = sum(rates[1:]) / (len(rates) - 1) * window
-        bar = earlier_count - FALL_SIGMAS * math.sqrt(max(dispersion, 1.0) * earlier_count)
+    fall = _fall(newest.rate_rps, rates[1:], window, dispersion)
+    if fall is not None:
+        earlier_count, bar = fall
         return Arrivals(
             newest.rate_rps,
             newest.finished_rps,
@@ -351,16 +348,17 @@ def _requests(count: float) -> str:
     return f"{count:,.0f}" if count >= 10 else f"{count:.2g}"
 
 
-def _fell(rate: float, earlier: Sequence[float], window: float, dispersion: float) -> bool:
-    """Whether one window's ``rate`` is a fall from the ``earlier`` windows' (requests/s, each over
-    ``window`` seconds): under :data:`FALL_SHARE` of their mean count and :data:`FALL_SIGMAS`
-    standard deviations (``√(dispersion · mean count)``) below it. NaN or infinite figures: no."""
+def _fall(rate: float, earlier: Sequence[float], window: float, dispersion: float) -> tuple[float, float] | None:
+    """``(μ, bar)`` when one window's ``rate`` is a fall from the ``earlier`` windows' (requests/s,
+    each over ``window`` seconds), else ``None``: its count is under :data:`FALL_SHARE` of their
+    mean count ``μ`` and under ``bar = μ − FALL_SIGMAS · √(dispersion · μ)``. NaN or infinite
+    figures: ``None``."""
     if not earlier:
-        return False
+        return None
     earlier_count = sum(earlier) / len(earlier) * window
     count = rate * window
-    spread = math.sqrt(max(dispersion, 1.0) * earlier_count)
-    return count < FALL_SHARE * earlier_count and count < earlier_count - FALL_SIGMAS * spread
+    bar = earlier_count - FALL_SIGMAS * math.sqrt(max(dispersion, 1.0) * earlier_count)
+    return (earlier_count, bar) if count < FALL_SHARE * earlier_count and count < bar else None
 
 
 def burstiness_of(memory: tuple[float, float, int, float] | None) -> Burstiness:
