@@ -268,3 +268,18 @@ def test_a_breach_with_a_backlog_in_its_window_takes_the_step_alone() -> None:
     d = decide(SPEC, snaps, state, PolicyMemory(since=NOW - 3600), NOW)
     assert d.memory.correction is not None
     assert d.memory.correction.factor == pytest.approx(math.exp(-0.05 * 0.995))
+
+
+def test_a_breach_at_max_replicas_takes_the_step_alone() -> None:
+    # The need is reported at most spec.replicas.max: no factor makes the model ask for max + 1, and
+    # the bisection once drove the factor to its 0.02 sanity bound on a pool at max.
+    spec = SPEC.model_copy(update={"replicas": ReplicasSpec(min=1, max=6), "headroom": HeadroomSpec(replicas=0)})
+    snaps = [
+        SignalSnapshot(at, queue_depth=0.0, running_requests=150.0, kv_cache_utilization=0.1, preemption_rate=0.0,
+                       ttft_p95_s=0.5, itl_p95_s=0.13, replicas_reporting=6, workload=MIX)
+        for at in (NOW - 60, NOW)
+    ]
+    state = PoolState(interactive_replicas=6, interactive_ready=6)
+    d = decide(spec, snaps, state, PolicyMemory(since=NOW - 3600), NOW)
+    assert d.memory.correction is not None
+    assert d.memory.correction.factor >= math.exp(-0.05 * 0.995) * 0.99

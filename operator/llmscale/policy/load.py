@@ -184,9 +184,11 @@ def factor_in_force(correction: CapacityCorrection | None) -> float:
 def factor_needing(cap: Capacity, rate_rps: float, replicas: int) -> float:
     """The largest capacity factor, at most ``cap.factor``, at which the model needs at least
     ``replicas`` for ``rate_rps`` requests/s (within 1 %; :data:`CAPACITY_FACTOR_MIN` when even that
-    needs fewer). ``cap.factor`` itself when it already does. Bisection in log-factor: the need
+    needs fewer). ``cap.factor`` itself when it already does, or when ``replicas`` is beyond
+    ``cap.max_replicas`` (the need is reported at most that). Bisection in log-factor: the need
     falls as the factor grows."""
-    if replicas <= 0 or cap.need(rate_rps, hint=replicas).replicas >= replicas:
+    # The need is reported at most spec.replicas.max: beyond it no factor says more, so none is forced.
+    if not 0 < replicas <= cap.max_replicas or cap.need(rate_rps, hint=replicas).replicas >= replicas:
         return cap.factor
     lo = CAPACITY_FACTOR_MIN
     if lo >= cap.factor or cap.with_factor(lo).need(rate_rps, hint=replicas).replicas < replicas:
