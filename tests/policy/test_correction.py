@@ -283,3 +283,63 @@ def test_a_breach_at_max_replicas_takes_the_step_alone() -> None:
     d = decide(spec, snaps, state, PolicyMemory(since=NOW - 3600), NOW)
     assert d.memory.correction is not None
     assert d.memory.correction.factor >= math.exp(-0.05 * 0.995) * 0.99
+
+
+def _one_tick(spec: LLMDeploymentSpec, rate: float, replicas: int, memory: PolicyMemory, *, itl: float = 0.05,
+              ttft: float = 0.3, windows: int = 2):  # type: ignore[no-untyped-def]
+    mix = dataclasses.replace(MIX, request_rate=rate, prompt_tokens_rate=rate * MIX.prompt_tokens_mean)
+    snaps = [
+        SignalSnapshot(NOW - 60 * k, queue_depth=0.0, running_requests=rate * 5, kv_cache_utilization=0.05,
+                       preemption_rate=0.0, ttft_p95_s=ttft, itl_p95_s=itl, replicas_reporting=replicas, workload=mix)
+        for k in reversed(range(windows))
+    ]
+    return decide(spec, snaps, PoolState(interactive_replicas=replicas, interactive_ready=replicas), memory, NOW)
+
+
+STEP = math.exp(-0.05 * 0.995)
+
+
+@pytest.mark.parametrize(("floor", "rate"), [(6, 2.0), (3, 0.5), (1, 0.5)])
+def test_one_breach_on_a_pool_held_above_its_need_takes_the_step_alone(floor: int, rate: float) -> None:
+    # A review helper: one TTFT p95 of 2.6 s on a pool held by min at a trickle took the factor to
+    # 0.04-0.08 (the model needs one more replica only at a tiny factor), and the morning's load
+    # then asked for 44-64 replicas for ~9 days of good minutes.
+    spec = SPEC.model_copy(update={"replicas": ReplicasSpec(min=floor, max=64), "headroom": HeadroomSpec(replicas=0)})
+    d = _one_tick(spec, rate, floor, PolicyMemory(since=NOW - 3600), ttft=2.6)
+    assert d.memory.correction is not None
+    assert d.memory.correction.factor == pytest.approx(STEP)
+
+
+def test_good_minutes_that_teach_nothing_still_end_a_streak() -> None:
+    spec = SPEC.model_copy(update={"replicas": ReplicasSpec(min=6, max=64)})
+    memory = PolicyMemory(since=NOW - 3600, correction=CapacityCorrection(0.9, NOW - 600, "ITL", streak=3))
+    d = _one_tick(spec, 2.0, 6, memory)
+    assert d.memory.correction == CapacityCorrection(0.9, NOW - 600, "ITL", streak=0)
+
+
+def test_a_breach_with_no_earlier_snapshot_in_its_window_takes_the_step_alone() -> None:
+    # The first tick after a restart: nothing shows whether replicas joined inside the window.
+    d = _one_tick(SPEC, 24.0, 6, PolicyMemory(since=NOW - 3600), itl=0.13, windows=1)
+    assert d.memory.correction is not None
+    assert d.memory.correction.factor == pytest.approx(STEP)
+
+
+def test_a_pool_of_one_at_its_max_learns_nothing_from_a_trickle() -> None:
+    # held == max == 1: the capped need said "near" at any rate above 0.
+    spec = SPEC.model_copy(update={"replicas": ReplicasSpec(min=1, max=1), "headroom": HeadroomSpec(replicas=0)})
+    assert _one_tick(spec, 0.2, 1, PolicyMemory(since=NOW - 3600)).memory.correction is None
+
+
+def test_a_second_breach_in_a_row_on_a_pool_far_from_its_limit_is_a_fact() -> None:
+    # A model 3x optimistic holds the pool "far from its limit" by its own reckoning (robustness case
+    # compute-x0.3: 66.7 % of minutes when only near-capacity breaches moved the factor far): the
+    # second counted breach in a row moves it until the model asks for one more replica.
+    spec = SPEC.model_copy(update={"replicas": ReplicasSpec(min=3, max=64), "headroom": HeadroomSpec(replicas=0)})
+    first = _one_tick(spec, 0.5, 3, PolicyMemory(since=NOW - 3600), ttft=2.6)
+    assert first.memory.correction is not None and first.memory.correction.streak == 1
+    moved = dataclasses.replace(first.memory.correction, updated_at=NOW - 120)
+    # A minute later, with no scale-up since (the first breach asked for one the floor holds anyway).
+    later = dataclasses.replace(first.memory, correction=moved, scale_events=())
+    second = _one_tick(spec, 0.5, 3, later, ttft=2.6)
+    assert second.memory.correction is not None
+    assert second.memory.correction.factor < moved.factor * math.exp(-0.1 * 0.995) * 0.99

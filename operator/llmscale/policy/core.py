@@ -283,17 +283,18 @@ def _near_capacity(cap: Capacity, rate_rps: float, held: int, tolerance: float) 
     if held <= 0 or rate_rps <= 0:
         return False
     share = max((held - 1) / (held * (1.0 + tolerance)), 0.5)
-    need = cap.need(rate_rps / share, hint=held).replicas
-    # The need is reported at most spec.replicas.max: a pool there is near capacity when it reaches it.
-    return need > held or need >= held >= cap.max_replicas
+    # The need is reported at most spec.replicas.max: lifted past ``held`` so that it can say more.
+    unbounded = replace(cap, max_replicas=max(cap.max_replicas, held + 1))
+    return unbounded.need(rate_rps / share, hint=held).replicas > held
 
 
-def _joined(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> int:
+def _joined(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> int | None:
     """Replicas reporting in ``snap`` beyond the fewest reporting within its p95 window: replicas
-    that became ready while the window's requests waited for them (0 when none did)."""
+    that became ready while the window's requests waited for them (0 when none did; ``None`` when no
+    earlier snapshot falls inside the window, so nothing shows either way)."""
     window = latency_window_s(snap)
     inside = [s.replicas_reporting for s in history if snap.observed_at - window <= s.observed_at < snap.observed_at]
-    return max(snap.replicas_reporting - min(inside), 0) if inside else 0
+    return max(snap.replicas_reporting - min(inside), 0) if inside else None
 
 
 def _backlogged(history: Sequence[SignalSnapshot], snap: SignalSnapshot, target: float) -> bool:
@@ -326,7 +327,7 @@ def _latency_guard(
     cap: Capacity | None,
     load: Load,
     now: float,
-    joined: int = 0,
+    joined: int = -1,
 ) -> _Guard:
     """Step 5: the demand after the latency guard, its line and the correction to keep.
 
@@ -335,8 +336,9 @@ def _latency_guard(
     the p95's window) is counted by the capacity correction (:func:`llmscale.policy.load.correct`);
     a breach lowers it and the load asks again at the corrected capacity (at least one more than the
     current demand). A breach in a window the pool served whole (``joined`` 0: no replica became
-    ready inside it, −1 when a queue beyond target stood in it) lowers it at least until the model
-    asks for one more replica (:func:`llmscale.policy.load.factor_needing`). Without the load signal
+    ready inside it; −1 when a queue beyond target stood in it or no earlier snapshot shows), near
+    the model's capacity (:func:`_near_capacity`) or the second counted breach in a row, lowers it
+    at least until the model asks for one more replica (:func:`llmscale.policy.load.factor_needing`). Without the load signal
     the guard adds one replica, as it always did. It waits while a replica starts and until the last scale-up is older than the p95's window (the
     snapshot's rate window, :data:`LATENCY_WINDOW_S` when it does not say).
     """
@@ -366,10 +368,13 @@ def _latency_guard(
     if sized_by_model and judged and new_minute and not recent_up and starting == 0:
         assert cap is not None and rate is not None
         what = f"{breached} at {rate:.2f} requests/s on {ready} ready replicas" if breaches else None
-        if what is None and not _near_capacity(cap, rate, reference, spec.scaling.tolerance):
+        near = _near_capacity(cap, rate, reference, spec.scaling.tolerance)
+        if what is None and not near:
             # A pool held well above the model's ask (a floor, a trough, a scale-down window) meets
             # the SLO whatever the capacity: its good minutes would raise the factor without end.
-            return _Guard(demand, None, memory.correction, False)
+            # They still end a streak of breaches.
+            kept = memory.correction
+            return _Guard(demand, None, replace(kept, streak=0) if kept is not None else None, False)
         corr = correct(memory.correction, what, snap.observed_at)
         if what is None:
             return _Guard(demand, None, corr, False)
@@ -377,8 +382,10 @@ def _latency_guard(
         # at least as far as the model then asks for one more, so the next scale-down does not
         # return to the size that broke (a 5 % step alone was learnt once per scale-down cycle).
         # Only a window the pool served whole says so: none joined, no backlog stood in it (its
-        # TTFT is then the wait the smaller pool built); such a window takes the 5 % step alone.
-        if joined == 0:
+        # TTFT is then the wait the smaller pool built). On a pool the model holds far from its
+        # limit (a floor at a trickle: one slow request among a few) only a second breach in a row
+        # does; any other window takes the 5 % step alone.
+        if joined == 0 and (near or corr.streak >= 2):
             bound = factor_needing(cap.with_factor(corr.factor), rate, min(reference, ready) + 1)
             if bound < corr.factor:
                 corr = replace(corr, factor=bound)
@@ -661,7 +668,8 @@ def decide(
             reasons.append(workload_line)
 
         # Replicas ready but not yet in the snapshot's sums joined inside its window too.
-        joined = max(_joined(usable, fresh), state.interactive_ready - fresh.replicas_reporting)
+        seen = _joined(usable, fresh)
+        joined = -1 if seen is None else max(seen, state.interactive_ready - fresh.replicas_reporting)
         if joined == 0 and _backlogged(usable, fresh, spec.scaling.targets.queue_depth_per_replica):
             joined = -1
         guard = _latency_guard(spec, fresh, demand, reference, state, ready, memory, cap, load, now, joined)
