@@ -288,23 +288,21 @@ def _near_capacity(cap: Capacity, rate_rps: float, held: int, tolerance: float) 
     return unbounded.need(rate_rps / share, hint=held).replicas > held
 
 
-def _joined(history: Sequence[SignalSnapshot], snap: SignalSnapshot) -> int | None:
-    """Replicas reporting in ``snap`` beyond the fewest reporting within its p95 window: replicas
-    that became ready while the window's requests waited for them (0 when none did; ``None`` when no
-    earlier snapshot falls inside the window, so nothing shows either way)."""
+def _served_whole(history: Sequence[SignalSnapshot], snap: SignalSnapshot, ready: int, queue_target: float) -> bool:
+    """Whether the pool that breached served ``snap``'s p95 window whole, so its p95s are about it:
+    an earlier snapshot falls inside the window (none after a restart: nothing shows), no replica
+    became ready inside it (the fewest reporting in the window, and the ``ready`` replicas not yet
+    in the snapshot's sums), and no queue beyond ``queue_target`` requests per reporting replica
+    stood in it (the TTFT is then the wait a smaller pool built)."""
     window = latency_window_s(snap)
-    inside = [s.replicas_reporting for s in history if snap.observed_at - window <= s.observed_at < snap.observed_at]
-    return max(snap.replicas_reporting - min(inside), 0) if inside else None
-
-
-def _backlogged(history: Sequence[SignalSnapshot], snap: SignalSnapshot, target: float) -> bool:
-    """Whether a queue beyond ``target`` requests per reporting replica stood in any snapshot of
-    ``snap``'s p95 window (``snap`` included): the window's TTFT is then the backlog's wait, not what
-    the pool does with the rate."""
-    window = latency_window_s(snap)
-    inside = [s for s in history if snap.observed_at - window <= s.observed_at < snap.observed_at] + [snap]
-    return any(
-        (q := known_value(s.queue_depth)) is not None and q > target * max(s.replicas_reporting, 1) for s in inside
+    earlier = [s for s in history if snap.observed_at - window <= s.observed_at < snap.observed_at]
+    if not earlier or ready > snap.replicas_reporting:
+        return False
+    if min(s.replicas_reporting for s in earlier) < snap.replicas_reporting:
+        return False
+    return not any(
+        (q := known_value(s.queue_depth)) is not None and q > queue_target * max(s.replicas_reporting, 1)
+        for s in [*earlier, snap]
     )
 
 
@@ -327,7 +325,7 @@ def _latency_guard(
     cap: Capacity | None,
     load: Load,
     now: float,
-    joined: int = -1,
+    whole: bool = False,
 ) -> _Guard:
     """Step 5: the demand after the latency guard, its line and the correction to keep.
 
@@ -335,12 +333,12 @@ def _latency_guard(
     leading signals ask for no more than the current demand, nothing is starting, no scale-up within
     the p95's window) is counted by the capacity correction (:func:`llmscale.policy.load.correct`);
     a breach lowers it and the load asks again at the corrected capacity (at least one more than the
-    current demand). A breach in a window the pool served whole (``joined`` 0: no replica became
-    ready inside it; −1 when a queue beyond target stood in it or no earlier snapshot shows), near
+    current demand). A breach in a window the pool served ``whole`` (:func:`_served_whole`), near
     the model's capacity (:func:`_near_capacity`) or the second counted breach in a row, lowers it
-    at least until the model asks for one more replica (:func:`llmscale.policy.load.factor_needing`). Without the load signal
-    the guard adds one replica, as it always did. It waits while a replica starts and until the last scale-up is older than the p95's window (the
-    snapshot's rate window, :data:`LATENCY_WINDOW_S` when it does not say).
+    at least until the model asks for one more replica (:func:`llmscale.policy.load.factor_needing`).
+    Without the load signal the guard adds one replica, as it always did. It waits while a replica
+    starts and until the last scale-up is older than the p95's window (the snapshot's rate window,
+    :data:`LATENCY_WINDOW_S` when it does not say).
     """
     # Only a breach beyond the bucket holding the target is learnt from or answered: vLLM's TTFT
     # bucket (1, 2.5] around a 2 s SLO reads 80 requests at 0.8 s and 20 at 1.2 s as p95 2.125 s
@@ -385,7 +383,7 @@ def _latency_guard(
         # TTFT is then the wait the smaller pool built). On a pool the model holds far from its
         # limit (a floor at a trickle: one slow request among a few) only a second breach in a row
         # does; any other window takes the 5 % step alone.
-        if joined == 0 and (near or corr.streak >= 2):
+        if whole and (near or corr.streak >= 2):
             bound = factor_needing(cap.with_factor(corr.factor), rate, min(reference, ready) + 1)
             if bound < corr.factor:
                 corr = replace(corr, factor=bound)
@@ -667,12 +665,8 @@ def decide(
         if workload_line is not None:
             reasons.append(workload_line)
 
-        # Replicas ready but not yet in the snapshot's sums joined inside its window too.
-        seen = _joined(usable, fresh)
-        joined = -1 if seen is None else max(seen, state.interactive_ready - fresh.replicas_reporting)
-        if joined == 0 and _backlogged(usable, fresh, spec.scaling.targets.queue_depth_per_replica):
-            joined = -1
-        guard = _latency_guard(spec, fresh, demand, reference, state, ready, memory, cap, load, now, joined)
+        whole = _served_whole(usable, fresh, state.interactive_ready, spec.scaling.targets.queue_depth_per_replica)
+        guard = _latency_guard(spec, fresh, demand, reference, state, ready, memory, cap, load, now, whole)
         if guard.line is not None:
             reasons.append(guard.line)
         correction = guard.correction

@@ -19,9 +19,10 @@ Monro, 1951: the recursion that tracks a quantile), ``ln c += η·(τ − 1{brea
 ``η`` = :data:`CORRECTION_STEP`, doubled with each consecutive breach (:data:`CORRECTION_STREAK_DOUBLINGS`), and ``τ`` = :data:`CORRECTION_TARGET`: a breach lowers the capacity by
 5 %, and each minute within the SLO raises it by 5 % × τ, so ``c`` settles where a share ``τ`` of such
 minutes breach — half the attainment goal's 1 %, the other half left for ramps and bursts (where
-only these steps are taken). A breach in a window the pool served whole, near its capacity or the second in a row, also
-takes the factor at least to where the model asks for one more replica (:func:`factor_needing`,
-called by :mod:`llmscale.policy.core`): the breach is a fact about the pool, not a sample to average. No 2×
+only these steps are taken). A breach in a window the pool served whole, near its capacity or the
+second in a row, also takes the factor at least to where the model asks for one more replica
+(:func:`factor_needing`, called by :mod:`llmscale.policy.core`): the breach is a fact about the
+pool, not a sample to average. No 2×
 wall: :data:`CAPACITY_FACTOR_MIN`–:data:`CAPACITY_FACTOR_MAX` are sanity bounds (issue 27). It is persisted in ``status.policyState`` and named in the
 reasons.
 
