@@ -124,6 +124,20 @@ class Series:
     points: list[tuple[float, float]] = field(default_factory=list)
 
 
+#: How far past ``now`` the scrapes of :func:`live` go on, seconds: backfilling the blocks and
+#: starting Prometheus take seconds, and on a loaded machine (CI, two workers) up to a minute.
+LIVE_AHEAD_S = 300.0
+
+
+def live(now: float, span: float = 600.0, step: float = 15.0) -> list[float]:
+    """Scrape times of a pod that is still being scraped when the test reads: from ``now - span``
+    to ``LIVE_AHEAD_S`` past ``now``, every ``step`` seconds. A read at wall-clock time sees the
+    samples up to it (an instant query takes none after its time), so however late Prometheus comes
+    up, the newest scrape is at most ``step`` old and ``rate()`` extrapolates over no gap. Data
+    that ended at ``now`` read 16 % low once Prometheus took ~20 s to start under load."""
+    return every(now - span, now + LIVE_AHEAD_S, step)
+
+
 def every(start: float, end: float, step: float) -> list[float]:
     """Timestamps ``start, start + step, ... <= end`` (seconds)."""
     out = []

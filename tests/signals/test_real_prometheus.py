@@ -37,6 +37,7 @@ from tests.signals.prom import (
     counter,
     every,
     gauge,
+    live,
     needs_prometheus,
     run_prometheus,
     wait_targets_up,
@@ -367,7 +368,7 @@ def vllm_pod(
 
 def test_copies_of_one_gauge_inside_a_pod_count_once(tmp_path: Path) -> None:
     now = time.time()
-    ts = every(now - 600, now - 3, 15)
+    ts = live(now)
     series = []
     # Case 1: SGLang, tensor parallel 8: every rank exports the scheduler gauges and counter.
     for pod, queue in (("tp8-a", 40.0), ("tp8-b", 20.0)):
@@ -501,7 +502,7 @@ def test_series_of_an_unmerged_ha_pair_count_once(tmp_path: Path) -> None:
     # The same kind as case 1: a Thanos or federation in front of two Prometheus replicas without
     # deduplication returns every series twice, told apart by prometheus_replica.
     now = time.time()
-    ts = every(now - 600, now - 3, 15)
+    ts = live(now)
     series = []
     for replica in ("0", "1"):
         series += vllm_pod("a", ts, 4.0, 8.0, 0.5, 100.0, prometheus_replica=replica)
@@ -518,7 +519,7 @@ def test_series_of_an_unmerged_ha_pair_count_once(tmp_path: Path) -> None:
 
 def test_counter_absent_before_its_first_event_reads_zero(tmp_path: Path) -> None:
     now = time.time()
-    ts = every(now - 600, now - 3, 15)
+    ts = live(now)
     series = []
     # Case 2: an idle SGLang pod has no retraction counter at all; a busy one retracts 0.2/s.
     for pod, retracting in (("idle", False), ("busy", True)):
@@ -552,7 +553,7 @@ def test_counter_absent_before_its_first_event_reads_zero(tmp_path: Path) -> Non
 )
 def test_window_no_longer_than_a_60s_scrape(tmp_path: Path, rate_window: str | None, too_short: bool) -> None:
     now = time.time()
-    ts = every(now - 1200, now - 5, 60)  # case 3: one scrape a minute, 20 minutes
+    ts = live(now, span=1200, step=60)  # case 3: one scrape a minute, 20 minutes
     series = vllm_pod("a", ts, 2.0, 10.0, 0.5, 50.0)
     series[3] = counter("vllm:num_preemptions_total", labels("a", engine="0"), ts, 0.1)
     with backfilled(tmp_path, series) as url:
@@ -624,7 +625,7 @@ def test_a_ready_engine_failing_every_request_fast_is_not_idle_capacity(tmp_path
     (queue 0, KV 0): it is failing, left out of every aggregate. Neighbours: an idle pod (no
     traffic), a pod with errors beside answers, a pod with two errors in the window are not."""
     now = time.time()
-    ts = every(now - 600, now - 3, 15)
+    ts = live(now)
     series = vllm_pod("serving", ts, 2.0, 30.0, 0.60, 400.0)
     series += _finished("serving", ts, {"stop": 2.0, "length": 0.5, "error": 0.0, "abort": 0.0})
     series += vllm_pod("broken", ts, 0.0, 0.0, 0.0, 0.0)
@@ -820,7 +821,7 @@ def test_wake_queries_of_every_pool_each_answered(tmp_path: Path) -> None:
     each answered by a query of its own (issue 22), ``$namespace``/``$name`` filled in per pool; a
     query with no series is unknown with the hint, one ending in ``or vector(0)`` reads 0."""
     now = time.time()
-    ts = every(now - 300, now - 3, 15)
+    ts = live(now, span=300)
     router = {"job": "router"}
     series = [
         gauge("router_pending_requests", {**router, "namespace": "ml", "service": "chat"}, ts, 3.0),
