@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 import yaml
 
 from llmscale.api import LLMDeployment
+from llmscale.crd import replace_block
 from llmscale.data import DEFAULT_TRACE, resolve_trace
 from llmscale.sim.batchday import MODES, batch_day, run_batch_day
 from llmscale.sim.runner import Scenario
@@ -49,9 +49,6 @@ from llmscale.sim.trace import TRACE_CITATION, load_azure_csv
 HERE = Path(__file__).resolve().parent
 SPEC = HERE / "chat-llama-70b-h100-batch.yaml"
 README = HERE.parent / "docs" / "benchmarks.md"
-_BLOCK = re.compile(
-    r"(<!-- BEGIN GENERATED: batch-day[^>]*-->\n)(.*?)(<!-- END GENERATED: batch-day -->)", re.DOTALL
-)
 
 
 def _pct(v: object) -> str:
@@ -94,10 +91,7 @@ def update_readme(path: Path, table: str) -> None:
     Raises:
         ValueError: the file has no such block.
     """
-    text = path.read_text(encoding="utf-8")
-    if not _BLOCK.search(text):
-        raise ValueError(f"{path} has no '<!-- BEGIN GENERATED: batch-day -->' block")
-    path.write_text(_BLOCK.sub(lambda m: m.group(1) + table.strip() + "\n" + m.group(3), text), encoding="utf-8")
+    replace_block(path, "batch-day", table)
 
 
 def main(argv: list[str] | None = None) -> int:

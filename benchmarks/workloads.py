@@ -45,7 +45,6 @@ import json
 import math
 import multiprocessing
 import os
-import re
 import subprocess
 import sys
 import time
@@ -60,6 +59,7 @@ import numpy as np
 import yaml
 
 from llmscale.api import LLMDeployment, LLMDeploymentSpec
+from llmscale.crd import has_block, replace_block
 from llmscale.model import ReplicaModel
 from llmscale.sim.baselines import POLICY_NAMES, SETTING_GRID, TUNABLE
 from llmscale.sim.calibrate import CURVE_SIZES, Capacity, calibrate
@@ -531,11 +531,6 @@ def spec_summary(spec: LLMDeploymentSpec) -> str:
     )
 
 
-_BLOCK = re.compile(
-    r"(<!-- BEGIN GENERATED: benchmark[^>]*-->\n)(.*?)(<!-- END GENERATED: benchmark -->)", re.DOTALL
-)
-
-
 def headline_markdown(doc: dict[str, Any]) -> str:
     """The README's headline: per workload, llmscale's row beside the cheapest baseline meeting the SLO
     (from the same JSON document as :func:`markdown`)."""
@@ -563,21 +558,13 @@ def headline_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_HEADLINE = re.compile(
-    r"(<!-- BEGIN GENERATED: headline[^>]*-->\n)(.*?)(<!-- END GENERATED: headline -->)", re.DOTALL
-)
-
-
 def update_headline(path: Path, table: str) -> None:
     """Replace the ``headline`` generated block of ``path`` (the README) with ``table``.
 
     Raises:
         ValueError: the file has no such block.
     """
-    text = path.read_text(encoding="utf-8")
-    if not _HEADLINE.search(text):
-        raise ValueError(f"{path} has no '<!-- BEGIN GENERATED: headline -->' block")
-    path.write_text(_HEADLINE.sub(lambda m: m.group(1) + table.strip() + "\n" + m.group(3), text), encoding="utf-8")
+    replace_block(path, "headline", table)
 
 
 def update_readme(path: Path, table: str) -> None:
@@ -586,10 +573,7 @@ def update_readme(path: Path, table: str) -> None:
     Raises:
         ValueError: the file has no such block.
     """
-    text = path.read_text(encoding="utf-8")
-    if not _BLOCK.search(text):
-        raise ValueError(f"{path} has no '<!-- BEGIN GENERATED: benchmark -->' block")
-    path.write_text(_BLOCK.sub(lambda m: m.group(1) + table.strip() + "\n" + m.group(3), text), encoding="utf-8")
+    replace_block(path, "benchmark", table)
 
 
 # --------------------------------------------------------------------------- --update
@@ -731,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme is not None:
         # Checked before any simulation: a full run takes hours and writes the docs last.
         try:
-            if not _BLOCK.search(args.readme.read_text(encoding="utf-8")):
+            if not has_block(args.readme.read_text(encoding="utf-8"), "benchmark"):
                 ap.error(f"--readme {args.readme}: no '<!-- BEGIN GENERATED: benchmark -->' block to replace")
         except OSError as exc:
             ap.error(f"--readme {args.readme}: {exc.strerror or exc}")

@@ -13,6 +13,7 @@ from llmscale.cli import main as cli_main
 from llmscale.crd import (
     EMBEDDED_FIELDS,
     openapi_schema,
+    replace_block,
     replace_generated_blocks,
     spec_reference_markdown,
     status_reference_markdown,
@@ -105,6 +106,22 @@ def test_the_docs_update_as_they_say() -> None:
 def test_unknown_block_name_is_an_error() -> None:
     with pytest.raises(KeyError):
         replace_generated_blocks("<!-- BEGIN GENERATED: nonsense -->\n<!-- END GENERATED: nonsense -->")
+
+
+def test_a_benchmark_table_replaces_its_own_block_and_nothing_else(tmp_path: Path) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(
+        "a\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\nold\n<!-- END GENERATED: batch-day -->\n"
+        "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n",
+        encoding="utf-8",
+    )
+    replace_block(doc, "batch-day", "| new |\n\n")
+    assert doc.read_text(encoding="utf-8") == (
+        "a\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\n| new |\n<!-- END GENERATED: batch-day -->\n"
+        "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n"
+    )
+    with pytest.raises(ValueError, match="no '<!-- BEGIN GENERATED: headline -->' block"):
+        replace_block(doc, "headline", "x")
 
 
 def test_cli_updates_docs_in_place(tmp_path: Path) -> None:

@@ -65,6 +65,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from llmscale.model.vllm_defaults import ITL_BUCKETS_S, TTFT_BUCKETS_S
+
 if TYPE_CHECKING:  # pragma: no cover
     from llmscale.api import LLMDeploymentSpec
 
@@ -426,20 +428,6 @@ class ReplicaPoint:
     def feasible(self) -> bool:
         """The replica keeps up at all: prefill busy below 1 and a decode step of finite length."""
         return self.prefill_busy < 1.0 and math.isfinite(self.steps_per_s)
-
-
-#: ``vllm:time_to_first_token_seconds`` bucket upper bounds, seconds (vLLM 0.11,
-#: ``vllm/v1/metrics/loggers.py``); a ``+Inf`` bucket follows. The operator's p95 is Prometheus'
-#: ``histogram_quantile`` over them, which interpolates linearly inside a bucket.
-TTFT_BUCKETS_S: tuple[float, ...] = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-    40.0, 80.0, 160.0, 640.0, 2560.0,
-)
-
-#: ``vllm:inter_token_latency_seconds`` bucket upper bounds, seconds (same source).
-ITL_BUCKETS_S: tuple[float, ...] = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
-)
 
 
 def bucket_weights(target_s: float, bounds: Sequence[float]) -> tuple[float, float, float]:

@@ -387,7 +387,7 @@ def _latency_guard(
             bound = factor_needing(cap.with_factor(corr.factor), rate, min(reference, ready) + 1)
             if bound < corr.factor:
                 corr = replace(corr, factor=bound)
-        relearnt = replace(cap, factor=corr.factor)
+        relearnt = cap.with_factor(corr.factor)
         need = relearnt.need(rate + load.drain_rps, hint=ready + 1).replicas
         asked = max(need, reference + 1)
         return _Guard(
