@@ -74,6 +74,8 @@ class Case:
         kind: engine, lengths, arrivals, step or fall.
         compute / bandwidth / overhead_s: the engine's skew (:class:`SkewedCost`).
         prompts: how prompt lengths are redrawn (``None``: the trace's).
+        outputs: how the lengths are redrawn with outputs far longer than the trace's (``"long"``:
+            a reasoning model's, short prompts and outputs of thousands of tokens; ``None``: the trace's).
         gap_cv: gaps' coefficient of variation of a gamma renewal process (``None``: the trace's).
         step: the load's multiple after the learning hour (``None``: flat; under 1 a fall, 0 a stop).
     """
@@ -84,6 +86,7 @@ class Case:
     bandwidth: float = 1.0
     overhead_s: float = 0.0
     prompts: str | None = None
+    outputs: str | None = None
     gap_cv: float | None = None
     step: float | None = None
 
@@ -95,6 +98,7 @@ CASES: tuple[Case, ...] = (
     Case("prompts-bimodal", "lengths", prompts="bimodal"),
     Case("prompts-pareto", "lengths", prompts="pareto"),
     Case("prompts-clipped", "lengths", prompts="clipped"),
+    Case("outputs-long", "lengths", outputs="long"),
     Case("gaps-cv2", "arrivals", gap_cv=2.0),
     Case("gaps-cv4", "arrivals", gap_cv=4.0),
     *(Case(f"step-x{f:g}", "step", step=f) for f in (2.0, 3.0, 5.0)),
@@ -114,6 +118,16 @@ def _prompts(kind: str, n: int, context: int, outputs: np.ndarray, rng: np.rando
     else:
         raise ValueError(f"unknown prompt shape {kind!r}")
     return np.clip(p, 16, room).astype(np.int64)
+
+
+def _reasoning(n: int, context: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(prompts, outputs)`` of a reasoning model: prompts log-normal (median 250, σ 0.8), outputs
+    log-normal (median 1,800, σ 0.7, at least 64), both within the context. Stated, not measured:
+    the shape of chain-of-thought answers to short questions, decode and the KV cache setting the
+    capacity where the bundled traces' prefill does."""
+    prompts = np.clip(rng.lognormal(math.log(250.0), 0.8, n), 16, context // 4).astype(np.int64)
+    outputs = np.clip(rng.lognormal(math.log(1800.0), 0.7, n), 64, context - prompts - 1).astype(np.int64)
+    return prompts, outputs
 
 
 def build_trace(case: Case, base: Trace, minutes: int, learn_minutes: int, rate: float, context: int,
@@ -150,6 +164,12 @@ def build_trace(case: Case, base: Trace, minutes: int, learn_minutes: int, rate:
         prompts = _prompts(case.prompts, len(trace), context, trace.output_tokens, rng)
         trace = replace(trace, prompt_tokens=prompts, hash_offsets=None, hash_ids=None,
                         source=f"{trace.source}, {case.prompts} prompts")
+    if case.outputs is not None:
+        if case.outputs != "long":
+            raise ValueError(f"unknown output shape {case.outputs!r}")
+        prompts, outputs = _reasoning(len(trace), context, rng)
+        trace = replace(trace, prompt_tokens=prompts, output_tokens=outputs, hash_offsets=None, hash_ids=None,
+                        source=f"{trace.source}, a reasoning model's lengths")
     return trace
 
 

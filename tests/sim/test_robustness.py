@@ -102,3 +102,20 @@ def test_a_fall_case_keeps_the_rate_then_falls_to_its_share(key: str, after: flo
     later = np.sum(arrivals >= at) / (trace.start_s + trace.duration_s - at)
     assert before == pytest.approx(8.0, rel=0.15)
     assert later == pytest.approx(8.0 * after, rel=0.2, abs=0.01)
+
+
+@pytest.mark.parametrize("context", [8192, 2048])
+def test_the_reasoning_case_has_short_prompts_and_outputs_of_thousands_within_the_context(context: int) -> None:
+    bench = _bench()
+    from llmscale.data import trace_path
+    from llmscale.sim.trace import load_azure_csv
+
+    case = {c.key: c for c in bench.CASES}["outputs-long"]
+    assert case.kind == "lengths"
+    base = load_azure_csv(trace_path("azure-llm-2023-conv"))
+    trace = bench.build_trace(case, base, 10, 5, 8.0, context)
+    prompts, outputs = np.asarray(trace.prompt_tokens), np.asarray(trace.output_tokens)
+    assert len(prompts) > 1000
+    assert np.all(prompts + outputs < context) and prompts.min() >= 16 and outputs.min() >= 1
+    assert np.median(prompts) < 400 and np.median(outputs) > min(1500, context // 2)
+    assert np.median(outputs) > 4 * np.median(base.output_tokens)
