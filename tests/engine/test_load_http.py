@@ -118,11 +118,16 @@ async def measure_engine_steady_decode(engine: Any, batch: int, prompt: int, out
         running, tokens, sum0, n0 = await asyncio.to_thread(_engine_progress, engine)
         if running >= batch and tokens >= 5 * batch:
             break
+        # A window that never opens fails here, not at the suite's timeout: once a stream has
+        # ended, the batch can no longer all run at once (the client sent them too slowly).
+        assert not any(t.done() for t in tasks), (
+            f"a stream ended before all {batch} ran at once ({running:.0f} running, {tokens:.0f} tokens): "
+            "the client sent them slower than the engine answers")
         await asyncio.sleep(0.005)
     open_tokens = tokens
     while True:
         _, tokens, sum1, n1 = await asyncio.to_thread(_engine_progress, engine)
-        if tokens >= (out - 5) * batch:
+        if tokens >= (out - 5) * batch or all(t.done() for t in tasks):
             break
         await asyncio.sleep(0.005)
     await asyncio.gather(*tasks)
@@ -189,8 +194,10 @@ async def measure_steady_decode(
         pytest.param(8, 0.5, True, id="batch-8"),
         pytest.param(32, 0.25, True, id="batch-32"),
         # 64 streams parsed by the openai client on a shared 2-core machine can lag the engine by
-        # more than 5 %; the engine's own figures are checked, the client's are not.
-        pytest.param(64, 1.0, False, id="batch-64"),
+        # more than 5 %; the engine's own figures are checked, the client's are not. At a quarter
+        # speed each stream outlives the client's sending of all 64 (at full speed on a loaded CI
+        # machine the first streams ended before the last began, and the window never opened).
+        pytest.param(64, 0.25, False, id="batch-64"),
     ],
 )
 async def test_steady_decode_over_http_matches_the_model(
