@@ -90,6 +90,13 @@ async def _stream_one(client: openai.AsyncOpenAI, prompt: int, out: int, times: 
             times.extend([now] * len(chunk.choices[0].text.split()))  # merged chunks: same time
 
 
+def _raise_failed(tasks: list[asyncio.Task[None]]) -> None:
+    """Raise the error of a stream that failed: a poll waiting for its tokens would wait for ever."""
+    for task in tasks:
+        if task.done() and task.exception() is not None:
+            raise AssertionError("a stream failed") from task.exception()
+
+
 def _itl_histogram(engine: Any) -> tuple[float, float]:
     """(sum, count) of the ITL histogram from one scrape (two scrapes could straddle a step)."""
     got = {
@@ -155,10 +162,12 @@ async def measure_steady_decode(
     times: list[list[float]] = [[] for _ in range(batch)]
     tasks = [asyncio.create_task(_stream_one(client, prompt, out, t)) for t in times]
     while min(len(t) for t in times) < 5:
+        _raise_failed(tasks)
         await asyncio.sleep(0.002)
     t_open = time.monotonic()
     sum0, n0 = await asyncio.to_thread(_itl_histogram, engine)
     while max(len(t) for t in times) < out - 5:
+        _raise_failed(tasks)
         await asyncio.sleep(0.002)
     sum1, n1 = await asyncio.to_thread(_itl_histogram, engine)
     t_close = time.monotonic()
