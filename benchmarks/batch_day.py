@@ -91,7 +91,7 @@ def update_readme(path: Path, table: str) -> None:
     Raises:
         ValueError: the file has no such block.
     """
-    replace_block(path, "batch-day", table)
+    path.write_text(replace_block(path.read_text(encoding="utf-8"), "batch-day", table), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -564,7 +564,7 @@ def update_headline(path: Path, table: str) -> None:
     Raises:
         ValueError: the file has no such block.
     """
-    replace_block(path, "headline", table)
+    path.write_text(replace_block(path.read_text(encoding="utf-8"), "headline", table), encoding="utf-8")
 
 
 def update_readme(path: Path, table: str) -> None:
@@ -573,7 +573,7 @@ def update_readme(path: Path, table: str) -> None:
     Raises:
         ValueError: the file has no such block.
     """
-    replace_block(path, "benchmark", table)
+    path.write_text(replace_block(path.read_text(encoding="utf-8"), "benchmark", table), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- --update

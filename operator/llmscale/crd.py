@@ -30,7 +30,6 @@ Pure module: no Kubernetes client, no I/O except what the caller does with the r
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -602,21 +601,23 @@ def has_block(text: str, name: str) -> bool:
     return any(m.group("name") == name for m in _BLOCK_RE.finditer(text))
 
 
-def replace_block(path: Path, name: str, body: str) -> None:
-    """Rewrite the Markdown file ``path`` with the generated block ``name`` holding ``body``
-    (stripped, a newline after it); the markers and the text around them are kept. The benchmark
-    scripts write their tables (``benchmark``, ``headline``, ``batch-day``) with it.
+def replace_block(text: str, name: str, body: str) -> str:
+    """Return Markdown ``text`` with the generated block ``name`` holding ``body`` (stripped, a
+    newline after it); the markers and the text around them are kept. The benchmark scripts write
+    their tables (``benchmark``, ``headline``, ``batch-day``) with it.
 
     Raises:
-        ValueError: the file has no ``<!-- BEGIN GENERATED: name -->`` … ``<!-- END GENERATED: name -->`` block.
+        ValueError: ``text`` has no ``<!-- BEGIN GENERATED: name -->`` … ``<!-- END GENERATED: name -->`` block.
     """
-    text = path.read_text(encoding="utf-8")
-    found = [m for m in _BLOCK_RE.finditer(text) if m.group("name") == name]
-    if not found:
-        raise ValueError(f"{path} has no '<!-- BEGIN GENERATED: {name} -->' block")
-    for m in reversed(found):
-        text = text[: m.start()] + m.group(1) + body.strip() + "\n" + m.group(4) + text[m.end():]
-    path.write_text(text, encoding="utf-8")
+    if not has_block(text, name):
+        raise ValueError(f"no '<!-- BEGIN GENERATED: {name} -->' block")
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group("name") != name:
+            return match.group(0)
+        return match.group(1) + body.strip() + "\n" + match.group(4)
+
+    return _BLOCK_RE.sub(fill, text)
 
 
 def generated_block_names(text: str) -> list[str]:

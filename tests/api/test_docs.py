@@ -108,15 +108,12 @@ def test_unknown_block_name_is_an_error() -> None:
         replace_generated_blocks("<!-- BEGIN GENERATED: nonsense -->\n<!-- END GENERATED: nonsense -->")
 
 
-def test_a_benchmark_table_replaces_its_own_block_and_nothing_else(tmp_path: Path) -> None:
-    doc = tmp_path / "benchmarks.md"
-    doc.write_text(
+def test_a_benchmark_table_replaces_its_own_block_and_nothing_else() -> None:
+    doc = (
         "a\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\nold\n<!-- END GENERATED: batch-day -->\n"
-        "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n",
-        encoding="utf-8",
+        "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n"
     )
-    replace_block(doc, "batch-day", "| new |\n\n")
-    assert doc.read_text(encoding="utf-8") == (
+    assert replace_block(doc, "batch-day", "| new |\n\n") == (
         "a\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\n| new |\n<!-- END GENERATED: batch-day -->\n"
         "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n"
     )
