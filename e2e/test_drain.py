@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conftest import Cluster, sample, wait_for
+from llmscale.controller.deletioncost import load_of
 
 MODEL = "llama-3.1-8b-instruct"
 #: Stream lengths, tokens: about 20 s and 30 s of decode at ~19 ms a step, both longer than the
@@ -105,18 +106,19 @@ def test_10_scale_down_during_long_streams_cuts_no_request(cluster: Cluster, nam
         for r in cluster.prom(f'vllm:num_requests_running{{namespace="{namespace}"}}')
     } == {a: 2.0, b: 1.0, c: 0.0}, 20)
 
-    def costs() -> dict[str, str | None]:
-        return {p.metadata.name: (p.metadata.annotations or {}).get("controller.kubernetes.io/pod-deletion-cost")
-                for p in cluster.core.list_namespaced_pod(namespace).items}
+    def loads() -> dict[str, int | None]:
+        """Each pod's requests in flight as its deletion cost says (``load × 1000 + cache share``)."""
+        found = {p.metadata.name: (p.metadata.annotations or {}).get("controller.kubernetes.io/pod-deletion-cost")
+                 for p in cluster.core.list_namespaced_pod(namespace).items}
+        return {pod: None if (cost := found.get(pod)) is None else load_of(int(cost)) for pod in (a, b, c)}
 
     # The operator annotates each pod with its requests in flight before any scale-down (a busy
     # machine's scrape may be late for one tick: wait for the ticks, then scale down).
-    wait_for("deletion costs from the requests in flight", lambda: (
-        (found := costs()).get(a) == "2" and found.get(b) == "1" and found.get(c) == "0"), 30)
+    wait_for("deletion costs from the requests in flight", lambda: loads() == {a: 2, b: 1, c: 0}, 30)
     cluster.apply(namespace, sample(replicas={"min": 1, "max": 1}))
     wait_for("Deployment chat at 1 replica", lambda: cluster.deployment_replicas(namespace, "chat") == 1, 30)
-    found = costs()
-    assert found.get(a) == "2" and found.get(b) == "1" and found.get(c) == "0", found
+    found = loads()
+    assert found == {a: 2, b: 1, c: 0}, found
 
     # The ReplicaSet removed the two least-loaded pods and kept the busiest.
     wait_for("pods B and C terminating", lambda: all(

@@ -85,6 +85,25 @@ def test_priority_classes_can_be_left_out_as_llmscale_run_does(capsys: pytest.Ca
     assert all("priorityClassName" not in d["spec"]["template"]["spec"] for d in deploys)
 
 
+def test_inference_pools_follow_each_objects_children_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    _, plain, _ = _render(capsys, "-f", str(ROOT / "manifests/samples/chat.yaml"))
+    _, out, _ = _render(capsys, "--inference-pools", "-f", str(ROOT / "manifests/samples/chat.yaml"))
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert docs[:-1] == [d for d in yaml.safe_load_all(plain) if d]
+    pool = docs[-1]
+    assert (pool["apiVersion"], pool["kind"], pool["metadata"]["name"]) == (
+        "inference.networking.k8s.io/v1", "InferencePool", "chat")
+    assert pool["metadata"]["ownerReferences"][0]["uid"] == PLACEHOLDER_UID
+    assert pool["spec"]["selector"]["matchLabels"] == docs[0]["spec"]["selector"]  # the Service's pods
+
+
+def test_a_disabled_inference_pool_is_not_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(_doc(routing={"inferencePool": "Disabled"})))
+    _, out, _ = _render(capsys, "--inference-pools", "-f", str(path))
+    assert "InferencePool" not in {d["kind"] for d in yaml.safe_load_all(out) if d}
+
+
 def _doc(**spec: Any) -> dict[str, Any]:
     return {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "metadata": {"name": "m"},
             "spec": {"model": {"name": "m", "preset": "llama-3.1-8b"}, **spec}}

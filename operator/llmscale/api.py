@@ -44,6 +44,7 @@ __all__ = [
     "Condition",
     "CostSpec",
     "DecisionStatus",
+    "EndpointPickerRef",
     "EngineSpec",
     "HeadroomSpec",
     "LLMDeployment",
@@ -57,6 +58,7 @@ __all__ = [
     "ReplicaStatus",
     "ReplicasSpec",
     "ResourcesSpec",
+    "RoutingSpec",
     "ScaleDownBehavior",
     "ScaleTargetRef",
     "ScalingBehavior",
@@ -630,6 +632,32 @@ class CostSpec(_Model):
     """Price of one GPU for one hour, in USD."""
 
 
+class EndpointPickerRef(_Model):
+    """The Gateway API Inference Extension's endpoint picker (EPP) an InferencePool hands each
+    request to: a Service in the LLMDeployment's namespace, deployed with the extension's own
+    ``inferencepool`` chart."""
+
+    service: str | None = Field(default=None, pattern=_DNS_LABEL, min_length=1, max_length=63)
+    """Name of the endpoint picker's Service. Default: ``<name>-epp`` (the chart's name for a
+    release named after the LLMDeployment)."""
+    port: int = Field(default=9002, ge=1, le=65535)
+    """Its gRPC (ext-proc) port: 9002 in the extension's chart."""
+
+
+class RoutingSpec(_Model):
+    """How requests reach the interactive pool's replicas (docs/operator.md, "Routing by prefix")."""
+
+    inference_pool: Literal["Auto", "Disabled"] = "Auto"
+    """``Auto`` (default): where the API server serves ``InferencePool``
+    (``inference.networking.k8s.io/v1``, the Gateway API Inference Extension), apply one named
+    after the LLMDeployment over the interactive pool's pods, so that the extension's endpoint
+    picker routes each request by cached prefix and load; elsewhere nothing. An InferencePool of
+    that name that llmscale does not own is left alone. ``Disabled``: apply none (and delete the
+    one llmscale applied)."""
+    endpoint_picker: EndpointPickerRef = Field(default_factory=EndpointPickerRef)
+    """The endpoint picker the InferencePool names."""
+
+
 # --------------------------------------------------------------------------------------------
 # spec
 # --------------------------------------------------------------------------------------------
@@ -693,6 +721,9 @@ class LLMDeploymentSpec(_Model):
     """Optional batch pool and the backlog of batch Jobs it serves (docs/batch.md)."""
     cost: CostSpec = Field(default_factory=CostSpec)
     """Prices."""
+    routing: RoutingSpec = Field(default_factory=RoutingSpec)
+    """How requests reach the replicas: an InferencePool where the cluster has the Gateway API
+    Inference Extension."""
     mode: Literal[MODES] = "Active"  # type: ignore[valid-type]
     """``Active`` (default): write the replicas decided. ``Advisory``: decide and report everything
     (status, Events, metrics) but write nothing to the workload, to run beside another autoscaler

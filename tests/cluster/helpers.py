@@ -29,7 +29,7 @@ from llmscale.localcluster.ports import free_port
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_PY = ROOT / "e2e" / "cluster" / "cluster.py"
 CRDS = [ROOT / "crds" / "llmdeployments.llmscale.dev.yaml", *sorted((ROOT / "charts" / "llmscale" / "crds").glob("*kopf*")),
-        ROOT / "tests" / "cluster" / "keda-scaledobjects-crd.yaml"]
+        ROOT / "tests" / "cluster" / "keda-scaledobjects-crd.yaml", ROOT / "tests" / "cluster" / "gie-inferencepools-crd.yaml"]
 AUDITED_NAMESPACES = ("llmscale-system", "llmscale-ns", "llmscale-modes")
 
 T = TypeVar("T")

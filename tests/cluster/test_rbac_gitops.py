@@ -69,6 +69,9 @@ NOT_A_REQUEST = {
     ("llmscale.dev", "llmdeployments/finalizers", "update"):
         "checked by the OwnerReferencesPermissionEnforcement admission plugin when a child with "
         "blockOwnerDeletion=true is created (test_each_write_rule_is_needed shows the refusal without it)",
+    ("inference.networking.k8s.io", "inferencepools", "delete"):
+        "only when spec.routing.inferencePool turns Disabled (tests/cluster/test_inferencepool.py); this "
+        "story's LLMDeployments keep the default, Auto, and get their InferencePool (get, create, patch)",
     ("batch", "jobs", "patch"):
         "a batch Job's spec.suspend is written only when the batch planner releases or pauses a Job "
         "labelled for the LLMDeployment; this story has no Job (e2e/test_batch.py::test_16 runs Jobs "

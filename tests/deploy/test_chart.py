@@ -211,6 +211,7 @@ WORK_RULES = {
     ("", "services", "create"), ("", "services", "patch"), ("", "services", "delete"),
     ("batch", "jobs", "list"), ("batch", "jobs", "watch"), ("batch", "jobs", "patch"),
     ("policy", "poddisruptionbudgets", "create"), ("policy", "poddisruptionbudgets", "patch"),
+    *(("inference.networking.k8s.io", "inferencepools", verb) for verb in ("get", "create", "patch", "delete")),
     ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"), ("", "events", "create"),
     ("autoscaling", "horizontalpodautoscalers", "list"), ("autoscaling", "horizontalpodautoscalers", "watch"),
     ("keda.sh", "scaledobjects", "list"), ("keda.sh", "scaledobjects", "watch"),

@@ -740,28 +740,32 @@ async def test_a_scale_down_first_marks_the_idle_pod_cheapest(
 ) -> None:
     """Case 5's kind: the ReplicaSet must remove the least-loaded pod. Before the tick lowers the
     replicas it annotates each Ready pod with its requests in flight (an unknown load is never
-    "idle"), so the idle pod goes first."""
+    "idle") and, below that, its share of the pool's prefix-cache hits (issue 23), so the idle pod
+    whose cache serves nothing goes first, then the idle one with a warm cache."""
     spec = llmdeployment()["spec"] | {"replicas": {"min": 1, "max": 2}}
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment(spec)
-    for name in ("chat-busy", "chat-idle", "chat-silent"):
+    for name in ("chat-busy", "chat-idle", "chat-cold", "chat-silent"):
         kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
     kube.objects[DEPLOYMENTS, NAMESPACE, NAME] = {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": {
             "app.kubernetes.io/managed-by": "llmscale", "llmscale.dev/deployment": NAME,
             "llmscale.dev/pool": "interactive"}},
-        "spec": {"replicas": 3},
+        "spec": {"replicas": 4},
     }
-    signals = CannedSignals(pods=(PodSignals("chat-busy", queue_depth=2.0, running_requests=4.0),
-                                  PodSignals("chat-idle", queue_depth=0.0, running_requests=0.0)))
+    signals = CannedSignals(pods=(
+        PodSignals("chat-busy", queue_depth=2.0, running_requests=4.0, prefix_cache_hits_rate=150.0),
+        PodSignals("chat-idle", queue_depth=0.0, running_requests=0.0, prefix_cache_hits_rate=50.0),
+        PodSignals("chat-cold", queue_depth=0.0, running_requests=0.0, prefix_cache_hits_rate=0.0),
+    ))
     await start_operator(signals)
 
     # The operator's start and first tick: seconds on a free machine, more beside a busy test run.
     await eventually(lambda: replicas_of(kube, NAME) == 2, timeout=30.0,
-                     what="the scale-down 3 -> 2 (spec.replicas.max)")
+                     what="the scale-down 4 -> 2 (spec.replicas.max)")
     costs = {r.name: r.data["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"]
              for r in kube if r.method == kmock.method.PATCH and r.resource == kmock.resource(PODS)}
-    assert costs == {"chat-busy": "6", "chat-idle": "0", "chat-silent": "1000000"}, costs
+    assert costs == {"chat-busy": "6750", "chat-idle": "250", "chat-cold": "0", "chat-silent": "1000000"}, costs
     # The annotations went first, then the Deployment's lower replicas.
     requests = list(kube)
     last_pod = max(i for i, r in enumerate(requests)

@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 
 from llmscale.controller.applyfailure import applied_condition
 from llmscale.controller.autoscalers import sole_autoscaler_condition
-from llmscale.controller.deletioncost import UNKNOWN_COST, cost_updates, meaningful, pod_loads
+from llmscale.controller.deletioncost import (
+    CACHE_SCALE,
+    LOAD_MAX,
+    UNKNOWN_COST,
+    cost_updates,
+    load_of,
+    meaningful,
+    pod_costs,
+)
 from llmscale.controller.indexes import index_hpas, index_pod_costs, index_scaled_objects, other_autoscalers
 from llmscale.controller.peers import live_peers
 from llmscale.controller.pods import classify_pod, pool_state
@@ -32,27 +40,83 @@ def test_each_pod_costs_its_requests_in_flight_and_unknown_is_never_idle() -> No
         PodSignals("c", running_requests=None),
         PodSignals("d", queue_depth=0.0, running_requests=9.0, stalled=True),
         PodSignals("e", queue_depth=None, running_requests=1.4),
+        PodSignals("g", queue_depth=5000.0, running_requests=256.0),
     ))
-    assert pod_loads(snapshot, ["a", "b", "c", "d", "e", "f"]) == {
-        "a": 6, "b": 0, "c": UNKNOWN_COST, "d": UNKNOWN_COST, "e": 1, "f": UNKNOWN_COST}
+    assert pod_costs(snapshot, ["a", "b", "c", "d", "e", "f", "g"]) == {
+        "a": 6000, "b": 0, "c": UNKNOWN_COST, "d": UNKNOWN_COST, "e": 1000, "f": UNKNOWN_COST,
+        "g": LOAD_MAX * CACHE_SCALE}
+
+
+def test_among_pods_equally_loaded_the_one_whose_cache_serves_least_goes_first() -> None:
+    # Three idle pods after a burst: b's cache served most of the pool's prefix hits, c's none.
+    snapshot = SignalSnapshot(observed_at=T0, pods=(
+        PodSignals("a", queue_depth=0.0, running_requests=0.0, prefix_cache_hits_rate=300.0),
+        PodSignals("b", queue_depth=0.0, running_requests=0.0, prefix_cache_hits_rate=700.0),
+        PodSignals("c", queue_depth=0.0, running_requests=0.0, prefix_cache_hits_rate=0.0),
+        PodSignals("d", queue_depth=0.0, running_requests=1.0, prefix_cache_hits_rate=0.0),
+        PodSignals("e", queue_depth=0.0, running_requests=0.0, prefix_cache_hits_rate=None),
+    ))
+    costs = pod_costs(snapshot, ["a", "b", "c", "d", "e"])
+    assert costs == {"a": 300, "b": 700, "c": 0, "d": 1000, "e": 0}
+    # The ReplicaSet removes the lowest first: the idle pods without cache, then a, then b; the
+    # pod with a request in flight last, whatever its cache.
+    assert sorted(costs, key=lambda p: (costs[p], p)) == ["c", "e", "a", "b", "d"]
+
+
+def test_no_hits_anywhere_leaves_the_order_to_the_load() -> None:
+    snapshot = SignalSnapshot(observed_at=T0, pods=(
+        PodSignals("a", queue_depth=0.0, running_requests=2.0, prefix_cache_hits_rate=0.0),
+        PodSignals("b", queue_depth=0.0, running_requests=0.0),
+    ))
+    assert pod_costs(snapshot, ["a", "b"]) == {"a": 2000, "b": 0}
+
+
+pod_signals = st.builds(
+    PodSignals,
+    pod=st.sampled_from("abcdef"),
+    queue_depth=st.one_of(st.none(), st.floats(0, 5000)),
+    running_requests=st.one_of(st.none(), st.floats(0, 2000)),
+    prefix_cache_hits_rate=st.one_of(st.none(), st.floats(0, 1e7)),
+    stalled=st.booleans(),
+)
+
+
+@given(st.lists(pod_signals, max_size=6, unique_by=lambda p: p.pod))
+def test_more_requests_in_flight_never_cost_less_and_unknown_costs_most(pods: list[PodSignals]) -> None:
+    costs = pod_costs(SignalSnapshot(observed_at=T0, pods=tuple(pods)), [p.pod for p in pods])
+    assert costs is not None
+    loads = {p.pod: round(p.running_requests + (p.queue_depth or 0.0)) for p in pods
+             if p.running_requests is not None and not p.stalled}
+    for pod, cost in costs.items():
+        assert 0 <= cost <= UNKNOWN_COST < 2**31
+        assert (pod not in loads) == (cost == UNKNOWN_COST)
+        if pod in loads:
+            assert load_of(cost) == min(LOAD_MAX, loads[pod])
+    for x in loads:
+        for y in loads:
+            if min(LOAD_MAX, loads[x]) < min(LOAD_MAX, loads[y]):
+                assert costs[x] < costs[y]
 
 
 def test_a_failed_read_writes_nothing() -> None:
-    assert pod_loads(SignalSnapshot(observed_at=T0, error="Prometheus down"), ["a"]) is None
+    assert pod_costs(SignalSnapshot(observed_at=T0, error="Prometheus down"), ["a"]) is None
 
 
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        pytest.param(None, 3, True, id="never written"),
-        pytest.param(3, 3, False, id="unchanged"),
-        pytest.param(0, 1, True, id="leaves idle"),
-        pytest.param(1, 0, True, id="becomes idle"),
-        pytest.param(3, 4, False, id="a wobble"),
-        pytest.param(3, 6, True, id="doubled"),
-        pytest.param(8, 5, False, id="less than halved"),
-        pytest.param(8, 4, True, id="halved"),
-        pytest.param(7, UNKNOWN_COST, True, id="became unknown"),
+        pytest.param(None, 3000, True, id="never written"),
+        pytest.param(3000, 3000, False, id="unchanged"),
+        pytest.param(0, 1000, True, id="leaves idle"),
+        pytest.param(1000, 0, True, id="becomes idle"),
+        pytest.param(3000, 4000, False, id="a wobble"),
+        pytest.param(3000, 6000, True, id="doubled"),
+        pytest.param(8000, 5000, False, id="less than halved"),
+        pytest.param(8000, 4000, True, id="halved"),
+        pytest.param(7000, UNKNOWN_COST, True, id="became unknown"),
+        pytest.param(0, 999, False, id="cache share alone"),
+        pytest.param(3000, 3500, False, id="cache share alone, loaded"),
+        pytest.param(6, 6000, True, id="an annotation from before the cache share"),
     ],
 )
 def test_only_meaningful_changes_are_written_between_scale_downs(old: int | None, new: int, expected: bool) -> None:
@@ -60,10 +124,10 @@ def test_only_meaningful_changes_are_written_between_scale_downs(old: int | None
 
 
 def test_a_scale_down_rewrites_every_changed_cost() -> None:
-    current = {"a": 3, "b": 0, "c": 5}
-    loads = {"a": 4, "b": 0, "c": 5}
-    assert cost_updates(current, loads, exact=False) == {}
-    assert cost_updates(current, loads, exact=True) == {"a": 4}
+    current = {"a": 3000, "b": 0, "c": 5000, "d": 0}
+    costs = {"a": 4000, "b": 0, "c": 5000, "d": 420}
+    assert cost_updates(current, costs, exact=False) == {}
+    assert cost_updates(current, costs, exact=True) == {"a": 4000, "d": 420}
 
 
 @given(st.one_of(st.none(), st.integers(0, UNKNOWN_COST)), st.booleans())
@@ -78,15 +142,18 @@ def test_unknown_never_overwrites_a_measured_cost(old: int | None, exact: bool) 
 
 
 def test_a_pod_measured_again_after_an_unknown_gets_its_new_cost() -> None:
-    assert cost_updates({"p": 1}, {"p": 0}, exact=False) == {"p": 0}
-    assert cost_updates({"p": UNKNOWN_COST}, {"p": 3}, exact=False) == {"p": 3}
+    assert cost_updates({"p": 1000}, {"p": 0}, exact=False) == {"p": 0}
+    assert cost_updates({"p": UNKNOWN_COST}, {"p": 3000}, exact=False) == {"p": 3000}
 
 
-@given(st.integers(1, 10_000), st.floats(0.51, 1.99))
-def test_a_load_that_moves_by_less_than_a_factor_of_two_writes_nothing(old: int, factor: float) -> None:
-    new = max(1, round(old * factor))
+@given(st.integers(1, LOAD_MAX), st.floats(0.51, 1.99), st.integers(0, 999), st.integers(0, 999))
+def test_a_load_that_moves_by_less_than_a_factor_of_two_writes_nothing(
+    old: int, factor: float, old_cache: int, new_cache: int
+) -> None:
+    new = min(LOAD_MAX, max(1, round(old * factor)))
     if max(old, new) < 2 * min(old, new):
-        assert cost_updates({"p": old}, {"p": new}, exact=False) == {}
+        assert cost_updates({"p": old * CACHE_SCALE + old_cache}, {"p": new * CACHE_SCALE + new_cache},
+                            exact=False) == {}
 
 
 def test_the_pod_costs_index_holds_ready_pods_only() -> None:

@@ -103,6 +103,31 @@ class FakeApiServer:
 
 
 @dataclass
+class FakeInferencePools:
+    """The API server's InferencePools (an ``InferencePools``): served or not (the extension
+    installed or not), keeping what is applied; counts the discovery calls."""
+
+    is_served: bool = False
+    objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    applies: int = 0
+    discoveries: int = 0
+
+    async def served(self) -> bool:
+        self.discoveries += 1
+        return self.is_served
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((namespace, name))
+
+    async def apply(self, manifest: Mapping[str, Any]) -> None:
+        self.applies += 1
+        self.objects[manifest["metadata"]["namespace"], manifest["metadata"]["name"]] = copy.deepcopy(dict(manifest))
+
+    async def delete(self, namespace: str, name: str) -> bool:
+        return self.objects.pop((namespace, name), None) is not None
+
+
+@dataclass
 class PolicySpy:
     """The real policy, with each call's ``now`` and decision kept (a spy, not a fake)."""
 
@@ -440,3 +465,35 @@ async def test_the_live_calibration_reaches_the_policy_and_an_upgrade_is_reporte
         assert new_fit is not None
         assert (new_fit.apply(prior).decode_step_time(1, 1000)
                 == pytest.approx(prometheus.truth.decode_step_time(1, 1000), rel=0.02))
+
+
+async def test_an_extension_installed_after_the_llmdeployment_gets_its_pool_on_the_next_tick(harness: Harness) -> None:
+    """Issue 23: the children were applied while the cluster had no InferencePool kind (ensure
+    found it not served); the Gateway API Inference Extension is installed later. The next tick
+    sees discovery's answer change and applies the pool, owned by the LLMDeployment; the ticks
+    after it write nothing more."""
+    pools = FakeInferencePools(is_served=False)
+    harness.deps.inference_pools = pools
+    harness.mem.routing_served = False  # what ensure_children recorded
+    await harness.tick()
+    assert pools.objects == {} and pools.applies == 0
+
+    pools.is_served = True
+    await asyncio.sleep(harness.raw["spec"]["scaling"]["tickSeconds"])
+    await harness.tick()
+    pool = pools.objects[NS, NAME]
+    assert pool["kind"] == "InferencePool"
+    assert pool["metadata"]["ownerReferences"][0]["uid"] == harness.raw["metadata"]["uid"]
+    assert harness.mem.routing_served is True
+
+    for _ in range(3):
+        await asyncio.sleep(harness.raw["spec"]["scaling"]["tickSeconds"])
+        await harness.tick()
+    assert pools.applies == 1
+
+
+async def test_a_tick_leaves_routing_to_ensure_until_ensure_has_run(harness: Harness) -> None:
+    pools = FakeInferencePools(is_served=True)
+    harness.deps.inference_pools = pools
+    await harness.tick()
+    assert pools.applies == 0 and pools.discoveries == 0

@@ -6,6 +6,7 @@ Examples::
     llmscale render -f manifests/samples/chat.yaml
     kustomize build overlays/prod | llmscale render -f - -o json
     llmscale render -f chat.yaml | kubectl diff --server-side -f -
+    llmscale render --inference-pools -f chat.yaml
 
 Each LLMDeployment of the input (a file of one or more YAML documents; other kinds are skipped
 with a note on stderr) is read as the operator reads it, and its children are built by the
@@ -15,7 +16,9 @@ and ``spec.template`` merged in, at the replicas the operator starts with (one r
 the warm headroom, within ``spec.replicas``; the batch pool at 0). The owner reference's ``uid`` is a placeholder (the
 API server assigns the real one). An object in ``Advisory`` or ``Paused`` mode, or with
 ``spec.scaleTargetRef``, gets no children (said on stderr). The warm-node placeholder Deployment
-(``spec.headroom.warmNodes``) is sized by the running tick and is not printed.
+(``spec.headroom.warmNodes``) is sized by the running tick and is not printed. The InferencePool the
+operator applies only where the cluster serves the Gateway API Inference Extension
+(``spec.routing``) is printed after each object's children with ``--inference-pools``.
 
 Exit status: 0; 2 when the input cannot be read, is not YAML, holds no LLMDeployment, or a spec is
 invalid (one line per bad field, as kubectl writes them; the operator reports the same problems in
@@ -34,7 +37,9 @@ import yaml
 from llmscale.api import API_VERSION, KIND
 from llmscale.commands.output import add_output_argument, write_document
 from llmscale.controller.children import PriorityClasses, child_manifests, initial_replicas
+from llmscale.controller.inferencepool import inference_pool_manifest
 from llmscale.controller.mode import writes_workload
+from llmscale.controller.names import owner_reference
 from llmscale.controller.spec import InvalidSpec, read_spec
 
 __all__ = ["PLACEHOLDER_UID", "add_arguments", "main", "render"]
@@ -58,14 +63,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default llmscale-interactive; '' for none, as `llmscale run` without the chart)")
     parser.add_argument("--batch-priority-class", default="llmscale-batch", metavar="NAME",
                         help="priorityClassName of the batch pool's pods (default llmscale-batch; '' for none)")
+    parser.add_argument("--inference-pools", action="store_true",
+                        help="also print each InferencePool the operator applies where the cluster has the "
+                        "Gateway API Inference Extension (spec.routing.inferencePool: Auto)")
     add_output_argument(parser, ("yaml", "json"), "yaml")
 
 
 def render(docs: list[Any], namespace: str, priority_classes: PriorityClasses,
-           notes: list[str] | None = None) -> list[dict[str, Any]]:
+           notes: list[str] | None = None, *, inference_pools: bool = False) -> list[dict[str, Any]]:
     """Return the children the operator would apply for the LLMDeployments among ``docs``, in
     the operator's apply order, object after object. ``notes`` receives one line per object
-    skipped (another kind, or one the operator writes no children for).
+    skipped (another kind, or one the operator writes no children for). With ``inference_pools``,
+    each object's InferencePool follows its children (where ``spec.routing.inferencePool`` is
+    ``Auto``), as the operator applies it on a cluster that serves the kind.
 
     Raises:
         RenderError: a document is not a mapping, holds no LLMDeployment at all, or a spec the
@@ -101,6 +111,8 @@ def render(docs: list[Any], namespace: str, priority_classes: PriorityClasses,
             continue
         try:
             out += child_manifests(body, spec, initial_replicas(spec), 0, priority_classes)
+            if inference_pools and spec.routing.inference_pool == "Auto":
+                out.append(inference_pool_manifest(meta["name"], meta["namespace"], spec, owner_reference(body)))
         except ValueError as exc:
             raise RenderError(f"{where}: {exc}") from None
     if not seen:
@@ -127,7 +139,7 @@ def main(args: argparse.Namespace) -> int:
     classes = PriorityClasses(args.interactive_priority_class or None, args.batch_priority_class or None)
     notes: list[str] = []
     try:
-        objects = render(docs, args.namespace, classes, notes)
+        objects = render(docs, args.namespace, classes, notes, inference_pools=args.inference_pools)
     except RenderError as exc:
         for line in str(exc).splitlines():
             print(f"llmscale render: error: {source}: {line}", file=sys.stderr)

@@ -43,7 +43,7 @@ from llmscale.controller.settings import (
     with_peering_priority,
 )
 from llmscale.controller.tlsbuffers import shrink_tls_read_buffers
-from llmscale.controller.writer import KubernetesWriter
+from llmscale.controller.writer import KubernetesInferencePools, KubernetesWriter
 
 if TYPE_CHECKING:
     from llmscale.signals.prometheus import PrometheusSignalReader
@@ -204,6 +204,7 @@ async def serve(
             opt_in=tuple(settings.scale_target_label.split("=", 1)) if settings.scale_target_label else None,  # type: ignore[arg-type]
         ),
         gpus=GpuReader(api_client if settings.read_nodes else None),
+        inference_pools=KubernetesInferencePools(api_client, settings.field_manager),
     )
     try:
         async with _serving(health_app(metrics, ready), settings.metrics_host, settings.metrics_port) as runner:

@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from llmscale.controller.deletioncost import ANNOTATION, cost_updates, pod_loads
+from llmscale.controller.deletioncost import ANNOTATION, cost_updates, pod_costs
 from llmscale.controller.deps import Dependencies
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -34,16 +34,16 @@ async def write_deletion_costs(
         deps: the injected dependencies (the writer, the metrics).
         namespace: the pods' namespace.
         annotated: each Ready pod's cost as annotated now (the pod-costs index).
-        snapshot: the pool's signals (per-pod loads in ``snapshot.pods``).
+        snapshot: the pool's signals (per-pod loads and prefix-cache hits in ``snapshot.pods``).
         scaling_down: the tick is about to lower the pool's replicas: every changed cost is
             written, not only the meaningful changes.
         logger: the object's logger.
     """
-    loads = pod_loads(snapshot, annotated)
-    if not loads:
+    costs = pod_costs(snapshot, annotated)
+    if not costs:
         return {}
     written: dict[str, int] = {}
-    for pod, cost in cost_updates(annotated, loads, exact=scaling_down).items():
+    for pod, cost in cost_updates(annotated, costs, exact=scaling_down).items():
         try:
             await deps.writer.annotate_pod(namespace, pod, {ANNOTATION: str(cost)})
         except ApiException as exc:

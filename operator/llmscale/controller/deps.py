@@ -21,7 +21,7 @@ from llmscale.controller.gpusfree import GpuReader
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.scaletarget import ScaleClient
 from llmscale.controller.settings import OperatorSettings
-from llmscale.controller.writer import ChildWriter
+from llmscale.controller.writer import ChildWriter, InferencePools
 from llmscale.policy.types import Decision, PolicyMemory, PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -53,6 +53,8 @@ class Dependencies:
         gpus: the shared read of the GPUs free for the batch planner
             (:mod:`llmscale.controller.gpusfree`; ``None``: unknown, nothing is released onto idle
             GPUs and batch pools are not bounded by GPUs free).
+        inference_pools: reads and writes InferencePools (:mod:`llmscale.controller.routing`;
+            ``None``: none is ever applied).
     """
 
     settings: OperatorSettings
@@ -65,6 +67,7 @@ class Dependencies:
     clock: Callable[[], float]
     scales: ScaleClient | None = None
     gpus: GpuReader | None = None
+    inference_pools: InferencePools | None = None
 
     @property
     def priority_classes(self) -> PriorityClasses:

@@ -6,10 +6,13 @@ prefix over every replica's cache. Where the cluster has the Gateway API Inferen
 lets its endpoint picker (EPP) route each request by cached prefix and load. This module renders
 it (pure: a plain dict for server-side apply): name ``<name>``, the interactive pool's pod
 selector (the Service's), the engine's port, and a reference to the endpoint picker's Service
-(``<name>-epp`` on port 9002, the extension's default, ``FailOpen`` so that requests still flow
-when the picker is down). The endpoint picker itself is deployed with the extension's own chart.
+(``spec.routing.endpointPicker``: ``<name>-epp`` on port 9002 by default, the extension's chart's;
+``FailOpen`` so that requests still flow when the picker is down). The endpoint picker itself is
+deployed with the extension's own chart.
 
-Not yet applied by the operator: docs/operator.md ("Routing by prefix") says how to apply it.
+The operator applies it with the other children where the API server serves the kind and
+``spec.routing.inferencePool`` is ``Auto`` (:mod:`llmscale.controller.ensure`), and never over an
+InferencePool of that name it does not own (:func:`owned_by`).
 """
 
 from __future__ import annotations
@@ -20,38 +23,56 @@ from typing import Any
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.names import INTERACTIVE, labels, selector_labels
 
-__all__ = ["EPP_PORT", "INFERENCE_POOL_API", "inference_pool_manifest"]
+__all__ = [
+    "INFERENCE_POOL_API",
+    "INFERENCE_POOL_GROUP",
+    "INFERENCE_POOL_KIND",
+    "INFERENCE_POOL_PLURAL",
+    "INFERENCE_POOL_VERSION",
+    "inference_pool_manifest",
+    "owned_by",
+]
 
-INFERENCE_POOL_API = "inference.networking.k8s.io/v1"
-#: The endpoint picker's gRPC (ext-proc) port in the extension's chart.
-EPP_PORT = 9002
+INFERENCE_POOL_GROUP = "inference.networking.k8s.io"
+INFERENCE_POOL_VERSION = "v1"
+INFERENCE_POOL_API = f"{INFERENCE_POOL_GROUP}/{INFERENCE_POOL_VERSION}"
+INFERENCE_POOL_KIND = "InferencePool"
+INFERENCE_POOL_PLURAL = "inferencepools"
 
 
 def inference_pool_manifest(
-    name: str, namespace: str, spec: LLMDeploymentSpec, owner: Mapping[str, Any] | None = None, *,
-    epp_service: str | None = None, epp_port: int = EPP_PORT,
+    name: str, namespace: str, spec: LLMDeploymentSpec, owner: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Return InferencePool ``<name>`` over the interactive pool's pods.
 
     Args:
         name / namespace: the LLMDeployment's.
-        spec: its spec (the engine's port and type).
+        spec: its spec (the engine's port and type, ``spec.routing.endpointPicker``).
         owner: the owner reference (the LLMDeployment), or ``None`` for a manifest to apply by hand.
-        epp_service: the endpoint picker's Service (default ``<name>-epp``).
-        epp_port: its port.
     """
+    picker = spec.routing.endpoint_picker
     metadata: dict[str, Any] = {"name": name, "namespace": namespace,
                                 "labels": dict(labels(name, spec.engine.type, INTERACTIVE))}
     if owner is not None:
         metadata["ownerReferences"] = [dict(owner)]
     return {
         "apiVersion": INFERENCE_POOL_API,
-        "kind": "InferencePool",
+        "kind": INFERENCE_POOL_KIND,
         "metadata": metadata,
         "spec": {
             "selector": {"matchLabels": dict(selector_labels(name, INTERACTIVE))},
             "targetPorts": [{"number": spec.engine.port}],
-            "endpointPickerRef": {"name": epp_service or f"{name}-epp", "port": {"number": epp_port},
+            "endpointPickerRef": {"name": picker.service or f"{name}-epp", "port": {"number": picker.port},
                                   "failureMode": "FailOpen"},
         },
     }
+
+
+def owned_by(obj: Mapping[str, Any] | None, owner_uid: str) -> bool:
+    """Whether ``obj`` (an InferencePool as read, or ``None``: absent) may be applied over: absent,
+    or owned by the LLMDeployment with ``owner_uid`` (an owner reference with that uid). One made
+    by someone else (the extension's chart names its pool after its release) is left alone."""
+    if obj is None:
+        return True
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("uid") == owner_uid for ref in refs)

@@ -82,6 +82,9 @@ class ObjectMemory:
             ``None`` before the first tick).
         upgrade_reported: ``upgraded_at`` of the last engine upgrade posted as an ``EngineUpgraded``
             Event (``None``: none).
+        routing_served: whether the cluster served InferencePool when ``spec.routing`` was last
+            carried out (:mod:`llmscale.controller.routing`; ``None``: not yet): a tick that finds the
+            answer changed (the extension installed after the LLMDeployment) carries it out again.
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -108,6 +111,7 @@ class ObjectMemory:
     job_errors: dict[str, str] = field(default_factory=dict)
     scaled: dict[str, tuple[frozenset[int], int, float]] = field(default_factory=dict)
     live_record: LiveRecord | None = None
+    routing_served: bool | None = None
     upgrade_reported: float | None = None
 
     def replicas_seen(self, pool: str, indexed: int | None, loop_now: float, echo_s: float = SCALE_ECHO_S

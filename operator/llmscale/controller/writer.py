@@ -1,7 +1,8 @@
 """The writer of children: server-side apply (and delete) of Deployments, Services and
 PodDisruptionBudgets, the deletion-cost annotation of pods and ``spec.suspend`` of batch Jobs,
 through the official Kubernetes client, with a refusal reported as :class:`ApplyRefused` that says
-whether retrying can help.
+whether retrying can help; and of InferencePools (:class:`KubernetesInferencePools`), a kind only
+some clusters serve, so it is asked for by discovery first.
 """
 
 from __future__ import annotations
@@ -16,13 +17,34 @@ import kubernetes.client
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from llmscale.controller.inferencepool import (
+    INFERENCE_POOL_GROUP,
+    INFERENCE_POOL_PLURAL,
+    INFERENCE_POOL_VERSION,
+)
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.names import MANAGER
 
-__all__ = ["ApplyRefused", "ChildWriter", "KubernetesWriter", "apply_manifests"]
+__all__ = [
+    "Applier",
+    "ApplyRefused",
+    "ChildWriter",
+    "InferencePools",
+    "KubernetesInferencePools",
+    "KubernetesWriter",
+    "apply_manifests",
+]
 
 
-class ChildWriter(Protocol):
+class Applier(Protocol):
+    """Server-side applies manifests."""
+
+    async def apply(self, manifest: Mapping[str, Any]) -> None:
+        """Server-side apply ``manifest``."""
+        ...
+
+
+class ChildWriter(Applier, Protocol):
     """Writes children of LLMDeployments to the API server."""
 
     async def apply(self, manifest: Mapping[str, Any]) -> None:
@@ -196,7 +218,7 @@ def _answer(exc: ApiException) -> str:
 
 
 async def apply_manifests(
-    writer: ChildWriter, manifests: Sequence[Mapping[str, Any]], metrics: OperatorMetrics
+    writer: Applier, manifests: Sequence[Mapping[str, Any]], metrics: OperatorMetrics
 ) -> None:
     """Server-side apply ``manifests`` in order; stop at the first refusal.
 
@@ -217,3 +239,121 @@ async def apply_manifests(
         except (OSError, urllib3.exceptions.HTTPError) as exc:
             metrics.apply_errors.labels(manifest["kind"]).inc()
             raise ApplyRefused(what, None, f"no answer: {exc!r}") from exc
+
+
+class InferencePools(Protocol):
+    """Reads and writes InferencePools (``inference.networking.k8s.io/v1``), where they are served."""
+
+    async def served(self) -> bool:
+        """Whether the API server serves the kind (discovery, cached a while)."""
+        ...
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Return the InferencePool, ``None`` when there is none."""
+        ...
+
+    async def apply(self, manifest: Mapping[str, Any]) -> None:
+        """Server-side apply one InferencePool."""
+        ...
+
+    async def delete(self, namespace: str, name: str) -> bool:
+        """Delete one InferencePool; return ``False`` when it did not exist."""
+        ...
+
+
+class KubernetesInferencePools:
+    """:class:`InferencePools` over the official client's ``CustomObjectsApi``, run in threads.
+
+    Discovery (``GET /apis/inference.networking.k8s.io/v1``, which every authenticated user may
+    read) is asked again after ``recheck_s`` seconds of the event loop's clock, so that an
+    extension installed (or removed) while the operator runs is noticed within that time. A
+    discovery that fails for another reason than 404 keeps the last answer.
+
+    Args:
+        api_client: a configured ``kubernetes.client.ApiClient``.
+        field_manager: the field manager of the applies (``llmscale``).
+        recheck_s: seconds between discoveries.
+        group / version / plural: the kind's API (the extension's ``inference.networking.k8s.io``,
+            ``v1``, ``inferencepools``; tests name a group nobody serves).
+    """
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, field_manager: str = MANAGER,
+                 recheck_s: float = 300.0, *, group: str = INFERENCE_POOL_GROUP,
+                 version: str = INFERENCE_POOL_VERSION, plural: str = INFERENCE_POOL_PLURAL) -> None:
+        self.field_manager = field_manager
+        self.recheck_s = recheck_s
+        self._api = (group, version, plural)
+        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self._served: bool | None = None
+        self._asked_at: float | None = None
+
+    def _served_sync(self) -> bool:
+        try:
+            found = self._custom.get_api_resources(self._api[0], self._api[1])
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.name == self._api[2] for r in found.resources or [])
+
+    async def served(self) -> bool:
+        """See :meth:`InferencePools.served`."""
+        now = asyncio.get_running_loop().time()
+        if self._served is not None and self._asked_at is not None and now - self._asked_at < self.recheck_s:
+            return self._served
+        try:
+            self._served = await asyncio.to_thread(self._served_sync)
+        except (ApiException, OSError, urllib3.exceptions.HTTPError):
+            if self._served is None:
+                return False  # asked again on the next call
+        self._asked_at = now
+        return self._served
+
+    def _read_sync(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            got = self._custom.get_namespaced_custom_object(*self._api[:2], namespace, self._api[2], name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return got if isinstance(got, dict) else None
+
+    async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """See :meth:`InferencePools.read`.
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: any refusal other than 404.
+        """
+        return await asyncio.to_thread(self._read_sync, namespace, name)
+
+    def _apply_sync(self, manifest: Mapping[str, Any]) -> None:
+        meta = manifest["metadata"]
+        self._custom.patch_namespaced_custom_object(
+            *self._api[:2], meta["namespace"], self._api[2], meta["name"],
+            dict(manifest), field_manager=self.field_manager, force=True,
+            _content_type="application/apply-patch+yaml")
+
+    async def apply(self, manifest: Mapping[str, Any]) -> None:
+        """See :meth:`InferencePools.apply` (``force=True``, as :class:`KubernetesWriter`).
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: the API server refused the apply.
+        """
+        await asyncio.to_thread(self._apply_sync, manifest)
+
+    def _delete_sync(self, namespace: str, name: str) -> bool:
+        try:
+            self._custom.delete_namespaced_custom_object(*self._api[:2], namespace, self._api[2], name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def delete(self, namespace: str, name: str) -> bool:
+        """See :meth:`InferencePools.delete`.
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: any refusal other than 404.
+        """
+        return await asyncio.to_thread(self._delete_sync, namespace, name)

@@ -154,6 +154,7 @@ def assemble(
                 failed_request_rate=row.get("failed_request_rate"),
                 failing=_failing(st, row) and not (row.get("asleep") or 0.0) > 0.0,
                 asleep=(row.get("asleep") or 0.0) > 0.0,
+                prefix_cache_hits_rate=rates["prefix_cache_hits_rate"],
             )
         )
     stalled = [p.pod for p in pods if p.stalled]

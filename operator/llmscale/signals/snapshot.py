@@ -94,6 +94,8 @@ class PodSignals:
         asleep: the engine sleeps (vLLM's sleep mode: weights offloaded or discarded, put there by
             someone else's ``/sleep``): neither idle capacity nor a failure, so its signals are
             excluded from the pool's aggregates and it is not counted as reporting.
+        prefix_cache_hits_rate: prompt tokens per second served from the pod's prefix cache
+            (what its cache is worth: the deletion cost's tiebreak); ``None``: not read.
     """
 
     pod: str
@@ -108,6 +110,7 @@ class PodSignals:
     failed_request_rate: float | None = None
     failing: bool = False
     asleep: bool = False
+    prefix_cache_hits_rate: float | None = None
 
     def __post_init__(self) -> None:
         _finite_or_none(
@@ -121,6 +124,7 @@ class PodSignals:
                 "newest_sample_s",
                 "served_request_rate",
                 "failed_request_rate",
+                "prefix_cache_hits_rate",
             ),
         )
 
