@@ -638,8 +638,8 @@ class EndpointPickerRef(_Model):
     ``inferencepool`` chart."""
 
     service: str | None = Field(default=None, pattern=_DNS_LABEL, min_length=1, max_length=63)
-    """Name of the endpoint picker's Service. Default: ``<name>-epp`` (the chart's name for a
-    release named after the LLMDeployment)."""
+    """Name of the endpoint picker's Service. Default: ``<name>-epp``, the name cut to 40
+    characters (the extension's chart's name for a release named after the LLMDeployment)."""
     port: int = Field(default=9002, ge=1, le=65535)
     """Its gRPC (ext-proc) port: 9002 in the extension's chart."""
 

@@ -13,6 +13,7 @@ import kubernetes.client
 import pytest
 from tests.operator.test_tick import FakeInferencePools, llmdeployment
 
+from llmscale.controller.inferencepool import default_picker
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.routing import sync_inference_pool
 from llmscale.controller.spec import read_spec
@@ -76,3 +77,16 @@ def test_a_refusal_is_reported_as_a_childs() -> None:
     with pytest.raises(ApplyRefused, match=f"InferencePool {NS}/{NAME}: 403 Forbidden") as info:
         sync(Refusing(is_served=True))
     assert info.value.permanent
+
+
+def test_a_pool_as_wanted_is_read_not_written() -> None:
+    pools = FakeInferencePools(is_served=True)
+    assert sync(pools) == "applied"
+    assert sync(pools) == "unchanged" and pools.applies == 1
+    pools.objects[NS, NAME]["spec"]["targetPorts"] = [{"number": 1}]  # edited by hand
+    assert sync(pools) == "applied" and pools.objects[NS, NAME]["spec"]["targetPorts"] == [{"number": 8000}]
+
+
+@pytest.mark.parametrize(("name", "picker"), [("chat", "chat-epp"), ("a" * 57, "a" * 40 + "-epp")])
+def test_the_default_picker_is_named_as_the_extensions_chart_names_it(name: str, picker: str) -> None:
+    assert default_picker(name) == picker

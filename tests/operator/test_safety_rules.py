@@ -63,6 +63,16 @@ def test_among_pods_equally_loaded_the_one_whose_cache_serves_least_goes_first()
     assert sorted(costs, key=lambda p: (costs[p], p)) == ["c", "e", "a", "b", "d"]
 
 
+def test_any_finite_hit_rate_gives_a_cost() -> None:
+    # Two pods reporting absurd rates: the pool's sum stays finite, each gets half (the tick must
+    # not fail on a bad gauge: it is before the scale is written).
+    snapshot = SignalSnapshot(observed_at=T0, pods=(
+        PodSignals("a", queue_depth=0.0, running_requests=0.0, prefix_cache_hits_rate=1e308),
+        PodSignals("b", queue_depth=0.0, running_requests=3.0, prefix_cache_hits_rate=1e308),
+    ))
+    assert pod_costs(snapshot, ["a", "b"]) == {"a": 500, "b": 3500}
+
+
 def test_no_hits_anywhere_leaves_the_order_to_the_load() -> None:
     snapshot = SignalSnapshot(observed_at=T0, pods=(
         PodSignals("a", queue_depth=0.0, running_requests=2.0, prefix_cache_hits_rate=0.0),
@@ -76,7 +86,7 @@ pod_signals = st.builds(
     pod=st.sampled_from("abcdef"),
     queue_depth=st.one_of(st.none(), st.floats(0, 5000)),
     running_requests=st.one_of(st.none(), st.floats(0, 2000)),
-    prefix_cache_hits_rate=st.one_of(st.none(), st.floats(0, 1e7)),
+    prefix_cache_hits_rate=st.one_of(st.none(), st.floats(-1e308, 1e308)),
     stalled=st.booleans(),
 )
 

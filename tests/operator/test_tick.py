@@ -24,10 +24,12 @@ from kopf._core.engines import posting
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.deps import Dependencies
+from llmscale.controller.ensure import ensure_children
 from llmscale.controller.fleet import FleetReader
 from llmscale.controller.indexes import IndexedPod
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.metrics import OperatorMetrics
+from llmscale.controller.routing import RESYNC_S
 from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.tick import tick
 from llmscale.localcluster import SAMPLE
@@ -111,15 +113,21 @@ class FakeInferencePools:
     objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     applies: int = 0
     discoveries: int = 0
+    reads: int = 0
+    #: Refuse every apply with this status (a webhook, RBAC not upgraded); ``None``: accept.
+    refuse: int | None = None
 
     async def served(self) -> bool:
         self.discoveries += 1
         return self.is_served
 
     async def read(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.objects.get((namespace, name))
+        self.reads += 1
+        return copy.deepcopy(self.objects.get((namespace, name)))
 
     async def apply(self, manifest: Mapping[str, Any]) -> None:
+        if self.refuse is not None:
+            raise kubernetes.client.ApiException(status=self.refuse, reason="Forbidden")
         self.applies += 1
         self.objects[manifest["metadata"]["namespace"], manifest["metadata"]["name"]] = copy.deepcopy(dict(manifest))
 
@@ -474,7 +482,8 @@ async def test_an_extension_installed_after_the_llmdeployment_gets_its_pool_on_t
     after it write nothing more."""
     pools = FakeInferencePools(is_served=False)
     harness.deps.inference_pools = pools
-    harness.mem.routing_served = False  # what ensure_children recorded
+    # What ensure_children recorded: not served, look again in 5 minutes.
+    harness.mem.routing_served, harness.mem.routing_next_loop_s = False, asyncio.get_running_loop().time() + RESYNC_S
     await harness.tick()
     assert pools.objects == {} and pools.applies == 0
 
@@ -497,3 +506,68 @@ async def test_a_tick_leaves_routing_to_ensure_until_ensure_has_run(harness: Har
     harness.deps.inference_pools = pools
     await harness.tick()
     assert pools.applies == 0 and pools.discoveries == 0
+
+
+async def test_a_pool_deleted_by_hand_comes_back_within_the_resync(harness: Harness) -> None:
+    pools = FakeInferencePools(is_served=True)
+    harness.deps.inference_pools = pools
+    harness.mem.routing_served, harness.mem.routing_next_loop_s = True, asyncio.get_running_loop().time()
+    await harness.tick()
+    assert (NS, NAME) in pools.objects and pools.applies == 1
+    del pools.objects[NS, NAME]  # kubectl delete inferencepool chat
+    tick_s = harness.raw["spec"]["scaling"]["tickSeconds"]
+    reads = pools.reads
+    await asyncio.sleep(tick_s)
+    await harness.tick()
+    assert pools.reads == reads, "nothing is read between resyncs"
+    await asyncio.sleep(RESYNC_S)
+    await harness.tick()
+    assert (NS, NAME) in pools.objects and pools.applies == 2
+    await asyncio.sleep(RESYNC_S)
+    await harness.tick()
+    assert pools.applies == 2, "a pool as wanted is read, not written again"
+
+
+async def test_a_refused_pool_shows_in_children_applied_and_recovers(harness: Harness) -> None:
+    pools = FakeInferencePools(is_served=True, refuse=403)
+    harness.deps.inference_pools = pools
+    harness.mem.routing_served, harness.mem.routing_next_loop_s = False, asyncio.get_running_loop().time()
+    await harness.tick()
+    condition = harness.condition("ChildrenApplied")
+    assert condition["status"] == "False" and "InferencePool serving/chat: 403 Forbidden" in condition["message"]
+    assert "ApplyFailed" in harness.posted()
+    tick_s = harness.raw["spec"]["scaling"]["tickSeconds"]
+    await asyncio.sleep(tick_s)
+    await harness.tick()
+    assert pools.reads == 1, "tried again after the refusal's retry delay, not on every tick"
+    pools.refuse = None
+    await asyncio.sleep(60)
+    await harness.tick()
+    assert (NS, NAME) in pools.objects
+    assert harness.condition("ChildrenApplied")["status"] == "True"
+
+
+async def test_a_refused_pool_holds_up_no_other_child(harness: Harness) -> None:
+    """The children are applied, the batch pool removed from the spec is deleted, and the handler
+    does not fail (Kopf would retry every child): the refusal is in ChildrenApplied."""
+    pools = FakeInferencePools(is_served=True, refuse=403)
+    harness.deps.inference_pools = pools
+    harness.api.deployments[NS, NAME, "batch"] = [0]  # spec.batch was removed
+    deleted: list[tuple[str, str]] = []
+
+    async def delete(api_version: str, kind: str, namespace: str, name: str) -> bool:
+        deleted.append((kind, name))
+        return True
+
+    harness.api.delete = delete  # type: ignore[method-assign]
+    patch = kopf.Patch()
+    posting.settings_var.set(kopf.OperatorSettings())
+    posting.event_queue_var.set(harness.events)
+    posting.event_queue_loop_var.set(asyncio.get_running_loop())
+    await ensure_children(harness.deps, harness.mem, body=kopf.Body(copy.deepcopy(harness.raw)), namespace=NS,
+                          name=NAME, patch=patch, logger=LOG, deployments=harness.api.deployments)
+    assert {m["kind"] for m in harness.api.applied} >= {"Deployment", "Service", "PodDisruptionBudget"}
+    assert deleted == [("Service", f"{NAME}-batch"), ("Deployment", f"{NAME}-batch")]
+    (condition,) = [c for c in patch.status["conditions"] if c["type"] == "ChildrenApplied"]
+    assert condition["status"] == "False" and "InferencePool serving/chat: 403" in condition["message"]
+    assert harness.mem.routing_next_loop_s is not None, "the tick tries it again"

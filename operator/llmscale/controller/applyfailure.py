@@ -19,7 +19,15 @@ from llmscale.controller.events import post_apply_failed
 from llmscale.controller.memory import ObjectMemory
 from llmscale.policy.types import ConditionResult
 
-__all__ = ["CHILDREN_APPLIED", "applied_condition", "note_apply", "record_apply", "retry_delay_seconds"]
+__all__ = [
+    "CHILDREN_APPLIED",
+    "applied_condition",
+    "children_error",
+    "note_apply",
+    "note_routing",
+    "record_apply",
+    "retry_delay_seconds",
+]
 
 #: The condition type.
 CHILDREN_APPLIED = "ChildrenApplied"
@@ -41,6 +49,29 @@ def applied_condition(error: str | None) -> ConditionResult:
     if error is None:
         return ConditionResult("True", "Applied", "Every child was applied")
     return ConditionResult("False", "ApplyFailed", error)
+
+
+def children_error(mem: ObjectMemory) -> str | None:
+    """The refusal ``ChildrenApplied`` shows: the children's (``mem.apply_error``) and the
+    InferencePool's (``mem.routing_error``), joined; ``None`` when neither failed."""
+    errors = [e for e in (mem.apply_error, mem.routing_error) if e is not None]
+    return "; ".join(errors) or None
+
+
+def note_routing(
+    mem: ObjectMemory, body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any], error: str | None
+) -> None:
+    """As :func:`note_apply`, for the InferencePool (:mod:`llmscale.controller.routing`), in
+    ``mem.routing_error``: kept apart so that a scale that passes does not clear it, nor it the
+    children's."""
+    meta = body.get("metadata", {})
+    what = f"the InferencePool of LLMDeployment {meta.get('namespace')}/{meta.get('name')}"
+    if error is not None and mem.routing_error != error:
+        logger.error(f"Failed to apply {what}: {error}")
+        post_apply_failed(body, f"Failed to apply {what}: {error}")
+    elif error is None and mem.routing_error is not None:
+        logger.info(f"Applied {what} after a failure")
+    mem.routing_error = error
 
 
 def note_apply(
@@ -71,6 +102,7 @@ def record_apply(
     handlers, which write no other status): a failure, or the recovery from one; a success with no
     failure on record is left to the next tick's status write. Must run inside the event loop."""
     note_apply(mem, body, logger, error)
+    error = children_error(mem)
     meta = body.get("metadata", {})
     previous = dict(body.get("status") or {})
     recorded = [c for c in previous.get("conditions") or () if isinstance(c, dict) and c.get("type") == CHILDREN_APPLIED]

@@ -44,6 +44,9 @@ __all__ = [
 ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 #: One request in flight outweighs any cache: the cache share is in permille, 0–999.
 CACHE_SCALE = 1000
+#: Prefix-cache hits above this many tokens per second count as this many (keeps the pool's sum
+#: finite whatever a pod reports).
+HITS_MAX = 1e12
 #: Loads above this many requests in flight tie (a pod that busy is never the one to remove).
 LOAD_MAX = 999
 #: Cost of a pod whose load is unknown: above any measured cost (``LOAD_MAX × 1000 + 999``), so
@@ -86,7 +89,8 @@ def pod_costs(snapshot: SignalSnapshot, pods: Iterable[str]) -> dict[str, int] |
     by_name = {p.pod: p for p in snapshot.pods}
     known = {n: s for n in names if (s := by_name.get(n)) is not None and not s.stalled
              and s.running_requests is not None}
-    hits = {n: max(0.0, s.prefix_cache_hits_rate or 0.0) for n, s in known.items()}
+    # Bounded so that any finite rate sums to a finite total (1e12 tokens/s is beyond any engine).
+    hits = {n: min(HITS_MAX, max(0.0, s.prefix_cache_hits_rate or 0.0)) for n, s in known.items()}
     total = sum(hits.values())
     out: dict[str, int] = {}
     for name in names:

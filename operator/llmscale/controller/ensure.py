@@ -27,7 +27,7 @@ from llmscale.controller.invalid import report_invalid
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.mode import writes_workload
 from llmscale.controller.names import BATCH, INTERACTIVE, batch_deployment_name, batch_service_name
-from llmscale.controller.routing import sync_inference_pool
+from llmscale.controller.routing import follow_routing
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.writer import ApplyRefused, apply_manifests
 
@@ -91,15 +91,15 @@ async def ensure_children(
     mem.children_applying = True
     try:
         await apply_manifests(deps.writer, manifests, deps.metrics)
-        outcome = await sync_inference_pool(deps.inference_pools, deps.metrics, body, spec, namespace=namespace,
-                                            name=name, logger=logger)
     except ApplyRefused as exc:
         record_apply(deps, mem, body, patch, logger, str(exc))
         raise retry_error(exc) from exc
     finally:
         mem.children_applying = False
+    # The InferencePool after the children, never holding them up: a refusal shows in
+    # ChildrenApplied beside theirs and the tick tries it again (controller.routing).
+    await follow_routing(deps, mem, body, spec, namespace=namespace, name=name, logger=logger)
     record_apply(deps, mem, body, patch, logger, None)
-    mem.routing_served = outcome != "not-served"
     mem.children_applied_loop_s = asyncio.get_running_loop().time()
     mem.applied_interactive = interactive
     mem.applied_batch = current_batch if current_batch is not None else 0

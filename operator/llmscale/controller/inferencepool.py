@@ -6,7 +6,7 @@ prefix over every replica's cache. Where the cluster has the Gateway API Inferen
 lets its endpoint picker (EPP) route each request by cached prefix and load. This module renders
 it (pure: a plain dict for server-side apply): name ``<name>``, the interactive pool's pod
 selector (the Service's), the engine's port, and a reference to the endpoint picker's Service
-(``spec.routing.endpointPicker``: ``<name>-epp`` on port 9002 by default, the extension's chart's;
+(``spec.routing.endpointPicker``: :func:`default_picker` on port 9002 by default, the extension's chart's;
 ``FailOpen`` so that requests still flow when the picker is down). The endpoint picker itself is
 deployed with the extension's own chart.
 
@@ -29,6 +29,7 @@ __all__ = [
     "INFERENCE_POOL_KIND",
     "INFERENCE_POOL_PLURAL",
     "INFERENCE_POOL_VERSION",
+    "default_picker",
     "inference_pool_manifest",
     "owned_by",
 ]
@@ -62,10 +63,17 @@ def inference_pool_manifest(
         "spec": {
             "selector": {"matchLabels": dict(selector_labels(name, INTERACTIVE))},
             "targetPorts": [{"number": spec.engine.port}],
-            "endpointPickerRef": {"name": picker.service or f"{name}-epp", "port": {"number": picker.port},
+            "endpointPickerRef": {"name": picker.service or default_picker(name), "port": {"number": picker.port},
                                   "failureMode": "FailOpen"},
         },
     }
+
+
+def default_picker(name: str) -> str:
+    """The endpoint picker's Service when ``spec.routing.endpointPicker.service`` is unset:
+    ``<name>-epp`` with ``name`` cut to 40 characters, as the extension's ``inferencepool`` chart
+    names it for a release ``name`` (``{{ .Release.Name | trunc 40 }}-epp``)."""
+    return f"{name[:40]}-epp"
 
 
 def owned_by(obj: Mapping[str, Any] | None, owner_uid: str) -> bool:

@@ -85,6 +85,10 @@ class ObjectMemory:
         routing_served: whether the cluster served InferencePool when ``spec.routing`` was last
             carried out (:mod:`llmscale.controller.routing`; ``None``: not yet): a tick that finds the
             answer changed (the extension installed after the LLMDeployment) carries it out again.
+        routing_next_loop_s: loop time when the tick carries ``spec.routing`` out again (``None``:
+            ensure has not carried it out yet); routing_outcome: what it did last.
+        routing_error: the API server's answer to the last refused read or write of the
+            InferencePool (``None``: none), shown in ``ChildrenApplied`` beside ``apply_error``.
     """
 
     history: tuple[SignalSnapshot, ...] = ()
@@ -112,6 +116,9 @@ class ObjectMemory:
     scaled: dict[str, tuple[frozenset[int], int, float]] = field(default_factory=dict)
     live_record: LiveRecord | None = None
     routing_served: bool | None = None
+    routing_next_loop_s: float | None = None
+    routing_outcome: str | None = None
+    routing_error: str | None = None
     upgrade_reported: float | None = None
 
     def replicas_seen(self, pool: str, indexed: int | None, loop_now: float, echo_s: float = SCALE_ECHO_S

@@ -48,7 +48,7 @@ from typing import Any
 import kopf
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.applyfailure import CHILDREN_APPLIED, applied_condition, note_apply
+from llmscale.controller.applyfailure import CHILDREN_APPLIED, applied_condition, children_error, note_apply
 from llmscale.controller.autoscalers import SOLE_AUTOSCALER, note_other_autoscalers, sole_autoscaler_condition
 from llmscale.controller.batch import apply_job_actions, read_jobs
 from llmscale.controller.children import deployment_manifest
@@ -102,7 +102,7 @@ from llmscale.controller.pods import pool_state
 from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import PoolReports, observe_pools, record_metrics
 from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition, rollout_fits
-from llmscale.controller.routing import sync_inference_pool
+from llmscale.controller.routing import follow_routing, routing_due
 from llmscale.controller.scaletarget import (
     FAILED_GET_SCALE,
     FAILED_UPDATE_SCALE,
@@ -456,28 +456,6 @@ class Applied:
     placeholders_running: int | None
 
 
-async def _follow_routing(
-    deps: Dependencies, mem: ObjectMemory, spec: LLMDeploymentSpec, *, body: kopf.Body, namespace: str, name: str,
-    logger: _Logger,
-) -> None:
-    """Carry out ``spec.routing`` again when the cluster's answer to "is InferencePool served?"
-    changed since it was last carried out (the extension installed after the LLMDeployment):
-    discovery is cached (:class:`~llmscale.controller.writer.KubernetesInferencePools`), so a tick
-    that finds nothing changed makes no request. A refusal is logged and tried on the next tick."""
-    pools = deps.inference_pools
-    if pools is None or mem.children_applying or mem.routing_served is None:
-        return
-    if await pools.served() == mem.routing_served:
-        return
-    try:
-        outcome = await sync_inference_pool(pools, deps.metrics, body, spec, namespace=namespace, name=name,
-                                            logger=logger)
-    except ApplyRefused as exc:
-        logger.warning(f"Failed to carry out spec.routing: {exc}")
-        return
-    mem.routing_served = outcome != "not-served"
-
-
 async def _gather(
     deps: Dependencies, mem: ObjectMemory, spec: LLMDeploymentSpec, *, body: kopf.Body, namespace: str, name: str,
     patch: kopf.Patch, logger: _Logger, deployments: Any, pods: Any, rollouts: Any, started_loop_s: float,
@@ -535,8 +513,8 @@ async def _gather(
                             batch_exists=current_b is not None)
     mem.children_missing_since_loop_s = None
     mem.last_target_error = None
-    if active and spec.scale_target_ref is None:
-        await _follow_routing(deps, mem, spec, body=body, namespace=namespace, name=name, logger=logger)
+    if active and spec.scale_target_ref is None and await routing_due(deps, mem):
+        await follow_routing(deps, mem, body, spec, namespace=namespace, name=name, logger=logger)
     snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s, observed.signal_pods)
     # After the read, which may have waited: the pools as they are when the policy decides (the
     # indexes are live; a scale target's were read from its /scale just before), each pod not Ready
@@ -729,7 +707,7 @@ def _record(
         previous=previous, now=wall_now, memory=mem.policy_memory,
         batch=step.status,
         extra_conditions={BATCH_BACKLOG: step.batch_backlog, DEADLINE_AT_RISK: step.deadline_at_risk,
-                          CHILDREN_APPLIED: applied_condition(mem.apply_error),
+                          CHILDREN_APPLIED: applied_condition(children_error(mem)),
                           SOLE_AUTOSCALER: sole_autoscaler_condition(name, done.others, done.workloads),
                           PODS_HEALTHY: pods_healthy_condition(g.live[INTERACTIVE]),
                           ROLLOUT_PROGRESSING: g.rollout,

@@ -267,7 +267,8 @@ class KubernetesInferencePools:
     Discovery (``GET /apis/inference.networking.k8s.io/v1``, which every authenticated user may
     read) is asked again after ``recheck_s`` seconds of the event loop's clock, so that an
     extension installed (or removed) while the operator runs is noticed within that time. A
-    discovery that fails for another reason than 404 keeps the last answer.
+    discovery that fails for another reason than 404 keeps the last answer (``False`` before any)
+    and is asked again after ``min(60 s, recheck_s)``: never once per call.
 
     Args:
         api_client: a configured ``kubernetes.client.ApiClient``.
@@ -284,8 +285,8 @@ class KubernetesInferencePools:
         self.recheck_s = recheck_s
         self._api = (group, version, plural)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
-        self._served: bool | None = None
-        self._asked_at: float | None = None
+        self._served = False
+        self._next_ask: float | None = None
 
     def _served_sync(self) -> bool:
         try:
@@ -299,14 +300,14 @@ class KubernetesInferencePools:
     async def served(self) -> bool:
         """See :meth:`InferencePools.served`."""
         now = asyncio.get_running_loop().time()
-        if self._served is not None and self._asked_at is not None and now - self._asked_at < self.recheck_s:
+        if self._next_ask is not None and now < self._next_ask:
             return self._served
         try:
             self._served = await asyncio.to_thread(self._served_sync)
         except (ApiException, OSError, urllib3.exceptions.HTTPError):
-            if self._served is None:
-                return False  # asked again on the next call
-        self._asked_at = now
+            self._next_ask = now + min(60.0, self.recheck_s)
+            return self._served
+        self._next_ask = now + self.recheck_s
         return self._served
 
     def _read_sync(self, namespace: str, name: str) -> dict[str, Any] | None:
