@@ -55,7 +55,7 @@ SCALE_DOWN_PERIOD_S = 5.0
 RATE_WINDOW_S = 60.0
 #: How long after the last request finished the load signal reads 0 requests/s, at most: its rate is
 #: floored at the mean of the last RATE_FLOOR_WINDOWS windows (microbursts); a stop is read within one
-#: window when enough requests came before it to tell it from a dip (policy.mix.FALL_SIGMAS), else
+#: window when enough requests came before it to tell it from a dip (policy.mix.FALL_TAIL), else
 #: falling over that many windows.
 RATE_FALL_S = RATE_FLOOR_WINDOWS * RATE_WINDOW_S
 LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/name", "app.kubernetes.io/instance",

@@ -8,6 +8,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmscale.api import LLMDeploymentSpec, ModelSpec, ReplicasSpec, ResourcesSpec
 from llmscale.model.capacity import DEFAULT_SHAPE, LengthDistribution, vllm_length_buckets
@@ -16,8 +18,10 @@ from llmscale.policy.mix import (
     BURSTINESS_PRIOR_SAMPLES,
     BURSTINESS_SAMPLE_MAX,
     FALL_SHARE,
+    FALL_TAIL,
     MIX_MEMORY_S,
     arrival_rate,
+    count_tail,
     live_shape,
     steady_arrival_rate,
     update_burstiness,
@@ -240,8 +244,13 @@ def test_burstiness_tells_a_level_shift_from_sustained_swings(rates: list[float]
         pytest.param([10.0, 10.0, 10.0, 2.0, 2.0], 2.0, id="a-window-after-a-fall"),
         pytest.param([10.0, 10.0, 10.0, 2.0, 2.0, 2.0], 2.0, id="two-windows-after-a-fall"),
         pytest.param([10.0, 0.0, 2.0], 2.0, id="after-a-stop-a-little-load"),
-        # ... unless so few requests arrive that the share is noise (6 a window: 3σ is 7).
+        # ... unless so few requests arrive that the share is noise: no request in a window of mean 6
+        # has a chance of e^-6 = 0.25 %, above the three-sigma test's 0.135 %.
         pytest.param([0.1, 0.1, 0.01], pytest.approx(0.07), id="few-requests-floored"),
+        # 8 requests a window, then none: e^-8 = 0.03 %, a stop (e2e scenario 11's kind; the normal
+        # approximation's bar 8 - 3*sqrt(8) < 0 read it as a dip and kept the replica two windows).
+        pytest.param([8 / 60, 8 / 60, 0.0], 0.0, id="a-stop-after-a-few-requests"),
+        pytest.param([6 / 60, 6 / 60, 0.0], pytest.approx(12 / 180), id="a-stop-after-fewer-is-noise"),
     ],
 )
 def test_the_load_signals_rate_is_robust_to_microbursts(rates: list[float], expected: float) -> None:
@@ -252,13 +261,13 @@ def test_the_load_signals_rate_is_robust_to_microbursts(rates: list[float], expe
 
 
 def test_a_bursty_load_needs_a_deeper_fall_to_read_as_one() -> None:
-    # 5 requests a window under two of 40: under a quarter, and 3σ below at Poisson dispersion
-    # (40 − 3·√40 ≈ 21); at a learnt dispersion of 8, 3σ is 54: a dip, floored at the mean.
+    # 5 requests a window under two of 40: under a quarter, and a chance of 4e-12 at Poisson
+    # dispersion; at a learnt dispersion of 8 the chance is 0.14 %, above 0.135 %: a dip, floored.
     history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r / 60)) for i, r in enumerate([40.0, 40.0, 5.0])]
     fall = steady_arrival_rate(history, history[-1], dispersion=1.0)
     assert fall.rate_rps == pytest.approx(5 / 60)
     assert fall.line.endswith("a fall, not a microburst (5 requests in the window, under a quarter of the 40 of "
-                              "the 2 before it and under their 3 σ bar 21)"), fall.line
+                              "the 2 before it, a chance of 4.1e-12 at their level)"), fall.line
     assert steady_arrival_rate(history, history[-1], dispersion=8.0).rate_rps == pytest.approx(85 / 180)
     # An unknown or unbounded dispersion tells no fall from a dip: the floor holds.
     for unknown in (math.nan, math.inf):
@@ -299,3 +308,39 @@ def test_a_fall_in_the_history_ends_the_older_level(newest: float, share: float,
 
     fallen = older * share
     assert read([older, fallen, newest]) <= read([fallen, fallen, newest]) + 1e-12
+
+
+def _tail_by_sum(k: int, mean: float, dispersion: float) -> float:
+    """P(X <= k) summed term by term from 0 (the reference for :func:`count_tail`)."""
+    if dispersion <= 1.0:
+        return math.fsum(math.exp(-mean + i * math.log(mean) - math.lgamma(i + 1)) for i in range(k + 1))
+    r, q = mean / (dispersion - 1.0), 1.0 - 1.0 / dispersion
+    return math.fsum(math.exp(math.lgamma(i + r) - math.lgamma(r) - math.lgamma(i + 1) - r * math.log(dispersion)
+                              + i * math.log(q)) for i in range(k + 1))
+
+
+@given(st.floats(0.1, 20_000.0), st.floats(0.0, 0.25), st.sampled_from([1.0, 1.5, 3.0, 8.0, 20.0]))
+def test_the_count_tail_is_the_poisson_or_negative_binomial_sum(mean: float, share: float, dispersion: float) -> None:
+    k = math.floor(share * mean)
+    got, want = count_tail(k, mean, dispersion), _tail_by_sum(k, mean, dispersion)
+    assert (got < FALL_TAIL) == (want < FALL_TAIL)
+    if want < FALL_TAIL:  # the sum is exact where it decides; above it only "not under" matters
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-300)
+
+
+@given(st.floats(1.0, 5_000.0), st.floats(0.0, 0.25), st.floats(1.0, 30.0))
+def test_a_more_bursty_level_makes_a_low_window_more_likely(mean: float, share: float, dispersion: float) -> None:
+    """Over-dispersion fattens the left tail at counts under a quarter of the mean: a fall from a
+    bursty level needs more evidence, never less."""
+    k = math.floor(share * mean)
+    assert _tail_by_sum(k, mean, 1.0) <= _tail_by_sum(k, mean, dispersion) * (1 + 1e-9) + 1e-300
+    if count_tail(k, mean, dispersion) < FALL_TAIL:
+        assert count_tail(k, mean, 1.0) < FALL_TAIL
+
+
+def test_the_count_tail_refuses_what_is_not_a_figure() -> None:
+    for bad in (math.nan, math.inf):
+        assert count_tail(0, bad, 1.0) == 1.0
+        assert count_tail(bad, 10.0, 1.0) == 1.0
+        assert count_tail(0, 10.0, bad) == 1.0
+    assert count_tail(0, 0.0, 1.0) == 1.0

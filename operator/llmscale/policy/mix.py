@@ -29,13 +29,14 @@ __all__ = [
     "BURSTINESS_PRIOR_SAMPLES",
     "BURSTINESS_SAMPLE_MAX",
     "FALL_SHARE",
-    "FALL_SIGMAS",
+    "FALL_TAIL",
     "MIX_MEMORY_S",
     "RATE_FLOOR_WINDOWS",
     "RATE_WINDOW_S",
     "Arrivals",
     "arrival_rate",
     "burstiness_of",
+    "count_tail",
     "live_shape",
     "steady_arrival_rate",
     "update_burstiness",
@@ -265,10 +266,11 @@ RATE_FLOOR_WINDOWS = 3
 #: fall, not a dip: 1/4 (why, and what it was chosen on: docs/policy.md, "A fall is not a dip").
 FALL_SHARE = 0.25
 
-#: How far below the earlier windows' mean the newest window's request count must also fall, in
-#: standard deviations of a window's count (``√(dispersion · mean count)``): 3, a one-sided
-#: three-sigma test (docs/policy.md, "A fall is not a dip").
-FALL_SIGMAS = 3.0
+#: How unlikely so few requests must be at the earlier windows' level for the newest window to read
+#: as a fall: Φ(−3) ≈ 0.135 %, a one-sided three-sigma test, taken exactly (Poisson or negative
+#: binomial tail) rather than from the normal approximation, which is wrong at a few requests a
+#: window (docs/policy.md, "A fall is not a dip").
+FALL_TAIL = 0.00135
 
 
 def steady_arrival_rate(
@@ -280,16 +282,17 @@ def steady_arrival_rate(
     a fall rather than a dip.
 
     A fall: the newest window's requests ``X = rate · window`` are under :data:`FALL_SHARE` of the
-    earlier windows' mean count ``μ`` and more than :data:`FALL_SIGMAS` standard deviations below
-    it, the variance ``dispersion · μ`` (the learnt index of dispersion,
-    :class:`~llmscale.model.capacity.Burstiness`). Then the newest window's rate is the load: a
+    earlier windows' mean count ``μ``, and so few requests in a window of mean ``μ`` and variance
+    ``dispersion · μ`` (the learnt index of dispersion, :class:`~llmscale.model.capacity.Burstiness`)
+    have a chance under :data:`FALL_TAIL` (:func:`count_tail`). Then the newest window's rate is the load: a
     load that stops reads as stopped within a window, not three. An older window that was itself a
     fall from the ones before it ends the level (the windows before it are not averaged in). The
     reading jumps at the threshold by design: a dip is floored at the mean, a fall is not.
 
     E.g. windows of 14, 5 and 11 requests/s, newest last: ``max(11, 10)`` = 11; newest 5: μ = 750
-    (60 s windows), X = 300 ≥ μ/4, a dip: 10; newest 0 after two of 10: a fall, 0; newest 0.01
-    after two of 0.1: μ = 6, X < μ/4 but 6 − 3·√6 < 0, noise: 0.07.
+    (60 s windows), X = 300 ≥ μ/4, a dip: 10; newest 0 after two of 10: a fall, 0; newest 0 after
+    two of 8 requests (Poisson): P(X = 0) = e⁻⁸ = 0.03 %, a fall, 0; newest 0.01 requests/s after
+    two of 0.1: μ = 6, P(X = 0) = e⁻⁶ = 0.25 %, noise: 0.07.
 
     Args:
         history: snapshots, oldest first.
@@ -325,14 +328,14 @@ def steady_arrival_rate(
         return newest
     fall = _fall(newest.rate_rps, rates[1:], window, dispersion)
     if fall is not None:
-        earlier_count, bar = fall
+        earlier_count, chance = fall
         return Arrivals(
             newest.rate_rps,
             newest.finished_rps,
             newest.growth_rps,
             f"{newest.line}: a fall, not a microburst ({_requests(newest.rate_rps * window)} requests in the "
-            f"window, under a quarter of the {_requests(earlier_count)} of the {len(rates) - 1} before it and "
-            f"under their {FALL_SIGMAS:g} σ bar {_requests(bar)})",
+            f"window, under a quarter of the {_requests(earlier_count)} of the {len(rates) - 1} before it, "
+            f"a chance of {chance:.2g} at their level)",
         )
     return Arrivals(
         mean,
@@ -349,16 +352,69 @@ def _requests(count: float) -> str:
 
 
 def _fall(rate: float, earlier: Sequence[float], window: float, dispersion: float) -> tuple[float, float] | None:
-    """``(μ, bar)`` when one window's ``rate`` is a fall from the ``earlier`` windows' (requests/s,
-    each over ``window`` seconds), else ``None``: its count is under :data:`FALL_SHARE` of their
-    mean count ``μ`` and under ``bar = μ − FALL_SIGMAS · √(dispersion · μ)``. NaN or infinite
-    figures: ``None``."""
+    """``(μ, chance)`` when one window's ``rate`` is a fall from the ``earlier`` windows'
+    (requests/s, each over ``window`` seconds), else ``None``: its count is under
+    :data:`FALL_SHARE` of their mean count ``μ`` and ``chance`` = :func:`count_tail` is under
+    :data:`FALL_TAIL`. NaN or infinite figures: ``None``."""
     if not earlier:
         return None
     earlier_count = sum(earlier) / len(earlier) * window
     count = rate * window
-    bar = earlier_count - FALL_SIGMAS * math.sqrt(max(dispersion, 1.0) * earlier_count)
-    return (earlier_count, bar) if count < FALL_SHARE * earlier_count and count < bar else None
+    if not (math.isfinite(earlier_count) and math.isfinite(count) and math.isfinite(dispersion)):
+        return None
+    if not count < FALL_SHARE * earlier_count:
+        return None
+    chance = count_tail(count, earlier_count, dispersion)
+    return (earlier_count, chance) if chance < FALL_TAIL else None
+
+
+def count_tail(count: float, mean: float, dispersion: float) -> float:
+    """The chance of at most ``⌊count⌋`` requests in a window whose count has mean ``mean`` and
+    variance ``dispersion · mean``: Poisson at ``dispersion ≤ 1``, else the negative binomial of
+    that mean and variance (``r = mean / (dispersion − 1)``, success probability ``1 / dispersion``;
+    the Poisson–gamma mixture, the textbook over-dispersed count).
+
+    Summed from ``⌊count⌋`` down with the ratio of consecutive terms, stopping once the terms no
+    longer matter or the sum passes :data:`FALL_TAIL` (only "under it or not" is used above it),
+    so it costs a few dozen terms at any ``mean``.
+
+    Args:
+        count: the window's requests (a rate × window; fractions are floored).
+        mean: the earlier windows' mean count (> 0).
+        dispersion: variance / mean (≥ 1 used; NaN or infinite give 1.0, "no evidence of a fall").
+
+    Returns:
+        The probability, 0–1 (1.0 when ``mean`` ≤ 0 or a figure is not finite).
+    """
+    if not (math.isfinite(count) and math.isfinite(mean) and math.isfinite(dispersion)) or mean <= 0:
+        return 1.0
+    k = math.floor(count)
+    if k < 0:
+        return 0.0
+    d = max(dispersion, 1.0)
+    if d - 1.0 < 1e-9:
+        log_term = -mean + k * math.log(mean) - math.lgamma(k + 1)
+
+        def down(i: int) -> float:  # P(i - 1) / P(i)
+            return i / mean
+    else:
+        r, q = mean / (d - 1.0), 1.0 - 1.0 / d
+        log_term = math.lgamma(k + r) - math.lgamma(r) - math.lgamma(k + 1) - r * math.log(d) + k * math.log(q)
+
+        def down(i: int) -> float:
+            return i / ((i - 1 + r) * q)
+    if k > 0 and down(k) < 1.0 and log_term < -700.0:
+        # Far in the tail: the terms fall at least as fast as down(k) (the ratio shrinks with i),
+        # so the sum is under term / (1 - down(k)), which underflows: nothing to add up.
+        return math.exp(log_term) / (1.0 - down(k))
+    term = math.exp(log_term)
+    total = term
+    for i in range(k, 0, -1):
+        if total > FALL_TAIL or term < total * 1e-12:
+            break
+        term *= down(i)
+        total += term
+    return min(1.0, total)
 
 
 def burstiness_of(memory: tuple[float, float, int, float] | None) -> Burstiness:
