@@ -241,7 +241,10 @@ class TestLoadCycle:
         reasons = status["lastDecision"]["reasons"]
         demand = int(next(m.group(1) for r in reasons if (m := re.match(r"demand (\d+) replicas", r))))
         replicas = status["replicas"]
-        assert replicas["headroom"] >= 1, ("spec.headroom.replicas is 1", replicas, reasons)
+        # spec.headroom.replicas is 1, within spec.replicas.max: at 3 requests/s the demand may
+        # itself reach max (8) at the top of the ramp, and then no warm replica fits above it.
+        most = sample()["spec"]["replicas"]["max"]
+        assert replicas["headroom"] >= min(1, most - demand), ("spec.headroom.replicas is 1", replicas, reasons)
         assert f"recommends {demand + 1} = demand {demand} + headroom 1" in reasons or replicas["headroom"] > 1, reasons
         assert replicas["ready"] == replicas["desired"] == demand + replicas["headroom"], (replicas, reasons)
         assert cluster.deployment_replicas(ns, "chat") == replicas["desired"]
