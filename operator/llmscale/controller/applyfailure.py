@@ -58,20 +58,32 @@ def children_error(mem: ObjectMemory) -> str | None:
     return "; ".join(errors) or None
 
 
+def _report(
+    body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any], what: str, before: str | None,
+    error: str | None,
+) -> str | None:
+    """Log and post an ``ApplyFailed`` Warning Event once per distinct ``error`` (``before``: the
+    last one on record), log the recovery; return ``error``, the new record."""
+    if error is not None and before != error:
+        logger.error(f"Failed to apply {what}: {error}")
+        post_apply_failed(body, f"Failed to apply {what}: {error}")
+    elif error is None and before is not None:
+        logger.info(f"Applied {what} after a failure")
+    return error
+
+
+def _name(body: kopf.Body) -> str:
+    meta = body.get("metadata", {})
+    return f"LLMDeployment {meta.get('namespace')}/{meta.get('name')}"
+
+
 def note_routing(
     mem: ObjectMemory, body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any], error: str | None
 ) -> None:
     """As :func:`note_apply`, for the InferencePool (:mod:`llmscale.controller.routing`), in
     ``mem.routing_error``: kept apart so that a scale that passes does not clear it, nor it the
     children's."""
-    meta = body.get("metadata", {})
-    what = f"the InferencePool of LLMDeployment {meta.get('namespace')}/{meta.get('name')}"
-    if error is not None and mem.routing_error != error:
-        logger.error(f"Failed to apply {what}: {error}")
-        post_apply_failed(body, f"Failed to apply {what}: {error}")
-    elif error is None and mem.routing_error is not None:
-        logger.info(f"Applied {what} after a failure")
-    mem.routing_error = error
+    mem.routing_error = _report(body, logger, f"the InferencePool of {_name(body)}", mem.routing_error, error)
 
 
 def note_apply(
@@ -80,14 +92,7 @@ def note_apply(
     """Remember the outcome of applying children (``error``: the refusal's message, ``None`` for a
     success) in ``mem.apply_error``; post an ``ApplyFailed`` Warning Event and log once per
     distinct message, and log the recovery. The tick writes the condition with its status."""
-    meta = body.get("metadata", {})
-    what = f"LLMDeployment {meta.get('namespace')}/{meta.get('name')}"
-    if error is not None and mem.apply_error != error:
-        logger.error(f"Failed to apply children of {what}: {error}")
-        post_apply_failed(body, f"Failed to apply children of {what}: {error}")
-    elif error is None and mem.apply_error is not None:
-        logger.info(f"Applied children of {what} after a failure")
-    mem.apply_error = error
+    mem.apply_error = _report(body, logger, f"children of {_name(body)}", mem.apply_error, error)
 
 
 def record_apply(
