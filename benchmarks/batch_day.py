@@ -2,7 +2,7 @@
 three ways on the same requests (:mod:`llmscale.sim.batchday`).
 
 - ``trough``: the Jobs are created suspended; the operator's own batch step
-  (:func:`llmscale.policy.batch_step.batch_step`) releases them in the 00:00–06:00 UTC trough
+  (:func:`llmscale.policy.batch.step.batch_step`) releases them in the 00:00–06:00 UTC trough
   window (earlier for a deadline that cannot wait) onto a batch pool sized from their backlog;
 - ``alongside``: each Job runs as it is created, through the interactive Service, whose pool
   llmscale's :func:`~llmscale.policy.decide` sizes: batch served alongside interactive traffic;

@@ -18,7 +18,7 @@ full, then measures the live bytes of the histories with :mod:`tracemalloc` for:
 Prints bytes per object, entries per object and the ratio against ``whole``.
 
 Then the other per-pool state the tick keeps that grows with time, the service record
-(:class:`llmscale.controller.servicerecord.ServiceRecord`, two per object: the interactive and
+(:class:`llmscale.controller.state.servicerecord.ServiceRecord`, two per object: the interactive and
 the batch pool), after a day of ticks: its buckets as a dict of one array per bucket (before issue
 14) and as the ring it is now. Figures, not a test.
 """
@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from llmscale.controller.servicerecord import _FIELDS, ServiceRecord
+from llmscale.controller.state.servicerecord import _FIELDS, ServiceRecord
 from llmscale.policy.history import record_snapshot, trim_history
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import PodSignals, RateWindow, SignalSnapshot, WorkloadMix

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conftest import Cluster, sample, wait_for
-from llmscale.controller.deletioncost import load_of
+from llmscale.controller.state.deletioncost import load_of
 
 MODEL = "llama-3.1-8b-instruct"
 #: Stream lengths, tokens: about 20 s and 30 s of decode at ~19 ms a step, both longer than the

@@ -264,8 +264,8 @@ def decide_inputs(draw: st.DrawFn) -> tuple[LLMDeploymentSpec, list[SignalSnapsh
 # --------------------------------------------------------------------------------------------
 
 from llmscale.api import ResourcesSpec  # noqa: E402
-from llmscale.policy.batch import BatchPoolState, InteractiveState, ReplicaRate  # noqa: E402
-from llmscale.policy.batch_jobs import BatchJob, JobState  # noqa: E402
+from llmscale.policy.batch.jobs import BatchJob, JobState  # noqa: E402
+from llmscale.policy.batch.plan import BatchPoolState, InteractiveState, ReplicaRate  # noqa: E402
 
 __all__ += ["batch_jobs", "batch_plan_inputs", "batch_pool_states", "interactive_states", "planner_specs"]
 
@@ -374,7 +374,7 @@ def most_batch_replicas(spec: LLMDeploymentSpec) -> int:
 def batch_plan_inputs(
     draw: st.DrawFn,
 ) -> tuple[LLMDeploymentSpec, list[BatchJob], InteractiveState, BatchPoolState, float, float]:
-    """The arguments of :func:`llmscale.policy.batch.plan_batch`: spec, 0–6 Jobs, interactive
+    """The arguments of :func:`llmscale.policy.batch.plan.plan_batch`: spec, 0–6 Jobs, interactive
     state, batch pool, one replica's tokens/s (100–50,000; :func:`replica_rates`) and the instant."""
     now = draw(instants())
     jobs = [draw(batch_jobs(now, f"job-{i}")) for i in range(draw(st.integers(0, 6)))]

@@ -1,7 +1,7 @@
 """``llmscale render``: the objects the operator would create, printed with no cluster.
 
 The reference is the operator's own path: :func:`llmscale.controller.spec.read_spec` and
-:func:`llmscale.controller.children.child_manifests` at :func:`initial_replicas`, with the chart's
+:func:`llmscale.controller.manifests.children.child_manifests` at :func:`initial_replicas`, with the chart's
 PriorityClasses — what :mod:`llmscale.controller.ensure` applies on create. Every sample renders;
 the modes and kinds that get no children print none; a bad spec is one line naming the field.
 """
@@ -18,7 +18,7 @@ import yaml
 
 from llmscale.cli import main
 from llmscale.commands.render import PLACEHOLDER_UID
-from llmscale.controller.children import PriorityClasses, child_manifests, initial_replicas
+from llmscale.controller.manifests.children import PriorityClasses, child_manifests, initial_replicas
 from llmscale.controller.spec import read_spec
 
 ROOT = Path(__file__).resolve().parents[1]

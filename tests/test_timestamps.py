@@ -1,5 +1,5 @@
 """llmscale.timestamps: the one RFC 3339 grammar, for metav1.Time, Kopf's peering lastseen and the
-deadline annotation (the strict reader) and the operator's lenient one (llmscale.controller.timestamps)."""
+deadline annotation (the strict reader) and the operator's lenient one (llmscale.controller.state.timestamps)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmscale.controller import timestamps as lenient
+from llmscale.controller.state import timestamps as lenient
 from llmscale.timestamps import parse_rfc3339, rfc3339
 
 T = datetime(2025, 1, 6, 6, 0, tzinfo=UTC).timestamp()

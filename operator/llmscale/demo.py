@@ -215,7 +215,7 @@ def batch_inputs(folder: Path, cfg: DemoConfig, model: str) -> list[tuple[str, f
     them (:func:`llmscale.engine.tokenizer.prompt_tokens`) and ``max_tokens`` each.
     """
     from llmscale.engine.tokenizer import prompt_tokens
-    from llmscale.policy.batch_jobs import (
+    from llmscale.policy.batch.jobs import (
         ANNOTATION_INPUT_TOKENS,
         ANNOTATION_OUTPUT_TOKENS,
         ANNOTATION_REQUESTS,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from llmscale.controller.conditions import CONDITION_TYPES, READY_REASONS
 from llmscale.controller.failedpods import PODS_HEALTHY, PODS_HEALTHY_REASONS
 from llmscale.controller.jobowners import SOLE_JOB_MANAGER, SOLE_JOB_MANAGER_REASONS
 from llmscale.controller.livefit import ENGINE_CALIBRATED, ENGINE_CALIBRATED_REASONS
-from llmscale.controller.mode import SCALING_ACTIVE_REASONS
 from llmscale.controller.rollout import ROLLOUT_PROGRESSING, ROLLOUT_REASONS
 from llmscale.controller.slobuckets import SLO_TARGETS_ON_BUCKETS, SLO_TARGETS_REASONS
+from llmscale.controller.status.conditions import CONDITION_TYPES, READY_REASONS
+from llmscale.controller.status.mode import SCALING_ACTIVE_REASONS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 ROW = re.compile(r"^\| (\w+) \| (True|False|Unknown) \| `(\w+)` \|", re.MULTILINE)

@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client
 from tests.cluster.helpers import LocalCluster, wait_for
 
-from llmscale.policy.batch_jobs import JobState, parse_job, parse_rfc3339
+from llmscale.policy.batch.jobs import JobState, parse_job, parse_rfc3339
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ from tests.cluster.helpers import LocalCluster, OperatorProcess, start_operator,
 
 from llmscale.controller.apisession import connection_budget
 from llmscale.controller.handlers import build_registry
-from llmscale.controller.names import LABEL_MANAGED_BY, MANAGER
+from llmscale.controller.manifests.names import LABEL_MANAGED_BY, MANAGER
 from llmscale.controller.settings import OperatorSettings
 
 pytestmark = pytest.mark.slow

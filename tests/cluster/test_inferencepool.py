@@ -1,4 +1,4 @@
-"""The InferencePool llmscale renders (llmscale.controller.inferencepool) and the operator applies
+"""The InferencePool llmscale renders (llmscale.controller.manifests.inferencepool) and the operator applies
 (llmscale.controller.routing), on a real kube-apiserver with the Gateway API Inference Extension's
 own CRD (v1.6.0, tests/cluster/gie-inferencepools-crd.yaml, installed with the cluster: CRDS).
 
@@ -35,8 +35,8 @@ from tests.cluster.helpers import (
 )
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.children import service_manifest
-from llmscale.controller.inferencepool import (
+from llmscale.controller.manifests.children import service_manifest
+from llmscale.controller.manifests.inferencepool import (
     INFERENCE_POOL_GROUP,
     INFERENCE_POOL_PLURAL,
     INFERENCE_POOL_VERSION,

@@ -15,9 +15,9 @@ from tests.cluster.helpers import LocalCluster
 from tests.waiting import wait_for
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.children import deployment_manifest
 from llmscale.controller.indexes import IndexedPod, indexed_pod
-from llmscale.controller.names import INTERACTIVE
+from llmscale.controller.manifests.children import deployment_manifest
+from llmscale.controller.manifests.names import INTERACTIVE
 from llmscale.controller.rollout import rollout_condition, rollout_fits
 
 NS = "rollout-fit"

@@ -144,7 +144,7 @@ def test_the_chat_sample_pod_carries_every_field_of_its_template(cluster: LocalC
     # `llmscale render` printed this Deployment before the operator made it: everything it says is
     # on the cluster's copy (which the API server completes with its defaults).
     from llmscale.commands.render import render
-    from llmscale.controller.children import PriorityClasses
+    from llmscale.controller.manifests.children import PriorityClasses
 
     rendered = render([_sample("chat.yaml")], NS, PriorityClasses("llmscale-interactive", "llmscale-batch"))
     (want,) = [d for d in rendered if d["kind"] == "Deployment"]

@@ -51,7 +51,7 @@ from tests.cluster.helpers import (
 )
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.children import PriorityClasses, deployment_manifest, pdb_manifest
+from llmscale.controller.manifests.children import PriorityClasses, deployment_manifest, pdb_manifest
 from llmscale.controller.tick import CHILDREN_GRACE_S
 from llmscale.localcluster.cluster import nodes_manifest
 

@@ -27,7 +27,7 @@ import yaml
 from tests.cluster.helpers import LocalCluster, render_chart, wait_for
 
 from llmscale.api import LLMDeploymentSpec, ScaleTargetRef
-from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.manifests.podtemplate import pod_template
 from llmscale.controller.scaletarget import KubernetesScaleClient, ScaleTargetError
 
 pytestmark = pytest.mark.slow

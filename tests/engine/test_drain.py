@@ -3,7 +3,7 @@
 Issue 11, case 5: sent SIGTERM during a 30,000-token stream, the mock engine cut the stream
 without ``[DONE]``. Now SIGTERM refuses new requests (503), fails ``/health`` (readiness drops),
 keeps ``/metrics``, finishes what it has and exits 0. The preStop program of the pod template
-(:data:`llmscale.controller.podtemplate.DRAIN_SCRIPT`) returns only once the engine's running and
+(:data:`llmscale.controller.manifests.podtemplate.DRAIN_SCRIPT`) returns only once the engine's running and
 waiting requests are 0. Real processes over real HTTP.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from tests.engine.conftest import Engine
 
-from llmscale.controller.podtemplate import DRAIN_SCRIPT
+from llmscale.controller.manifests.podtemplate import DRAIN_SCRIPT
 
 MODEL = "llama-3.1-8b"
 #: 20 engine seconds a wall second: a 30,000-token stream (about 7 ms a decode step on an H100)

@@ -11,8 +11,8 @@ import pytest
 from kubernetes import client
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.names import INTERACTIVE
-from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.manifests.names import INTERACTIVE
+from llmscale.controller.manifests.podtemplate import pod_template
 from llmscale.localcluster import realvllm
 from llmscale.localcluster.podrunner import engine_command, prestop_command, runs_vllm, vllm_command
 
@@ -100,8 +100,8 @@ def test_vllms_own_parser_accepts_what_the_operator_writes_for_every_vllm_sample
 
     import yaml
 
-    from llmscale.controller.podtemplate import VLLM_COMMAND
-    from llmscale.controller.podtemplate import engine_command as operator_command
+    from llmscale.controller.manifests.podtemplate import VLLM_COMMAND
+    from llmscale.controller.manifests.podtemplate import engine_command as operator_command
 
     cases: list[tuple[list[str], str]] = []
     for path in sorted(SAMPLES.glob("*.yaml")):

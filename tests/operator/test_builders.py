@@ -7,22 +7,28 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.children import (
+from llmscale.controller.manifests.children import (
     PriorityClasses,
     child_manifests,
     deployment_manifest,
     initial_replicas,
 )
-from llmscale.controller.conditions import merge_conditions, ready_condition
-from llmscale.controller.pods import classify_pod, cold_start, pod_failure, pool_state, recent_cold_starts
-from llmscale.controller.podtemplate import (
+from llmscale.controller.manifests.podtemplate import (
     UnsupportedSpecError,
     engine_command,
     pod_template,
     termination_grace_seconds,
 )
-from llmscale.controller.status import build_status, invalid_status
-from llmscale.controller.statuspatch import merge_patch, status_patch
+from llmscale.controller.state.pods import (
+    classify_pod,
+    cold_start,
+    pod_failure,
+    pool_state,
+    recent_cold_starts,
+)
+from llmscale.controller.status.build import build_status, invalid_status
+from llmscale.controller.status.conditions import merge_conditions, ready_condition
+from llmscale.controller.status.statuspatch import merge_patch, status_patch
 from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState, Reason
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -582,9 +588,9 @@ def test_one_rfc3339_parser_for_every_metav1_time(text: object) -> None:
     import os
     import time
 
-    from llmscale.controller.coldstart import parse_time
     from llmscale.controller.peers import _parse_time
-    from llmscale.controller.timestamps import parse_rfc3339
+    from llmscale.controller.state.coldstart import parse_time
+    from llmscale.controller.state.timestamps import parse_rfc3339
 
     before = os.environ.get("TZ")
     os.environ["TZ"] = "America/New_York"
@@ -611,8 +617,8 @@ def test_one_rfc3339_parser_for_every_metav1_time(text: object) -> None:
 ])
 def test_the_startup_probe_budget_is_settable(startup: int | None, cold: int, failures: int, deadline: int) -> None:
     from llmscale.api import LLMDeploymentSpec
-    from llmscale.controller.names import INTERACTIVE
-    from llmscale.controller.podtemplate import pod_template, progress_deadline_seconds
+    from llmscale.controller.manifests.names import INTERACTIVE
+    from llmscale.controller.manifests.podtemplate import pod_template, progress_deadline_seconds
 
     engine = {"startupSeconds": startup} if startup is not None else {}
     spec = LLMDeploymentSpec.model_validate({"model": {"name": "m", "preset": "llama-3.1-8b"}, "engine": engine,

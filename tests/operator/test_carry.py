@@ -1,4 +1,4 @@
-"""Carrying a pool's last good snapshot through a failed read (``llmscale.controller.carry``), pure:
+"""Carrying a pool's last good snapshot through a failed read (``llmscale.controller.signals.carry``), pure:
 read start times are plain numbers. Issue 14: at 1,000 LLMDeployments one slow quantile query made
 every pool unknown, so every object's MetricsAvailable flipped and its status was written each read.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from llmscale.controller.carry import CARRY_PERIODS, GoodRead, carry, query_failure
+from llmscale.controller.signals.carry import CARRY_PERIODS, GoodRead, carry, query_failure
 from llmscale.signals.snapshot import SignalSnapshot
 
 PERIOD_S = 5.0

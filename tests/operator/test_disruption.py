@@ -20,8 +20,8 @@ from llmscale.controller.disruption import (
     user_set,
 )
 from llmscale.controller.indexes import IndexedPod, indexed_pod
-from llmscale.controller.merge import merge_template
-from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.manifests.merge import merge_template
+from llmscale.controller.manifests.podtemplate import pod_template
 from llmscale.controller.writer import KubernetesWriter
 
 READY = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}

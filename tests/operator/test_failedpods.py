@@ -15,7 +15,7 @@ from llmscale.controller.failedpods import (
     startup_budget_s,
 )
 from llmscale.controller.indexes import IndexedPod, indexed_pod
-from llmscale.controller.pods import pool_state
+from llmscale.controller.state.pods import pool_state
 from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
 T0 = 1_717_416_000.0

@@ -1,4 +1,4 @@
-"""The fleet reader (``llmscale.controller.fleet``) on its own, over a recording signal source:
+"""The fleet reader (``llmscale.controller.signals.fleet``) on its own, over a recording signal source:
 one read for every registered pool, pods from the index at read time, ticks served the newest
 snapshot or a fresh read, failures and timeouts as unknown snapshots, lapsed and forgotten pools
 no longer read. Periods are tens of milliseconds so the cases run in well under a second each.
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from llmscale.controller.fleet import MINUTE_LAG_S, FleetReader
+from llmscale.controller.signals.fleet import MINUTE_LAG_S, FleetReader
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.profiles import get_profile
 from llmscale.signals.queries import PoolRequest, PoolTarget

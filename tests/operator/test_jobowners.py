@@ -4,7 +4,7 @@ in the ``SoleJobManager`` condition."""
 from __future__ import annotations
 
 from llmscale.controller.jobowners import sole_job_manager_condition, split_jobs
-from llmscale.policy.batch_jobs import BatchJob, JobState
+from llmscale.policy.batch.jobs import BatchJob, JobState
 
 
 def batch_job(name: str, managed_by: str | None = None) -> BatchJob:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.merge import TemplateConflict, merge_template
-from llmscale.controller.names import INTERACTIVE
-from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.manifests.merge import TemplateConflict, merge_template
+from llmscale.controller.manifests.names import INTERACTIVE
+from llmscale.controller.manifests.podtemplate import pod_template
 
 GPU = "nvidia.com/gpu"
 

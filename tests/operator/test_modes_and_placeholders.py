@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.merge import merge_template
-from llmscale.controller.mode import memory_without_scaling, mode_condition, writes_workload
-from llmscale.controller.names import INTERACTIVE
+from llmscale.controller.manifests.merge import merge_template
+from llmscale.controller.manifests.names import INTERACTIVE
+from llmscale.controller.manifests.podtemplate import pod_template
 from llmscale.controller.placeholders import placeholder_manifest, placeholder_state
-from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.scaletarget import pods_of
+from llmscale.controller.status.mode import memory_without_scaling, mode_condition, writes_workload
 from llmscale.policy import PolicyMemory, PoolState, decide
 from llmscale.signals.queries import PoolTarget, selector
 

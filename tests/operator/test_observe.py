@@ -9,12 +9,12 @@ import math
 
 import pytest
 
-from llmscale.controller.coldstart import ColdStarts, pod_start_seconds
-from llmscale.controller.gpuledger import GpuLedger, LivePod
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.observe import pool_report
-from llmscale.controller.servicerecord import ServiceRecord, judge_minute
-from llmscale.controller.statuspatch import (
+from llmscale.controller.state.coldstart import ColdStarts, pod_start_seconds
+from llmscale.controller.state.gpuledger import GpuLedger, LivePod
+from llmscale.controller.state.servicerecord import ServiceRecord, judge_minute
+from llmscale.controller.status.statuspatch import (
     FIGURES_SETTLE_SECONDS,
     figures_material,
     memory_material,

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.children import deployment_manifest
-from llmscale.controller.podtemplate import (
+from llmscale.controller.manifests.children import deployment_manifest
+from llmscale.controller.manifests.podtemplate import (
     longest_generation_seconds,
     pod_template,
     progress_deadline_seconds,

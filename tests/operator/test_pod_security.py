@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.podtemplate import pod_template
+from llmscale.controller.manifests.podtemplate import pod_template
 
 
 def spec(engine: str) -> LLMDeploymentSpec:

@@ -15,8 +15,8 @@ import pytest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.indexes import IndexedPod, index_rollouts, progressing_of
-from llmscale.controller.pods import pool_state
 from llmscale.controller.rollout import rollout_condition, rollout_fits
+from llmscale.controller.state.pods import pool_state
 from llmscale.policy import PolicyMemory, Reason, decide
 from llmscale.signals.snapshot import SignalSnapshot
 

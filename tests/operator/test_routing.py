@@ -13,7 +13,7 @@ import kubernetes.client
 import pytest
 from tests.operator.test_tick import FakeInferencePools, llmdeployment
 
-from llmscale.controller.inferencepool import default_picker
+from llmscale.controller.manifests.inferencepool import default_picker
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.routing import sync_inference_pool
 from llmscale.controller.spec import read_spec

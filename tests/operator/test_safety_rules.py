@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 
 from llmscale.controller.applyfailure import applied_condition
 from llmscale.controller.autoscalers import sole_autoscaler_condition
-from llmscale.controller.deletioncost import (
+from llmscale.controller.indexes import index_hpas, index_pod_costs, index_scaled_objects, other_autoscalers
+from llmscale.controller.peers import live_peers
+from llmscale.controller.spec import InvalidSpec, read_spec
+from llmscale.controller.state.deletioncost import (
     CACHE_SCALE,
     LOAD_MAX,
     UNKNOWN_COST,
@@ -22,10 +25,7 @@ from llmscale.controller.deletioncost import (
     meaningful,
     pod_costs,
 )
-from llmscale.controller.indexes import index_hpas, index_pod_costs, index_scaled_objects, other_autoscalers
-from llmscale.controller.peers import live_peers
-from llmscale.controller.pods import classify_pod, pool_state
-from llmscale.controller.spec import InvalidSpec, read_spec
+from llmscale.controller.state.pods import classify_pod, pool_state
 from llmscale.signals.snapshot import PodSignals, SignalSnapshot
 
 T0 = 1717416000.0

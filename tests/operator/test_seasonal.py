@@ -1,4 +1,4 @@
-"""The seasonal reader (``llmscale.controller.seasonal``) on its own, over a recording source: the
+"""The seasonal reader (``llmscale.controller.signals.seasonal``) on its own, over a recording source: the
 wall-clock day and week of a time zone across DST changes, one read per distinct offset for every
 pool, once a minute at most, failures and timeouts as no history (logged once), stale history not
 handed out, pools selected by pod name left out."""
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.seasonal import (
+from llmscale.controller.signals.seasonal import (
     SEASONAL_MAX_AGE_S,
     SEASONAL_REFRESH_S,
     SeasonalReader,
@@ -127,7 +127,7 @@ async def test_a_failed_read_drops_every_history_and_is_logged_once(
         source.fail = ConnectionRefusedError("canned Prometheus is down")
     else:
         source.delay_s = 1.0
-    with caplog.at_level(logging.INFO, logger="llmscale.controller.seasonal"):
+    with caplog.at_level(logging.INFO, logger="llmscale.controller.signals.seasonal"):
         await reader.read(pools, NOW + 60, 60.0)
         await reader.read(pools, NOW + 120, 120.0)
         assert reader.get(CHAT, 120.0) is None

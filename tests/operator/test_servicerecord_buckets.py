@@ -8,7 +8,7 @@ from benchmarks.memory_per_object import DictBuckets  # the rule before issue 14
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmscale.controller.servicerecord import _FIELDS, _GPU_S, _Buckets
+from llmscale.controller.state.servicerecord import _FIELDS, _GPU_S, _Buckets
 
 T0 = 1_790_000_000.0
 

@@ -25,12 +25,12 @@ from kopf._core.engines import posting
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.ensure import ensure_children
-from llmscale.controller.fleet import FleetReader
 from llmscale.controller.indexes import IndexedPod
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.routing import RESYNC_S
 from llmscale.controller.settings import OperatorSettings
+from llmscale.controller.signals.fleet import FleetReader
 from llmscale.controller.tick import tick
 from llmscale.localcluster import SAMPLE
 from llmscale.policy import decide

@@ -28,7 +28,8 @@ from llmscale.api import LLMDeployment, LLMDeploymentSpec
 from llmscale.batch.client import ClientSettings
 from llmscale.model import ReplicaModel
 from llmscale.model.batch import batch_throughput
-from llmscale.policy.batch import (
+from llmscale.policy.batch.jobs import DEFAULT_CLIENT_CONCURRENCY, BatchJob, JobState
+from llmscale.policy.batch.plan import (
     DEADLINE_SAFETY,
     FILL_FRACTION,
     BatchPoolState,
@@ -38,7 +39,6 @@ from llmscale.policy.batch import (
     batch_replica_rate,
     plan_batch,
 )
-from llmscale.policy.batch_jobs import DEFAULT_CLIENT_CONCURRENCY, BatchJob, JobState
 from llmscale.policy.window_intervals import open_intervals, open_seconds
 
 EXAMPLES = settings(max_examples=200, deadline=None)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmscale.policy.batch_jobs import (
+from llmscale.policy.batch.jobs import (
     ANNOTATION_CONCURRENCY,
     ANNOTATION_DEADLINE,
     ANNOTATION_INPUT_TOKENS,

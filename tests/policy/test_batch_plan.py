@@ -17,7 +17,8 @@ import pytest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import Reason
-from llmscale.policy.batch import (
+from llmscale.policy.batch.jobs import BatchJob, JobState
+from llmscale.policy.batch.plan import (
     BatchLimit,
     BatchPoolState,
     InteractiveState,
@@ -27,7 +28,6 @@ from llmscale.policy.batch import (
     batch_replica_tok_s,
     plan_batch,
 )
-from llmscale.policy.batch_jobs import BatchJob, JobState
 
 #: One batch replica's tokens/s in these cases: 10,000 tokens/s = 36 M tokens an hour.
 TOK_S = 10_000.0

@@ -18,14 +18,14 @@ from tests.strategies import batch_plan_inputs
 from tests.strategies import most_batch_replicas as _most
 
 from llmscale.policy import batch_window_open
-from llmscale.policy.batch import (
+from llmscale.policy.batch.jobs import BatchJob, JobState
+from llmscale.policy.batch.plan import (
     BatchPlan,
     BatchPoolState,
     JobAction,
     RunMode,
     plan_batch,
 )
-from llmscale.policy.batch_jobs import BatchJob, JobState
 
 EXAMPLES = settings(max_examples=200, deadline=None)
 

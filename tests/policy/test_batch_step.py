@@ -1,4 +1,4 @@
-"""The batch step after the scaling decision (llmscale.policy.batch_step): the planner's inputs taken
+"""The batch step after the scaling decision (llmscale.policy.batch.step): the planner's inputs taken
 from the decision and the tick's pool state and signals, the decision's batch size replaced by the
 plan's, and the model that cannot fit holding the pool.
 
@@ -15,9 +15,9 @@ import pytest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import PolicyMemory, PoolState, Reason, decide
-from llmscale.policy.batch import JobAction
-from llmscale.policy.batch_jobs import BatchJob, JobState
-from llmscale.policy.batch_step import THROUGHPUT_UNKNOWN, batch_step, interactive_state, latency_within_slo
+from llmscale.policy.batch.jobs import BatchJob, JobState
+from llmscale.policy.batch.plan import JobAction
+from llmscale.policy.batch.step import THROUGHPUT_UNKNOWN, batch_step, interactive_state, latency_within_slo
 from llmscale.signals.snapshot import SignalSnapshot
 
 

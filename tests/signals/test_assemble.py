@@ -319,7 +319,7 @@ def test_failed_query_names_itself_on_its_signals(group: str, signals: tuple[str
     assert s.error is not None and f"{group} query failed: HTTP Status Code 422" in s.error
     for name in signals:
         assert f"{group} query failed" in s.unknown[name], name
-    # Structured, for the fleet reader's carry (controller/carry.py): which groups failed.
+    # Structured, for the fleet reader's carry (controller/signals/carry.py): which groups failed.
     assert s.failed_queries == (group,)
 
 

@@ -43,7 +43,7 @@ from tests.signals.prom import (
     wait_targets_up,
 )
 
-from llmscale.controller.servicerecord import judge_minute
+from llmscale.controller.state.servicerecord import judge_minute
 from llmscale.policy.livefit import live_window
 from llmscale.signals import (
     PoolRequest,

@@ -18,8 +18,13 @@ from pathlib import Path
 import pytest
 from tests.signals.prom import POOL_LABELS, Series, backfilled, every, needs_prometheus
 
-from llmscale.controller.fleet import FleetReader
-from llmscale.controller.seasonal import SEASONAL_AFTER_S, SEASONAL_BEFORE_S, SEASONAL_STEP_S, SeasonalReader
+from llmscale.controller.signals.fleet import FleetReader
+from llmscale.controller.signals.seasonal import (
+    SEASONAL_AFTER_S,
+    SEASONAL_BEFORE_S,
+    SEASONAL_STEP_S,
+    SeasonalReader,
+)
 from llmscale.policy.forecast import seasonal_growth
 from llmscale.signals import PoolRequest, PoolTarget, PrometheusSignalReader, ReaderSettings, get_profile
 from llmscale.signals.pastrates import PastRatesUnread
@@ -149,7 +154,7 @@ async def test_prometheus_down_gives_no_history_and_is_logged_once(
     seasonal = SeasonalReader(source, timeout_s=5.0)
     requests = [(PoolRequest(CHAT, VLLM), None)]
     try:
-        with caplog.at_level(logging.WARNING, logger="llmscale.controller.seasonal"):
+        with caplog.at_level(logging.WARNING, logger="llmscale.controller.signals.seasonal"):
             await seasonal.read(requests, 1_717_416_000.0, 0.0)
             await seasonal.read(requests, 1_717_416_060.0, 60.0)
     finally:

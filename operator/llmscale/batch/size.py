@@ -1,6 +1,6 @@
 """The size of a batch input, as the annotations of its Job (``llmscale batch size``).
 
-The operator sizes the batch pool from three annotations on the Job (:mod:`llmscale.policy.batch_jobs`):
+The operator sizes the batch pool from three annotations on the Job (:mod:`llmscale.policy.batch.jobs`):
 requests, prompt tokens and output tokens. This module counts them from the input file:
 
 - requests: the lines (after validation);
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from llmscale.batch.requests import BatchRequest
 from llmscale.engine.tokenizer import chat_prompt_tokens, prompt_tokens
-from llmscale.policy.batch_jobs import ANNOTATION_INPUT_TOKENS, ANNOTATION_OUTPUT_TOKENS, ANNOTATION_REQUESTS
+from llmscale.policy.batch.jobs import ANNOTATION_INPUT_TOKENS, ANNOTATION_OUTPUT_TOKENS, ANNOTATION_REQUESTS
 
 __all__ = ["DEFAULT_OUTPUT_TOKENS", "BatchSize", "batch_size"]
 

@@ -10,7 +10,7 @@ Examples::
 
 Each LLMDeployment of the input (a file of one or more YAML documents; other kinds are skipped
 with a note on stderr) is read as the operator reads it, and its children are built by the
-operator's own builders (:func:`llmscale.controller.children.child_manifests`): the Services, the
+operator's own builders (:func:`llmscale.controller.manifests.children.child_manifests`): the Services, the
 PodDisruptionBudget and each pool's Deployment with the vLLM/SGLang command, probes, grace period
 and ``spec.template`` merged in, at the replicas the operator starts with (one replica of demand plus
 the warm headroom, within ``spec.replicas``; the batch pool at 0). The owner reference's ``uid`` is a placeholder (the
@@ -36,11 +36,11 @@ import yaml
 
 from llmscale.api import API_VERSION, KIND
 from llmscale.commands.output import add_output_argument, write_document
-from llmscale.controller.children import PriorityClasses, child_manifests, initial_replicas
-from llmscale.controller.inferencepool import inference_pool_manifest
-from llmscale.controller.mode import writes_workload
-from llmscale.controller.names import owner_reference
+from llmscale.controller.manifests.children import PriorityClasses, child_manifests, initial_replicas
+from llmscale.controller.manifests.inferencepool import inference_pool_manifest
+from llmscale.controller.manifests.names import owner_reference
 from llmscale.controller.spec import InvalidSpec, read_spec
+from llmscale.controller.status.mode import writes_workload
 
 __all__ = ["PLACEHOLDER_UID", "add_arguments", "main", "render"]
 

@@ -30,7 +30,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from llmscale.commands.logformat import formatter
 from llmscale.controller.deps import Decider, Dependencies, SignalSource
-from llmscale.controller.fleet import FleetReader
 from llmscale.controller.gpusfree import GpuReader
 from llmscale.controller.handlers import build_registry, configure_kopf
 from llmscale.controller.metrics import OperatorMetrics
@@ -42,6 +41,7 @@ from llmscale.controller.settings import (
     load_settings,
     with_peering_priority,
 )
+from llmscale.controller.signals.fleet import FleetReader
 from llmscale.controller.tlsbuffers import shrink_tls_read_buffers
 from llmscale.controller.writer import KubernetesInferencePools, KubernetesWriter
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import kopf
 
-from llmscale.controller.conditions import merge_conditions
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_apply_failed
 from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.status.conditions import merge_conditions
 from llmscale.policy.types import ConditionResult
 
 __all__ = [

@@ -15,8 +15,8 @@ from typing import Any
 import kopf
 
 from llmscale.controller.events import post_other_autoscaler
+from llmscale.controller.manifests.names import POOLS, Pool, deployment_name
 from llmscale.controller.memory import ObjectMemory
-from llmscale.controller.names import POOLS, Pool, deployment_name
 from llmscale.policy.types import ConditionResult
 
 __all__ = ["SOLE_AUTOSCALER", "note_other_autoscalers", "sole_autoscaler_condition"]

@@ -2,7 +2,7 @@
 pauses written to them (``spec.suspend``, by server-side apply, nothing else) with an Event and a
 log line each.
 
-The plan itself is pure (:func:`llmscale.policy.batch_step.batch_step`); this module is its I/O.
+The plan itself is pure (:func:`llmscale.policy.batch.step.batch_step`); this module is its I/O.
 A refused write is logged and posted once per distinct answer (a ``JobSuspendFailed`` Warning Event
 on the Job) and tried again on the next tick, whose plan still asks for it; a Job deleted meanwhile
 (404) is simply gone.
@@ -23,8 +23,8 @@ from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import clip
 from llmscale.controller.indexes import deployment_jobs
 from llmscale.controller.memory import ObjectMemory
-from llmscale.policy.batch import BatchPlan, JobAction
-from llmscale.policy.batch_jobs import BatchJob, parse_job
+from llmscale.policy.batch.jobs import BatchJob, parse_job
+from llmscale.policy.batch.plan import BatchPlan, JobAction
 
 __all__ = ["EVENT_PAUSED", "EVENT_RELEASED", "EVENT_SUSPEND_FAILED", "apply_job_actions", "read_jobs"]
 

@@ -1,4 +1,4 @@
-"""Writing the pods' deletion costs (:mod:`llmscale.controller.deletioncost`) during a tick: one
+"""Writing the pods' deletion costs (:mod:`llmscale.controller.state.deletioncost`) during a tick: one
 server-side apply of the annotation per pod whose cost changed, each on its own; a refusal is
 logged and counted, never raised — a stale cost only makes a scale-down pick a busier pod.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from llmscale.controller.deletioncost import ANNOTATION, cost_updates, pod_costs
 from llmscale.controller.deps import Dependencies
+from llmscale.controller.state.deletioncost import ANNOTATION, cost_updates, pod_costs
 from llmscale.signals.snapshot import SignalSnapshot
 
 __all__ = ["write_deletion_costs"]

@@ -15,12 +15,12 @@ import kopf
 import kubernetes.client
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.children import PriorityClasses
-from llmscale.controller.fleet import FleetReader, SignalSource
 from llmscale.controller.gpusfree import GpuReader
+from llmscale.controller.manifests.children import PriorityClasses
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.scaletarget import ScaleClient
 from llmscale.controller.settings import OperatorSettings
+from llmscale.controller.signals.fleet import FleetReader, SignalSource
 from llmscale.controller.writer import ChildWriter, InferencePools
 from llmscale.policy.types import Decision, PolicyMemory, PoolState
 from llmscale.signals.snapshot import SignalSnapshot

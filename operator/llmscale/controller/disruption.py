@@ -26,7 +26,7 @@ __all__ = ["COLD_START_ANNOTATIONS", "DO_NOT_DISRUPT", "SAFE_TO_EVICT", "release
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-#: What a pod carries through its cold start (see :func:`llmscale.controller.podtemplate.pod_template`).
+#: What a pod carries through its cold start (see :func:`llmscale.controller.manifests.podtemplate.pod_template`).
 COLD_START_ANNOTATIONS: Mapping[str, str] = {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 
 

@@ -19,16 +19,16 @@ from typing import Any
 import kopf
 
 from llmscale.controller.applyfailure import record_apply, retry_delay_seconds
-from llmscale.controller.children import child_manifests, initial_replicas
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_batch_removed
 from llmscale.controller.indexes import deployment_replicas
 from llmscale.controller.invalid import report_invalid
+from llmscale.controller.manifests.children import child_manifests, initial_replicas
+from llmscale.controller.manifests.names import BATCH, INTERACTIVE, batch_deployment_name, batch_service_name
 from llmscale.controller.memory import ObjectMemory
-from llmscale.controller.mode import writes_workload
-from llmscale.controller.names import BATCH, INTERACTIVE, batch_deployment_name, batch_service_name
 from llmscale.controller.routing import follow_routing
 from llmscale.controller.spec import InvalidSpec, read_spec
+from llmscale.controller.status.mode import writes_workload
 from llmscale.controller.writer import ApplyRefused, apply_manifests
 
 __all__ = ["ensure_children", "retry_error"]
@@ -57,7 +57,7 @@ async def ensure_children(
     with ``spec.scaleTargetRef``: see the module docstring).
 
     The interactive Deployment keeps the replicas in the Deployments index (what the operator last
-    set) or, new, starts at :func:`~llmscale.controller.children.initial_replicas`; the batch
+    set) or, new, starts at :func:`~llmscale.controller.manifests.children.initial_replicas`; the batch
     Deployment keeps its replicas or starts at 0.
 
     Args:

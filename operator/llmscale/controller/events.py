@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import kopf
 
-from llmscale.controller.names import INTERACTIVE, Pool
+from llmscale.controller.manifests.names import INTERACTIVE, Pool
 from llmscale.policy.types import Reason
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Pods that will never serve: the startup budget a pod is judged against at each tick, the
 ``PodsHealthy`` condition and the ``FailedPod`` Warning Event that name each failed pod and why.
 
-A pod is failed when :func:`~llmscale.controller.pods.pod_failure` says so (a crash loop, an image
+A pod is failed when :func:`~llmscale.controller.state.pods.pod_failure` says so (a crash loop, an image
 pull back-off, a configuration error: read from the pod by the index), or when it has been
 scheduled and not Ready for longer than the pool's **startup budget**: :data:`BUDGET_FACTOR` times
 the slowest of the pool's own measured cold starts, and never less than :data:`BUDGET_FLOOR_S`. A
@@ -24,7 +24,7 @@ import kopf
 from llmscale.controller.events import clip
 from llmscale.controller.indexes import IndexedPod, cold_starts_of
 from llmscale.controller.memory import ObjectMemory
-from llmscale.controller.pods import recent_cold_starts
+from llmscale.controller.state.pods import recent_cold_starts
 from llmscale.policy.types import ConditionResult
 from llmscale.signals.snapshot import SignalSnapshot
 

@@ -55,7 +55,7 @@ from kubernetes.client.exceptions import ApiException
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.indexes import PoolKey, extended_requests
-from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL
+from llmscale.controller.manifests.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL
 
 __all__ = [
     "BOUND_PODS",

@@ -12,7 +12,7 @@ Each handler only takes Kopf's keyword arguments, fetches the injected
 - a timer every ``settings.tick_base_seconds``: :func:`llmscale.controller.tick.tick`, which runs
   when the object's own ``spec.scaling.tickSeconds`` is due;
 - delete: drop the object's metric series and stop reading its pools;
-- startup / cleanup: start and stop the fleet signal reader (:mod:`llmscale.controller.fleet`).
+- startup / cleanup: start and stop the fleet signal reader (:mod:`llmscale.controller.signals.fleet`).
 
 The registry is built by :func:`build_registry` (no import-time decorators), so tests and
 ``llmscale run`` each get a fresh one with their own settings. The operator never writes an
@@ -47,8 +47,8 @@ from llmscale.controller.indexes import (
     index_rollouts,
     index_scaled_objects,
 )
+from llmscale.controller.manifests.names import LABEL_MANAGED_BY, MANAGER
 from llmscale.controller.memory import object_memory
-from llmscale.controller.names import LABEL_MANAGED_BY, MANAGER
 from llmscale.controller.placeholders import (
     LABEL_PLACEHOLDER,
     PLACEHOLDER_DEPLOYMENTS_INDEX,
@@ -58,7 +58,7 @@ from llmscale.controller.placeholders import (
 )
 from llmscale.controller.settings import OperatorSettings
 from llmscale.controller.tick import tick
-from llmscale.policy.batch_jobs import LABEL_DEPLOYMENT as JOB_LABEL
+from llmscale.policy.batch.jobs import LABEL_DEPLOYMENT as JOB_LABEL
 
 __all__ = ["build_registry", "configure_kopf"]
 

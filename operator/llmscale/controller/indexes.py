@@ -15,12 +15,19 @@ from typing import Any, NamedTuple
 
 import kopf
 
-from llmscale.controller.coldstart import parse_time, pod_start_seconds
-from llmscale.controller.deletioncost import ANNOTATION as DELETION_COST
-from llmscale.controller.deletioncost import parse_cost
-from llmscale.controller.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL, Pool, deployment_name
-from llmscale.controller.pods import PodPhase, classify_pod, pod_failure
-from llmscale.policy.batch_jobs import LABEL_DEPLOYMENT as JOB_LABEL
+from llmscale.controller.manifests.names import (
+    BATCH,
+    INTERACTIVE,
+    LABEL_DEPLOYMENT,
+    LABEL_POOL,
+    Pool,
+    deployment_name,
+)
+from llmscale.controller.state.coldstart import parse_time, pod_start_seconds
+from llmscale.controller.state.deletioncost import ANNOTATION as DELETION_COST
+from llmscale.controller.state.deletioncost import parse_cost
+from llmscale.controller.state.pods import PodPhase, classify_pod, pod_failure
+from llmscale.policy.batch.jobs import LABEL_DEPLOYMENT as JOB_LABEL
 
 __all__ = [
     "DEPLOYMENTS_INDEX",
@@ -71,10 +78,10 @@ DeploymentKey = tuple[str, str]
 class IndexedPod(NamedTuple):
     """What the pods index keeps of one live pod: its name (the signals reader reads the series of
     these pods only), its phase (the pool state), its creation and Ready times (the measured cold
-    start, :mod:`llmscale.controller.coldstart`; seconds since the epoch, ``None`` when unknown),
-    its extended-resource requests (GPU-hours, :mod:`llmscale.controller.gpuledger`), when it was
+    start, :mod:`llmscale.controller.state.coldstart`; seconds since the epoch, ``None`` when unknown),
+    its extended-resource requests (GPU-hours, :mod:`llmscale.controller.state.gpuledger`), when it was
     scheduled (the startup budget counts from then, :mod:`llmscale.controller.failedpods`) and, for a
-    failed pod, why (:func:`~llmscale.controller.pods.pod_failure`); ``guarded``: the cold-start
+    failed pod, why (:func:`~llmscale.controller.state.pods.pod_failure`); ``guarded``: the cold-start
     annotations it still carries (:mod:`llmscale.controller.disruption`)."""
 
     name: str
@@ -210,7 +217,7 @@ def index_pods(
     spec: kopf.Spec | None = None, **_: Any,
 ) -> dict[PoolKey, IndexedPod]:
     """Kopf index function: ``{(namespace, owner, pool): IndexedPod}`` of one pod (its phase from
-    :func:`~llmscale.controller.pods.classify_pod`); nothing for a terminating or finished pod."""
+    :func:`~llmscale.controller.state.pods.classify_pod`); nothing for a terminating or finished pod."""
     key = _pool_of(namespace, labels)
     if key is None:
         return {}
@@ -243,7 +250,7 @@ def index_pod_costs(
 ) -> dict[PoolKey, tuple[str, int | None]]:
     """Kopf index function: ``{(namespace, owner, pool): (pod name, deletion cost)}`` of one Ready
     pod, the cost as annotated now (``None`` when not annotated; see
-    :mod:`llmscale.controller.deletioncost`). Pods that are not Ready are removed first by a
+    :mod:`llmscale.controller.state.deletioncost`). Pods that are not Ready are removed first by a
     ReplicaSet whatever their cost, so they need none."""
     key = _pool_of(namespace, labels)
     if key is None or classify_pod(meta, status) != "ready":
@@ -258,7 +265,7 @@ def index_jobs(
     """Kopf index function of batch Jobs: ``{(namespace, LLMDeployment name): job}`` for a Job
     labelled ``llmscale.dev/deployment`` (docs/batch.md, the Job contract).
 
-    The value keeps what :func:`~llmscale.policy.batch_jobs.parse_job` reads (name, creation time,
+    The value keeps what :func:`~llmscale.policy.batch.jobs.parse_job` reads (name, creation time,
     labels, annotations, ``spec.suspend``/``completionMode``/``completions``, ``status.active``/
     ``terminating``/``succeeded``/``conditions``) and what an Event on the Job needs (uid); not the pod template,
     which can be large and is never read.
@@ -328,7 +335,7 @@ def cold_starts_of(pods: Iterable[IndexedPod]) -> list[tuple[float, float] | Non
 
 def _cold_start(pod: IndexedPod) -> tuple[float, float] | None:
     """``(ready_at, seconds from creation to Ready)`` of an indexed pod (the same figure as
-    :func:`~llmscale.controller.pods.cold_start`); ``None`` while it is not Ready or when its time
+    :func:`~llmscale.controller.state.pods.cold_start`); ``None`` while it is not Ready or when its time
     stamps are missing or out of order (a clock skew between the API server and the kubelet)."""
     if pod.created_s is None or pod.ready_s is None or pod.ready_s < pod.created_s:
         return None

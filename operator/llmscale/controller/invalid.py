@@ -13,7 +13,7 @@ import kopf
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_invalid
 from llmscale.controller.memory import ObjectMemory
-from llmscale.controller.status import invalid_status
+from llmscale.controller.status.build import invalid_status
 
 __all__ = ["report_invalid"]
 

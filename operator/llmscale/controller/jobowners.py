@@ -1,6 +1,6 @@
 """Batch Jobs with two owners: a Job another manager suspends (Kueue, a ``spec.managedBy``
 controller, or any field manager that takes ``spec.suspend`` back after llmscale released it,
-:attr:`~llmscale.policy.batch_jobs.BatchJob.managed_by`) is left to that manager. Releasing it
+:attr:`~llmscale.policy.batch.jobs.BatchJob.managed_by`) is left to that manager. Releasing it
 again every tick would create and kill a pod each time, and sizing the batch pool for it would pay
 for GPUs it never uses; so the planner never sees it, and the ``SoleJobManager`` condition and an
 ``OtherJobManager`` Warning Event (once per Job) name it. Pure except :func:`note_job_managers`.
@@ -16,7 +16,7 @@ import kopf
 
 from llmscale.controller.events import clip
 from llmscale.controller.memory import ObjectMemory
-from llmscale.policy.batch_jobs import BatchJob
+from llmscale.policy.batch.jobs import BatchJob
 from llmscale.policy.types import ConditionResult
 
 __all__ = ["SOLE_JOB_MANAGER", "SOLE_JOB_MANAGER_REASONS", "note_job_managers", "sole_job_manager_condition",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmscale.controller.observe import PoolObservation
-from llmscale.controller.statuspatch import status_patch
+from llmscale.controller.status.statuspatch import status_patch
 from llmscale.policy.livefit import LiveRecord
 from llmscale.policy.types import Decision, PolicyMemory
 from llmscale.signals.snapshot import SignalSnapshot
@@ -147,7 +147,7 @@ class ObjectMemory:
     def write_status(self, patch_status: MutableMapping[str, Any], previous: Mapping[str, Any],
                      desired: Mapping[str, Any], *, refresh_seconds: float | None) -> bool:
         """Put into ``patch_status`` (Kopf's ``patch.status``) what changed from ``previous`` to
-        ``desired`` (:func:`~llmscale.controller.statuspatch.status_patch`: a material change at
+        ``desired`` (:func:`~llmscale.controller.status.statuspatch.status_patch`: a material change at
         once, the rest at most every ``refresh_seconds`` loop seconds) and note when; return whether
         anything was written. Must run inside the event loop."""
         loop_now = asyncio.get_running_loop().time()
@@ -163,7 +163,7 @@ class ObjectMemory:
         ``status.policyState`` (after a restart), else an empty one.
 
         The saved memory is written only when it changes materially
-        (:func:`llmscale.controller.statuspatch.memory_material`): every recommendation made after the
+        (:func:`llmscale.controller.status.statuspatch.memory_material`): every recommendation made after the
         write had the count of the saved newest one. So on a restart at ``now`` that count is taken
         as held until ``now`` (a recommendation ``(now, count)`` is added): the stabilisation windows
         then see the counts they saw before the restart, for at least as long.

@@ -81,7 +81,7 @@ class OperatorMetrics:
 
     - ``llmscale_signal_read_errors_total{namespace, name}``: failed or timed-out signal reads, one
       per tick that got an incomplete snapshot, and one per read that failed for the object's pool
-      while its last good snapshot was carried through it (``llmscale.controller.carry``).
+      while its last good snapshot was carried through it (``llmscale.controller.signals.carry``).
     - ``llmscale_apply_errors_total{kind}``: refused server-side applies.
     - ``llmscale_tick_duration_seconds``: one tick, signal read to status, in seconds.
     - ``llmscale_api_connection_wait_seconds``: how long requests to the API server waited for a

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.coldstart import ColdStarts
-from llmscale.controller.gpuledger import GpuLedger, LivePod
 from llmscale.controller.indexes import IndexedPod
-from llmscale.controller.servicerecord import PoolFigures, ServiceRecord, judge_minute
-from llmscale.controller.timestamps import rfc3339
+from llmscale.controller.state.coldstart import ColdStarts
+from llmscale.controller.state.gpuledger import GpuLedger, LivePod
+from llmscale.controller.state.servicerecord import PoolFigures, ServiceRecord, judge_minute
+from llmscale.controller.state.timestamps import rfc3339
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import SignalSnapshot
 

@@ -26,7 +26,7 @@ import kubernetes.client
 from kubernetes.client.exceptions import ApiException
 
 from llmscale.controller.settings import DEFAULT_PEERING, OperatorSettings
-from llmscale.controller.timestamps import parse_rfc3339
+from llmscale.controller.state.timestamps import parse_rfc3339
 
 __all__ = ["PeeringConflict", "check_peering", "conflicting_peers", "live_peers"]
 

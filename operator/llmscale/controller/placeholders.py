@@ -34,8 +34,8 @@ import kopf
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.deps import Dependencies
-from llmscale.controller.merge import ENGINE_CONTAINER
-from llmscale.controller.names import (
+from llmscale.controller.manifests.merge import ENGINE_CONTAINER
+from llmscale.controller.manifests.names import (
     INTERACTIVE,
     LABEL_DEPLOYMENT,
     LABEL_INSTANCE,

@@ -14,11 +14,11 @@ from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.indexes import IndexedPod
+from llmscale.controller.manifests.names import BATCH, INTERACTIVE, POOLS, Pool
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.metrics import OperatorMetrics
-from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool
 from llmscale.controller.observe import JudgedMinute, PoolObservation, observe_pool, pool_report
-from llmscale.controller.servicerecord import PoolFigures
+from llmscale.controller.state.servicerecord import PoolFigures
 from llmscale.policy import kv_cache_target
 from llmscale.policy.types import Decision, PoolState
 from llmscale.signals.minute import MinuteSample

@@ -2,7 +2,7 @@
 ``RolloutProgressing`` condition and the ``RolloutStuck`` Warning Event.
 
 Pods beyond ``spec.replicas`` are a rollout's surge (``maxSurge: 1, maxUnavailable: 0``,
-:mod:`llmscale.controller.children`): :func:`~llmscale.controller.pods.pool_state` leaves them out of
+:mod:`llmscale.controller.manifests.children`): :func:`~llmscale.controller.state.pods.pool_state` leaves them out of
 the pods the policy counts as on their way, so an SLO breach is answered and the
 InsufficientCapacity clamp counts only the replicas llmscale asked for. A surge pod that cannot be
 placed (no free GPU) or fails (a broken new image) can never finish the rollout: that is

@@ -26,10 +26,10 @@ from kubernetes.client.exceptions import ApiException
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.applyfailure import note_routing, retry_delay_seconds
 from llmscale.controller.deps import Dependencies
-from llmscale.controller.inferencepool import inference_pool_manifest, owned_by
+from llmscale.controller.manifests.inferencepool import inference_pool_manifest, owned_by
+from llmscale.controller.manifests.names import owner_reference
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.metrics import OperatorMetrics
-from llmscale.controller.names import owner_reference
 from llmscale.controller.writer import ApplyRefused, InferencePools, apply_manifests
 
 __all__ = ["RESYNC_S", "RoutingOutcome", "follow_routing", "routing_due", "sync_inference_pool"]

@@ -37,8 +37,8 @@ from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from llmscale.api import ScaleTargetRef
 from llmscale.controller.indexes import IndexedPod, indexed_pod
-from llmscale.controller.names import MANAGER
-from llmscale.controller.pods import PodPhase
+from llmscale.controller.manifests.names import MANAGER
+from llmscale.controller.state.pods import PodPhase
 
 #: The LeaderWorkerSet API group, and the labels its controller sets on every pod of a group
 #: (sigs.k8s.io/lws ``api/leaderworkerset/v1``: ``SetNameLabelKey``, ``GroupIndexLabelKey``,
@@ -114,7 +114,7 @@ class TargetPods:
 
     @property
     def phases(self) -> tuple[PodPhase, ...]:
-        """:func:`~llmscale.controller.pods.classify_pod` of each live pod."""
+        """:func:`~llmscale.controller.state.pods.classify_pod` of each live pod."""
         return tuple(pod.phase for pod in self.pods)
 
     def count(self, phase: PodPhase) -> int:

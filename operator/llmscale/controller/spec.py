@@ -15,9 +15,9 @@ import pydantic
 
 from llmscale.api import LLMDeploymentSpec, name_problem
 from llmscale.controller.events import EVENT_MESSAGE_MAX
-from llmscale.controller.merge import TemplateConflict, merge_template
-from llmscale.controller.names import INTERACTIVE
-from llmscale.controller.podtemplate import UnsupportedSpecError, engine_command, pod_template
+from llmscale.controller.manifests.merge import TemplateConflict, merge_template
+from llmscale.controller.manifests.names import INTERACTIVE
+from llmscale.controller.manifests.podtemplate import UnsupportedSpecError, engine_command, pod_template
 from llmscale.fielderrors import field_errors
 
 __all__ = ["InvalidSpec", "read_spec"]
@@ -45,8 +45,8 @@ def read_spec(body: Mapping[str, Any]) -> LLMDeploymentSpec:
     Raises:
         InvalidSpec: the spec fails the pydantic model (every error, ``;``-separated, each led by
             its field path), names a combination the operator cannot turn into pods
-            (:class:`~llmscale.controller.podtemplate.UnsupportedSpecError`), has a ``spec.template``
-            that changes what llmscale owns (:class:`~llmscale.controller.merge.TemplateConflict`,
+            (:class:`~llmscale.controller.manifests.podtemplate.UnsupportedSpecError`), has a ``spec.template``
+            that changes what llmscale owns (:class:`~llmscale.controller.manifests.merge.TemplateConflict`,
             the message naming the field), or the object's name cannot name its Service (an object
             created before the CRD's rule on ``metadata.name``).
     """

@@ -1,17 +1,17 @@
 """One scaling tick of one LLMDeployment: gather → decide → apply → record.
 
 1. **gather**: the pools' state from the Kopf indexes (no API read), the interactive pool's
-   newest snapshot from the fleet reader (:mod:`llmscale.controller.fleet`: every pool read
+   newest snapshot from the fleet reader (:mod:`llmscale.controller.signals.fleet`: every pool read
    together once per base period; a failure or timeout is an *unknown* snapshot, never zeros),
    the signal history
    (:func:`llmscale.policy.history.record_snapshot`) and the policy memory (this process's, else
    ``status.policyState``);
 2. **decide**: ``deps.decide(spec, history, state, memory, now)``, pure; then the batch step
-   (:func:`llmscale.policy.batch_step.batch_step`, pure) plans the labelled Jobs from the Jobs index
+   (:func:`llmscale.policy.batch.step.batch_step`, pure) plans the labelled Jobs from the Jobs index
    and sizes the batch pool from their backlog, bounded by the GPUs free from the shared node read
    (:mod:`llmscale.controller.gpusfree`);
 3. **apply** (``spec.mode: Active`` only): the pods' deletion costs
-   (:mod:`llmscale.controller.deletioncost`), then each pool whose replicas change gets its
+   (:mod:`llmscale.controller.state.deletioncost`), then each pool whose replicas change gets its
    Deployment server-side applied — or, with ``spec.scaleTargetRef``, its workload's ``/scale`` —
    on its own: one pool's refusal never stops or undoes the other's; a pool that another autoscaler
    targets is left alone (:mod:`llmscale.controller.autoscalers`); then the placeholder pods of the
@@ -51,8 +51,6 @@ from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.applyfailure import CHILDREN_APPLIED, applied_condition, children_error, note_apply
 from llmscale.controller.autoscalers import SOLE_AUTOSCALER, note_other_autoscalers, sole_autoscaler_condition
 from llmscale.controller.batch import apply_job_actions, read_jobs
-from llmscale.controller.children import deployment_manifest
-from llmscale.controller.conditions import BATCH_BACKLOG, DEADLINE_AT_RISK
 from llmscale.controller.costwriter import write_deletion_costs
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.disruption import release_ready_pods
@@ -93,13 +91,19 @@ from llmscale.controller.jobowners import (
     split_jobs,
 )
 from llmscale.controller.livefit import ENGINE_CALIBRATED, live_calibration, note_live_calibration
+from llmscale.controller.manifests.children import deployment_manifest
+from llmscale.controller.manifests.merge import merge_template
+from llmscale.controller.manifests.names import (
+    BATCH,
+    INTERACTIVE,
+    POOLS,
+    Pool,
+    deployment_name,
+    owner_reference,
+)
+from llmscale.controller.manifests.podtemplate import pod_template
 from llmscale.controller.memory import SCALE_ECHO_S, ObjectMemory, memory_after
-from llmscale.controller.merge import merge_template
-from llmscale.controller.mode import ACTIVE, ADVISORY, memory_without_scaling, mode_condition, writes_workload
-from llmscale.controller.names import BATCH, INTERACTIVE, POOLS, Pool, deployment_name, owner_reference
 from llmscale.controller.placeholders import placeholder_state, sync_placeholders
-from llmscale.controller.pods import pool_state
-from llmscale.controller.podtemplate import pod_template
 from llmscale.controller.report import PoolReports, observe_pools, record_metrics
 from llmscale.controller.rollout import ROLLOUT_PROGRESSING, note_rollout, rollout_condition, rollout_fits
 from llmscale.controller.routing import follow_routing, routing_due
@@ -110,14 +114,23 @@ from llmscale.controller.scaletarget import (
     TargetPods,
     read_target,
 )
-from llmscale.controller.seasonal import spec_timezone
+from llmscale.controller.signals.seasonal import spec_timezone
 from llmscale.controller.slobuckets import SLO_TARGETS_ON_BUCKETS, slo_buckets_condition
 from llmscale.controller.spec import InvalidSpec, read_spec
-from llmscale.controller.status import build_status
+from llmscale.controller.state.pods import pool_state
+from llmscale.controller.status.build import build_status
+from llmscale.controller.status.conditions import BATCH_BACKLOG, DEADLINE_AT_RISK
+from llmscale.controller.status.mode import (
+    ACTIVE,
+    ADVISORY,
+    memory_without_scaling,
+    mode_condition,
+    writes_workload,
+)
 from llmscale.controller.targeterror import report_target_error
 from llmscale.controller.writer import ApplyRefused, apply_manifests
-from llmscale.policy.batch_jobs import BatchJob
-from llmscale.policy.batch_step import BatchStep, batch_step
+from llmscale.policy.batch.jobs import BatchJob
+from llmscale.policy.batch.step import BatchStep, batch_step
 from llmscale.policy.history import history_seconds, record_snapshot
 from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
 from llmscale.signals.profiles import get_profile

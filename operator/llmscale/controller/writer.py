@@ -17,13 +17,13 @@ import kubernetes.client
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from llmscale.controller.inferencepool import (
+from llmscale.controller.manifests.inferencepool import (
     INFERENCE_POOL_GROUP,
     INFERENCE_POOL_PLURAL,
     INFERENCE_POOL_VERSION,
 )
+from llmscale.controller.manifests.names import MANAGER
 from llmscale.controller.metrics import OperatorMetrics
-from llmscale.controller.names import MANAGER
 
 __all__ = [
     "Applier",

@@ -10,7 +10,7 @@ exits. A second signal exits at once; so does the kubelet's SIGKILL at the end o
 period. (vLLM v0.11, the pinned image, aborts in-flight requests on SIGTERM; its
 ``--shutdown-timeout`` came later, vLLM PR #36666. The pod template's preStop hook waits for the
 running requests to reach 0 before SIGTERM is sent, for every engine: see
-:mod:`llmscale.controller.podtemplate`.)
+:mod:`llmscale.controller.manifests.podtemplate`.)
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Two users:
 - :func:`pod_template_structural` turns it into the structural schema the CRD embeds at
   ``spec.template``, so the API server validates a template as a Pod template (field names, types,
   enums, list keys) rather than as a free-form map;
-- :func:`field_schema` answers, for the template merge (``llmscale.controller.merge``), the schema
+- :func:`field_schema` answers, for the template merge (``llmscale.controller.manifests.merge``), the schema
   of one field: its type, and for a list its patch strategy and merge key
   (``x-kubernetes-patch-strategy``, ``x-kubernetes-patch-merge-key``), the rules Kubernetes's
   strategic merge patch follows.

@@ -1,56 +1,13 @@
 """Replicas a workload needs at its SLO: the live mix, chunked prefill and per-token p95 latency.
 
-The SLO is judged the way the operator reads it: per minute, ``histogram_quantile(0.95, …)`` over
-vLLM's ``vllm:time_to_first_token_seconds`` (one sample per request) and
-``vllm:inter_token_latency_seconds`` (one sample per output token after the first: the gap since the
-request's previous token). A minute meets the SLO when both quantiles are within the targets; the
-pool is sized so that :data:`MINUTE_ATTAINMENT` of minutes do.
-
-**One replica** (vLLM V1's scheduler, ``vllm/v1/core/sched/scheduler.py``): every step runs the
-``B`` running decodes (one token each) and, while a prompt waits, a chunk of it that fills the rest
-of the step's token budget ``T`` (``--max-num-batched-tokens``). With the roofline step time
-(:meth:`~llmscale.model.ReplicaModel.step_time`):
-
-- a pure decode step at mean context ``C``: ``t_d = max(w + B·C·k, B·c)``;
-- a prompt of ``P`` tokens, ``P' = P·(1 − h)`` of them computed (``h``: prefix-cache hit rate), in
-  ``n = ceil(P' / (T − B))`` chunk steps of ``t(x) = max(w + B·C·k, (B + x)·c)`` for ``x`` tokens;
-- at ``λ`` arrivals/s the steps per second are ``S = λ·E[n] + (1 − λ·E[t_pf]) / t_d``, where
-  ``t_pf`` is a prompt's chunk steps together; Little's law on the decode phase gives
-  ``B = λ·(E[G] − 1) / S`` for ``G`` output tokens (solved as a fixed point).
-
-Here ``w`` is the weight read, ``k`` the KV read per token and ``c`` the compute per token of the
-roofline (bytes or FLOPs over achieved bandwidth or FLOP/s).
-
-**Per-token ITL.** Every decode in a step gets that step's duration as its gap, so the ITL p95 is
-over the SLO exactly when more than 5 % of the steps (weighted by their decodes, the same ``B`` in
-each) take longer than the target: the chunk steps whose ``x > ITL/c − B`` tokens, and every step
-once ``t_d`` itself is too long. A 2,048-token chunk on Llama-3.1-70B over 4 × H100 takes 146 ms, so
-with a 100 ms target each long prompt costs its chunk steps; short prompts cost nothing.
-
-**TTFT.** Prompts are prefilled first come, first served, back to back (a waiting prompt takes the
-budget of every step): an M/G/1 queue with service ``t_pf`` and load ``ρ = λ·E[t_pf]``, its wait
-``E[W] = λ·E[t_pf²] / (2(1 − ρ))`` (Pollaczek–Khinchine) with an exponential tail
-``P(W > t) = ρ·exp(−t·ρ / E[W])``. A request misses the target when ``W + t_pf(P)`` exceeds it.
-
-**A minute, the whole pool.** ``N`` replicas share the arrivals (the Service balances them), so a
-minute's ITL p95 is over the pool: its slow steps are a compound count over the minute's prompts,
-mean ``60·Λ·E[n_slow]``, variance ``60·Λ·(Var(n_slow) + D·E[n_slow]²)`` for an arrival count of
-dispersion ``D`` (variance / mean of the requests in a minute; 1 for Poisson arrivals, measured from
-the live rate by the policy). The pool meets the ITL p95 in :data:`MINUTE_ATTAINMENT` of minutes
-when ``mean + z·sd ≤ 5 % × 60·N·S`` (``z`` the normal quantile of the attainment); TTFT likewise
-with the count of requests over the target. Small pools and bursty traffic need more than the mean
-says, and the margin shrinks as ``1/√N``: the same equations give both.
-
-The lengths are log-normal, fitted to a mean and a p95 (or p90), the shape the request lengths of
-public LLM traces follow (Azure LLM inference trace 2023: prompt mean 1,155, p95 4,083 fits
-σ = 1.22; Mooncake: mean 12,035, p95 39,550 fits σ = 1.07, median 6,757 against 6,909 measured),
-integrated on :data:`QUADRATURE_POINTS` equal-probability points clipped to the context limit.
-
-Not modelled: several short prompts packed into one step (counted as one step each), attention
-FLOPs over long contexts, the router's preference for idle replicas (it shortens queues: the M/G/1
-wait is an upper bound), and preemption (the KV cache is checked apart, :attr:`ReplicaPoint.kv_cache_utilization`).
-
-Pure module: numbers in, numbers out; no clock, no I/O.
+The derivation, step by step: ``docs/policy.md``, "The load signal". The non-obvious rules: the SLO
+is judged as the operator reads it, per minute, ``histogram_quantile(0.95, …)`` over vLLM's TTFT
+(one sample per request) and ITL (one per output token) histograms, and the pool is sized so that
+:data:`MINUTE_ATTAINMENT` of minutes meet both; one replica follows vLLM V1's scheduler
+(``vllm/v1/core/sched/scheduler.py``: the running decodes plus a chunk of the waiting prompt per
+step), TTFT is an M/G/1 prefill queue (Pollaczek–Khinchine), and a minute's slow steps are a
+compound count over its prompts at the live dispersion, so small pools and bursty traffic need more
+than the mean says. Pure: numbers in, numbers out.
 """
 
 from __future__ import annotations

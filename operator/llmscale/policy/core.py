@@ -1,68 +1,10 @@
 """The scaling decision: ``decide(spec, history, state, memory, now) -> Decision``.
 
-Pure: no I/O, no clock, no metrics recording. The operator and the simulator call it on every
-tick with the same inputs and apply what it recommends. The steps, in order (each writes lines to
-``Decision.reasons``):
-
-0. **Memory.** When part of ``status.policyState`` could not be read (``memory.unreadable``), a line
-   and ``PolicyStateReadable=False`` say so while the dropped entries could still have counted.
-   Missing history is not "free to scale down": until the memory has seen a whole scale-down
-   window (``memory.since``), the window counts the current size as recommended.
-1. **Freshness.** The newest snapshot older than ``spec.scaling.metricsMaxAgeSeconds`` makes every
-   signal unknown. Unknown is not zero: with no leading signal known the pool holds its size
-   (``valid=False``, ``MetricsAvailable=False``).
-2. **The workload and the model** (:mod:`llmscale.policy.mix`, :mod:`llmscale.model.capacity`): the
-   live mix of the last minutes (prompt and output lengths, prefix-cache hits; unknown → the Azure
-   trace's lengths, the behaviour before the mix was read, named in ``CapacityModel``), the arrival
-   rate (finished + growth in the engines), the burstiness learnt from the rates, the capacity
-   correction in force, and the **lead time** (:mod:`llmscale.policy.leadtime`: P90 of the measured
-   cold starts, ``coldStartSeconds`` before any).
-3. **Proposals**, each a replica count the pool needs now:
-
-   - **load** (:mod:`llmscale.policy.load`): the model's replicas for the arrival rate plus the rate
-     that drains the backlog beyond ``queueDepthPerReplica`` per ready replica within one lead time,
-     less what the ready replicas already drain, at most a fifth of the arrivals, and none while
-     replicas asked for are not Ready (:func:`llmscale.policy.proposals.backlog_drain`: no cascade);
-   - **queue depth** when the arrival rate is unknown: ``ceil(queue / queueDepthPerReplica)``, only
-     up, and not again while replicas asked for are starting (they are the answer to that backlog);
-   - **KV-cache utilisation** (a mean): ``ceil(ready × kv / target)``, the target from the spec or
-     the model's KV use at the SLO's capacity for the live mix;
-   - **preemption rate** (a sum, only up): ``ceil(rate / preemptionsPerSecondPerReplica)``; with the
-     load signal known a symptom only: one more than the current demand, nothing while replicas start;
-   - **wake query** at zero replicas (``spec.scaling.wake``, :mod:`llmscale.policy.zero`): 1 when
-     it reads above its threshold.
-
-   Within ``±tolerance`` of the current demand (current replicas less headroom) a signal *holds*
-   the current demand: it neither drops out nor moves it. The largest proposal is the demand.
-4. **Headroom** ``H = max(spec.headroom.replicas, need(forecast) − need(now))``: the replicas the
-   arrival rate forecast one lead time ahead (:mod:`llmscale.policy.forecast`: the growth seen a
-   day and a week ago over the same stretch, and the trend when ``growthFactor`` > 0) needs beyond
-   today's. Without an arrival rate, the old KV-trend headroom.
-5. **Latency guard and correction.** When p95 TTFT or ITL breaches ``spec.slo`` while the leading
-   signals ask for no more than the current demand, nothing starts and the last scale-up is older
-   than the p95's window (the snapshot's rate window; :data:`LATENCY_WINDOW_S` when it does not
-   say): with the load signal known, a capacity correction is learnt
-   (:func:`llmscale.policy.load.correct`: the model over-estimated what these replicas carry) and the
-   load asks again; without it, demand + 1.
-6. **Recommendation** ``demand + H`` (+ the failed pods' replacements, :func:`_replacements`); 0 when a ``min: 0`` pool is idle (:func:`release_when_idle`);
-   on partial data floored at the current size (``MetricsPartial``).
-7. **Clamps** (:mod:`llmscale.policy.clamps`), the HPA's chain: the stabilisation windows
-   (``AbleToScale``), then the limits (``ScalingLimited``): rate limits, no removing while an engine
-   hangs, no adding while pods are unschedulable, the calendar floor (``spec.replicas.schedule``),
-   ``spec.replicas.min``/``max``. Scale-down is one rate-limited step at a time; Kubernetes drains
-   the removed pod, the policy never kills work.
-8. **Batch pool** (:mod:`llmscale.policy.batch_pool`): ``spec.batch.replicas`` inside a trough
-   window, 0 outside; while interactive pods cannot be scheduled, batch gives its replicas up to
-   them first. (The batch *planner*, :mod:`llmscale.policy.batch`, sizes the pool from the Jobs.)
-9. **Diagnosis** (:mod:`llmscale.policy.diagnosis`): the signature of any trouble and its remedy.
-
-``Decision.reasons`` lists the proposal that sets the demand first (a Scaled Event leads with it),
-then the other proposals and the workload line.
-
-Pods in their cold start are capacity on the way, never asked for twice: proposals are *totals*
-compared with ``state.interactive_replicas``, which already counts the starting pods. Failed pods
-(``state.interactive_failed``: a crash loop, an image pull back-off) are counted there too but are
-not capacity: the current demand leaves them out and the recommendation adds their replacements.
+Pure: no I/O, no clock; the operator and the simulator call it on every tick with the same inputs.
+Every step, in order, and every reason: ``docs/policy.md``, "The algorithm, step by step". The rules
+a reader of this code needs first: unknown is not zero (with no leading signal known the pool holds
+its size), and proposals are *totals* against replicas that already count the starting pods, so
+capacity on the way is never asked for twice; failed pods are counted but are not capacity.
 """
 
 from __future__ import annotations
@@ -75,7 +17,7 @@ import numpy as np
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.model.capacity import DEFAULT_SHAPE, WorkloadShape
-from llmscale.policy.batch_pool import batch_pool
+from llmscale.policy.batch.pool import batch_pool
 from llmscale.policy.clamps import (
     BOUNDS,
     LIMITS,

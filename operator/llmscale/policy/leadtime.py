@@ -50,7 +50,7 @@ def cold_start_p90(measured_s: Sequence[float]) -> tuple[float, int] | None:
     """Return the P90 of a pool's recent measured cold starts and how many it is taken over.
 
     The one definition of a measured cold start figure: the policy's lead time (:func:`lead_time`)
-    and ``status.pools.<pool>.coldStartP90Seconds`` (:mod:`llmscale.controller.coldstart`) both
+    and ``status.pools.<pool>.coldStartP90Seconds`` (:mod:`llmscale.controller.state.coldstart`) both
     come from here, so the two never disagree on the same starts.
 
     Args:

@@ -255,7 +255,7 @@ class SeasonalHistory:
     (the lead time is the measured cold start, a few minutes); the operator queries
     ``sum by (pool) (rate(vllm:request_success_total{…}[<rate window>]))`` over
     ``[now − offset − 10 min, now − offset + 30 min]`` at a 60 s step
-    (:mod:`llmscale.controller.seasonal`).
+    (:mod:`llmscale.controller.signals.seasonal`).
 
     Attributes:
         day: the rate around the same time yesterday, or ``None``.

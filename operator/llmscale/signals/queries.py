@@ -1,58 +1,12 @@
-"""PromQL for llmscale's signals: the only place queries are written.
+"""PromQL for llmscale's signals: the only place queries are written. Pure (strings only).
 
-Pure module (strings only, no I/O).
-
-**Fleet-wide queries.** A tick reads every pool of every LLMDeployment with a constant number of
-instant queries per engine profile (:func:`fleet_queries`: seven), whatever the number of pools.
-Each query selects every series that carries the deployment and pool labels, aggregates
-``by (namespace, deployment, pool, pod)`` — or ``by (namespace, deployment, pool)`` where only a
-pool-wide figure makes sense (latency and token-count quantiles) — and Python splits the answer
-per pool and per pod (:mod:`llmscale.signals.answer`, :mod:`llmscale.signals.assemble`). Per-pod
-answers are what let the reader drop series of deleted pods, leave out stalled pods and count
-replicas from the pods the API server knows rather than from series.
-
-The seven queries (:data:`GROUPS`):
-
-- ``pods``: gauges per pod (queue, running, KV cache), the newest sample's timestamp, the number
-  of samples in the rate window and the lowest running count in the window (stall check).
-- ``rates``: per-pod ``rate()`` of every counter and the ``_sum``/``_count`` rates of the token
-  histograms (means).
-- ``absent``: which counters and histograms a reporting pod lacks (so an absent counter on a
-  live pod can read as 0, and a missing histogram is named); no series when nothing is missing.
-- ``ttft``, ``itl``, ``prompt``, ``generation``: per-pool quantiles of one histogram each (TTFT,
-  ITL, prompt and generated tokens per request), with the latency histograms' observation rates
-  (to tell "no requests" from "no histogram"). One query per histogram
-  (:data:`POOL_GROUPS`): in issue 14's scale benchmark (1,000 pods on a loaded Prometheus) the
-  four joined in one query took 6.5 s, past the 5 s HTTP timeout, and every pool lost all of them.
-
-How a query is joined: each per-signal expression is stamped with a constant label
-``llmscale_signal="<signal>"`` by ``label_replace`` and the expressions are joined with ``or``.
-``or`` keeps every series of its right-hand side whose label set is not already on the left; the
-stamps make label sets of different signals distinct, so nothing is dropped. Source: Prometheus
-docs, "Operators — Logical/set binary operators" and "Functions — label_replace()".
-
-**Copies.** Series that differ only by a profile's ``copy_labels`` (SGLang's ``tp_rank``,
-``pp_rank``) or the reader's (``prometheus_replica`` of an HA pair) are collapsed with ``max without (...)`` before the per-pod ``sum``, so a TP 8 pod
-counts its queue once. Histograms are not collapsed: summing identical copies scales every bucket
-alike, which leaves quantiles and means unchanged.
-
-**Classic and native histograms.** Every histogram read is ``<native form> or <classic form>``:
-``histogram_quantile(q, sum by (...) (rate(h[w])))`` on the native series, else the same over
-``h_bucket`` ``by (..., le)``. Prometheus with native histograms enabled stores a histogram the
-target exposes with native buckets *only* as a native series (no ``_bucket``), so reading the
-classic form alone would silently find nothing. Source: Prometheus docs, "Native histograms" and
-"Functions — histogram_quantile(), histogram_sum(), histogram_count()".
-
-**Past rates.** The seasonal forecast reads each pool's request rate around the same time a day
-and a week ago (:func:`past_rate_query`): one *range* query per engine profile and offset, over
-absolute past times (``query_range`` from ``now − offset − before`` to ``now − offset + after`` at a
-60 s step), summed ``by (namespace, deployment, pool)``: every pool at once.
-
-**Wake queries.** An LLMDeployment that may scale to zero gives a PromQL query of its own
-(``spec.scaling.wake.query``): a demand signal that exists while no engine runs (a gateway's queue
-or request rate). Each is read with one instant query per LLMDeployment (:func:`wake_query`),
-sent together with the others of the read, never joined with another LLMDeployment's text; :mod:`llmscale.signals.scope` first checks
-that every selector of it reads only the LLMDeployment's own namespace.
+A tick reads every pool with a constant number of instant queries per engine profile
+(:func:`fleet_queries`, the groups of :data:`GROUPS`), aggregated per pool and pod and split in
+Python (:mod:`llmscale.signals.answer`); what each query reads and why: ``docs/signals.md``, "The
+fleet-wide read". The non-obvious rules: each signal's expression is stamped with a constant
+``llmscale_signal`` label before the ``or`` join (``or`` drops a right-hand series whose label set
+is already on the left); a profile's copy labels are collapsed with ``max without`` before the
+per-pod sum (a TP 8 pod counts its queue once); every histogram is read ``<native> or <classic>``.
 """
 
 from __future__ import annotations

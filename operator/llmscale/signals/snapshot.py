@@ -163,7 +163,7 @@ class RateWindow:
 class CarriedRead:
     """Marks a snapshot published again through a read that failed for its pool.
 
-    The operator's fleet reader (:mod:`llmscale.controller.carry`) publishes a pool's last good
+    The operator's fleet reader (:mod:`llmscale.controller.signals.carry`) publishes a pool's last good
     snapshot, unchanged (its ``observed_at`` included, so its age stays honest), in place of a
     read that failed for a short, bounded time; this says which failure it stands in for.
 

@@ -13,7 +13,7 @@ request of a Job arrives at the Job's creation (the Job is created with its whol
 Three ways to run it, on the same requests (:func:`run_batch_day`):
 
 - ``trough``: the interactive pool by :func:`llmscale.policy.decide`, then the batch step
-  (:func:`llmscale.policy.batch_step.batch_step`, what the operator runs) on the Jobs as the
+  (:func:`llmscale.policy.batch.step.batch_step`, what the operator runs) on the Jobs as the
   simulated cluster shows them; its releases and pauses are applied to the Jobs, its size to the
   batch pool; released Jobs' clients send to the batch pool;
 - ``alongside``: every Job is released when it is created and its client sends to the interactive
@@ -50,9 +50,9 @@ from numpy.typing import NDArray
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy import PolicyMemory, decide
-from llmscale.policy.batch import BatchPlan
-from llmscale.policy.batch_jobs import BatchJob, JobState
-from llmscale.policy.batch_step import batch_step
+from llmscale.policy.batch.jobs import BatchJob, JobState
+from llmscale.policy.batch.plan import BatchPlan
+from llmscale.policy.batch.step import batch_step
 from llmscale.policy.history import history_seconds, record_snapshot
 from llmscale.signals.snapshot import SignalSnapshot
 from llmscale.sim.fleet import Observation, ScaleDecision, SimResult, simulate

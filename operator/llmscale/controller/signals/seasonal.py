@@ -3,7 +3,7 @@
 The policy's forecast (:mod:`llmscale.policy.forecast`) grows today's rate as it grew over the same
 stretch one period ago; :class:`~llmscale.policy.types.PoolState` carries the rates as a
 :class:`~llmscale.policy.types.SeasonalHistory`. This module reads them for every registered pool of
-the fleet reader (:mod:`llmscale.controller.fleet`) and caches them:
+the fleet reader (:mod:`llmscale.controller.signals.fleet`) and caches them:
 
 - **what**: one range query per engine profile and distinct offset
   (:meth:`llmscale.signals.prometheus.PrometheusSignalReader.read_past_rates`), over

@@ -3,7 +3,7 @@ conditions into the object's with ``lastTransitionTime`` kept while a status hol
 
 ``ScalingActive`` (whether llmscale writes the replicas it decides: ``spec.mode``, and whether
 the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
-(:mod:`llmscale.controller.mode`). The other conditions are the policy's: ``MetricsAvailable``,
+(:mod:`llmscale.controller.status.mode`). The other conditions are the policy's: ``MetricsAvailable``,
 ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable``,
 ``CapacityModel``, ``Diagnosis`` from the :class:`~llmscale.policy.types.Decision`,
 ``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`),
@@ -21,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llmscale.api import Condition
-from llmscale.controller.timestamps import rfc3339
+from llmscale.controller.state.timestamps import rfc3339
 from llmscale.policy.types import ConditionResult, PoolState
 
 __all__ = ["BATCH_BACKLOG", "CONDITION_TYPES", "DEADLINE_AT_RISK", "READY_REASONS", "merge_conditions",
            "ready_condition"]
 
-#: The batch planner's conditions (:class:`~llmscale.policy.batch.BatchPlan`).
+#: The batch planner's conditions (:class:`~llmscale.policy.batch.plan.BatchPlan`).
 BATCH_BACKLOG = "BatchBacklog"
 DEADLINE_AT_RISK = "DeadlineAtRisk"
 

@@ -1,6 +1,6 @@
 """The operator-owned ``status`` of an LLMDeployment, in wire format: after a tick (replicas,
 signals, last decision, conditions, policy memory), or for a spec the operator cannot use. Pure;
-:mod:`llmscale.controller.statuspatch` decides whether it is written.
+:mod:`llmscale.controller.status.statuspatch` decides whether it is written.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmscale.api import BatchStatus, DecisionStatus, LLMDeploymentStatus, ReplicaStatus, SignalStatus
-from llmscale.controller.conditions import merge_conditions, ready_condition
-from llmscale.controller.timestamps import rfc3339
+from llmscale.controller.state.timestamps import rfc3339
+from llmscale.controller.status.conditions import merge_conditions, ready_condition
 from llmscale.policy.signal_health import engines_stalled_condition, rate_window_condition
 from llmscale.policy.types import ConditionResult, Decision, PolicyMemory, PoolState
 from llmscale.signals.snapshot import SignalSnapshot
@@ -70,7 +70,7 @@ def build_status(
             ``SoleAutoscaler``).
         current_interactive: the replicas the workload has now (``replicas.current``; the
             ``Ready`` condition is judged against it); ``applied_interactive`` when ``None``.
-        scaling_active: the ``ScalingActive`` condition (:mod:`llmscale.controller.mode`); left out
+        scaling_active: the ``ScalingActive`` condition (:mod:`llmscale.controller.status.mode`); left out
             when ``None``.
         placeholders / placeholders_running: placeholder pods asked for and bound to a node
             (``spec.headroom.warmNodes``); left out when ``None``.

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from llmscale.controller.timestamps import parse_rfc3339
+from llmscale.controller.state.timestamps import parse_rfc3339
 from llmscale.policy.leadtime import COLD_START_SAMPLES, cold_start_p90
 
 __all__ = ["RECENT_STARTS", "ColdStarts", "parse_time", "pod_start_seconds"]

@@ -169,7 +169,7 @@ def merge_template(
 
     Args:
         generated: the pod template llmscale generates (``metadata`` and ``spec``; see
-            :func:`llmscale.controller.podtemplate.pod_template`).
+            :func:`llmscale.controller.manifests.podtemplate.pod_template`).
         template: ``spec.template`` of the LLMDeployment, or ``None`` (``generated`` is returned).
         gpu_resource: ``spec.resources.gpuResourceName``, the GPU request llmscale owns.
 

@@ -3,7 +3,7 @@ the simulator. Pure: no I/O, no clock.
 
 :func:`~llmscale.policy.decide` sizes the interactive pool; :func:`batch_step` then gathers the
 batch planner's inputs from that decision and the same tick's pool state and signals, runs
-:func:`~llmscale.policy.batch.plan_batch`, and returns the decision with the batch pool the plan
+:func:`~llmscale.policy.batch.plan.plan_batch`, and returns the decision with the batch pool the plan
 sized (``Decision.batch_replicas``), its reasons appended, plus the two batch conditions
 (``BatchBacklog``, ``DeadlineAtRisk``) and ``status.batch``.
 
@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 
 from llmscale.api import BatchStatus, LLMDeploymentSpec
 from llmscale.model import ModelDoesNotFit
-from llmscale.policy.batch import (
+from llmscale.policy.batch.jobs import BatchJob, JobState
+from llmscale.policy.batch.plan import (
     STATUS_JOBS,
     BatchPlan,
     BatchPoolState,
@@ -30,7 +31,6 @@ from llmscale.policy.batch import (
     batch_replica_rate,
     plan_batch,
 )
-from llmscale.policy.batch_jobs import BatchJob, JobState
 from llmscale.policy.types import ConditionResult, Decision, PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -134,7 +134,7 @@ def batch_step(
     Args:
         spec: the LLMDeployment spec.
         jobs: the Jobs labelled for this LLMDeployment, parsed
-            (:func:`~llmscale.policy.batch_jobs.parse_job`).
+            (:func:`~llmscale.policy.batch.jobs.parse_job`).
         decision: ``decide``'s decision of this tick.
         state: the pools' state ``decide`` was given.
         snapshot: the interactive pool's newest signal snapshot (its p95 latencies).

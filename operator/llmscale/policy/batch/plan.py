@@ -1,71 +1,10 @@
 """The batch planner: which batch Jobs run now, how big the batch pool is, and why.
 
-``plan_batch(spec, jobs, interactive, pool, replica_tok_s, now) -> BatchPlan``. Pure: no I/O, no
-clock; the operator (and the simulator) gather the inputs and apply the plan: unsuspend the Jobs in
-:attr:`BatchPlan.release`, suspend those in :attr:`BatchPlan.pause`, set the ``<name>-batch``
-Deployment to :attr:`BatchPlan.replicas`, write :meth:`BatchPlan.status` and the two conditions.
-
-The steps, in order (each writes a line to :attr:`BatchPlan.reasons`):
-
-1. **Backlog.** Outstanding Jobs (not ``Done``) in earliest-deadline-first order (EDF: deadline,
-   then creation, then name; no deadline last). Their outstanding tokens are the declared size less
-   the progress the Job shows (:mod:`llmscale.policy.batch_jobs`).
-2. **Deadlines that cannot wait.** The Jobs' clients keep a fixed number of requests in flight
-   (:attr:`BatchJob.concurrency`, ``c_i``; ``Q`` for the backlog), and one replica's tokens/s
-   rises with the requests on it (:class:`ReplicaRate`, ``r(q)``, from the performance model), so
-   in a window the pool does at most ``R = n_w × r(Q / n_w)`` with ``n_w`` the most replicas the
-   backlog keeps busy (``min(bound, floor(Q / fill))``), and Job ``i`` alone at most its share
-   ``R × c_i / Q``. Job ``i`` cannot wait when, with the margin ``m = 1 +``
-   :data:`DEADLINE_SAFETY` (``1 + 2 ×`` it for a Job already running outside a window, so it does not
-   flap), either its EDF prefix ``W_1 + … + W_i`` or its own work does not fit the window time
-   before its deadline less one cold start (``spec.headroom.coldStartSeconds``):
-   ``m × W_≤i > R × (open_seconds(now, deadline_i) − cold)`` — then it and every Job due before it
-   run now — or ``m × W_i > R × c_i / Q × (open_seconds − cold)`` — then it runs now, alone (the
-   Jobs before it share the pool with it, they do not hold it up). A passed deadline cannot wait;
-   a Job of unknown size cannot when no window opens before its deadline. EDF is the order that
-   meets every deadline one resource can meet (Liu & Layland, JACM 1973).
-3. **Windows.** Inside a trough window every outstanding Job runs.
-4. **Idle GPUs** (``spec.batch.releaseOnIdleCapacity``). Outside a window, Jobs are released onto
-   GPUs the interactive pool leaves idle when its SLO is safe: its signals were usable, its p95
-   latency is within ``spec.slo``, none of its pods is unschedulable or starting, and after the
-   batch pool takes ``k`` replicas' GPUs there are still GPUs for
-   ``reserve = min(max(headroom.replicas, 1), replicas.max − interactive desired)`` more
-   interactive replicas: ``idle = floor(gpus_free / gpusPerReplica) − reserve ≥ 1``. Jobs already
-   released keep running while ``batch replicas + idle ≥ 1`` and no interactive pod is
-   unschedulable (no latency check: batch runs on its own GPUs and cannot slow interactive
-   requests), so the pool does not flap at the edge.
-5. **Size.** For the Jobs that run (``Q`` requests in flight), the fewest replicas ``n`` at which,
-   for each Job in EDF order, the prefix ``W_≤i ≤ n × r(Q / n) × T_i`` and the Job alone
-   ``W_i ≤ n × r(Q / n) × c_i / Q × T_i``, with ``T_i`` the time left: wall-clock seconds to the
-   deadline less a cold start, over ``1 +`` :data:`DEADLINE_SAFETY`, for a Job that cannot wait;
-   open window seconds before the deadline for the others (a Job without a deadline: to the end
-   of the current or next window). Never more than ``floor(Q / fill)`` (:meth:`ReplicaRate.most_useful`:
-   more replicas would each run below :data:`FILL_FRACTION` of their peak); when even that many
-   cannot meet a deadline, that many. A Job of unknown size asks for the bound; a Job of unknown
-   concurrency is taken to fill any pool. The pool grows at once and shrinks only past
-   ``spec.scaling.tolerance`` (``ceil(raw × (1 + tolerance)) < current``).
-6. **Limits**, each a small function returning ``(replicas, limit, message)`` as the HPA's
-   helpers do: ``minReplicas`` (and at least 1 while a Job runs) and ``maxReplicas``; held at its
-   size while a Job paused on this tick or before still drains (its client finishes the requests
-   in flight on the pool); the idle-GPU bound when only idle-released Jobs run; the
-   GPUs free; and last, interactive first: with ``u`` interactive pods unschedulable the pool gives
-   ``u`` replicas back, whatever the windows and deadlines say.
-7. **Actions.** A Running Job that no longer runs is paused (``spec.suspend: true``; its batch
-   client stops sending, finishes in-flight requests and exits; every result written stays). A
-   Waiting Job that runs is released only while a batch replica is Ready and no interactive pod is
-   unschedulable; a Draining Job waits until its pods are gone, so two clients never share its
-   output. When the limits leave the pool at 0, every Job that should run is paused.
-8. **Projection.** Each Job's finish at the rate its clients reach: the Jobs that run now on the
-   pool's size (the most they keep busy while it has none), the others with the whole backlog on
-   the most replicas it keeps busy in the windows; the later of its EDF prefix at the pool's rate
-   and its own work at its share, after a cold start while no batch replica is Ready; wall-clock
-   time for Jobs that run now outside a window, window time for the rest. It is the
-   ``DeadlineAtRisk`` condition; the counts and the next window are the ``BatchBacklog`` one.
-
-Units: tokens are prompt + output tokens; ``replica_tok_s`` is one replica's tokens/s on the
-backlog's mix against the requests in flight on it (:func:`batch_replica_rate`, from
-:func:`llmscale.model.batch.batch_throughput`);
-times are seconds since the Unix epoch.
+``plan_batch(spec, jobs, interactive, pool, replica_tok_s, now) -> BatchPlan``, pure (time passed
+in). Every step and formula: ``docs/batch.md``, "The formulas". The non-obvious rule: a replica's
+tokens/s rises with the requests on it (:class:`ReplicaRate`), so the pool is sized at the rate the
+Jobs' clients reach, never the peak, and never larger than their requests in flight keep busy.
+Tokens are prompt + output tokens; times are seconds since the Unix epoch.
 """
 
 from __future__ import annotations
@@ -80,7 +19,7 @@ from llmscale.api import BatchJobStatus, BatchStatus, LLMDeploymentSpec
 from llmscale.model import ModelDoesNotFit, ReplicaModel
 from llmscale.model.batch import batch_throughput
 from llmscale.model.capacity import TRACE_MEAN_OUTPUT_TOKENS, TRACE_MEAN_PROMPT_TOKENS
-from llmscale.policy.batch_jobs import BatchJob, JobState
+from llmscale.policy.batch.jobs import BatchJob, JobState
 from llmscale.policy.types import ConditionResult, Reason
 from llmscale.policy.window_intervals import (
     WINDOW_HORIZON_S,
@@ -627,12 +566,12 @@ def plan_batch(
     docstring: the steps and their formulas).
 
     Pure and deterministic. Jobs of other deployments must be filtered out by the caller (by the
-    :data:`~llmscale.policy.batch_jobs.LABEL_DEPLOYMENT` label, in the LLMDeployment's namespace).
+    :data:`~llmscale.policy.batch.jobs.LABEL_DEPLOYMENT` label, in the LLMDeployment's namespace).
 
     Args:
         spec: the LLMDeployment spec; without ``spec.batch`` nothing is released or paused and the
             pool is 0 (``NoBatchPool``).
-        jobs: the labelled Jobs, parsed by :func:`~llmscale.policy.batch_jobs.parse_job`.
+        jobs: the labelled Jobs, parsed by :func:`~llmscale.policy.batch.jobs.parse_job`.
         interactive: the interactive pool this tick.
         pool: the batch pool and the GPUs free.
         replica_tok_s: one batch replica's tokens/s on the backlog's mix as a function of the

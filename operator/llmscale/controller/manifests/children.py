@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.merge import merge_template
-from llmscale.controller.names import (
+from llmscale.controller.manifests.merge import merge_template
+from llmscale.controller.manifests.names import (
     BATCH,
     INTERACTIVE,
     Pool,
@@ -21,7 +21,7 @@ from llmscale.controller.names import (
     owner_reference,
     selector_labels,
 )
-from llmscale.controller.podtemplate import pod_template, progress_deadline_seconds
+from llmscale.controller.manifests.podtemplate import pod_template, progress_deadline_seconds
 
 __all__ = [
     "PriorityClasses",
@@ -94,10 +94,10 @@ def deployment_manifest(
     :func:`~llmscale.controller.rollout.rollout_fits`) it replaces one Ready pod at a time instead
     (``maxSurge: 0, maxUnavailable: 1``);
     ``progressDeadlineSeconds`` follows the cold start
-    (:func:`~llmscale.controller.podtemplate.progress_deadline_seconds`), so a slow cold start is
+    (:func:`~llmscale.controller.manifests.podtemplate.progress_deadline_seconds`), so a slow cold start is
     not reported as a failed rollout. The pods get the pool's class of ``priority_classes``. The
     pod template is the generated one with ``spec.template`` merged over it
-    (:func:`~llmscale.controller.merge.merge_template`).
+    (:func:`~llmscale.controller.manifests.merge.merge_template`).
 
     Raises:
         UnsupportedSpecError: see :func:`engine_command`.

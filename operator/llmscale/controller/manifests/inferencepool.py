@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.names import INTERACTIVE, labels, selector_labels
+from llmscale.controller.manifests.names import INTERACTIVE, labels, selector_labels
 
 __all__ = [
     "INFERENCE_POOL_API",

@@ -1,36 +1,12 @@
 """Carry a pool's last good snapshot through a read that failed, for a short, bounded time.
 
-Pure module: no I/O, no clock (the fleet reader hands in the event loop's read start times and the
-wall-clock time of the failed read).
-
-Why: at 1,000 LLMDeployments one of the fleet queries (the per-pool latency quantiles, the dearest)
-sometimes passes its timeout, or the whole read does. Each such read made every pool's snapshot
-unknown, so every object's ``MetricsAvailable`` flipped to ``False`` and back a read later, and
-each flip was a status write (22 writes a second at 1,000 objects in a steady hold; docs/operator.md,
-"Scale"). A pool whose last good read is recent now keeps that snapshot through the failure.
-
-Rules (tests/operator/test_carry.py):
-
-- A read *failed* for a pool when the whole read failed or timed out, the source gave no snapshot
-  for the pool, or some query group gave no usable answer (``SignalSnapshot.failed_queries``).
-  A value that is unknown for any other reason — no pod exports the gauge, a rejected value, a
-  window without requests — is a genuine answer and is published as read, never papered over.
-- Per snapshot, not per field: the last good snapshot is published whole and unchanged, its
-  ``observed_at`` included, so the policy judges its age honestly (``observed_at`` is the newest
-  sample's time; merging carried latencies into fresh gauges would make them look as fresh as the
-  gauges), and its fields stay one consistent read. The price: when only the quantile query
-  failed, the fresh gauges of that read are not used — for at most the bound below.
-- The bound, :data:`CARRY_PERIODS` base periods: a snapshot is carried only while the good read
-  that made it started at most ``CARRY_PERIODS × period_s`` before the failed read. With one read
-  per period that tolerates two failed reads in a row (10 s at the 5 s base period). It is the
-  same two periods within which a tick takes the newest snapshot without waiting for a read
-  (:meth:`llmscale.controller.fleet.FleetReader.snapshot`: one period between reads, plus one read),
-  so a carried snapshot is never older than a snapshot the tick would take from a reader on time.
-  Past it, every failure is published as today: the unknown snapshot with the reason, so replicas
-  hold and ``MetricsAvailable`` turns ``False`` — a real outage is reported within three reads.
-- A carried snapshot has ``carried`` set (:class:`llmscale.signals.snapshot.CarriedRead`: the
-  failure, how many failed reads in a row, when); the fleet reader still counts the failed read in
-  ``llmscale_signal_read_errors_total`` (its ``on_carried``), and the readers still log it.
+Pure: the fleet reader hands in the read start times and the failed read's wall-clock time. Why and
+the rules: ``docs/operator.md``, "The fleet reader" (tests/operator/test_carry.py). The non-obvious
+ones: only a *failed* read is carried (a whole read failed or timed out, or a query group gave no
+usable answer: ``SignalSnapshot.failed_queries``), never a genuine unknown; the snapshot is carried
+whole with its own ``observed_at``, so the policy judges its true age; and only while its good read
+started at most :data:`CARRY_PERIODS` base periods before the failed one, the same bound within
+which a tick takes a snapshot without waiting, so a real outage is reported within three reads.
 """
 
 from __future__ import annotations

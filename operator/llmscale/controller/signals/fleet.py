@@ -1,51 +1,11 @@
 """The fleet signal reader: every known pool read together, once per base period, on the signal
 source's own threads; each object's tick takes the newest snapshot of its pool.
 
-Why one reader for the fleet rather than a read per tick: the signals of all pools come from a
-constant number of Prometheus queries per period (seven per engine profile in use, plus one for all
-wake queries; ``llmscale.signals.prometheus``), whatever the number of LLMDeployments, and the
-reads run on the source's own executor (``ReaderSettings.max_workers`` threads), never in the
-event loop's default executor where the Kubernetes writes run, so applies can never starve them.
-
-How a pool joins: each tick registers its pool (:meth:`FleetReader.register`) with the engine
-profile, the wake query and a callable that gives the pool's pods from the operator's pod index at
-read time (the index is live: a pod created a second ago is in the next read). A registration
-lapses two of the object's ticks after its last renewal (the object was deleted, its namespace is
-no longer watched, or this replica lost the peering), and :meth:`forget` drops it on deletion.
-
-How a tick gets its snapshot (:meth:`FleetReader.snapshot`): the newest one of its pool, if the
-read that made it started at most two base periods ago (one period between reads, plus one
-read); otherwise — a new pool, or a reader lagging behind a slow Prometheus — it wakes the reader
-and waits for a read that starts after it asked, up to ``timeout_s``. If none finishes in time it
-gets the newest one there is (the policy judges its age from ``observed_at``) or, with none, an
-unknown snapshot that says why. So a tick decides on metrics at most one read old.
-
-When a read fails for a pool (the whole read failed or timed out, or a query group gave no
-answer: ``SignalSnapshot.failed_queries``), the reader publishes the pool's last good snapshot
-again, unchanged but for ``carried`` (so its ``observed_at``, and the age the policy judges, stay
-those of the good read), if that read started at most
-:data:`~llmscale.controller.carry.CARRY_PERIODS` (2) base periods before the failed one — the same
-two periods within which a tick takes a snapshot without waiting: one slow read at 1,000 pools
-then neither flips ``MetricsAvailable`` nor writes status. Past that, or with no good read yet, it
-publishes an unknown snapshot with the reason, never zeros: replicas hold and the outage is
-reported. A genuine unknown (no pod, a rejected value, a quiet window) is never carried over;
-rules in :mod:`llmscale.controller.carry`. Every failed read is logged and counted, carried or not
-(a carried one through ``on_carried``, once per read, since no tick need see it).
-
-Once a minute (:data:`MINUTE_LAG_S` after each whole minute of the wall clock) the reader also
-reads the minute that just ended for every pool (and the batch pool of each), with one more query
-per engine profile (``read_minutes``; :func:`llmscale.signals.queries.minute_query`); each tick
-folds the new minutes of its pools into the SLO record (:meth:`FleetReader.minutes`). Minutes it
-missed (Prometheus down) are read afterwards, up to :data:`MINUTES_CAUGHT_UP` of them. The minutes
-are Prometheus's own: the operator's clock plus the skew the last read measured (past 5 s).
-
-At most once a minute the reader also reads, in a task of its own, every pool's request rate
-around the same time a day and a week ago for the seasonal forecast
-(:mod:`llmscale.controller.seasonal`; :meth:`FleetReader.seasonal`); a tick never waits for it,
-and a failure leaves the pools without seasonal history (the forecast uses the trend alone).
-
-Two clocks, as in the tick: the event loop's for *when* (periods, ages of reads, timeouts), the
-wall clock (``clock``) for the ``now`` handed to the source.
+How pools join, when a tick waits, what a failed read carries, the minute and seasonal reads:
+``docs/operator.md``, "The fleet reader". The non-obvious rules: the queries per period do not grow
+with the LLMDeployments (seven per engine profile in use), and they never run in the event loop's
+default executor, where the Kubernetes writes run; a tick decides on metrics at most one read old,
+and a failed read republishes the last good snapshot unchanged (:mod:`.carry`), never zeros.
 """
 
 from __future__ import annotations
@@ -59,9 +19,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from llmscale.controller.carry import CARRY_PERIODS, GoodRead, carry, query_failure
-from llmscale.controller.names import BATCH, INTERACTIVE
-from llmscale.controller.seasonal import SeasonalReader
+from llmscale.controller.manifests.names import BATCH, INTERACTIVE
+from llmscale.controller.signals.carry import CARRY_PERIODS, GoodRead, carry, query_failure
+from llmscale.controller.signals.seasonal import SeasonalReader
 from llmscale.policy.types import SeasonalHistory
 from llmscale.signals.assemble import CLOCK_SKEW_S
 from llmscale.signals.minute import MinuteSample
@@ -191,7 +151,7 @@ class FleetReader:
             keep_s: loop seconds the registration lasts without renewal (two of the object's ticks).
             loop_now: the event loop's time now.
             timezone: the IANA time zone of the spec's calendar
-                (:func:`llmscale.controller.seasonal.spec_timezone`), for the wall-clock day and week
+                (:func:`llmscale.controller.signals.seasonal.spec_timezone`), for the wall-clock day and week
                 of the seasonal history; ``None``: fixed 24 h and 7 days.
         """
         # Re-keyed, not updated: the target's own fields beyond its identity (the pod names of a
@@ -260,7 +220,7 @@ class FleetReader:
 
     def start_seasonal_read(self) -> None:
         """Start a seasonal read of every registered pool in a task of its own, if one is due
-        (:meth:`llmscale.controller.seasonal.SeasonalReader.start_if_due`)."""
+        (:meth:`llmscale.controller.signals.seasonal.SeasonalReader.start_if_due`)."""
         pools = [(PoolRequest(t, r.profile), r.timezone) for t, r in self._pools.items()]
         self._seasonal.start_if_due(pools, self._clock(), asyncio.get_running_loop().time())
 
@@ -314,8 +274,8 @@ class FleetReader:
     async def read_once(self) -> None:
         """Read every registered pool once (after dropping lapsed registrations) and publish the
         snapshots; where the read failed or timed out for a pool, publish its last good snapshot
-        if that read started at most :data:`~llmscale.controller.carry.CARRY_PERIODS` periods ago
-        (:func:`llmscale.controller.carry.carry`), else an unknown snapshot with the reason."""
+        if that read started at most :data:`~llmscale.controller.signals.carry.CARRY_PERIODS` periods ago
+        (:func:`llmscale.controller.signals.carry.carry`), else an unknown snapshot with the reason."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         for target in [t for t, r in self._pools.items() if r.expires_loop_s < started and t not in self._waiting]:

@@ -1,6 +1,6 @@
 """The engine pod template of one pool: container command, GPUs, probes, drain and security.
 
-Pure: a plain dict in the wire format, used by :mod:`llmscale.controller.children` inside each
+Pure: a plain dict in the wire format, used by :mod:`llmscale.controller.manifests.children` inside each
 Deployment. The numbers (probe cadence, drain time, the mock engine's user) are worked out in the
 comments at their constants.
 """
@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.controller.names import ANNOTATION_COLD_START, Pool, labels
+from llmscale.controller.manifests.names import ANNOTATION_COLD_START, Pool, labels
 from llmscale.signals.profiles import get_profile
 
 __all__ = [

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from llmscale.controller.timestamps import parse_rfc3339
+from llmscale.controller.state.timestamps import parse_rfc3339
 from llmscale.policy.leadtime import COLD_START_SAMPLES
 from llmscale.policy.types import PoolState
 
