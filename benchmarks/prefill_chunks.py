@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,12 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from llmscale.localcluster import realvllm
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from llmscale.localcluster.ports import free_port
 
 
 def _ttft(port: int, n: int, seed: int) -> float:
@@ -53,7 +47,7 @@ def _ttft(port: int, n: int, seed: int) -> float:
 def measure(budget: int, lengths: list[int], repeats: int, max_len: int) -> dict[int, list[float]]:
     """TTFT samples (seconds) of each prompt length, alone, on a fresh engine with ``budget``."""
     found = realvllm.install(log=False)
-    port = _free_port()
+    port = free_port()
     cmd = ["nice", "-n", "5", str(found.python), "-m", realvllm.SERVER_MODULE, "--model", str(found.model_dir),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), *realvllm.CPU_ARGS,
            "--max-num-batched-tokens", str(budget), "--max-model-len", str(max_len), "--no-enable-prefix-caching"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from llmscale.api import LLMDeploymentSpec
+from llmscale.localcluster.ports import free_port
 from llmscale.model import ReplicaModel
 
 _LISTENING = re.compile(r"Started vLLM-compatible server for \S+ on http://([\d.]+):(\d+)")
@@ -107,16 +107,10 @@ def test_calibration_of_the_mock_finds_its_efficiencies_and_writes_a_spec_the_ap
     assert model.step_overhead_s == fit["step_overhead_s"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     "url",
     [
-        pytest.param(f"http://127.0.0.1:{_free_port()}", id="nothing-listening"),
+        pytest.param(f"http://127.0.0.1:{free_port()}", id="nothing-listening"),
         pytest.param("http://127.0.0.1:1/v1", id="privileged-port"),
         pytest.param("not-a-url", id="not-a-url"),
     ],

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -35,6 +34,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmscale.localcluster import realvllm
+from llmscale.localcluster.ports import free_port
 from llmscale.signals import get_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,12 +71,6 @@ def families(text: str) -> dict[str, Family]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _complete(base_url: str) -> None:
     body = json.dumps({"model": SERVED, "prompt": [1] * 16, "max_tokens": 8, "ignore_eos": True}).encode()
     req = urllib.request.Request(f"{base_url}/v1/completions", body, {"Content-Type": "application/json"})
@@ -93,7 +87,7 @@ def _scrape(base_url: str) -> str:
 def real_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Family]]:
     """Real vLLM's families after one request (installs vLLM first when it is not cached)."""
     found = realvllm.install(log=False)
-    port = _free_port()
+    port = free_port()
     argv = [str(found.python), "-m", realvllm.SERVER_MODULE, "--model", str(found.model_dir),
             "--served-model-name", SERVED, "--max-model-len", CONTEXT, *realvllm.CPU_ARGS,
             "--host", "127.0.0.1", "--port", str(port)]
