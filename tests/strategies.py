@@ -260,7 +260,7 @@ def decide_inputs(draw: st.DrawFn) -> tuple[LLMDeploymentSpec, list[SignalSnapsh
 
 
 # --------------------------------------------------------------------------------------------
-# The batch planner (llmscale.policy.batch)
+# The batch planner (llmscale.policy.batch.plan)
 # --------------------------------------------------------------------------------------------
 
 from llmscale.api import ResourcesSpec  # noqa: E402

@@ -1,10 +1,12 @@
-"""docs/architecture.md's tree and the README's layout are the package's: every module and room
-listed exists, and every folder whose contents are listed lists all of them."""
+"""docs/architecture.md's tree is the package: every package folder and every module in it, and
+nothing else. The README's layout lists every room of each folder whose rooms it lists."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 import llmscale
 
@@ -20,9 +22,9 @@ def _block(text: str, heading: str) -> list[str]:
     return m.group(1).rstrip("\n").split("\n")
 
 
-def _tree(lines: list[str]) -> dict[Path, set[str]]:
-    """``{folder: names listed in it}`` for every folder with listed contents; a name is
-    ``module.py`` or ``room/``."""
+def _tree(lines: list[str], every: bool) -> dict[Path, set[str]]:
+    """``{folder: names listed in it}``: for every listed folder when ``every``, else for those with
+    listed contents; a name is ``module.py`` or ``room/``."""
     assert lines[0] == "operator/llmscale/", lines[0]
     listed: dict[Path, set[str]] = {PACKAGE: set()}
     stack = [PACKAGE]
@@ -36,6 +38,8 @@ def _tree(lines: list[str]) -> dict[Path, set[str]]:
         listed.setdefault(stack[-1], set()).add(name)
         if name.endswith("/"):
             stack.append(stack[-1] / name.rstrip("/"))
+            if every:
+                listed.setdefault(stack[-1], set())
     return listed
 
 
@@ -47,7 +51,11 @@ def _on_disk(folder: Path, rooms_only: bool) -> set[str]:
 
 
 def _check(lines: list[str], rooms_only: bool) -> None:
-    for folder, names in _tree(lines).items():
+    tree = _tree(lines, every=not rooms_only)
+    if not rooms_only:
+        packages = {p.parent for p in PACKAGE.rglob("__init__.py") if "__pycache__" not in p.parts}
+        assert set(tree) == packages, f"folders not in the tree: {sorted(str(p) for p in packages - set(tree))}"
+    for folder, names in tree.items():
         assert folder.is_dir(), f"{folder} is not a folder"
         disk = _on_disk(folder, rooms_only)
         assert names == disk, (
@@ -64,12 +72,10 @@ def test_the_readme_layout_lists_every_room() -> None:
     _check(_block((ROOT / "README.md").read_text(encoding="utf-8"), "## Layout"), rooms_only=True)
 
 
-def test_a_module_missing_from_the_tree_is_caught() -> None:
+@pytest.mark.parametrize("dropped", ["tick.py", "data/", "vllm_legacy.py"])
+def test_a_module_or_folder_missing_from_the_tree_is_caught(dropped: str) -> None:
     lines = _block((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"), "## The tree")
-    dropped = [line for line in lines if line.split()[0] != "tick.py"]
-    try:
-        _check(dropped, rooms_only=False)
-    except AssertionError as e:
-        assert "tick.py" in str(e)
-    else:
-        raise AssertionError("a tree without controller/tick.py passed")
+    kept = [line for line in lines if line.split()[0] != dropped]
+    assert len(kept) == len(lines) - 1
+    with pytest.raises(AssertionError, match=dropped.rstrip("/")):
+        _check(kept, rooms_only=False)

@@ -64,7 +64,7 @@ CONDITIONS = {
         Reason.LatencyAboveSLO,
         Reason.DiagnosisUnknown,
     },
-    # llmscale.policy.batch (tests/policy/test_batch_properties.py checks plan_batch keeps to these)
+    # llmscale.policy.batch.plan (tests/policy/test_batch_properties.py checks plan_batch keeps to these)
     "BatchBacklog": {
         Reason.BacklogEmpty,
         Reason.BacklogWaiting,

@@ -11,7 +11,8 @@
    and sizes the batch pool from their backlog, bounded by the GPUs free from the shared node read
    (:mod:`llmscale.controller.gpusfree`);
 3. **apply** (``spec.mode: Active`` only): the pods' deletion costs
-   (:mod:`llmscale.controller.state.deletioncost`), then each pool whose replicas change gets its
+   (written by :mod:`llmscale.controller.costwriter`, computed by
+   :mod:`llmscale.controller.state.deletioncost`), then each pool whose replicas change gets its
    Deployment server-side applied — or, with ``spec.scaleTargetRef``, its workload's ``/scale`` —
    on its own: one pool's refusal never stops or undoes the other's; a pool that another autoscaler
    targets is left alone (:mod:`llmscale.controller.autoscalers`); then the placeholder pods of the

@@ -1,6 +1,6 @@
 """Throughput of one replica on batch work, from the roofline model. Pure: numbers in, numbers out.
 
-The batch planner (:mod:`llmscale.policy.batch`) sizes the batch pool as outstanding tokens ÷ one
+The batch planner (:mod:`llmscale.policy.batch.plan`) sizes the batch pool as outstanding tokens ÷ one
 replica's tokens/s ÷ the time left; this module gives that tokens/s for a mix of requests with a
 mean prompt ``P`` and a mean output ``G`` (tokens).
 

@@ -347,7 +347,7 @@ def _grid(shape: WorkloadShape, limit: int) -> _Grid:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaPoint:
-    """One replica in steady state at ``rate_rps`` (the module docstring gives the model).
+    """One replica in steady state at ``rate_rps`` (the model: ``docs/policy.md``, "The load signal").
 
     Attributes:
         rate_rps: arrivals per second.
@@ -497,7 +497,7 @@ def replica_point(
     decode_slow = w * (t_d > lo) + (1.0 - w) * (t_d > hi)
     # The decode batch alone missing the target makes (nearly) every step slow.
     share = 1.0 if decode_slow > 0 else (lam * slow_steps / s_rate if s_rate > 0 else 0.0)
-    # TTFT: M/G/1 prefill queue (module docstring), judged at the target's bucket bounds.
+    # TTFT: M/G/1 prefill queue (docs/policy.md, "The load signal"), judged at the target's bucket bounds.
     if busy >= 1.0:
         miss = 1.0
     else:
@@ -635,7 +635,7 @@ def fleet_need(
     The pool of ``N`` meets the SLO when, at ``arrival_rps / N`` per replica (``replica_point``),
     the minute's slow steps and TTFT misses stay under ``1 − quantile`` of the minute's samples at
     the ``attainment`` quantile of their fluctuation, and the running batch fits the KV cache and
-    ``max_num_seqs`` (module docstring). ``capacity_factor`` (> 0) scales what one replica carries
+    ``max_num_seqs`` (``docs/policy.md``, "The load signal"). ``capacity_factor`` (> 0) scales what one replica carries
     (the policy's learnt correction, :data:`llmscale.policy.load.CAPACITY_FACTOR_MIN` to
     :data:`~llmscale.policy.load.CAPACITY_FACTOR_MAX`): the pool is sized for
     ``arrival_rps / capacity_factor``.

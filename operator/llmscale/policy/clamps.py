@@ -1,4 +1,4 @@
-"""The clamps of :func:`~llmscale.policy.decide` (step 6): small pure functions, chained.
+"""The clamps of :func:`~llmscale.policy.decide` (step 8): small pure functions, chained.
 
 Shaped like the HPA's ``normalizeDesiredReplicasWithBehaviors`` and its helpers
 (``pkg/controller/podautoscaler/horizontal.go``): each clamp takes the value to clamp and one

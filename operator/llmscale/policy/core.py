@@ -107,7 +107,7 @@ def headroom_replicas(
     need, ``replicasReporting × kv / target``, averaged per minute, over the snapshots of the last
     lead time. A negative slope gives no adaptive part: shrinking is the stabilisation window's
     business. Needs at least 3 per-minute means spanning half a lead time. With an arrival rate the
-    forecast sizes the headroom instead (:func:`decide`, step 4).
+    forecast sizes the headroom instead (:func:`decide`, step 5).
 
     Args:
         spec: the LLMDeployment spec (``headroom``, ``scaling.targets``).

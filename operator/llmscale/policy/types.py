@@ -110,7 +110,7 @@ class Reason(StrEnum):
     PolicyStateUnreadable = "PolicyStateUnreadable"
     """False: part of ``status.policyState`` could not be read and was dropped (also the reason of
     the Warning Event the operator posts)."""
-    # BatchBacklog (llmscale.policy.batch; NoBatchPool above also serves it)
+    # BatchBacklog (llmscale.policy.batch.plan; NoBatchPool above also serves it)
     BacklogEmpty = "BacklogEmpty"
     """False: no batch Job is outstanding; the batch pool has 0 replicas, even inside a window."""
     BacklogWaiting = "BacklogWaiting"
@@ -318,7 +318,7 @@ def _read_pairs(
 
 @dataclass(frozen=True, slots=True)
 class CapacityCorrection:
-    """A learnt correction of the performance model's capacity (closed loop, step 5 of ``decide``).
+    """A learnt correction of the performance model's capacity (closed loop, step 6 of ``decide``).
 
     Attributes:
         factor: what the pool really carries over what the model says, within

@@ -1,4 +1,5 @@
 """Signal reading and its cadence: every pool read together once per base period (:mod:`.fleet`), a
 pool's last good snapshot carried through a failed read (:mod:`.carry`), and the seasonal history
-read for the forecast (:mod:`.seasonal`). The only room of the shell that asks Prometheus.
+read for the forecast (:mod:`.seasonal`), all through the injected signal source
+(:mod:`llmscale.signals.prometheus` in production).
 """

@@ -3,7 +3,8 @@ source's own threads; each object's tick takes the newest snapshot of its pool.
 
 How pools join, when a tick waits, what a failed read carries, the minute and seasonal reads:
 ``docs/operator.md``, "The fleet reader". The non-obvious rules: the queries per period do not grow
-with the LLMDeployments (seven per engine profile in use), and they never run in the event loop's
+with the LLMDeployments (seven per engine profile in use; only a ``scaleTargetRef`` pool's own
+seven and a wake query are per object), and they never run in the event loop's
 default executor, where the Kubernetes writes run; a tick decides on metrics at most one read old,
 and a failed read republishes the last good snapshot unchanged (:mod:`.carry`), never zeros.
 """
@@ -19,10 +20,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from llmscale.controller.manifests.names import BATCH, INTERACTIVE
 from llmscale.controller.signals.carry import CARRY_PERIODS, GoodRead, carry, query_failure
 from llmscale.controller.signals.seasonal import SeasonalReader
 from llmscale.policy.types import SeasonalHistory
+from llmscale.pools import BATCH, INTERACTIVE
 from llmscale.signals.assemble import CLOCK_SKEW_S
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.profiles import MetricProfile
@@ -180,7 +181,7 @@ class FleetReader:
 
     async def snapshot(self, target: PoolTarget) -> SignalSnapshot:
         """Return the newest snapshot of ``target`` (registered first), waiting for a read if the
-        newest is older than two periods or there is none; never raises (module docstring)."""
+        newest is older than two periods or there is none; never raises (``docs/operator.md``, "The fleet reader")."""
         loop = asyncio.get_running_loop()
         asked = loop.time()
         result = self._results.get(target)

@@ -7,7 +7,7 @@ the workload of ``spec.scaleTargetRef`` can be read and written) is the shell's
 ``AbleToScale``, ``ScalingLimited``, ``BatchWindowOpen``, ``PolicyStateReadable``,
 ``CapacityModel``, ``Diagnosis`` from the :class:`~llmscale.policy.types.Decision`,
 ``RateWindowFits`` and ``EnginesStalled`` from the snapshot (:mod:`llmscale.policy.signal_health`),
-``BatchBacklog`` and ``DeadlineAtRisk`` the batch planner's (:mod:`llmscale.policy.batch`);
+``BatchBacklog`` and ``DeadlineAtRisk`` the batch planner's (:mod:`llmscale.policy.batch.plan`);
 docs/policy.md lists their reasons. ``ChildrenApplied`` (:mod:`llmscale.controller.applyfailure`)
 and ``SoleAutoscaler`` (:mod:`llmscale.controller.autoscalers`) and ``PodsHealthy``
 (:mod:`llmscale.controller.failedpods`), ``RolloutProgressing`` (:mod:`llmscale.controller.rollout`),

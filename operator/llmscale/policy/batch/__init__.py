@@ -2,8 +2,9 @@
 the planner that sizes the batch pool from the Jobs (:mod:`.plan`) and the tick's batch step that
 runs it after ``decide`` (:mod:`.step`). The algorithm: ``docs/batch.md``, "The batch planner".
 
-Modules import one another explicitly (``jobs`` ← ``plan`` ← ``step``; ``pool`` alone), never this
-package, so :mod:`llmscale.policy.core` can import :mod:`.pool` while ``llmscale.policy`` loads.
+Modules import one another explicitly (``step`` → ``plan`` → ``jobs``; ``pool`` imports none of
+them), and none imports ``llmscale.policy`` itself: :mod:`llmscale.policy.core` imports :mod:`.pool`
+while ``llmscale.policy`` is still loading, which loads this package and all four modules.
 """
 
 from llmscale.policy.batch.jobs import BatchJob, JobState, parse_job

@@ -562,8 +562,8 @@ def plan_batch(
     replica_tok_s: float | ReplicaRate,
     now: float,
 ) -> BatchPlan:
-    """Decide which batch Jobs run, the batch pool's size and the batch conditions (module
-    docstring: the steps and their formulas).
+    """Decide which batch Jobs run, the batch pool's size and the batch conditions (the steps
+    and their formulas: ``docs/batch.md``, "The formulas").
 
     Pure and deterministic. Jobs of other deployments must be filtered out by the caller (by the
     :data:`~llmscale.policy.batch.jobs.LABEL_DEPLOYMENT` label, in the LLMDeployment's namespace).
