@@ -355,14 +355,12 @@ def _fall(rate: float, earlier: Sequence[float], window: float, dispersion: floa
     """``(μ, chance)`` when one window's ``rate`` is a fall from the ``earlier`` windows'
     (requests/s, each over ``window`` seconds), else ``None``: its count is under
     :data:`FALL_SHARE` of their mean count ``μ`` and ``chance`` = :func:`count_tail` is under
-    :data:`FALL_TAIL`. NaN or infinite figures: ``None``."""
+    :data:`FALL_TAIL`. NaN or infinite figures: ``None`` (:func:`count_tail` gives them 1.0)."""
     if not earlier:
         return None
     earlier_count = sum(earlier) / len(earlier) * window
     count = rate * window
-    if not (math.isfinite(earlier_count) and math.isfinite(count) and math.isfinite(dispersion)):
-        return None
-    if not count < FALL_SHARE * earlier_count:
+    if not count < FALL_SHARE * earlier_count:  # also NaN: no evidence of a fall
         return None
     chance = count_tail(count, earlier_count, dispersion)
     return (earlier_count, chance) if chance < FALL_TAIL else None
