@@ -427,10 +427,11 @@ def _prefill(
     running: float,
     context: float,
     budget: int,
-    itl: tuple[float, float, float],
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], float, float]:
+    itl: tuple[float, float, float] | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None, float, float]:
     """Per prompt: chunk steps, their total time and their slow count (the bucket-weighted count of
-    steps over the ITL target, :func:`bucket_weights`); and the full chunk's size and time."""
+    steps over the ITL target, :func:`bucket_weights`; ``None`` without ``itl``); and the full
+    chunk's size and time."""
     room = max(float(budget) - running, 1.0)
     full = np.floor(computed / room)
     rest = computed - full * room
@@ -439,6 +440,8 @@ def _prefill(
     has_rest = rest > 1e-9
     steps = full + has_rest
     time = full * t_full + np.where(has_rest, t_rest, 0.0)
+    if itl is None:
+        return steps, time, None, room, t_full
     lo, hi, w = itl
 
     def over(bound: float) -> NDArray[np.float64]:
@@ -474,7 +477,7 @@ def replica_point(
 
     def excess(b: float) -> float:
         """``λ(E[G] − 1)/S(B) − B``: zero at the running batch Little's law gives."""
-        steps, time, _, _, _ = _prefill(model, grid.computed, b, ctx, budget, itl)
+        steps, time, _, _, _ = _prefill(model, grid.computed, b, ctx, budget, None)
         t_d = model.step_time(b, b * ctx, 0)
         busy = lam * _mean(time)
         s_rate = lam * _mean(steps) / busy if busy >= 1.0 else lam * _mean(steps) + (1.0 - busy) / t_d
@@ -503,6 +506,7 @@ def replica_point(
             hi, f_hi = mid, f_mid
         running = (lo + hi) / 2
     steps, time, slow, room, t_full = _prefill(model, grid.computed, running, ctx, budget, itl)
+    assert slow is not None
     t_d = model.step_time(running, running * ctx, 0)
     busy = lam * _mean(time)
     s_rate = lam * _mean(steps) + max(1.0 - busy, 0.0) / t_d

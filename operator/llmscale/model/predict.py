@@ -22,13 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmscale.model.capacity import (
-    ITL_BUCKETS_S,
     EngineLimits,
     StepModel,
     WorkloadShape,
     _grid,
     _prefill,
-    bucket_weights,
     replica_point,
 )
 
@@ -72,7 +70,7 @@ def predict_latency(
         point.running,
         grid.context,
         limits.max_num_batched_tokens,
-        bucket_weights(1.0, ITL_BUCKETS_S),
+        None,
     )
     t_d = point.decode_step_s
     lam = rate_rps
