@@ -48,7 +48,7 @@ binaries:
 # one worker of them; the e2e scenarios in their own namespaces on one cluster, those marked `alone`
 # (chaos, every GPU) by themselves (e2e/conftest.py). The slowest 15 tests are listed at the end.
 UNIT_WORKERS ?= auto
-E2E_WORKERS ?= 2
+E2E_WORKERS ?= 3
 unit: $(STAMP) binaries
 	$(BIN)/pytest tests -q -n $(UNIT_WORKERS) --dist loadscope --durations=15
 

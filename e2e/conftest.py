@@ -22,19 +22,22 @@ the operator configured otherwise (the authenticated-Prometheus one) stops it an
 with :meth:`Cluster.run_operator`, and :meth:`Cluster.restore_operator` puts the session's back.
 Each test gets its own namespace. When the cluster cannot be had, the suite FAILS with the reason; it never skips.
 
-**Side by side** (``pytest e2e -n 2``, what ``make e2e`` runs): every pytest-xdist
+**Side by side** (``pytest e2e -n 3``, what ``make e2e`` runs): every pytest-xdist
 worker shares the one cluster and the one operator. The first worker to need them starts them and
 writes where they are into a folder the controller hands every worker; the controller stops them at
 the end. Scenarios run side by side in their own namespaces under a shared lock; a scenario marked
 ``alone`` (it restarts the API server, Prometheus or the operator, or fills every GPU) takes the
-lock exclusively, so nothing else runs while it does. The ordered tests of a class hold the lock
-from their first test to their last and stay on one worker (:func:`pytest_xdist_make_scheduler`).
+lock exclusively, so nothing else runs while it does. The alone scenarios come first and the others
+wait until all of them are done, then start the longest first (marked ``long``): an alone scenario
+never waits for a long one to end while the other workers idle. The ordered tests of a class hold
+the lock from their first test to their last and stay on one worker (:func:`pytest_xdist_make_scheduler`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shlex
@@ -569,11 +572,44 @@ def _alone(item: pytest.Item) -> bool:
     return item.get_closest_marker("alone") is not None
 
 
+def _scope(item: pytest.Item) -> str:
+    """The unit of work: a class (its ordered tests share a namespace), else the test itself."""
+    cls = getattr(item, "cls", None)
+    return f"{item.path}::{cls.__name__}" if cls is not None else item.nodeid
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The scenarios marked ``alone`` first, then those marked ``long``, then the rest (a class
+    moves as one). The alone ones run one after another while nothing else does; the others start
+    only when all of them are done (:class:`_Gate`), then side by side, the longest first: otherwise
+    an alone scenario waits for a five-minute one beside it to end while the other workers idle."""
+    rank: dict[str, int] = {}
+    for item in items:
+        r = 0 if _alone(item) else 1 if item.get_closest_marker("long") is not None else 2
+        rank[_scope(item)] = min(rank.get(_scope(item), r), r)
+    items.sort(key=lambda item: rank[_scope(item)])  # stable: collection order within a rank
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """(Each worker) The alone scenarios of this session, which the others wait for."""
+    session.config.stash[_ALONE] = [item.nodeid for item in session.items if _alone(item)]
+
+
+_ALONE = pytest.StashKey[list[str]]()
+
+#: How long a scenario waits for the alone ones before it starts anyway: their time is bounded by
+#: their own timeouts; this only keeps a worker that died inside one from hanging the session.
+ALONE_WAIT_S = 3600.0
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """(pytest-xdist, controller) Each test is a unit of work of its own, but the ordered tests of a
-    class stay together on one worker (they share the class's namespace, load and state)."""
+    class stay together on one worker (they share the class's namespace, load and state). Units are
+    handed out in collection order (:func:`pytest_collection_modifyitems`), not xdist's largest-first."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class ByClass(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -588,15 +624,41 @@ class _Gate:
     """The side-by-side lock of the session's workers: shared for a scenario, exclusive for one
     marked ``alone``; a class's tests hold it from the first to the last. ``flock`` on two files in
     the shared folder; a waiting exclusive holder keeps the turnstile, so that new shared holders
-    queue behind it rather than starve it."""
+    queue behind it rather than starve it. A shared scenario first waits until every alone one of
+    the session is done (a file each under ``alone-done/``): they come first in every worker's
+    queue, so the wait cannot close a circle."""
 
     def __init__(self, shared: Path) -> None:
         self._shared = shared
         self._fd: int | None = None
 
+    def _done_marker(self, nodeid: str) -> Path:
+        return self._shared / "alone-done" / hashlib.sha1(nodeid.encode()).hexdigest()
+
+    def done(self, item: pytest.Item) -> None:
+        """Record that an alone scenario has ended (passed, failed or skipped)."""
+        if _alone(item):
+            self._done_marker(item.nodeid).parent.mkdir(exist_ok=True)
+            self._done_marker(item.nodeid).touch()
+
+    def _wait_for_alone(self, item: pytest.Item) -> None:
+        pending = [n for n in item.config.stash.get(_ALONE, []) if not self._done_marker(n).exists()]
+        if not pending:
+            return
+        self.note("waits", item)
+        deadline = time.monotonic() + ALONE_WAIT_S
+        while pending and time.monotonic() < deadline:
+            time.sleep(1.0)
+            pending = [n for n in pending if not self._done_marker(n).exists()]
+        if pending:
+            sys.stderr.write(f"e2e: {len(pending)} alone scenarios not done after {ALONE_WAIT_S:.0f} s "
+                             f"(a worker died?): {item.nodeid} starts beside them\n")
+
     def enter(self, item: pytest.Item) -> None:
         if self._fd is not None:
             return  # the class's earlier test took it
+        if not _alone(item):
+            self._wait_for_alone(item)
         turnstile = os.open(self._shared / "turnstile.lock", os.O_RDWR | os.O_CREAT)
         fd = os.open(self._shared / "side-by-side.lock", os.O_RDWR | os.O_CREAT)
         try:
@@ -652,6 +714,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         yield
     finally:
+        gate.done(item)
         gate.leave(item, nextitem)
 
 

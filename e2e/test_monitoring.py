@@ -15,6 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from conftest import Cluster, sample, wait_for
 from llmscale.loadgen import replay
 from test_scenarios import MODEL, poisson_trace
@@ -37,6 +39,7 @@ def dashboard_queries(namespace: str, name: str) -> list[str]:
     return out
 
 
+@pytest.mark.long  # minutes beside others: started first of them
 def test_14_every_dashboard_query_returns_data(cluster: Cluster, namespace: str) -> None:
     assert cluster.operator_targets is not None, (
         "Prometheus must scrape the operator: on an external cluster set LLMSCALE_E2E_OPERATOR_TARGETS to a "
