@@ -240,9 +240,9 @@ async def test_real_prometheus_answers_the_fleet_queries(fleet: Fleet) -> None:
     assert snap.window.scrape_interval_s == 1.0 and snap.window.problem is None
 
     # Replica B dies: its next scrape fails, Prometheus writes staleness markers, and the
-    # replica drops out at once rather than after the 5 min lookback.
+    # replica drops out once the bridge of three scrape intervals is over, not after the 5 min lookback.
     await fleet.b_runner.cleanup()
-    snap = await read_until(reader, lambda s: s.replicas_reporting == 1, 6.0, pods=pods)
+    snap = await read_until(reader, lambda s: s.replicas_reporting == 1, 10.0, pods=pods)
     assert snap.replicas_reporting == 1 and snap.silent_pods == ("b",)
     assert snap.queue_depth == 3.0
     reader.close()
@@ -254,6 +254,72 @@ async def test_automatic_window_on_a_live_prometheus_reads_the_targets_api(fleet
     assert snap.window is not None and snap.window.auto
     assert (snap.window.window_s, snap.window.scrape_interval_s) == (60.0, 1.0)
     reader.close()
+
+
+async def test_a_failed_scrape_of_a_live_pod_is_bridged_and_a_dead_one_drops_out(tmp_path: Path) -> None:
+    # The e2e run with real vLLM engines read "no pod exports vllm:num_requests_waiting" for a tick:
+    # both engines' /metrics overran the 1 s scrape timeout under load, Prometheus wrote staleness
+    # markers, and the instant gauges vanished until the next good scrape. Here B's page overruns
+    # the 900 ms timeout on demand.
+    a = Engine({"0": (3, 5, 0.5)}, lambda n: 0.0)
+    b = Engine({"0": (2, 3, 0.7)}, lambda n: 0.0)
+    slow = threading.Event()
+
+    async def b_page(_: web.Request) -> web.Response:
+        body = b.page()
+        if slow.is_set():
+            await asyncio.sleep(1.5)
+        return web.Response(text=body, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", b_page)
+    b_runner = web.AppRunner(app)
+    await b_runner.setup()
+    site = web.TCPSite(b_runner, "127.0.0.1", 0)
+    await site.start()
+    b_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    a_runner, a_port = await serve(a.page)
+    reader: PrometheusSignalReader | None = None
+    pods = {"a", "b"}
+    try:
+        with run_prometheus(tmp_path, static_config([(a_port, labels("a")), (b_port, labels("b"))])) as url:
+            await asyncio.to_thread(wait_targets_up, url, 2)
+            reader = PrometheusSignalReader(url, settings=ReaderSettings(rate_window="5s"))
+            snap = await read_until(reader, lambda s: s.replicas_reporting == 2 and s.window is not None
+                                    and s.window.scrape_interval_s == 1.0, 15.0, pods=pods)
+            assert snap.replicas_reporting == 2 and snap.queue_depth == 5.0, snap
+            slow.set()
+            b_gauge = 'vllm:num_requests_waiting{pod="b"}'
+            deadline = time.monotonic() + 10.0
+            while raw(url, b_gauge) and time.monotonic() < deadline:  # B's next scrape fails
+                await asyncio.sleep(0.1)
+            assert not raw(url, b_gauge), "B's scrape never failed: no staleness marker to bridge"
+            # Prometheus has nothing for B now; the reader keeps B's last sample, with its own time.
+            snap = await reader.read(VLLM, TARGET, now=time.time(), pods=pods)
+            assert snap.replicas_reporting == 2 and snap.silent_pods == (), snap
+            assert snap.queue_depth == 5.0 and snap.running_requests == 8.0, snap
+            assert snap.unknown.get("queue_depth") is None, snap.unknown
+            by_pod = {p.pod: p for p in snap.pods}
+            a_time, b_time = by_pod["a"].newest_sample_s, by_pod["b"].newest_sample_s
+            assert a_time is not None and b_time is not None and b_time < a_time, "B's sample is its last good one"
+            # Still failing three scrape intervals after its last good sample: B is dead, not slow.
+            snap = await read_until(reader, lambda s: s.replicas_reporting == 1, 8.0, pods=pods)
+            assert snap.replicas_reporting == 1 and snap.silent_pods == ("b",), snap
+            assert snap.queue_depth == 3.0
+            assert time.time() - b_time > 3.0, "dropped only after the bridge"
+            # A pod that left the API server is never bridged, whatever its last sample's age.
+            slow.clear()
+            await read_until(reader, lambda s: s.replicas_reporting == 2, 8.0, pods=pods)
+            slow.set()
+            while raw(url, b_gauge) and time.monotonic() < deadline + 20.0:
+                await asyncio.sleep(0.1)
+            snap = await reader.read(VLLM, TARGET, now=time.time(), pods={"a"})
+            assert snap.replicas_reporting == 1 and [p.pod for p in snap.pods] == ["a"], snap
+    finally:
+        if reader is not None:
+            reader.close()
+        for runner in (a_runner, b_runner):
+            await runner.cleanup()
 
 
 # -- case 4: latency histograms that are native only -----------------------------------------------

@@ -28,7 +28,7 @@ a result that is not a vector            the whole group fails (``failed``)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,10 +41,22 @@ from llmscale.signals.queries import (
     SelectorLabels,
 )
 
-__all__ = ["FleetAnswer", "parse_group", "parse_wake"]
+__all__ = ["BRIDGE_INTERVALS", "INSTANT_SIGNALS", "FleetAnswer", "GaugeMemory", "bridge_missed_scrapes", "parse_group", "parse_wake"]
 
 #: A problem that could not be tied to a pool.
 UNATTRIBUTED = PoolTarget("", "", "")
+
+#: Scrape intervals for which a live pod's last gauges stand in for scrapes that failed
+#: (:func:`bridge_missed_scrapes`): two failed scrapes in a row are bridged, a third is not.
+BRIDGE_INTERVALS = 3.0
+#: The per-pod signals read from the newest sample only (an instant selector): the ones a failed
+#: scrape's staleness markers empty. Range reads (rates, ``samples_in_window``, ``running_min``)
+#: still hold the earlier samples.
+INSTANT_SIGNALS = ("queue_depth", "running_requests", "kv_cache_utilization", "newest_sample_s", "asleep")
+
+#: ``pool -> pod -> the pod's last instant signals`` (with their ``newest_sample_s``), kept by the
+#: reader between reads.
+GaugeMemory = dict[PoolTarget, dict[str, dict[str, float | None]]]
 
 
 @dataclass
@@ -186,3 +198,57 @@ def parse_wake(result: Any) -> tuple[float | None, str | None, str | None]:
     if problem is None and value is None:
         problem = "its value is NaN or infinite"
     return value, problem, None
+
+
+def bridge_missed_scrapes(
+    answer: FleetAnswer,
+    memory: GaugeMemory,
+    live: Mapping[PoolTarget, Collection[str] | None],
+    bound_s: float,
+) -> dict[PoolTarget, list[str]]:
+    """Fill the instant signals of live pods whose last scrapes failed from their last samples.
+
+    A failed scrape (a ``/metrics`` slower than the scrape timeout on a busy engine) is an empty
+    scrape to Prometheus: it writes staleness markers, and an instant query returns nothing for
+    the pod until a scrape succeeds, a whole scrape interval later. Without a bridge every such
+    miss read as "no pod reports" for that interval, at the moments of heaviest load. A pod still
+    in the API server whose newest queue-depth sample is at most ``bound_s`` old (Prometheus's
+    clock, ``answer.evaluated_at``) keeps those samples, with their own timestamp, so the
+    snapshot's age stays true; a pod dead longer drops out as before (``silent_pods``).
+
+    Args:
+        answer: this read's parsed answer; ``answer.pods`` is updated in place.
+        memory: the reader's memory of earlier reads, updated in place (forgets pods that left the
+            API server or grew older than ``bound_s``).
+        live: ``pool -> names of its pods in the API server`` for the pools of this read; ``None``
+            (series not filtered by live pods) disables the bridge for that pool, since a deleted
+            pod could not be told from a slow one.
+        bound_s: the oldest sample bridged, seconds before the evaluation time
+            (:data:`BRIDGE_INTERVALS` x the scrape interval); ``0`` bridges nothing.
+
+    Returns:
+        ``pool -> pods bridged`` for the pools where any was.
+    """
+    bridged: dict[PoolTarget, list[str]] = {}
+    if "pods" in answer.failed or answer.evaluated_at is None:
+        return bridged  # nothing read: the fleet reader's carry handles a failed read
+    now = answer.evaluated_at
+    for pool, pods in live.items():
+        rows = answer.pods.get(pool, {})
+        kept = memory.setdefault(pool, {})
+        for pod, row in rows.items():
+            if "queue_depth" in row and row.get("newest_sample_s") is not None:
+                kept[pod] = {k: row[k] for k in INSTANT_SIGNALS if k in row}
+        if pods is None or bound_s <= 0:
+            memory.pop(pool, None)
+            continue
+        for pod in list(kept):
+            newest = kept[pod].get("newest_sample_s")
+            if pod not in pods or newest is None or now - newest > bound_s:
+                del kept[pod]
+            elif "queue_depth" not in rows.get(pod, {}):
+                answer.pods.setdefault(pool, {}).setdefault(pod, {}).update(kept[pod])
+                bridged.setdefault(pool, []).append(pod)
+        if not kept:
+            memory.pop(pool, None)
+    return bridged

@@ -15,7 +15,9 @@ read again every ``interval_refresh_s``.
 
 Freshness: ``observed_at`` is the newest *sample* timestamp of the queue-depth gauge among the
 contributing pods, not the evaluation time that an instant query stamps on every answer. When a
-scrape fails Prometheus writes staleness markers at once, so a dead replica's series vanish; when
+scrape fails Prometheus writes staleness markers at once; a pod still in the API server keeps its
+last gauges (with their own timestamps) for up to three scrape intervals, so that one slow
+``/metrics`` is not "no signals", and a dead replica drops out after that; when
 scraping stops without a marker (Prometheus restarted, a federated or remote-written source), the
 last sample is returned for up to 5 minutes (the lookback delta): give the reader the pool's live
 pods and such series are ignored. A dead replica's samples stay in rates and latency quantiles
@@ -45,7 +47,14 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
-from llmscale.signals.answer import FleetAnswer, parse_group, parse_wake
+from llmscale.signals.answer import (
+    BRIDGE_INTERVALS,
+    FleetAnswer,
+    GaugeMemory,
+    bridge_missed_scrapes,
+    parse_group,
+    parse_wake,
+)
 from llmscale.signals.assemble import assemble
 from llmscale.signals.auth import CredentialsUnreadable, build_http
 from llmscale.signals.config import ReaderSettings
@@ -187,6 +196,7 @@ class PrometheusSignalReader:
         self._lock = threading.Lock()
         self._tenants: dict[str, PrometheusConnect] = {}  # the client of each namespace's own queries
         self._interval: tuple[float | None, str, float] | None = None  # (seconds, source, read at)
+        self._gauges: GaugeMemory = {}  # each live pod's last gauges, to bridge a failed scrape
 
     # -- the rate window ------------------------------------------------------------------------
 
@@ -453,6 +463,14 @@ class PrometheusSignalReader:
             profile = requests_[0].profile
             answer = self._ask(profile, window, asked)
             checked = check_samples(window, _most_samples(answer, requests_))
+            interval = window.scrape_interval_s
+            with self._lock:
+                bridged = bridge_missed_scrapes(
+                    answer, self._gauges, {r.target: r.pods for r in requests_},
+                    BRIDGE_INTERVALS * interval if interval else 0.0,
+                )
+            for target, names in bridged.items():
+                _LOG.debug("Kept the last samples of pod(s) %s of %s through a failed scrape", ", ".join(names), target)
             for r in requests_:
                 snap = assemble(r.target, profile, answer, checked, now, labels, r.pods)
                 out[r.target] = snap
@@ -469,6 +487,10 @@ class PrometheusSignalReader:
                     self.url,
                     why,
                 )
+        if scope is None:
+            with self._lock:  # forget the pools no longer read (their LLMDeployments deleted)
+                for gone in self._gauges.keys() - {r.target for r in pools}:
+                    del self._gauges[gone]
         waking = [r for r in pools if r.wake_query is not None]
         if waking:
             for target, (value, unread) in self._wake(waking, fatal).items():
