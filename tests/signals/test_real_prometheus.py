@@ -239,10 +239,15 @@ async def test_real_prometheus_answers_the_fleet_queries(fleet: Fleet) -> None:
     assert snap.window is not None and snap.window.interval_source == "targets"
     assert snap.window.scrape_interval_s == 1.0 and snap.window.problem is None
 
-    # Replica B dies: its next scrape fails, Prometheus writes staleness markers, and the
-    # replica drops out once the bridge of three scrape intervals is over, not after the 5 min lookback.
+    # Replica B dies: its next scrape is refused, Prometheus writes staleness markers, and the
+    # replica drops out at once (a refused scrape is not bridged) rather than after the 5 min lookback.
     await fleet.b_runner.cleanup()
-    snap = await read_until(reader, lambda s: s.replicas_reporting == 1, 10.0, pods=pods)
+    deadline = time.monotonic() + 6.0
+    while raw(fleet.url, 'vllm:num_requests_waiting{pod="b"}') and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    # The first read after the refused scrape: B's scrape_duration_seconds says it failed fast.
+    snap = await reader.read(VLLM, TARGET, now=time.time(), pods=pods)
+    assert snap.bridged_pods == (), "a refused scrape is an engine down, not a slow one"
     assert snap.replicas_reporting == 1 and snap.silent_pods == ("b",)
     assert snap.queue_depth == 3.0
     reader.close()
@@ -302,19 +307,25 @@ async def test_a_failed_scrape_of_a_live_pod_is_bridged_and_a_dead_one_drops_out
             by_pod = {p.pod: p for p in snap.pods}
             a_time, b_time = by_pod["a"].newest_sample_s, by_pod["b"].newest_sample_s
             assert a_time is not None and b_time is not None and b_time < a_time, "B's sample is its last good one"
-            # Still failing three scrape intervals after its last good sample: B is dead, not slow.
+            assert snap.bridged_pods == ("b",), snap
+            # Still failing four scrape intervals after its last good sample: B is hung, not slow.
             snap = await read_until(reader, lambda s: s.replicas_reporting == 1, 8.0, pods=pods)
-            assert snap.replicas_reporting == 1 and snap.silent_pods == ("b",), snap
+            assert snap.replicas_reporting == 1 and snap.silent_pods == ("b",) and snap.bridged_pods == (), snap
             assert snap.queue_depth == 3.0
-            assert time.time() - b_time > 3.0, "dropped only after the bridge"
-            # A pod that left the API server is never bridged, whatever its last sample's age.
+            assert time.time() - b_time > 4.0, "dropped only after the bridge"
+            # A pod that left the API server is forgotten: read once without it, then with it again
+            # within the bound, and it is silent, not bridged.
             slow.clear()
             await read_until(reader, lambda s: s.replicas_reporting == 2, 8.0, pods=pods)
             slow.set()
-            while raw(url, b_gauge) and time.monotonic() < deadline + 20.0:
+            deadline = time.monotonic() + 10.0
+            while raw(url, b_gauge) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
+            assert not raw(url, b_gauge), "B's scrape never failed the second time"
             snap = await reader.read(VLLM, TARGET, now=time.time(), pods={"a"})
-            assert snap.replicas_reporting == 1 and [p.pod for p in snap.pods] == ["a"], snap
+            assert [p.pod for p in snap.pods] == ["a"], snap
+            snap = await reader.read(VLLM, TARGET, now=time.time(), pods=pods)
+            assert snap.silent_pods == ("b",) and snap.bridged_pods == (), snap
     finally:
         if reader is not None:
             reader.close()

@@ -177,6 +177,9 @@ def _metrics_condition(
         msg = f"{why_unknown(snap, unknown)}: scaling up only, on {', '.join(known)}"
         return ConditionResult("True", Reason.MetricsPartial, msg + (f"; {guard_off}" if guard_off else "")), None
     msg = f"queue depth, KV-cache utilisation and preemption rate known, newest sample {age:.0f} s old"
+    if snap.bridged_pods:
+        msg += (f" ({len(snap.bridged_pods)} pod(s) read from their last sample, their newest scrapes "
+                f"timed out: {', '.join(snap.bridged_pods[:5])})")
     if guard_off:
         return ConditionResult("True", Reason.LatencyUnknown, f"{msg}; {guard_off}"), None
     return ConditionResult("True", Reason.MetricsFresh, msg), None

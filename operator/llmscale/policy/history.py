@@ -55,15 +55,15 @@ def slim_snapshot(snapshot: SignalSnapshot) -> SignalSnapshot:
     preemption rate, TTFT and ITL p95, wake demand), ``replicas_reporting``, ``error``, ``workload``
     and ``window``: what the arrival rate, the live mix, the burstiness and the trends read of older
     snapshots. Emptied: ``pods``, ``stalled_pods``, ``sleeping_pods``, ``failing_pods``, ``ignored_pods``, ``silent_pods``,
-    ``absent_counters``, ``unknown`` and ``quiet`` (per pod, they grow with the pool). Returns
+    ``bridged_pods``, ``absent_counters``, ``unknown`` and ``quiet`` (per pod, they grow with the pool). Returns
     ``snapshot`` itself when it has nothing to drop. Decisions on a history whose older entries are
     slimmed equal those on the whole snapshots (tests/policy/test_history.py).
     """
     if not (snapshot.pods or snapshot.stalled_pods or snapshot.sleeping_pods or snapshot.failing_pods
-            or snapshot.ignored_pods or snapshot.silent_pods or snapshot.absent_counters or snapshot.unknown or snapshot.quiet):
+            or snapshot.ignored_pods or snapshot.silent_pods or snapshot.bridged_pods or snapshot.absent_counters or snapshot.unknown or snapshot.quiet):
         return snapshot
     return dataclasses.replace(snapshot, pods=(), stalled_pods=(), sleeping_pods=(), failing_pods=(), ignored_pods=(),
-                               silent_pods=(), absent_counters=(), unknown={}, quiet=())
+                               silent_pods=(), bridged_pods=(), absent_counters=(), unknown={}, quiet=())
 
 
 def append_snapshot(history: Sequence[SignalSnapshot], snapshot: SignalSnapshot) -> tuple[SignalSnapshot, ...]:

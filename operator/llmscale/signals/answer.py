@@ -41,22 +41,53 @@ from llmscale.signals.queries import (
     SelectorLabels,
 )
 
-__all__ = ["BRIDGE_INTERVALS", "INSTANT_SIGNALS", "FleetAnswer", "GaugeMemory", "bridge_missed_scrapes", "parse_group", "parse_wake"]
+__all__ = [
+    "BRIDGE_INTERVALS",
+    "FAILED_FAST_S",
+    "INSTANT_SIGNALS",
+    "FleetAnswer",
+    "GaugeMemory",
+    "KeptGauges",
+    "bridge_missed_scrapes",
+    "parse_group",
+    "parse_wake",
+]
 
 #: A problem that could not be tied to a pool.
 UNATTRIBUTED = PoolTarget("", "", "")
 
-#: Scrape intervals for which a live pod's last gauges stand in for scrapes that failed
-#: (:func:`bridge_missed_scrapes`): two failed scrapes in a row are bridged, a third is not.
-BRIDGE_INTERVALS = 3.0
+#: Scrape intervals after a live pod's last sample for which its last gauges stand in for failed
+#: scrapes (:func:`bridge_missed_scrapes`): two failed scrapes in a row, and a slow third whose
+#: samples (stamped with its start) are in only when it ends, up to a timeout later.
+BRIDGE_INTERVALS = 4.0
+#: A scrape that failed in less than this (``scrape_duration_seconds``, seconds) failed fast: the
+#: connection was refused or reset, so the engine is down, not slow, and its pod is not bridged. A
+#: slow ``/metrics`` fails at the scrape timeout (1 s and up in practice).
+FAILED_FAST_S = 0.5
 #: The per-pod signals read from the newest sample only (an instant selector): the ones a failed
 #: scrape's staleness markers empty. Range reads (rates, ``samples_in_window``, ``running_min``)
 #: still hold the earlier samples.
-INSTANT_SIGNALS = ("queue_depth", "running_requests", "kv_cache_utilization", "newest_sample_s", "asleep")
+INSTANT_SIGNALS = (
+    "queue_depth",
+    "running_requests",
+    "kv_cache_utilization",
+    "newest_sample_s",
+    "asleep",
+    "prefix_cache_hit_rate_gauge",
+)
 
-#: ``pool -> pod -> the pod's last instant signals`` (with their ``newest_sample_s``), kept by the
-#: reader between reads.
-GaugeMemory = dict[PoolTarget, dict[str, dict[str, float | None]]]
+
+@dataclass(frozen=True, slots=True)
+class KeptGauges:
+    """A pod's last instant signals (:data:`INSTANT_SIGNALS`, with ``newest_sample_s``) and the
+    metrics it lacked then (the ``absent`` group, itself an instant read)."""
+
+    row: dict[str, float | None]
+    absent: frozenset[str] = frozenset()
+
+
+#: ``pool -> pod -> the pod's last good read``, kept by the reader between reads.
+GaugeMemory = dict[PoolTarget, dict[str, KeptGauges]]
 
 
 @dataclass
@@ -76,6 +107,8 @@ class FleetAnswer:
         warnings: the ``warnings`` of HTTP 200 answers (Thanos or Mimir with partial response on:
             ``store B unavailable``): the series may miss pods; prometheus-api-client drops them, so
             the reader reads them off the HTTP answer itself.
+        bridged: ``pool -> pods`` whose instant signals are their last samples, their newest
+            scrapes having failed (:func:`bridge_missed_scrapes`).
     """
 
     evaluated_at: float | None = None
@@ -86,6 +119,7 @@ class FleetAnswer:
     failed: dict[str, str] = field(default_factory=dict)
     asked: frozenset[str] = frozenset()
     warnings: list[str] = field(default_factory=list)
+    bridged: dict[PoolTarget, list[str]] = field(default_factory=dict)
 
     def problem(self, pool: PoolTarget, line: str) -> None:
         """Record a rejected value of ``pool``."""
@@ -206,49 +240,70 @@ def bridge_missed_scrapes(
     live: Mapping[PoolTarget, Collection[str] | None],
     bound_s: float,
 ) -> dict[PoolTarget, list[str]]:
-    """Fill the instant signals of live pods whose last scrapes failed from their last samples.
+    """Fill the instant signals of live pods whose last scrapes failed slowly from their last samples.
 
     A failed scrape (a ``/metrics`` slower than the scrape timeout on a busy engine) is an empty
     scrape to Prometheus: it writes staleness markers, and an instant query returns nothing for
     the pod until a scrape succeeds, a whole scrape interval later. Without a bridge every such
     miss read as "no pod reports" for that interval, at the moments of heaviest load. A pod still
     in the API server whose newest queue-depth sample is at most ``bound_s`` old (Prometheus's
-    clock, ``answer.evaluated_at``) keeps those samples, with their own timestamp, so the
-    snapshot's age stays true; a pod dead longer drops out as before (``silent_pods``).
+    clock, ``answer.evaluated_at``) keeps those samples, with their own timestamp, and the metrics
+    it lacked then. Not bridged: a pod whose last scrape failed fast (``last_scrape_s`` below
+    :data:`FAILED_FAST_S`: refused, the engine is down), one whose sample is older, one out of the
+    API server, and every pod of a pool read without its live pods. The memory is filled only from
+    pods that reported a queue depth in a read, never from a bridged row, so a bridge always ends
+    ``bound_s`` after the last real sample.
 
     Args:
-        answer: this read's parsed answer; ``answer.pods`` is updated in place.
-        memory: the reader's memory of earlier reads, updated in place (forgets pods that left the
-            API server or grew older than ``bound_s``).
+        answer: this read's parsed answer; ``answer.pods`` and ``answer.absent`` are updated in
+            place, and ``answer.bridged`` is set.
+        memory: the reader's memory of earlier reads, updated in place: a pod's entry is replaced
+            only by a newer sample, and entries older than ``bound_s`` or of pods out of the API
+            server are forgotten (of every pool, read now or not).
         live: ``pool -> names of its pods in the API server`` for the pools of this read; ``None``
-            (series not filtered by live pods) disables the bridge for that pool, since a deleted
-            pod could not be told from a slow one.
+            for a pool read without them.
         bound_s: the oldest sample bridged, seconds before the evaluation time
             (:data:`BRIDGE_INTERVALS` x the scrape interval); ``0`` bridges nothing.
 
     Returns:
-        ``pool -> pods bridged`` for the pools where any was.
+        ``pool -> pods bridged`` for the pools where any was (also in ``answer.bridged``).
     """
-    bridged: dict[PoolTarget, list[str]] = {}
     if "pods" in answer.failed or answer.evaluated_at is None:
-        return bridged  # nothing read: the fleet reader's carry handles a failed read
+        return {}  # nothing read: the fleet reader's carry handles a failed read
     now = answer.evaluated_at
     for pool, pods in live.items():
-        rows = answer.pods.get(pool, {})
         kept = memory.setdefault(pool, {})
-        for pod, row in rows.items():
-            if "queue_depth" in row and row.get("newest_sample_s") is not None:
-                kept[pod] = {k: row[k] for k in INSTANT_SIGNALS if k in row}
+        lacking = answer.absent.get(pool, {})
+        for pod, row in answer.pods.get(pool, {}).items():
+            newest = row.get("newest_sample_s")
+            if row.get("queue_depth") is None or newest is None:
+                continue
+            old = kept.get(pod)
+            if old is not None and (old.row.get("newest_sample_s") or 0.0) > newest:
+                continue  # a read that finished late: keep the newer sample
+            absent = old.absent if "absent" in answer.failed and old is not None else frozenset(lacking.get(pod, ()))
+            kept[pod] = KeptGauges({k: row[k] for k in INSTANT_SIGNALS if k in row}, absent)
         if pods is None or bound_s <= 0:
-            memory.pop(pool, None)
             continue
+        for pod in sorted(kept.keys() & set(pods)):
+            entry = kept[pod]
+            row = answer.pods.get(pool, {}).get(pod, {})
+            if "queue_depth" in row or now - (entry.row.get("newest_sample_s") or 0.0) > bound_s:
+                continue
+            last_scrape = row.get("last_scrape_s")
+            if last_scrape is not None and last_scrape < FAILED_FAST_S:
+                continue  # refused: the engine is down, not slow
+            answer.pods.setdefault(pool, {}).setdefault(pod, {}).update(entry.row)
+            if entry.absent and "absent" not in answer.failed:
+                answer.absent.setdefault(pool, {}).setdefault(pod, set()).update(entry.absent)
+            answer.bridged.setdefault(pool, []).append(pod)
+    for pool in list(memory):
+        pods = live.get(pool)
+        kept = memory[pool]
         for pod in list(kept):
-            newest = kept[pod].get("newest_sample_s")
-            if pod not in pods or newest is None or now - newest > bound_s:
+            newest = kept[pod].row.get("newest_sample_s") or 0.0
+            if now - newest > bound_s or (pods is not None and pod not in pods):
                 del kept[pod]
-            elif "queue_depth" not in rows.get(pod, {}):
-                answer.pods.setdefault(pool, {}).setdefault(pod, {}).update(kept[pod])
-                bridged.setdefault(pool, []).append(pod)
         if not kept:
-            memory.pop(pool, None)
-    return bridged
+            del memory[pool]
+    return dict(answer.bridged)

@@ -8,7 +8,8 @@ Rules, in order (each has a test in ``tests/signals``):
    index), series of any other pod are ignored (``ignored_pods``): a deleted pod's gauges stay
    visible for up to the 5 min lookback when Prometheus missed its staleness markers (e.g. it
    restarted). Replica counts and per-pod figures come from those pods, never from series.
-2. **Reporting.** A pod reports when it exports the profile's queue-depth gauge.
+2. **Reporting.** A pod reports when it exports the profile's queue-depth gauge (or, its newest
+   scrapes timed out, the reader bridged its last one: :func:`llmscale.signals.answer.bridge_missed_scrapes`).
 3. **Absent counters are 0.** A counter missing on a reporting pod reads 0 for that pod
    (``absent_counters``): engines create some counters at their first event. A counter present
    with no rate (fewer than two samples in the window) is unknown.
@@ -224,6 +225,7 @@ def assemble(
         sleeping_pods=tuple(sleeping),
         ignored_pods=tuple(sorted(ignored)),
         silent_pods=tuple(silent),
+        bridged_pods=tuple(sorted(set(answer.bridged.get(pool, ())) & set(reporting))),
         absent_counters=tuple(sorted(absent)),
         unknown=st.unknown,
         window=window,

@@ -15,9 +15,10 @@ read again every ``interval_refresh_s``.
 
 Freshness: ``observed_at`` is the newest *sample* timestamp of the queue-depth gauge among the
 contributing pods, not the evaluation time that an instant query stamps on every answer. When a
-scrape fails Prometheus writes staleness markers at once; a pod still in the API server keeps its
-last gauges (with their own timestamps) for up to three scrape intervals, so that one slow
-``/metrics`` is not "no signals", and a dead replica drops out after that; when
+scrape fails Prometheus writes staleness markers at once; a pod still in the API server whose
+scrape failed slowly (timed out) keeps its last gauges, with their own timestamps, for up to four
+scrape intervals after its last sample (``bridged_pods``), so that a slow ``/metrics`` is not "no
+signals"; a refused scrape (the engine is down) is not bridged and the pod drops out at once; when
 scraping stops without a marker (Prometheus restarted, a federated or remote-written source), the
 last sample is returned for up to 5 minutes (the lookback delta): give the reader the pool's live
 pods and such series are ignored. A dead replica's samples stay in rates and latency quantiles
@@ -470,7 +471,8 @@ class PrometheusSignalReader:
                     BRIDGE_INTERVALS * interval if interval else 0.0,
                 )
             for target, names in bridged.items():
-                _LOG.debug("Kept the last samples of pod(s) %s of %s through a failed scrape", ", ".join(names), target)
+                _LOG.info("Read pod(s) %s of %s from their last samples: their newest scrapes failed",
+                          ", ".join(names), target)
             for r in requests_:
                 snap = assemble(r.target, profile, answer, checked, now, labels, r.pods)
                 out[r.target] = snap
@@ -487,10 +489,6 @@ class PrometheusSignalReader:
                     self.url,
                     why,
                 )
-        if scope is None:
-            with self._lock:  # forget the pools no longer read (their LLMDeployments deleted)
-                for gone in self._gauges.keys() - {r.target for r in pools}:
-                    del self._gauges[gone]
         waking = [r for r in pools if r.wake_query is not None]
         if waking:
             for target, (value, unread) in self._wake(waking, fatal).items():

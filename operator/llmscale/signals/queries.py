@@ -58,6 +58,7 @@ POD_GROUP = (
     "samples_in_window",
     "running_min",
     "asleep",
+    "last_scrape_s",
 )
 RATE_GROUP = (
     "preemption_rate",
@@ -415,6 +416,9 @@ def signal_queries(
         "newest_sample_s": f"max by ({pod_by}) (timestamp({m(profile.waiting)}))",
         "samples_in_window": f"max by ({pod_by}) (count_over_time({m(profile.waiting)}[{w}]))",
         "running_min": per_pod("sum", f"min_over_time({m(profile.running)}[{w}])"),
+        # Prometheus's own series of each target's last scrape: a failed one that took under half
+        # a second was refused (the engine is down), not slow (llmscale.signals.answer's bridge).
+        "last_scrape_s": f"max by ({pod_by}) ({m('scrape_duration_seconds')})",
     }
     if profile.sleep_state is not None:
         # 1 when some engine core of the pod is in a state other than awake (each state is its own

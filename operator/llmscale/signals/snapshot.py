@@ -210,6 +210,9 @@ class SignalSnapshot:
         ignored_pods: pods whose series Prometheus still returns but that are not in the API
             server's set (deleted; series linger up to the 5 min lookback), sorted.
         silent_pods: live pods (from the API server) with no series, sorted.
+        bridged_pods: live pods whose newest scrapes failed slowly (timed out) and whose gauges are
+            their last samples, at most four scrape intervals old
+            (:func:`llmscale.signals.answer.bridge_missed_scrapes`), sorted; they contribute.
         absent_counters: counters absent on some contributing pod and read there as 0
             (``sglang:num_retracted_requests_total`` before the first retraction), sorted.
         unknown: for each signal that is ``None``, why; keyed by field name (``queue_depth``,
@@ -261,6 +264,7 @@ class SignalSnapshot:
     sleeping_pods: tuple[str, ...] = ()
     ignored_pods: tuple[str, ...] = ()
     silent_pods: tuple[str, ...] = ()
+    bridged_pods: tuple[str, ...] = ()
     absent_counters: tuple[str, ...] = ()
     unknown: Mapping[str, str] = field(default_factory=dict)
     window: RateWindow | None = None
