@@ -28,6 +28,8 @@ Usage (from the repository root)::
         [--learn-minutes 60] [--rate 30] [--out benchmarks/results/robustness.md]
 
 ``--quick`` runs two cases for 30 minutes at a low rate (what the test runs), not a result.
+``--explain`` prints, after each case, every judged minute: the limit's replicas, llmscale's,
+whether the minute met both p95s, and for a minute that missed, the reasons of its last decision.
 """
 
 from __future__ import annotations
@@ -38,18 +40,19 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from llmscale.api import LLMDeployment, LLMDeploymentSpec
+from llmscale.api import LLMDeployment, LLMDeploymentSpec, SloSpec
 from llmscale.data import trace_path
 from llmscale.model import ReplicaModel
 from llmscale.sim.baselines import LlmscalePolicy
 from llmscale.sim.calibrate import Capacity
 from llmscale.sim.engine_args import engine_config
-from llmscale.sim.fleet import Autoscaler, SimResult, simulate
+from llmscale.sim.fleet import Autoscaler, Observation, ScaleDecision, SimResult, simulate
 from llmscale.sim.limit import limit_policy, minute_limit
 from llmscale.sim.report import minute_scores, summarize
 from llmscale.sim.runner import Scenario
@@ -173,14 +176,48 @@ def build_trace(case: Case, base: Trace, minutes: int, learn_minutes: int, rate:
     return trace
 
 
+class _Recorded(LlmscalePolicy):
+    """llmscale, keeping every decision with its time (``--explain``)."""
+
+    def __init__(self, spec: LLMDeploymentSpec) -> None:
+        super().__init__(spec)
+        self.decisions: list[tuple[float, ScaleDecision]] = []
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        decision = super().decide(obs)
+        self.decisions.append((obs.now, decision))
+        return decision
+
+
+def explain(res: SimResult, decisions: list[tuple[float, ScaleDecision]], need: np.ndarray, slo: SloSpec,
+            judged_s: float) -> list[str]:
+    """One line per judged minute (start minute, the limit's replicas, llmscale's desired size at the
+    minute's last decision, met or not, the TTFT and ITL p95s in seconds), and for a missed minute
+    the reasons of its last decision."""
+    meets, ttft, itl, starts = minute_scores(res, slo, judged_s)
+    out = []
+    for ok, t95, i95, start in zip(meets, ttft, itl, starts, strict=True):
+        minute = int((start - res.start_s) // 60)
+        last = [d for t, d in decisions if start <= t < start + 60.0]
+        size = last[-1].interactive if last else None
+        limit = int(need[minute]) if minute < len(need) else None
+        out.append(f"minute {minute:4d}: limit {limit}, llmscale {size}, {'met' if ok else 'MISSED'} "
+                   f"(TTFT p95 {t95:.2f} s, ITL p95 {i95:.3f} s)")
+        if not ok and last:
+            out.append(f"    {last[-1].reason}")
+    return out
+
+
 def _run(sc: Scenario, auto: Autoscaler, initial: int) -> SimResult:
     return simulate(sc.trace, auto, sc.model, engine=sc.engine, fleet=sc.fleet_config(initial),
                     context_limit_tokens=sc.spec.model.context_limit_tokens, itl_slo_s=sc.spec.slo.itl_p95_seconds)
 
 
 def run_case(case: Case, spec: LLMDeploymentSpec, base: Trace, minutes: int, learn_minutes: int, rate: float,
-             log: Callable[[str], None] = lambda _: None) -> dict[str, object]:
-    """Run llmscale and the searched limit on one case; return the row's figures."""
+             log: Callable[[str], None] = lambda _: None,
+             explained: Callable[[str], None] | None = None) -> dict[str, object]:
+    """Run llmscale and the searched limit on one case; return the row's figures (and hand
+    :func:`explain`'s lines to ``explained`` when given)."""
     trace = build_trace(case, base, minutes, learn_minutes, rate, spec.model.context_limit_tokens)
     model = ReplicaModel.from_spec(spec)
     engine = SkewedCost(model, case.compute, case.bandwidth, case.overhead_s)
@@ -191,9 +228,13 @@ def run_case(case: Case, spec: LLMDeploymentSpec, base: Trace, minutes: int, lea
     need, unmet = minute_limit(sc, 1, spec.replicas.max, progress=lambda n: log(f"  {case.key}: static {n}"))
     initial = int(need[: 5].max())
     lim = _run(sc, limit_policy(sc, need), initial)
-    res = _run(sc, LlmscalePolicy(spec), initial)
+    policy = _Recorded(spec)
+    res = _run(sc, policy, initial)
     slo = spec.slo
     judged = 60.0 * learn_minutes
+    if explained is not None:
+        for line in explain(res, policy.decisions, need, slo, judged):
+            explained(line)
     s_l = summarize(res, slo, spec.cost.gpu_hour_usd, judged)
     s_lim = summarize(lim, slo, spec.cost.gpu_hour_usd, judged)
     meets, _, _, _ = minute_scores(res, slo, judged)
@@ -237,6 +278,10 @@ def table(rows: list[dict[str, object]], command: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _print_explained(key: str, line: str) -> None:
+    print(f"  {key}: {line}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--cases", default=",".join(c.key for c in CASES))
@@ -245,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=30.0, help="requests/s (before a step)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--explain", action="store_true", help="print every judged minute, with the reasons of a missed one")
     args = ap.parse_args(argv)
     if args.quick:
         args.minutes, args.learn_minutes, args.rate = 30, 10, 8.0
@@ -259,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for key in keys:
         row = run_case(by_key[key], spec, base, args.minutes, args.learn_minutes, args.rate,
-                       log=lambda m: print(m, file=sys.stderr, flush=True))
+                       log=lambda m: print(m, file=sys.stderr, flush=True),
+                       explained=partial(_print_explained, key) if args.explain else None)
         print(f"{key}: {row}", file=sys.stderr, flush=True)
         rows.append(row)
     command = "benchmarks/robustness.py " + " ".join(sys.argv[1:] if argv is None else argv)

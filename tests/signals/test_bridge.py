@@ -77,7 +77,7 @@ def test_consecutive_failed_reads_never_extend_the_bridge() -> None:
 
 @pytest.mark.parametrize(("last_scrape_s", "bridged"), [(0.002, False), (FAILED_FAST_S - 0.01, False),
                                                         (FAILED_FAST_S, True), (10.0, True), (None, True)])
-def test_a_scrape_refused_fast_is_an_engine_down_and_is_not_bridged(last_scrape_s: float | None, bridged: bool) -> None:
+def test_a_scrape_refused_fast_is_an_engine_down_not_bridged(last_scrape_s: float | None, bridged: bool) -> None:
     memory: GaugeMemory = {}
     bridge_missed_scrapes(answer_at(100.0, b=gauges(100.0, 2)), memory, {POOL: {"b"}}, 4.0)
     row = {"samples_in_window": 60.0} if last_scrape_s is None else {"last_scrape_s": last_scrape_s}
@@ -110,7 +110,7 @@ def test_a_read_that_finished_late_does_not_replace_a_newer_sample() -> None:
     assert memory[POOL]["b"].row["queue_depth"] == 5 and remembered(memory) == 101.0
 
 
-def test_a_pod_gone_from_the_api_server_is_not_bridged_and_is_forgotten() -> None:
+def test_a_pod_gone_from_the_api_server_is_forgotten_unbridged() -> None:
     memory: GaugeMemory = {}
     bridge_missed_scrapes(answer_at(100.0, a=gauges(100.0, 3), b=gauges(100.0, 2)), memory, LIVE, 4.0)
     later = answer_at(101.0, a=gauges(101.0, 3), b=dict(TIMED_OUT))
@@ -139,7 +139,7 @@ def test_no_bridge_without_live_pods_or_a_bound(live: set[str] | None, bound: fl
     assert "queue_depth" not in later.pods[POOL]["b"]
 
 
-def test_a_failed_pods_query_bridges_nothing_and_keeps_the_memory() -> None:
+def test_a_failed_pods_query_leaves_the_memory_unused() -> None:
     memory: GaugeMemory = {}
     bridge_missed_scrapes(answer_at(100.0, b=gauges(100.0, 2)), memory, {POOL: {"b"}}, 4.0)
     failed = answer_at(101.0)

@@ -261,7 +261,7 @@ async def test_automatic_window_on_a_live_prometheus_reads_the_targets_api(fleet
     reader.close()
 
 
-async def test_a_failed_scrape_of_a_live_pod_is_bridged_and_a_dead_one_drops_out(tmp_path: Path) -> None:
+async def test_a_live_pod_whose_scrapes_time_out_is_bridged_for_four_intervals(tmp_path: Path) -> None:
     # The e2e run with real vLLM engines read "no pod exports vllm:num_requests_waiting" for a tick:
     # both engines' /metrics overran the 1 s scrape timeout under load, Prometheus wrote staleness
     # markers, and the instant gauges vanished until the next good scrape. Here B's page overruns

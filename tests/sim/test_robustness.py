@@ -119,3 +119,15 @@ def test_the_reasoning_case_has_short_prompts_and_outputs_of_thousands_within_th
     assert np.all(prompts + outputs < context) and prompts.min() >= 16 and outputs.min() >= 1
     assert np.median(prompts) < 400 and np.median(outputs) > min(1500, context // 2)
     assert np.median(outputs) > 4 * np.median(base.output_tokens)
+
+
+def test_explain_prints_every_judged_minute_with_the_reasons_of_a_missed_one(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    assert bench.main(["--quick", "--cases", "step-x5", "--explain"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  step-x5: ")]
+    minutes = [line for line in lines if line.startswith("  step-x5: minute ")]
+    assert [int(m.split()[2].rstrip(":")) for m in minutes] == list(range(10, 30)), "the 20 judged minutes, in order"
+    missed = [i for i, line in enumerate(lines) if "MISSED" in line]
+    assert missed, "a ×5 step within a minute misses minutes while replicas start"
+    for i in missed:
+        assert lines[i + 1].startswith("  step-x5:     ") and "demand" in lines[i + 1], lines[i + 1]
