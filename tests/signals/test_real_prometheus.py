@@ -128,11 +128,14 @@ class Engine:
         return "\n".join(out) + "\n"
 
 
-async def serve(page: Callable[[], str | bytes]) -> tuple[web.AppRunner, int]:
-    """Serve ``page()`` at /metrics on 127.0.0.1 (bytes: protobuf exposition)."""
+async def serve(page: Callable[[], str | bytes], delay_s: Callable[[], float] = lambda: 0.0) -> tuple[web.AppRunner, int]:
+    """Serve ``page()`` at /metrics on 127.0.0.1 (bytes: protobuf exposition), each answer
+    ``delay_s()`` seconds late (a slow engine)."""
 
     async def metrics(_: web.Request) -> web.Response:
         body = page()
+        if (delay := delay_s()) > 0:
+            await asyncio.sleep(delay)
         if isinstance(body, bytes):
             return web.Response(body=body, headers={"Content-Type": PROTOBUF_TYPE})
         return web.Response(text=body, content_type="text/plain")
@@ -270,19 +273,7 @@ async def test_a_live_pod_whose_scrapes_time_out_is_bridged_for_four_intervals(t
     b = Engine({"0": (2, 3, 0.7)}, lambda n: 0.0)
     slow = threading.Event()
 
-    async def b_page(_: web.Request) -> web.Response:
-        body = b.page()
-        if slow.is_set():
-            await asyncio.sleep(1.5)
-        return web.Response(text=body, content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/metrics", b_page)
-    b_runner = web.AppRunner(app)
-    await b_runner.setup()
-    site = web.TCPSite(b_runner, "127.0.0.1", 0)
-    await site.start()
-    b_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    b_runner, b_port = await serve(b.page, lambda: 1.5 if slow.is_set() else 0.0)
     a_runner, a_port = await serve(a.page)
     reader: PrometheusSignalReader | None = None
     pods = {"a", "b"}
