@@ -447,15 +447,35 @@ def test_9_delete_garbage_collects_the_children(cluster: Cluster, namespace: str
     assert cluster.core.read_namespaced_service("chat", namespace)
     cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "chat")
 
-    def gone() -> bool:
-        deps = cluster.apps.list_namespaced_deployment(namespace).items
-        rss = cluster.apps.list_namespaced_replica_set(namespace).items
-        svcs = cluster.core.list_namespaced_service(namespace).items
-        pdbs = cluster.policy.list_namespaced_pod_disruption_budget(namespace).items
-        pods = cluster.core.list_namespaced_pod(namespace).items
-        return not (deps or rss or svcs or pdbs or pods)
+    deleted = time.monotonic()
 
-    wait_for("Deployments, ReplicaSets, Service, PDB and pods garbage-collected", gone, 60)
+    def left() -> list[str]:
+        """What is not collected yet, e.g. ``Pod chat-…-x (Running, terminating, annotated)``."""
+        kinds = {
+            "Deployment": cluster.apps.list_namespaced_deployment(namespace).items,
+            "ReplicaSet": cluster.apps.list_namespaced_replica_set(namespace).items,
+            "Service": cluster.core.list_namespaced_service(namespace).items,
+            "PodDisruptionBudget": cluster.policy.list_namespaced_pod_disruption_budget(namespace).items,
+        }
+        out = [f"{kind} {o.metadata.name}" for kind, items in kinds.items() for o in items]
+        for pod in cluster.core.list_namespaced_pod(namespace).items:
+            state = [pod.status.phase if pod.status else "?"]
+            if pod.metadata.deletion_timestamp is not None:
+                state.append("terminating")
+            if "llmscale.dev/local-address" in (pod.metadata.annotations or {}):
+                state.append("its engine runs")
+            out.append(f"Pod {pod.metadata.name} ({', '.join(state)})")
+        return out
+
+    def gone() -> bool:
+        if remaining := left():
+            raise AssertionError(f"{time.monotonic() - deleted:.0f} s after the delete: " + "; ".join(remaining))
+        return True
+
+    # Three rounds of the garbage collector (owner → Deployments → ReplicaSets → pods), then each
+    # running engine's preStop hook (its 15 s endpoint delay), SIGTERM and exit before the pod
+    # runner deletes the pod: ~20 s on an idle machine, more beside the other scenarios.
+    wait_for("Deployments, ReplicaSets, Service, PDB and pods garbage-collected", gone, 120)
 
 
 # ----------------------------------------------------------------------------------------- 11
