@@ -43,6 +43,7 @@ import yaml
 from conftest import GROUP, PLURAL, VERSION, Cluster, sample, wait_for
 from llmscale.loadgen import ReplayReport, replay
 from llmscale.localcluster import addons
+from llmscale.localcluster.podrunner import ADDRESS_ANNOTATION
 from llmscale.policy import Reason
 from llmscale.policy.mix import RATE_FLOOR_WINDOWS
 from llmscale.sim.trace import Trace
@@ -450,7 +451,7 @@ def test_9_delete_garbage_collects_the_children(cluster: Cluster, namespace: str
     deleted = time.monotonic()
 
     def left() -> list[str]:
-        """What is not collected yet, e.g. ``Pod chat-…-x (Running, terminating, annotated)``."""
+        """What is not collected yet, e.g. ``Pod chat-…-x (Running, terminating, its engine runs)``."""
         kinds = {
             "Deployment": cluster.apps.list_namespaced_deployment(namespace).items,
             "ReplicaSet": cluster.apps.list_namespaced_replica_set(namespace).items,
@@ -462,7 +463,7 @@ def test_9_delete_garbage_collects_the_children(cluster: Cluster, namespace: str
             state = [pod.status.phase if pod.status else "?"]
             if pod.metadata.deletion_timestamp is not None:
                 state.append("terminating")
-            if "llmscale.dev/local-address" in (pod.metadata.annotations or {}):
+            if ADDRESS_ANNOTATION in (pod.metadata.annotations or {}):
                 state.append("its engine runs")
             out.append(f"Pod {pod.metadata.name} ({', '.join(state)})")
         return out
@@ -474,7 +475,8 @@ def test_9_delete_garbage_collects_the_children(cluster: Cluster, namespace: str
 
     # Three rounds of the garbage collector (owner → Deployments → ReplicaSets → pods), then each
     # running engine's preStop hook (its 15 s endpoint delay), SIGTERM and exit before the pod
-    # runner deletes the pod: ~20 s on an idle machine, more beside the other scenarios.
+    # runner deletes the pod: 8 s on a warm idle cluster, 38 s on a fresh one (its discovery sync), more
+    # beside the other scenarios.
     wait_for("Deployments, ReplicaSets, Service, PDB and pods garbage-collected", gone, 120)
 
 

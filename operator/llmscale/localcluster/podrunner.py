@@ -579,6 +579,6 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "HOLD_S", "PodRunner", "RouterMetrics", "engine_command", "is_ready", "is_running", "main", "prestop_command",
+    "ADDRESS_ANNOTATION", "HOLD_S", "PodRunner", "RouterMetrics", "engine_command", "is_ready", "is_running", "main", "prestop_command",
     "runs_vllm", "sanitize_label_name", "sd_target_groups", "vllm_command",
 ]
