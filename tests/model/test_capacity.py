@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmscale.api import EngineSpec, LLMDeploymentSpec, ModelSpec, ResourcesSpec
 from llmscale.model import ReplicaModel
@@ -146,6 +148,44 @@ def test_lognormal_fit_through_vllms_buckets() -> None:
     # An average of such reports that passes the bound by float rounding is the same report (it
     # read as "beyond any log-normal" and fitted σ = 1.645: a 10,900-token p95 for a 5,000 cap).
     assert LengthDistribution.fit(2814.0, p95=5000.000000000001, buckets=vllm_length_buckets(8192)).sigma == top.sigma
+
+
+def _bisected_sigma(mean: float, p95: float, buckets: tuple[float, ...]) -> float:
+    """The σ a 50-step bisection finds for ``fit``'s equation (what ``fit`` solved before its root
+    finder): the reference, slow and sure."""
+    p95 = min(p95, buckets[-1])
+    z = 1.6448536269514722
+
+    def reported(sigma: float) -> float:
+        return interpolated_quantile(0.95, LengthDistribution(mean * math.exp(-sigma * sigma / 2.0), sigma), buckets)
+
+    if reported(z) < p95 * (1 - 1e-9):
+        return z
+    lo, hi = 0.0, z
+    for _ in range(50):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if reported(mid) < p95 else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+@given(
+    log_mean=st.floats(0.0, math.log(100_000.0)),
+    ratio=st.floats(1.0001, 8.0),
+    max_len=st.sampled_from([4096, 32_768, 131_072]),
+)
+def test_the_bucketed_fit_finds_the_bisections_sigma(log_mean: float, ratio: float, max_len: int) -> None:
+    # Including where the report first dips below its value at σ = 0 (mean 220.7, p95 479.8: 485 at
+    # σ = 0, 474.7 at 0.3): the crossing nearest the widest σ, as bisection finds it.
+    mean = math.exp(log_mean)
+    buckets = vllm_length_buckets(max_len)
+    fitted = LengthDistribution.fit(mean, p95=mean * ratio, buckets=buckets)
+    assert fitted.sigma == pytest.approx(_bisected_sigma(mean, mean * ratio, buckets), abs=1e-8)
+
+
+def test_the_bucketed_fit_keeps_the_crossing_bisection_keeps() -> None:
+    buckets = vllm_length_buckets(131_072)
+    mean, p95 = 220.68950835124684, 479.83394767761445
+    assert LengthDistribution.fit(mean, p95=p95, buckets=buckets).sigma == pytest.approx(0.4303, abs=1e-4)
 
 
 def test_vllm_length_buckets() -> None:

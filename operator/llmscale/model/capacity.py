@@ -13,7 +13,7 @@ than the mean says. Pure: numbers in, numbers out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -135,16 +135,9 @@ class LengthDistribution:
             def reported(sigma: float) -> float:
                 return interpolated_quantile(q, cls(mean * math.exp(-sigma * sigma / 2.0), sigma), bounds)
 
-            lo, hi = 0.0, z
-            if reported(hi) < quantile * (1 - 1e-9):
-                return cls(mean * math.exp(-hi * hi / 2.0), hi)
-            for _ in range(50):
-                mid = (lo + hi) / 2.0
-                if reported(mid) < quantile:
-                    lo = mid
-                else:
-                    hi = mid
-            sigma = (lo + hi) / 2.0
+            if reported(z) < quantile * (1 - 1e-9):
+                return cls(mean * math.exp(-z * z / 2.0), z)
+            sigma = _root(lambda s: reported(s) - quantile, 0.0, z)
             return cls(mean * math.exp(-sigma * sigma / 2.0), sigma)
         disc = z * z - 2.0 * math.log(quantile / mean)
         sigma = z - math.sqrt(disc) if disc > 0 else z
@@ -174,6 +167,45 @@ class LengthDistribution:
         """Equal-probability points (the quantiles at ``(i + ½)/n``), clipped to ``[1, limit]``; shape ``(n,)``."""
         x = self.median * np.exp(self.sigma * _normal_points(n))
         return np.clip(x, 1.0, limit if limit is not None else np.inf)
+
+
+def _root(f: Callable[[float], float], lo: float, hi: float, width: float = 1e-12) -> float:
+    """Where the continuous ``f`` turns from negative to non-negative in ``[lo, hi]``
+    (``f(hi) ≥ 0``): the lowest such ``x``, as bisection keeps it, within ``width``. Regula falsi
+    with the Illinois modification (Dowell & Jarratt, BIT 11, 1971: the retained end's value halved
+    when the same end is kept twice), bisecting where a secant cannot step inside the bracket (a
+    plateau at 0, e.g. a report capped at the last bucket): superlinear on a smooth ``f``. At most
+    200 steps, then the bracket's middle."""
+    f_lo, f_hi = f(lo), f(hi)
+    if f_lo >= 0:
+        # Not a bracket (a histogram's report dips below its value at ``lo`` before it rises):
+        # bisection, which keeps the crossing nearest ``hi``.
+        for _ in range(50):
+            mid = (lo + hi) / 2.0
+            if f(mid) < 0:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2.0
+    kept = 0
+    for _ in range(200):
+        if hi - lo <= width:
+            break
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo) if f_hi > f_lo else (lo + hi) / 2.0
+        if not lo + width / 4 < x < hi - width / 4:
+            x = (lo + hi) / 2.0
+        fx = f(x)
+        if fx < 0:
+            lo, f_lo = x, fx
+            if kept == -1:
+                f_hi /= 2.0
+            kept = -1
+        else:
+            hi, f_hi = x, fx
+            if kept == 1:
+                f_lo /= 2.0
+            kept = 1
+    return (lo + hi) / 2.0
 
 
 @lru_cache(maxsize=8)
