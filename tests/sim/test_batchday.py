@@ -127,15 +127,19 @@ def test_the_benchmark_script_runs_on_a_small_day(tmp_path: Path) -> None:
     readme.write_text("x\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\n"
                       "<!-- END GENERATED: batch-day -->\ny\n", encoding="utf-8")
     out = tmp_path / "results"
-    assert bench.main(["--peak-rps", "0.3", "--jobs", "3", "--hours", "24", "--concurrency", "64", "--cluster-gpus", "64",
+    assert bench.main(["--peak-rps", "0.3", "--jobs", "3", "--hours", "30", "--concurrency", "64", "--cluster-gpus", "64",
                        "--out", str(out), "--readme", str(readme)]) == 0
     doc = json.loads((out / "batch-day.json").read_text())
     assert [r["mode"] for r in doc["results"]] == ["trough", *MODES]
     assert [r["cluster_gpus"] for r in doc["results"]] == [None, 64, None, None]
     assert 0.25 < doc["scenario"]["batch_token_fraction"] < 0.35
     assert len(doc["jobs"]["trough, --concurrency 64"]) == 3
+    # 30 hours reach the next night's window (00:00–06:00 UTC) after Jobs created 06:00–20:00:
+    # the trough row serves its Jobs there, not only a short deadline's before it.
+    trough = doc["results"][0]
+    assert trough["jobs_met"] == trough["jobs"] == 3, trough
     table = (out / "batch-day.md").read_text()
     assert "| trough, --concurrency 64 |" in table and "| trough, --concurrency 64, idle GPUs of a 64-GPU cluster |" in table
-    assert "--peak-rps 0.3 --jobs 3 --concurrency 64 --hours 24 --cluster-gpus 64" in table
+    assert "--peak-rps 0.3 --jobs 3 --concurrency 64 --hours 30 --cluster-gpus 64" in table
     assert bench.main(["--cluster-gpus", "0", "--out", str(out)]) == 2
     assert table.strip() in readme.read_text() and readme.read_text().endswith("-->\ny\n")
