@@ -171,15 +171,24 @@ def _bisected_sigma(mean: float, p95: float, buckets: tuple[float, ...]) -> floa
 @given(
     log_mean=st.floats(0.0, math.log(100_000.0)),
     ratio=st.floats(1.0001, 8.0),
-    max_len=st.sampled_from([4096, 32_768, 131_072]),
+    max_len=st.sampled_from([100, 4096, 32_768, 131_072]),
 )
 def test_the_bucketed_fit_finds_the_bisections_sigma(log_mean: float, ratio: float, max_len: int) -> None:
     # Including where the report first dips below its value at σ = 0 (mean 220.7, p95 479.8: 485 at
-    # σ = 0, 474.7 at 0.3): the crossing nearest the widest σ, as bisection finds it.
+    # σ = 0, 474.7 at 0.3): the crossing the bisection finds.
     mean = math.exp(log_mean)
     buckets = vllm_length_buckets(max_len)
     fitted = LengthDistribution.fit(mean, p95=mean * ratio, buckets=buckets)
-    assert fitted.sigma == pytest.approx(_bisected_sigma(mean, mean * ratio, buckets), abs=1e-8)
+    assert fitted.sigma == pytest.approx(_bisected_sigma(mean, mean * ratio, buckets), abs=1e-10)
+
+
+@pytest.mark.parametrize("mean, p90", [(1155.0, 2000.0), (300.0, 800.0), (40.0, 150.0)])
+def test_the_bucketed_fit_of_a_p90_reports_that_p90(mean: float, p90: float) -> None:
+    buckets = vllm_length_buckets(8192)
+    fitted = LengthDistribution.fit(mean, p90=p90, buckets=buckets)
+    assert 0.0 < fitted.sigma <= 1.2816
+    if fitted.sigma < 1.2815:  # not the widest σ: the report is the p90 it was fitted to
+        assert interpolated_quantile(0.9, fitted, buckets) == pytest.approx(p90, rel=1e-9)
 
 
 def test_the_bucketed_fit_keeps_the_crossing_bisection_keeps() -> None:

@@ -114,7 +114,7 @@ class LengthDistribution:
         With ``buckets`` (the histogram's finite upper bounds, e.g. vLLM's 1-2-5 token buckets) the
         quantile is read as Prometheus' ``histogram_quantile`` reports it — linearly interpolated
         inside its bucket — and σ is the one whose log-normal would be reported so
-        (:func:`interpolated_quantile`, bisection). On Mooncake's prompts the 20,000–50,000 bucket
+        (:func:`interpolated_quantile`, a bracketed root search: the σ a 50-step bisection finds). On Mooncake's prompts the 20,000–50,000 bucket
         turns the true p95 of 39,550 into 46,352: read as exact it fits σ = 1.55, read through the
         buckets σ = 1.17 (the log-lengths' own spread is 1.20).
 
@@ -170,16 +170,18 @@ class LengthDistribution:
 
 
 def _root(f: Callable[[float], float], lo: float, hi: float, width: float = 1e-12) -> float:
-    """Where the continuous ``f`` turns from negative to non-negative in ``[lo, hi]``
-    (``f(hi) ≥ 0``): the lowest such ``x``, as bisection keeps it, within ``width``. Regula falsi
-    with the Illinois modification (Dowell & Jarratt, BIT 11, 1971: the retained end's value halved
-    when the same end is kept twice), bisecting where a secant cannot step inside the bracket (a
-    plateau at 0, e.g. a report capped at the last bucket): superlinear on a smooth ``f``. At most
-    200 steps, then the bracket's middle."""
+    """The ``x`` in ``[lo, hi]`` where ``f`` turns from negative to non-negative that a 50-step
+    bisection (``f(mid) < 0``: go up) finds, within ``width``: with one crossing, or a plateau at 0
+    (a report capped at the last bucket), the lowest such ``x``. ``f`` is continuous and
+    ``f(hi) ≥ 0`` (a caller may pass an ``hi`` a hair below 0: the result is then ``hi`` within
+    ``width``). Regula falsi with the Illinois modification (Dowell & Jarratt, BIT 11, 1971: the
+    retained end's value halved when the same end is kept twice), bisecting where a secant cannot
+    step inside the bracket (a plateau at 0): superlinear on a smooth ``f``. At most 200 steps,
+    then the bracket's middle."""
     f_lo, f_hi = f(lo), f(hi)
     if f_lo >= 0:
         # Not a bracket (a histogram's report dips below its value at ``lo`` before it rises):
-        # bisection, which keeps the crossing nearest ``hi``.
+        # the bisection itself, so that the crossing is the one it finds.
         for _ in range(50):
             mid = (lo + hi) / 2.0
             if f(mid) < 0:
