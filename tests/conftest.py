@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,17 +51,39 @@ CLUSTER_TESTS = ("tests/cluster/", "tests/api/test_crd_apiserver.py", "tests/api
                  "tests/batch/test_job_contract_apiserver.py")
 
 
+#: A fixture decorator with ``scope="module"`` (either quote, spaces around ``=``).
+_MODULE_FIXTURE = re.compile(r"""@pytest\.fixture\([^)]*scope\s*=\s*["']module["']""")
+
+
+def _module_scoped(root: Path, path: str, seen: dict[str, bool]) -> bool:
+    """Whether the test file ``path`` (relative to ``root``), or a conftest.py in its folder or
+    above it within ``tests/``, defines a module-scoped fixture: its tests then share one unit of
+    work, or each worker that got one of them would build the fixture again (the batch-day days:
+    135 s of CPU twice)."""
+    if path not in seen:
+        file = root / path
+        files = [file, *(d / "conftest.py" for d in file.parents if d != root and root in d.parents)]
+        seen[path] = any(f.is_file() and _MODULE_FIXTURE.search(f.read_text(encoding="utf-8")) for f in files)
+    return seen[path]
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """(pytest-xdist, controller) Each test is a unit of work of its own, except the cluster's tests
-    (one unit, :data:`CLUSTER_TESTS`) and the tests of one class (one unit each)."""
+    (one unit, :data:`CLUSTER_TESTS`), the tests of one class (one unit each) and the tests of a
+    file with a module-scoped fixture (one unit each, :func:`_module_scoped`)."""
     from xdist.scheduler import LoadScopeScheduling
+
+    root, seen = config.rootpath, dict[str, bool]()
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(CLUSTER_TESTS):
                 return "cluster"
-            path, _, rest = nodeid.partition("::")
+            # A parametrized id may hold "::" itself: split what comes before it.
+            path, _, rest = nodeid.partition("[")[0].partition("::")
+            if _module_scoped(root, path, seen):
+                return path
             name, _, method = rest.partition("::")
             return f"{path}::{name}" if method else nodeid
 
