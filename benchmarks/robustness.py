@@ -20,7 +20,10 @@ replicas of a static fleet that meet that minute, and the ``limit`` policy asks 
 start ahead. The table gives llmscale's share of judged minutes within both p95s, its GPU-hours as
 a multiple of the limit's, and its peak replicas (on steps: after the step) against the limit's.
 Goals (issue 27): ≥ 99 % of minutes, ≤ 1.15 × the limit's GPU-hours, peak ≤ 1.25 × the limit's on
-a step; a missed goal is marked ✗.
+a step; a missed goal is marked ✗. On steps and falls the last column is the **reactive
+reference** (:func:`llmscale.sim.limit.reactive_policy`): the limit's own needs, each known only as
+its minute begins, so its replicas land a cold start late: what a cold start costs a policy that
+learns of a step when it comes.
 
 Usage (from the repository root)::
 
@@ -53,7 +56,7 @@ from llmscale.sim.baselines import LlmscalePolicy
 from llmscale.sim.calibrate import Capacity
 from llmscale.sim.engine_args import engine_config
 from llmscale.sim.fleet import Autoscaler, Observation, ScaleDecision, SimResult, simulate
-from llmscale.sim.limit import limit_policy, minute_limit
+from llmscale.sim.limit import limit_policy, minute_limit, reactive_policy
 from llmscale.sim.report import minute_scores, summarize
 from llmscale.sim.runner import Scenario
 from llmscale.sim.skew import SkewedCost
@@ -228,6 +231,9 @@ def run_case(case: Case, spec: LLMDeploymentSpec, base: Trace, minutes: int, lea
     need, unmet = minute_limit(sc, 1, spec.replicas.max, progress=lambda n: log(f"  {case.key}: static {n}"))
     initial = int(need[: 5].max())
     lim = _run(sc, limit_policy(sc, need), initial)
+    # On a step or a fall: what the limit's own needs meet when each is known only as its minute
+    # begins (the cold start every non-clairvoyant policy pays).
+    reactive = _run(sc, reactive_policy(sc, need), initial) if case.step is not None else None
     policy = _Recorded(spec)
     res = _run(sc, policy, initial)
     slo = spec.slo
@@ -252,6 +258,8 @@ def run_case(case: Case, spec: LLMDeploymentSpec, base: Trace, minutes: int, lea
         "peak": peak,
         "limit_peak": lim_peak,
         "unmet": unmet,
+        "reactive_minutes": (float(minute_scores(reactive, slo, judged)[0].mean())
+                             if reactive is not None else None),
         "wall_s": time.perf_counter() - t0,
     }
 
@@ -261,8 +269,9 @@ def table(rows: list[dict[str, object]], command: str) -> str:
     out = [
         f"Command: `{command}`",
         "",
-        "| case | kind | minutes within SLO (after the learning hour) | GPU-h | × limit | peak / limit's peak | limit: minutes, GPU-h |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| case | kind | minutes within SLO (after the learning hour) | GPU-h | × limit | peak / limit's peak "
+        "| limit: minutes, GPU-h | reactive reference: minutes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         minutes, ratio = float(r["minutes"]), float(r["ratio"])  # type: ignore[arg-type]
@@ -273,9 +282,14 @@ def table(rows: list[dict[str, object]], command: str) -> str:
         p_ok = " ✗" if step and peak > GOAL_STEP_PEAK * lp else ""
         out.append(
             f"| {r['case']} | {r['kind']} | {minutes:.1%}{m_ok} | {float(r['gpu_hours']):.2f} | {ratio:.2f}{r_ok} | "  # type: ignore[arg-type]
-            f"{peak} / {lp}{p_ok} | {float(r['limit_minutes']):.1%}, {float(r['limit_gpu_hours']):.2f} |"  # type: ignore[arg-type]
+            f"{peak} / {lp}{p_ok} | {float(r['limit_minutes']):.1%}, {float(r['limit_gpu_hours']):.2f} | "  # type: ignore[arg-type]
+            f"{_reactive(r.get('reactive_minutes'))} |"
         )
     return "\n".join(out) + "\n"
+
+
+def _reactive(minutes: object) -> str:
+    return "—" if minutes is None else f"{float(minutes):.1%}"  # type: ignore[arg-type]
 
 
 def _print_explained(key: str, line: str) -> None:

@@ -53,6 +53,7 @@ def test_the_benchmark_small_case_prints_a_row_against_a_searched_limit(capsys: 
     # The limit meets every judged minute (it is searched to), and llmscale is judged against it.
     assert cells[6].startswith("100.0%")
     assert float(cells[4].split()[0]) > 0
+    assert cells[7] == "—"  # the reactive reference is for steps and falls
 
 
 def test_the_limit_is_the_fewest_static_replicas_that_meet_each_minute() -> None:
@@ -84,6 +85,22 @@ def test_the_limit_is_the_fewest_static_replicas_that_meet_each_minute() -> None
         if n > 1:
             below = minute_scores(_static_run(sc, n - 1), spec.slo)[0]
             assert not np.any(below[need == n][: len(below)])
+
+
+def test_the_reactive_reference_learns_each_minutes_need_as_the_minute_begins() -> None:
+    from llmscale.sim.baselines import Oracle
+    from llmscale.sim.limit import Reactive
+
+    # A step from 2 to 6 at minute 10 and back to 2 at minute 20; a 5-minute cold start.
+    need = np.array([2] * 10 + [6] * 10 + [2] * 20, dtype=np.int64)
+    reactive, oracle = Reactive(need, 0.0, 300.0, 1, 40), Oracle(need, 0.0, 300.0, 1, 40)
+    # The limit asks a cold start ahead; the reference only once the step has come.
+    assert oracle.desired_at(5 * 60.0) == 6 and reactive.desired_at(5 * 60.0) == 2
+    assert reactive.desired_at(10 * 60.0 - 1.0) == 2 and reactive.desired_at(10 * 60.0) == 6
+    # After the fall it keeps the replicas for a cold start (minutes 20–24 still look back to 6).
+    assert reactive.desired_at(24 * 60.0 + 30.0) == 6 and reactive.desired_at(25 * 60.0) == 2
+    # Times outside the trace read its ends.
+    assert reactive.desired_at(-60.0) == 2 and reactive.desired_at(10_000.0) == 2
 
 
 @pytest.mark.parametrize("key, after", [("fall-x2", 0.5), ("fall-x5", 0.2), ("stop", 0.0)])
@@ -124,7 +141,12 @@ def test_the_reasoning_case_has_short_prompts_and_outputs_of_thousands_within_th
 def test_explain_prints_every_judged_minute_with_the_reasons_of_a_missed_one(capsys: pytest.CaptureFixture[str]) -> None:
     bench = _bench()
     assert bench.main(["--quick", "--cases", "step-x5", "--explain"]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  step-x5: ")]
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("  step-x5: ")]
+    row = next(line for line in out.splitlines() if line.startswith("| step-x5 "))
+    # The reactive reference misses minutes too: its replicas land a cold start after the step.
+    reactive = [c.strip() for c in row.strip("|").split("|")][7]
+    assert reactive.endswith("%") and float(reactive.rstrip("%")) < 100.0, row
     minutes = [line for line in lines if line.startswith("  step-x5: minute ")]
     assert [int(m.split()[2].rstrip(":")) for m in minutes] == list(range(10, 30)), "the 20 judged minutes, in order"
     missed = [i for i, line in enumerate(lines) if "MISSED" in line]

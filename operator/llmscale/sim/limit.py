@@ -13,22 +13,27 @@ A static fleet too small for an earlier minute carries that minute's backlog int
 so after a fall the searched need can read higher than a steady state would: the limit errs on the
 generous side there, never below what the simulator can do at that size.
 
+The ``reactive`` reference is the same needs without the clairvoyance: each minute's need known
+as that minute begins and asked for at once, so its replicas land a cold start later. What it
+misses after a step is what a cold start costs any policy that learns of the step when it comes.
+
 Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.sim.baselines import Oracle, StaticReplicas
-from llmscale.sim.fleet import SimResult, simulate
+from llmscale.sim.fleet import Observation, ScaleDecision, SimResult, simulate
 from llmscale.sim.report import minute_scores
 from llmscale.sim.runner import Scenario
 
-__all__ = ["limit_policy", "minute_limit"]
+__all__ = ["Reactive", "limit_policy", "minute_limit", "reactive_policy"]
 
 
 def _static_run(sc: Scenario, n: int) -> SimResult:
@@ -89,3 +94,31 @@ def limit_policy(sc: Scenario, need: NDArray[np.int64]) -> Oracle:
                  tick_s=float(sc.spec.scaling.tick_seconds))
     lim.name = "limit"  # type: ignore[misc]
     return lim
+
+
+class Reactive(Oracle):
+    """The searched needs without clairvoyance: at ``t`` it asks for the largest need of the
+    minutes from one cold start back to the minute holding ``t`` (it learns a minute's need as
+    the minute begins, and keeps a replica for a cold start after its need has passed, as the
+    oracle keeps one that is needed again within a cold start). A reference, not a bound: a policy
+    that adds capacity for the backlog its late replicas land on can meet more minutes."""
+
+    name = "reactive"
+
+    def desired_at(self, t: float) -> int:
+        """Replicas it asks for at ``t`` (before bounds)."""
+        a = min(max(int((t - self.start_s) // 60.0), 0), len(self.need) - 1)
+        back = max(a - math.ceil(self.cold_start_s / 60.0), 0)
+        return int(self.need[back : a + 1].max())
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """Return the largest need from a cold start back to now."""
+        d = min(max(self.desired_at(obs.now), self.min_replicas), self.max_replicas)
+        return ScaleDecision(d, reason="reactive: each minute's need known as the minute begins")
+
+
+def reactive_policy(sc: Scenario, need: NDArray[np.int64]) -> Oracle:
+    """The ``reactive`` reference on the searched needs (:class:`Reactive`)."""
+    r = sc.spec.replicas
+    return Reactive(need, sc.trace.start_s, sc.spec.headroom.cold_start_seconds, r.min, r.max,
+                    tick_s=float(sc.spec.scaling.tick_seconds))
