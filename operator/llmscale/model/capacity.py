@@ -114,9 +114,10 @@ class LengthDistribution:
         With ``buckets`` (the histogram's finite upper bounds, e.g. vLLM's 1-2-5 token buckets) the
         quantile is read as Prometheus' ``histogram_quantile`` reports it — linearly interpolated
         inside its bucket — and σ is the one whose log-normal would be reported so
-        (:func:`interpolated_quantile`, a bracketed root search: the σ a 50-step bisection finds). On Mooncake's prompts the 20,000–50,000 bucket
-        turns the true p95 of 39,550 into 46,352: read as exact it fits σ = 1.55, read through the
-        buckets σ = 1.17 (the log-lengths' own spread is 1.20).
+        (:func:`interpolated_quantile`, a bracketed root search: the σ a 50-step bisection finds).
+        On Mooncake's prompts the 20,000–50,000 bucket turns the true p95 of 39,550 into 46,352:
+        read as exact it fits σ = 1.55, read through the buckets σ = 1.17 (the log-lengths' own
+        spread is 1.20).
 
         Raises:
             ValueError: ``mean`` not positive and finite.

@@ -488,6 +488,8 @@ class Oracle:
     """
 
     name = "oracle"
+    #: The reason every decision gives.
+    reason = "clairvoyant"
 
     def __init__(
         self,
@@ -516,7 +518,7 @@ class Oracle:
     def decide(self, obs: Observation) -> ScaleDecision:
         """Return the largest need within the coming cold start."""
         d = min(max(self.desired_at(obs.now), self.min_replicas), self.max_replicas)
-        return ScaleDecision(d, reason="clairvoyant")
+        return ScaleDecision(d, reason=self.reason)
 
 
 class LlmscalePolicy:

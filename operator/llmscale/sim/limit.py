@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.sim.baselines import Oracle, StaticReplicas
-from llmscale.sim.fleet import Observation, ScaleDecision, SimResult, simulate
+from llmscale.sim.fleet import SimResult, simulate
 from llmscale.sim.report import minute_scores
 from llmscale.sim.runner import Scenario
 
@@ -104,17 +104,13 @@ class Reactive(Oracle):
     that adds capacity for the backlog its late replicas land on can meet more minutes."""
 
     name = "reactive"
+    reason = "reactive: each minute's need known as the minute begins"
 
     def desired_at(self, t: float) -> int:
         """Replicas it asks for at ``t`` (before bounds)."""
         a = min(max(int((t - self.start_s) // 60.0), 0), len(self.need) - 1)
         back = max(a - math.ceil(self.cold_start_s / 60.0), 0)
         return int(self.need[back : a + 1].max())
-
-    def decide(self, obs: Observation) -> ScaleDecision:
-        """Return the largest need from a cold start back to now."""
-        d = min(max(self.desired_at(obs.now), self.min_replicas), self.max_replicas)
-        return ScaleDecision(d, reason="reactive: each minute's need known as the minute begins")
 
 
 def reactive_policy(sc: Scenario, need: NDArray[np.int64]) -> Oracle:
