@@ -27,10 +27,11 @@ worker shares the one cluster and the one operator. The first worker to need the
 writes where they are into a folder the controller hands every worker; the controller stops them at
 the end. Scenarios run side by side in their own namespaces under a shared lock; a scenario marked
 ``alone`` (it restarts the API server, Prometheus or the operator, or fills every GPU) takes the
-lock exclusively, so nothing else runs while it does. The alone scenarios come first and the others
-wait until all of them are done, then start the longest first (marked ``long``): an alone scenario
-never waits for a long one to end while the other workers idle. The ordered tests of a class hold
-the lock from their first test to their last and stay on one worker (:func:`pytest_xdist_make_scheduler`).
+lock exclusively, so nothing else runs while it does. The alone scenarios run first, all on the
+first worker, while the others wait until all of them are done; then the rest start side by side, the
+longest first (``long(seconds)``), and a worker running a long one is handed a short one as its next
+(:func:`pytest_xdist_make_scheduler`). The ordered tests of a class hold the lock from their first
+test to their last and stay on one worker.
 """
 
 from __future__ import annotations
@@ -426,6 +427,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     then the local cluster. A run without workers has done it already (the fixture's teardown)."""
     if hasattr(session.config, "workerinput"):
         return
+    _cpu_done()  # whatever became of the scenarios: nothing waits for this session any longer
     shared = _shared(session.config)
     if (shared / "cluster.json").exists():
         _teardown(Cluster.attach(shared))
@@ -568,34 +570,71 @@ def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------- side by side
 
 
+def _cpu(item: pytest.Item) -> bool:
+    """A scenario that keeps every core busy (real vLLM engines): alone, and first of all."""
+    return item.get_closest_marker("cpu") is not None
+
+
 def _alone(item: pytest.Item) -> bool:
-    return item.get_closest_marker("alone") is not None
+    return item.get_closest_marker("alone") is not None or _cpu(item)
 
 
-def _scope(item: pytest.Item) -> str:
-    """The unit of work: a class (its ordered tests share a namespace), else the test itself."""
-    cls = getattr(item, "cls", None)
-    return f"{item.path}::{cls.__name__}" if cls is not None else item.nodeid
+def _seconds(item: pytest.Item) -> float:
+    """About how long a scenario takes (``long(seconds)``); 0 for a short one."""
+    mark = item.get_closest_marker("long")
+    return float(mark.args[0]) if mark is not None and mark.args else 0.0
+
+
+def _unit_of(nodeid: str) -> str:
+    """The unit of work of a test: its class (whose ordered tests share a namespace), else itself."""
+    path, _, rest = nodeid.partition("::")
+    name, _, method = rest.partition("::")
+    return f"{path}::{name}" if method else nodeid
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The scenarios marked ``alone`` first, then those marked ``long``, then the rest (a class
-    moves as one). The alone ones run one after another while nothing else does; the others start
-    only when all of them are done (:class:`_Gate`), then side by side, the longest first: otherwise
-    an alone scenario waits for a five-minute one beside it to end while the other workers idle."""
-    rank: dict[str, int] = {}
+    """The scenarios marked ``cpu`` first, then the other ``alone`` ones, then the rest, the longest
+    first (``long(seconds)``; a class moves as one). Each worker also writes what it knows of each
+    unit (alone, seconds) into the shared folder, for the controller's scheduler, which sees node
+    ids only."""
+    units: dict[str, dict[str, Any]] = {}
     for item in items:
-        r = 0 if _alone(item) else 1 if item.get_closest_marker("long") is not None else 2
-        rank[_scope(item)] = min(rank.get(_scope(item), r), r)
-    items.sort(key=lambda item: rank[_scope(item)])  # stable: collection order within a rank
+        unit = units.setdefault(_unit_of(item.nodeid), {"alone": False, "cpu": False, "seconds": 0.0})
+        unit["alone"] = unit["alone"] or _alone(item)
+        unit["cpu"] = unit["cpu"] or _cpu(item)
+        unit["seconds"] = max(unit["seconds"], _seconds(item))
+
+    def rank(item: pytest.Item) -> tuple[bool, bool, float]:
+        unit = units[_unit_of(item.nodeid)]
+        return not unit["cpu"], not unit["alone"], -unit["seconds"]
+
+    items.sort(key=rank)
+    if hasattr(config, "workerinput"):  # stable sort: collection order within a rank
+        path = _shared(config) / "units.json"
+        tmp = path.with_name(f"units.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(units))
+        tmp.replace(path)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """(Each worker) The alone scenarios of this session, which the others wait for."""
+    """(Each worker) The alone scenarios of this session, which the others wait for, and the ``cpu``
+    ones, after which the unit suite may start beside this one (:data:`CPU_DONE_ENV`)."""
     session.config.stash[_ALONE] = [item.nodeid for item in session.items if _alone(item)]
+    session.config.stash[_CPU] = [item.nodeid for item in session.items if _cpu(item)]
 
 
 _ALONE = pytest.StashKey[list[str]]()
+_CPU = pytest.StashKey[list[str]]()
+
+#: A file the suite creates once every scenario marked ``cpu`` has ended (or when the session ends
+#: without one): ``make test`` waits for it before it starts the unit suite beside this one
+#: (tools/test-side-by-side.sh).
+CPU_DONE_ENV = "LLMSCALE_E2E_CPU_DONE"
+
+
+def _cpu_done() -> None:
+    if (path := os.environ.get(CPU_DONE_ENV)) and not Path(path).exists():
+        Path(path).touch()  # once: its time says when
 
 #: How long a scenario waits for the alone ones before it starts anyway: their time is bounded by
 #: their own timeouts; this only keeps a worker that died inside one from hanging the session.
@@ -604,20 +643,70 @@ ALONE_WAIT_S = 3600.0
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """(pytest-xdist, controller) Each test is a unit of work of its own, but the ordered tests of a
-    class stay together on one worker (they share the class's namespace, load and state). Units are
-    handed out in collection order (:func:`pytest_collection_modifyitems`), not xdist's largest-first."""
+    """(pytest-xdist, controller) Units of work handed out one at a time, as a list scheduler would.
+
+    A worker runs a test only once it holds the next (pytest passes ``nextitem`` to the teardown), so
+    each holds its running unit and one more: xdist's default of up to three put two five-minute
+    scenarios behind one another on one worker while the others finished early. The alone units all
+    go to the first worker (they run one after another anyway, and a worker holding a shared unit
+    would sit on it through the whole alone phase); the others take the longest shared unit left, or
+    the shortest while they already hold a long one. A worker that can take nothing more is shut
+    down. If the first worker dies, any worker takes the alone units left (its shared unit then waits
+    up to :data:`ALONE_WAIT_S`)."""
     from xdist.scheduler import LoadScopeScheduling
 
     config.option.loadscopereorder = False
+    shared = _shared(config)
 
-    class ByClass(LoadScopeScheduling):
+    class ListScheduling(LoadScopeScheduling):
+        _units: dict[str, tuple[bool, float]] | None = None
+        _alone_node: Any = None
+
         def _split_scope(self, nodeid: str) -> str:
-            path, _, rest = nodeid.partition("::")
-            name, _, method = rest.partition("::")
-            return f"{path}::{name}" if method else nodeid
+            return _unit_of(nodeid)
 
-    return ByClass(config, log)
+        def _info(self, scope: str) -> tuple[bool, float]:
+            if self._units is None:
+                try:
+                    raw = json.loads((shared / "units.json").read_text())
+                    self._units = {k: (bool(v["alone"]), float(v["seconds"])) for k, v in raw.items()}
+                except (OSError, ValueError, KeyError, TypeError):
+                    self._units = {}  # no ledger: collection order, every unit shared
+            return self._units.get(scope, (False, 0.0))
+
+        def _pick(self, node: Any) -> str | None:
+            if self._alone_node is None and self.nodes:
+                self._alone_node = self.nodes[0]
+            alone = [s for s in self.workqueue if self._info(s)[0]]
+            if alone and (node is self._alone_node or self._alone_node not in self.nodes):
+                return alone[0]
+            shared_units = [s for s in self.workqueue if not self._info(s)[0]]
+            if not shared_units:
+                return None
+            holds_long = any(self._info(s)[1] > 0 and not all(unit.values())
+                             for s, unit in self.assigned_work.get(node, {}).items())
+            return shared_units[-1] if holds_long else shared_units[0]
+
+        def _assign_work_unit(self, node: Any) -> None:
+            scope = self._pick(node)
+            if scope is None:
+                return
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(n) for n, done in work_unit.items() if not done])
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down:
+                return
+            if self._pick(node) is None:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work.get(node, {})) >= 2:
+                return
+            self._assign_work_unit(node)
+
+    return ListScheduling(config, log)
 
 
 class _Gate:
@@ -636,10 +725,13 @@ class _Gate:
         return self._shared / "alone-done" / hashlib.sha1(nodeid.encode()).hexdigest()
 
     def done(self, item: pytest.Item) -> None:
-        """Record that an alone scenario has ended (passed, failed or skipped)."""
+        """Record that an alone scenario has ended (passed, failed or skipped); say so once every
+        ``cpu`` one has (:data:`CPU_DONE_ENV`)."""
         if _alone(item):
             self._done_marker(item.nodeid).parent.mkdir(exist_ok=True)
             self._done_marker(item.nodeid).touch()
+        if _cpu(item) and all(self._done_marker(n).exists() for n in item.config.stash.get(_CPU, [])):
+            _cpu_done()
 
     def _wait_for_alone(self, item: pytest.Item) -> None:
         pending = [n for n in item.config.stash.get(_ALONE, []) if not self._done_marker(n).exists()]

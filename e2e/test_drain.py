@@ -21,6 +21,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from conftest import Cluster, sample, wait_for
 from llmscale.controller.state.deletioncost import load_of
 
@@ -87,6 +89,7 @@ def pod_exists(cluster: Cluster, namespace: str, name: str) -> bool:
     return any(p.metadata.name == name for p in cluster.core.list_namespaced_pod(namespace, label_selector=selector).items)
 
 
+@pytest.mark.long(50)  # seconds beside others (fresh-clone CI)
 def test_10_scale_down_during_long_streams_cuts_no_request(cluster: Cluster, namespace: str) -> None:
     cluster.apply(namespace, sample(replicas={"min": 3, "max": 3}))
     serving = wait_for("3 engines answering", lambda: (

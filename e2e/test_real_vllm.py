@@ -46,10 +46,10 @@ from llmscale.sim.trace import Trace
 PREEMPTION_PROPOSES_2 = r"proposes (?:one more than current demand \d+: )?([2-9]|\d\d)"
 
 #: vLLM's start-up is minutes on a busy 2-core machine (~40 s on a free core, 150 s measured at a
-#: load average of 13), and a scenario waits for two of them: above the suite's 300 s. Alone: two
-#: real engines take every core of a 2-core machine, and a scenario beside them (or they beside it)
-#: misses its timings for want of CPU, not for a fault of llmscale.
-pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
+#: load average of 13), and a scenario waits for two of them: above the suite's 300 s. ``cpu`` (alone,
+#: and first): two real engines take every core of a 2-core machine, and a scenario or a unit test
+#: beside them (or they beside it) misses its timings for want of CPU, not for a fault of llmscale.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.cpu]
 
 MODEL = "llama-3.1-8b-instruct"  # the served name; the weights are the tiny local model's
 COLD_START_S = 40.0

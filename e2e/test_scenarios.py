@@ -167,7 +167,7 @@ class Recorder(threading.Thread):
             self.stop.wait(0.5)
 
 
-@pytest.mark.long  # minutes beside others: started first of them
+@pytest.mark.long(165)  # seconds beside others (fresh-clone CI, the three tests)
 class TestLoadCycle:
     """One LLMDeployment through a load ramp, steady load, and the end of the load."""
 
@@ -295,7 +295,7 @@ class TestLoadCycle:
 # ------------------------------------------------------------------------------------------ 5
 
 
-@pytest.mark.long  # minutes beside others: started first of them
+@pytest.mark.long(110)  # seconds beside others (fresh-clone CI)
 def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluster, namespace: str) -> None:
     """The batch pool follows the backlog inside the window: with no Job it stays at 0 even while the
     window is open; a suspended Job (of unknown size, so the pool runs at its bound) gives it one
@@ -505,7 +505,7 @@ def completion(cluster: Cluster, namespace: str, timeout_s: float = 90.0) -> tup
         return exc.code, time.monotonic() - started
 
 
-@pytest.mark.long  # minutes beside others: started first of them
+@pytest.mark.long(140)  # seconds beside others (fresh-clone CI)
 @pytest.mark.timeout(600)  # three rate windows to read 0, the scale-down window, then a cold start
 def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(cluster: Cluster, namespace: str) -> None:
     """``replicas.min: 0`` with a wake query on the router's metrics: after a little load the pool
@@ -641,6 +641,7 @@ def test_12_authenticated_prometheus_over_tls_with_basic_auth(
 # ----------------------------------------------------------------------------------------- 13
 
 
+@pytest.mark.long(60)  # seconds beside others (fresh-clone CI)
 def test_13_scale_target_scales_a_kubectl_deployment_on_its_pods_signals(cluster: Cluster, namespace: str) -> None:
     """spec.scaleTargetRef: a mock-engine Deployment made with `kubectl create deployment` (its pods
     carry none of llmscale's labels) and its own Service. llmscale finds the pods by the selector of
