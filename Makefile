@@ -13,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 help:
 	@echo "make demo   - build/start the local cluster, run the demo, stop everything"
-	@echo "make test   - lint, type-check, unit + integration + e2e tests"
+	@echo "make test   - lint, type-check, unit + integration + e2e tests (side by side)"
 	@echo "make install - create .venv with llmscale and its test tools (.venv/bin/llmscale)"
 	@echo "make crd    - regenerate crds/ from the pydantic models (and the chart's and kustomize's copies)"
 	@echo "make requirements - re-pin the image's runtime dependencies (requirements/image.txt)"
@@ -49,14 +49,19 @@ binaries:
 # (chaos, every GPU) by themselves (e2e/conftest.py). The slowest 15 tests are listed at the end.
 UNIT_WORKERS ?= auto
 E2E_WORKERS ?= 3
+UNIT_PYTEST = $(BIN)/pytest tests -q -n $(UNIT_WORKERS) --dist loadscope --durations=15
+E2E_PYTEST = $(BIN)/pytest e2e -q -n $(E2E_WORKERS) --dist loadscope --durations=15
 unit: $(STAMP) binaries
-	$(BIN)/pytest tests -q -n $(UNIT_WORKERS) --dist loadscope --durations=15
+	$(UNIT_PYTEST)
 
 # The e2e suite starts (and stops) the local cluster itself; it fails, never skips, without one.
 e2e: $(STAMP) binaries
-	$(BIN)/pytest e2e -q -n $(E2E_WORKERS) --dist loadscope --durations=15
+	$(E2E_PYTEST)
 
-test: lint unit e2e
+# Both suites at once: the unit suite starts beside the e2e suite once its real-vLLM scenarios (which
+# take every core) are done, at nice 19, into a log printed at the end (tools/test-side-by-side.sh).
+test: lint binaries
+	bash tools/test-side-by-side.sh "$(E2E_PYTEST)" "$(UNIT_PYTEST)"
 
 # The CRD from the pydantic models, then its copies in the chart and the kustomize base. Written
 # through a temporary file, so that a failing `llmscale crd` leaves the checked-in file intact.
