@@ -49,6 +49,9 @@ def _down(state_dir: Path) -> None:
 #: second cluster: slower, not wrong).
 CLUSTER_TESTS = ("tests/cluster/", "tests/api/test_crd_apiserver.py", "tests/api/test_kubeschema.py",
                  "tests/batch/test_job_contract_apiserver.py")
+#: Files under those that start a control plane of their own (the scale benchmark's, 2.5 minutes):
+#: a unit of their own, beside the cluster's tests rather than after them.
+OWN_CONTROL_PLANE = ("tests/cluster/test_scale_benchmark.py",)
 
 
 #: A fixture decorator with ``scope="module"`` (either quote, spaces around ``=``).
@@ -70,7 +73,7 @@ def _module_scoped(root: Path, path: str, seen: dict[str, bool]) -> bool:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """(pytest-xdist, controller) Each test is a unit of work of its own, except the cluster's tests
-    (one unit, :data:`CLUSTER_TESTS`), the tests of one class (one unit each) and the tests of a
+    (one unit, :data:`CLUSTER_TESTS` but :data:`OWN_CONTROL_PLANE`), the tests of one class (one unit each) and the tests of a
     file with a module-scoped fixture (one unit each, :func:`_module_scoped`)."""
     from xdist.scheduler import LoadScopeScheduling
 
@@ -78,7 +81,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(CLUSTER_TESTS):
+            if nodeid.startswith(CLUSTER_TESTS) and not nodeid.startswith(OWN_CONTROL_PLANE):
                 return "cluster"
             # A parametrized id may hold "::" itself: split what comes before it.
             path, _, rest = nodeid.partition("[")[0].partition("::")
