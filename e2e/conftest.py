@@ -27,11 +27,11 @@ worker shares the one cluster and the one operator. The first worker to need the
 writes where they are into a folder the controller hands every worker; the controller stops them at
 the end. Scenarios run side by side in their own namespaces under a shared lock; a scenario marked
 ``alone`` (it restarts the API server, Prometheus or the operator, or fills every GPU) takes the
-lock exclusively, so nothing else runs while it does. The alone scenarios run first, all on the
-first worker, while the others wait until all of them are done; then the rest start side by side, the
-longest first (``long(seconds)``), and a worker running a long one is handed a short one as its next
-(:func:`pytest_xdist_make_scheduler`). The ordered tests of a class hold the lock from their first
-test to their last and stay on one worker.
+lock exclusively, so nothing else runs while it does. The alone scenarios run first (those marked
+``cpu``, real vLLM, first of all), all on the first worker, while the others wait until all of them
+are done; then the rest start side by side, the longest first (``long(seconds)``), and a worker
+running a long one is handed a short one as its next (:mod:`listscheduler`). The ordered tests of a
+class hold the lock from their first test to their last and stay on one worker.
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ from llmscale.localcluster.prometheus_config import write_operator_targets
 REPO = Path(__file__).resolve().parents[1]
 # The scenarios import this module's helpers as `conftest` (e2e/ is not a package).
 sys.path.insert(0, str(REPO / "e2e"))
+from listscheduler import ListScheduling, Unit, unit_of, write_units  # noqa: E402  (e2e/ on the path)
+
 CRD = REPO / "crds" / "llmdeployments.llmscale.dev.yaml"
 GROUP, VERSION, PLURAL = "llmscale.dev", "v1alpha1", "llmdeployments"
 T = TypeVar("T")
@@ -580,61 +582,70 @@ def _alone(item: pytest.Item) -> bool:
 
 
 def _seconds(item: pytest.Item) -> float:
-    """About how long a scenario takes (``long(seconds)``); 0 for a short one."""
+    """About how long a scenario runs beside others, seconds (``long(seconds)``); 0 for a short one.
+
+    Raises:
+        pytest.UsageError: a ``long`` mark without its seconds as one positive number.
+    """
     mark = item.get_closest_marker("long")
-    return float(mark.args[0]) if mark is not None and mark.args else 0.0
+    if mark is None:
+        return 0.0
+    if len(mark.args) != 1 or mark.kwargs or not isinstance(mark.args[0], int | float) or mark.args[0] <= 0:
+        raise pytest.UsageError(f"{item.nodeid}: write the mark as long(seconds), seconds > 0; got {mark}")
+    return float(mark.args[0])
 
 
-def _unit_of(nodeid: str) -> str:
-    """The unit of work of a test: its class (whose ordered tests share a namespace), else itself."""
-    path, _, rest = nodeid.partition("::")
-    name, _, method = rest.partition("::")
-    return f"{path}::{name}" if method else nodeid
+#: The file in the shared folder where the workers say what they collected of each unit of work.
+UNITS_FILE = "units.json"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The scenarios marked ``cpu`` first, then the other ``alone`` ones, then the rest, the longest
-    first (``long(seconds)``; a class moves as one). Each worker also writes what it knows of each
-    unit (alone, seconds) into the shared folder, for the controller's scheduler, which sees node
-    ids only."""
-    units: dict[str, dict[str, Any]] = {}
+    """Order the scenarios: ``cpu`` first, then the other ``alone`` ones, then the rest, the longest
+    first (``long(seconds)``), a class moving as one; the same order a single worker runs. Each
+    worker also writes each unit's marks into the shared folder for the controller's scheduler
+    (:mod:`listscheduler`), which sees node ids only."""
+    marks: dict[str, dict[str, Any]] = {}
     for item in items:
-        unit = units.setdefault(_unit_of(item.nodeid), {"alone": False, "cpu": False, "seconds": 0.0})
+        unit = marks.setdefault(unit_of(item.nodeid), {"alone": False, "cpu": False, "seconds": 0.0})
         unit["alone"] = unit["alone"] or _alone(item)
         unit["cpu"] = unit["cpu"] or _cpu(item)
         unit["seconds"] = max(unit["seconds"], _seconds(item))
+    units = {k: Unit(**v) for k, v in marks.items()}
 
     def rank(item: pytest.Item) -> tuple[bool, bool, float]:
-        unit = units[_unit_of(item.nodeid)]
-        return not unit["cpu"], not unit["alone"], -unit["seconds"]
+        unit = units[unit_of(item.nodeid)]
+        return not unit.cpu, not unit.alone, -unit.seconds
 
-    items.sort(key=rank)
-    if hasattr(config, "workerinput"):  # stable sort: collection order within a rank
-        path = _shared(config) / "units.json"
-        tmp = path.with_name(f"units.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(units))
-        tmp.replace(path)
+    items.sort(key=rank)  # stable: collection order within a rank
+    if hasattr(config, "workerinput"):
+        write_units(_shared(config) / UNITS_FILE, units)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """(Each worker) The alone scenarios of this session, which the others wait for, and the ``cpu``
-    ones, after which the unit suite may start beside this one (:data:`CPU_DONE_ENV`)."""
+    """(Each worker) Stash the alone scenarios of this session, which the others wait for, and the
+    ``cpu`` ones, after which the unit suite may start beside this one (:data:`CPU_DONE_ENV`); with
+    none of them selected, say so at once."""
     session.config.stash[_ALONE] = [item.nodeid for item in session.items if _alone(item)]
     session.config.stash[_CPU] = [item.nodeid for item in session.items if _cpu(item)]
+    if not session.config.stash[_CPU]:
+        _cpu_done()
 
 
 _ALONE = pytest.StashKey[list[str]]()
 _CPU = pytest.StashKey[list[str]]()
 
-#: A file the suite creates once every scenario marked ``cpu`` has ended (or when the session ends
-#: without one): ``make test`` waits for it before it starts the unit suite beside this one
-#: (tools/test-side-by-side.sh).
+#: A file the suite creates once every scenario marked ``cpu`` has ended (at once without one; at
+#: the end of the session at the latest): ``make test`` waits for it before it starts the unit suite
+#: beside this one (tools/test-side-by-side.sh).
 CPU_DONE_ENV = "LLMSCALE_E2E_CPU_DONE"
 
 
 def _cpu_done() -> None:
+    """Create the file :data:`CPU_DONE_ENV` names, if it names one and it does not exist yet (its
+    time says when)."""
     if (path := os.environ.get(CPU_DONE_ENV)) and not Path(path).exists():
-        Path(path).touch()  # once: its time says when
+        Path(path).touch()
+
 
 #: How long a scenario waits for the alone ones before it starts anyway: their time is bounded by
 #: their own timeouts; this only keeps a worker that died inside one from hanging the session.
@@ -643,70 +654,9 @@ ALONE_WAIT_S = 3600.0
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """(pytest-xdist, controller) Units of work handed out one at a time, as a list scheduler would.
-
-    A worker runs a test only once it holds the next (pytest passes ``nextitem`` to the teardown), so
-    each holds its running unit and one more: xdist's default of up to three put two five-minute
-    scenarios behind one another on one worker while the others finished early. The alone units all
-    go to the first worker (they run one after another anyway, and a worker holding a shared unit
-    would sit on it through the whole alone phase); the others take the longest shared unit left, or
-    the shortest while they already hold a long one. A worker that can take nothing more is shut
-    down. If the first worker dies, any worker takes the alone units left (its shared unit then waits
-    up to :data:`ALONE_WAIT_S`)."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    config.option.loadscopereorder = False
-    shared = _shared(config)
-
-    class ListScheduling(LoadScopeScheduling):
-        _units: dict[str, tuple[bool, float]] | None = None
-        _alone_node: Any = None
-
-        def _split_scope(self, nodeid: str) -> str:
-            return _unit_of(nodeid)
-
-        def _info(self, scope: str) -> tuple[bool, float]:
-            if self._units is None:
-                try:
-                    raw = json.loads((shared / "units.json").read_text())
-                    self._units = {k: (bool(v["alone"]), float(v["seconds"])) for k, v in raw.items()}
-                except (OSError, ValueError, KeyError, TypeError):
-                    self._units = {}  # no ledger: collection order, every unit shared
-            return self._units.get(scope, (False, 0.0))
-
-        def _pick(self, node: Any) -> str | None:
-            if self._alone_node is None and self.nodes:
-                self._alone_node = self.nodes[0]
-            alone = [s for s in self.workqueue if self._info(s)[0]]
-            if alone and (node is self._alone_node or self._alone_node not in self.nodes):
-                return alone[0]
-            shared_units = [s for s in self.workqueue if not self._info(s)[0]]
-            if not shared_units:
-                return None
-            holds_long = any(self._info(s)[1] > 0 and not all(unit.values())
-                             for s, unit in self.assigned_work.get(node, {}).items())
-            return shared_units[-1] if holds_long else shared_units[0]
-
-        def _assign_work_unit(self, node: Any) -> None:
-            scope = self._pick(node)
-            if scope is None:
-                return
-            work_unit = self.workqueue.pop(scope)
-            self.assigned_work.setdefault(node, {})[scope] = work_unit
-            collection = self.registered_collections[node]
-            node.send_runtest_some([collection.index(n) for n, done in work_unit.items() if not done])
-
-        def _reschedule(self, node: Any) -> None:
-            if node.shutting_down:
-                return
-            if self._pick(node) is None:
-                node.shutdown()
-                return
-            if self._pending_of(self.assigned_work.get(node, {})) >= 2:
-                return
-            self._assign_work_unit(node)
-
-    return ListScheduling(config, log)
+    """(pytest-xdist, controller) The list scheduler (:class:`listscheduler.ListScheduling`), told
+    where the workers write their units' marks."""
+    return ListScheduling(config, log, units_path=_shared(config) / UNITS_FILE)
 
 
 class _Gate:
@@ -714,8 +664,8 @@ class _Gate:
     marked ``alone``; a class's tests hold it from the first to the last. ``flock`` on two files in
     the shared folder; a waiting exclusive holder keeps the turnstile, so that new shared holders
     queue behind it rather than starve it. A shared scenario first waits until every alone one of
-    the session is done (a file each under ``alone-done/``): they come first in every worker's
-    queue, so the wait cannot close a circle."""
+    the session is done (a file each under ``alone-done/``): they all go to one worker, which
+    holds no shared one before them (:mod:`listscheduler`), so the wait cannot close a circle."""
 
     def __init__(self, shared: Path) -> None:
         self._shared = shared

@@ -73,8 +73,9 @@ def _module_scoped(root: Path, path: str, seen: dict[str, bool]) -> bool:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """(pytest-xdist, controller) Each test is a unit of work of its own, except the cluster's tests
-    (one unit, :data:`CLUSTER_TESTS` but :data:`OWN_CONTROL_PLANE`), the tests of one class (one unit each) and the tests of a
-    file with a module-scoped fixture (one unit each, :func:`_module_scoped`)."""
+    (one unit, :data:`CLUSTER_TESTS` but :data:`OWN_CONTROL_PLANE`), the tests of one class (one
+    unit each) and the tests of a file with a module-scoped fixture (one unit each,
+    :func:`_module_scoped`)."""
     from xdist.scheduler import LoadScopeScheduling
 
     root, seen = config.rootpath, dict[str, bool]()

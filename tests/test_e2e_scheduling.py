@@ -1,14 +1,24 @@
-"""The e2e suite's scheduling (e2e/conftest.py) on a suite of sleeping stand-ins, three workers: the
-alone scenarios all on one worker and before any other, the real-vLLM (``cpu``) ones first of all
-with the file ``make test`` waits for written after them, and a worker that holds the longest
-scenario handed only short ones after it. Read from the gate's ledger, not from timings."""
+"""The e2e suite's scheduling (e2e/conftest.py, e2e/listscheduler.py).
+
+- With real pytest-xdist, on a suite of sleeping stand-ins and three workers: the alone scenarios
+  all on one worker and before any other, the real-vLLM (``cpu``) ones first of all with the file
+  ``make test`` waits for written when they end, and a worker that holds the longest scenario
+  handed only short ones after it (read from the gate's ledger).
+- The scheduler alone, driven by stand-in workers that run a test only once they hold the next (as
+  xdist's do): no worker ever holds more than the unit it runs and one more, and every test runs,
+  whatever the number of workers, the selection, or the test at which a worker dies.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+from collections import deque
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -79,7 +89,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, Path]:
     tmp = tmp_path_factory.mktemp("e2e-scheduling")
     (tmp / "e2e").mkdir()
     (tmp / "tmp").mkdir()
-    (tmp / "e2e" / "conftest.py").write_text((ROOT / "e2e" / "conftest.py").read_text())
+    for name in ("conftest.py", "listscheduler.py"):
+        (tmp / "e2e" / name).write_text((ROOT / "e2e" / name).read_text())
     (tmp / "e2e" / "test_stand_ins.py").write_text(SUITE)
     (tmp / "pytest.ini").write_text(INI)
     cpu_done = tmp / "cpu-done"
@@ -92,7 +103,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, Path]:
     return _ledger(tmp), cpu_done
 
 
-def test_the_alone_scenarios_run_on_one_worker_before_any_other(run: tuple[Ledger, Path]) -> None:
+def test_the_alone_scenarios_run_before_any_other_on_one_worker(run: tuple[Ledger, Path]) -> None:
     rows, _ = run
     alone = [r for r in rows if r[3] == "alone"]
     shared = [r for r in rows if r[3] == "shared"]
@@ -100,13 +111,19 @@ def test_the_alone_scenarios_run_on_one_worker_before_any_other(run: tuple[Ledge
     assert min(t for t, _, what, *_ in shared if what == "enter") >= max(t for t, *_ in alone)
 
 
-def test_the_cpu_scenarios_come_first_and_the_file_says_when_they_are_done(run: tuple[Ledger, Path]) -> None:
-    rows, cpu_done = run
+def test_the_cpu_scenarios_come_first(run: tuple[Ledger, Path]) -> None:
+    rows, _ = run
     entered = [name for _, _, what, mode, name in rows if what == "enter" and mode == "alone"]
     assert set(entered[:2]) == {"test_vllm_a", "test_vllm_b"}, entered
-    # Written when they ended, not when the session did.
+
+
+def test_the_file_make_test_waits_for_is_written_when_the_cpu_scenarios_end(run: tuple[Ledger, Path]) -> None:
+    rows, cpu_done = run
+    # After the last of them began (not after the first ended), before anything else began (not at
+    # the session's end); the ledger's times are rounded to 0.1 s.
+    last_cpu = max(t for t, _, what, _, name in rows if what == "enter" and name.startswith("test_vllm"))
     after = min(t for t, _, what, _, name in rows if what == "enter" and not name.startswith("test_vllm"))
-    assert cpu_done.stat().st_mtime <= after + 0.05, (cpu_done.stat().st_mtime, after)
+    assert last_cpu - 0.05 <= cpu_done.stat().st_mtime <= after + 0.05, (last_cpu, cpu_done.stat().st_mtime, after)
 
 
 def test_the_worker_with_the_longest_scenario_gets_only_short_ones_after_it(run: tuple[Ledger, Path]) -> None:
@@ -115,3 +132,131 @@ def test_the_worker_with_the_longest_scenario_gets_only_short_ones_after_it(run:
     on_it = [name for _, p, what, mode, name in rows if p == pid and what == "enter" and mode == "shared"]
     assert on_it[0] == "test_longest", on_it
     assert all(name.startswith("test_short") for name in on_it[1:]), on_it
+
+
+# ---------------------------------------------------------------------- the scheduler, stand-in workers
+
+
+def _listscheduler() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("listscheduler", ROOT / "e2e" / "listscheduler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+LS = _listscheduler()
+P = "e2e/test_x.py::"
+TESTS = [P + "test_vllm_a", P + "test_vllm_b", P + "test_chaos", P + "TestChaos::test_1", P + "TestChaos::test_2",
+         P + "test_longest", P + "TestCycle::test_ramp", P + "TestCycle::test_down", P + "test_wake", P + "test_dash",
+         *(P + f"test_short[{i}]" for i in range(6))]
+UNITS = {P + "test_vllm_a": LS.Unit(alone=True, cpu=True), P + "test_vllm_b": LS.Unit(alone=True, cpu=True),
+         P + "test_chaos": LS.Unit(alone=True), P + "TestChaos": LS.Unit(alone=True),
+         P + "test_longest": LS.Unit(seconds=300), P + "TestCycle": LS.Unit(seconds=160),
+         P + "test_wake": LS.Unit(seconds=120), P + "test_dash": LS.Unit(seconds=90)}
+
+
+class Worker:
+    """A worker as xdist's controller sees it: the test indices it was sent, which it runs in order,
+    each only once it holds the next or is shutting down."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.torun: deque[int] = deque()
+        self.shutting_down = False
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.torun.extend(indices)
+
+
+def _drive(tmp: Path, tests: list[str], workers: int, crash_at: str | None = None) -> list[str]:
+    """Run ``tests`` through the scheduler on ``workers`` stand-ins, the alone ones before any other
+    (the gate); the worker that reaches ``crash_at`` dies there and a new one replaces it. Return
+    the tests in the order they ran; fail if a worker ever holds more than two units, or if the run
+    stalls (every worker waiting: the gate's hour-long fallback)."""
+    LS.write_units(tmp / "units.json", {u: UNITS.get(u, LS.Unit()) for u in {LS.unit_of(t) for t in tests}})
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True), getvalue=lambda key: [f"{workers}*popen"])
+    sched = LS.ListScheduling(config, None, units_path=tmp / "units.json")
+    alone = {t for t in tests if UNITS.get(LS.unit_of(t), LS.Unit()).alone}
+    ran: list[str] = []
+
+    def join(worker: Worker) -> None:
+        sched.add_node(worker)
+        sched.add_node_collection(worker, tests)
+
+    active = [Worker(f"gw{i}") for i in range(workers)]
+    for w in active:
+        join(w)
+    sched.schedule()
+    for _ in range(10 * len(tests) + 50):
+        held = {w.gateway.id: sched._holds(w) for w in sched.nodes}
+        assert all(len(units) <= 2 for units in held.values()), held
+        if sched.tests_finished:
+            for w in sched.nodes:
+                w.shutdown()
+        exited = next((w for w in active if w.shutting_down and not w.torun), None)
+        if exited is not None:
+            active.remove(exited)
+            assert sched.remove_node(exited) is None
+            if not active:
+                assert not sched.workqueue and sched.tests_finished, list(sched.workqueue)
+                return ran
+            continue
+        runnable = [w for w in active if len(w.torun) >= 2 or (w.torun and w.shutting_down)]
+        runnable = [w for w in runnable if tests[w.torun[0]] in alone or alone <= set(ran)]
+        assert runnable, f"stalled: {[(w.gateway.id, [tests[i] for i in w.torun]) for w in active]} after {ran}"
+        w = runnable[0]
+        test = tests[w.torun[0]]
+        if test == crash_at:
+            crash_at = None
+            active.remove(w)
+            sched.remove_node(w)
+            new = Worker(w.gateway.id + "-2")
+            active.append(new)
+            join(new)
+            sched.schedule()
+            continue
+        w.torun.popleft()
+        ran.append(test)
+        sched.mark_test_complete(w, tests.index(test))
+    raise AssertionError(f"no end after {ran}")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 5])
+def test_every_test_runs_once_on_any_number_of_workers(tmp_path: Path, workers: int) -> None:
+    ran = _drive(tmp_path, TESTS, workers)
+    assert sorted(ran) == sorted(TESTS)
+
+
+@pytest.mark.parametrize("selection", [slice(0, 5), slice(5, None), slice(2, 6)], ids=["alone", "shared", "mixed"])
+def test_every_selected_test_runs_once(tmp_path: Path, selection: slice) -> None:
+    tests = TESTS[selection]
+    assert sorted(_drive(tmp_path, tests, 3)) == sorted(tests)
+
+
+@pytest.mark.parametrize("crash_at", TESTS, ids=[t.removeprefix(P) for t in TESTS])
+def test_a_worker_that_dies_is_replaced_and_every_test_runs(tmp_path: Path, crash_at: str) -> None:
+    ran = _drive(tmp_path, TESTS, 3, crash_at=crash_at)
+    assert set(ran) == set(TESTS), sorted(set(TESTS) - set(ran))
+
+
+def test_the_alone_units_go_to_one_worker_the_cpu_ones_first(tmp_path: Path) -> None:
+    LS.write_units(tmp_path / "units.json", UNITS)
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True), getvalue=lambda key: ["3*popen"])
+    sched = LS.ListScheduling(config, None, units_path=tmp_path / "units.json")
+    workers: list[Any] = [Worker(f"gw{i}") for i in range(3)]
+    shuffled = TESTS[2:5] + TESTS[:2] + TESTS[5:]  # the cpu ones not first in the collection
+    for w in workers:
+        sched.add_node(w)
+        sched.add_node_collection(w, shuffled)
+    sched.schedule()
+    first, *others = ([shuffled[i] for i in w.torun] for w in workers)
+    assert first == [P + "test_vllm_a", P + "test_vllm_b"], first
+    assert [t for other in others for t in other if UNITS.get(LS.unit_of(t), LS.Unit()).alone] == []
+    # Each of the others holds a long one and, as its next, a short one.
+    assert [o[0] for o in others] == [P + "test_longest", P + "TestCycle::test_ramp"], others
+    assert all(o[-1].startswith(P + "test_short") for o in others), others

@@ -1,11 +1,18 @@
 """tools/test-side-by-side.sh (``make test``) with stand-ins for the two suites: the unit suite starts
 only once the e2e suite has said its busy scenarios are done (or has ended), at nice 19, its output
-printed after both; the exit status is the e2e suite's when it failed, else the unit suite's."""
+printed after both; the exit status is the e2e suite's when it failed, else the unit suite's; a
+Ctrl-C on the terminal stops both."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import select
+import signal
 import subprocess
+import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -14,45 +21,106 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "test-side-by-side.sh"
 
 E2E = """#!/usr/bin/env bash
-echo "e2e: busy" ; sleep 1
-date +%s.%N > e2e-busy-done ; {touch}
-sleep 1 ; echo "e2e: done" ; exit {rc}
+trap 'echo interrupted > e2e-interrupted; exit 2' INT
+echo "e2e: busy"; sleep {busy}
+date +%s.%N > e2e-busy-done; {touch}
+sleep 6 & wait
+date +%s.%N > e2e-ended; echo "e2e: done"; exit {rc}
 """
 UNIT = """#!/usr/bin/env bash
 date +%s.%N > unit-started
-echo "unit: niceness $(nice)" ; exit {rc}
+echo "unit: niceness $(nice)"; exit {rc}
 """
 
 
-def _run(tmp_path: Path, e2e_rc: int, unit_rc: int, touch: bool = True) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "e2e.sh").write_text(E2E.format(rc=e2e_rc, touch='touch "$LLMSCALE_E2E_CPU_DONE"' if touch else ":"))
+def _write(tmp_path: Path, e2e_rc: int = 0, unit_rc: int = 0, touch: bool = True, busy: float = 1) -> None:
+    (tmp_path / "e2e.sh").write_text(E2E.format(rc=e2e_rc, busy=busy,
+                                                touch='touch "$LLMSCALE_E2E_CPU_DONE"' if touch else ":"))
     (tmp_path / "unit.sh").write_text(UNIT.format(rc=unit_rc))
     for f in ("e2e.sh", "unit.sh"):
         (tmp_path / f).chmod(0o755)
+
+
+def _run(tmp_path: Path, **stand_ins: int | bool) -> subprocess.CompletedProcess[str]:
+    _write(tmp_path, **stand_ins)  # type: ignore[arg-type]
     return subprocess.run(["bash", str(SCRIPT), "./e2e.sh", "./unit.sh"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, check=False, env={**os.environ})
+                          text=True, timeout=60, check=False)
 
 
-def test_the_unit_suite_starts_after_the_busy_scenarios_at_nice_19(tmp_path: Path) -> None:
-    proc = _run(tmp_path, 0, 0)
+def _time(tmp_path: Path, name: str) -> float:
+    return float((tmp_path / name).read_text())
+
+
+def test_the_unit_suite_starts_once_the_busy_scenarios_are_done(tmp_path: Path) -> None:
+    proc = _run(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert float((tmp_path / "unit-started").read_text()) >= float((tmp_path / "e2e-busy-done").read_text())
-    # Its output comes after both ended, whole.
-    out = proc.stdout
-    assert out.index("e2e: done") < out.index("unit: niceness 19"), out
-    assert (tmp_path / ".cluster" / "test-logs" / "unit.log").read_text().strip() == "unit: niceness 19"
+    # After the file, and well before the e2e suite's end (6 s later): the file started it.
+    assert _time(tmp_path, "e2e-busy-done") <= _time(tmp_path, "unit-started") < _time(tmp_path, "e2e-ended") - 2
+
+
+def test_the_unit_suite_runs_at_nice_19(tmp_path: Path) -> None:
+    proc = _run(tmp_path)
+    assert (tmp_path / ".cluster" / "test-logs" / "unit.log").read_text().strip() == "unit: niceness 19", proc.stdout
+
+
+def test_the_unit_suites_output_comes_after_both_ended(tmp_path: Path) -> None:
+    out = _run(tmp_path).stdout
+    assert out.index("e2e: done") < out.index("test: unit suite ended") < out.index("unit: niceness 19"), out
 
 
 def test_an_e2e_suite_that_never_says_starts_the_unit_suite_when_it_ends(tmp_path: Path) -> None:
-    proc = _run(tmp_path, 0, 0, touch=False)
+    proc = _run(tmp_path, touch=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "unit: niceness 19" in proc.stdout
+    assert _time(tmp_path, "unit-started") >= _time(tmp_path, "e2e-ended")
 
 
 @pytest.mark.parametrize(("e2e_rc", "unit_rc", "rc"), [(0, 3, 3), (2, 0, 2), (2, 3, 2)])
 def test_the_exit_status_is_the_e2e_suites_failure_else_the_unit_suites(
     tmp_path: Path, e2e_rc: int, unit_rc: int, rc: int
 ) -> None:
-    proc = _run(tmp_path, e2e_rc, unit_rc)
+    proc = _run(tmp_path, e2e_rc=e2e_rc, unit_rc=unit_rc)
     assert proc.returncode == rc, proc.stdout + proc.stderr
     assert "unit: niceness 19" in proc.stdout  # both ran, whatever the first's outcome
+
+
+def test_ctrl_c_on_the_terminal_stops_the_e2e_suite_and_starts_no_unit_suite(tmp_path: Path) -> None:
+    _write(tmp_path, busy=30)
+    master, slave = pty.openpty()
+
+    def terminal() -> None:  # the script's own session, with the pty as its controlling terminal
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(["bash", str(SCRIPT), "./e2e.sh", "./unit.sh"], cwd=tmp_path, stdin=slave,
+                            stdout=slave, stderr=slave, preexec_fn=terminal)
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + 20
+    while b"e2e: busy" not in out and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.5)[0]:
+            out += os.read(master, 4096)
+    assert b"e2e: busy" in out, out
+
+    def in_its_wait_loop() -> bool:  # the script's own `sleep 2`, a child in its process group
+        children = subprocess.run(["ps", "--ppid", str(proc.pid), "-o", "pgid=,args="], capture_output=True,
+                                  text=True, check=False).stdout.split("\n")
+        return any(c.split(None, 1) == [str(proc.pid), "sleep 2"] for c in children)
+
+    while not in_its_wait_loop() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.write(master, b"\x03")  # Ctrl-C: the terminal signals its foreground process group
+    try:
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        state = subprocess.run(["ps", "-s", str(proc.pid), "-o", "pid,pgid,tpgid,stat,args"], capture_output=True,
+                               text=True, check=False).stdout
+        while select.select([master], [], [], 0.2)[0]:
+            out += os.read(master, 4096)
+        raise AssertionError(f"no exit 30 s after Ctrl-C; output {out!r}; processes:\n{state}") from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(master)
+    assert rc == 130
+    assert (tmp_path / "e2e-interrupted").exists(), "the e2e suite got no SIGINT"
+    assert not (tmp_path / "unit-started").exists(), "the unit suite started after a Ctrl-C"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2329  # stop() and what it calls run from the traps
 # make test's two suites on one machine: the e2e suite first, the unit suite beside it once the e2e
 # scenarios that keep every core busy (marked `cpu`: real vLLM) have ended. The rest of the e2e
 # suite waits on the cluster's clock and leaves most of the CPU idle (about 80 % on 2 cores), so the
@@ -7,12 +8,14 @@
 #
 #   tools/test-side-by-side.sh "<e2e pytest command>" "<unit pytest command>"
 #
-# Exit status: 0 when both pass; else the e2e suite's status if it failed, else the unit suite's.
+# Each command is split on blanks (make's command lines have no quoted words). Exit status: 0 when
+# both pass; else the e2e suite's status if it failed, else the unit suite's; 128 + n on signal n
+# (Ctrl-C: both suites get SIGINT and tear their clusters down; TERM after a minute, then KILL).
 set -uo pipefail
 
-read -r -a e2e_cmd <<< "$1"   # each a command line of words without quotes, as make passes it
+read -r -a e2e_cmd <<< "$1"
 read -r -a unit_cmd <<< "$2"
-logs=.cluster/test-logs
+logs="$PWD/.cluster/test-logs"
 mkdir -p "$logs"
 cpu_done="$logs/e2e-cpu-done"
 unit_log="$logs/unit.log"
@@ -20,22 +23,39 @@ rm -f "$cpu_done" "$unit_log"
 
 unit_pid=""
 e2e_pid=""
-# shellcheck disable=SC2329  # called by the trap
-stop() {  # Ctrl-C or a kill: stop both suites (their own teardown stops the clusters)
-  for pid in $unit_pid $e2e_pid; do kill -INT -- "-$pid" 2>/dev/null || kill -INT "$pid" 2>/dev/null; done
-  wait
-  exit 130
+
+groups_alive() {
+  local pid
+  for pid in $unit_pid $e2e_pid; do kill -0 -- "-$pid" 2>/dev/null && return 0; done
+  return 1
 }
-trap stop INT TERM
+
+stop() {
+  local code=$1 pid _
+  trap '' INT TERM
+  for pid in $unit_pid $e2e_pid; do kill -INT -- "-$pid" 2>/dev/null; done
+  for _ in $(seq 120); do groups_alive || break; sleep 0.5; done
+  for pid in $unit_pid $e2e_pid; do kill -TERM -- "-$pid" 2>/dev/null; done
+  for _ in $(seq 10); do groups_alive || break; sleep 0.5; done
+  for pid in $unit_pid $e2e_pid; do kill -KILL -- "-$pid" 2>/dev/null; done
+  echo "test: stopped (signal $((code - 128)))" >&2
+  exit "$code"
+}
+trap 'stop 130' INT
+trap 'stop 143' TERM
 
 started=$SECONDS
 echo "test: e2e suite started; the unit suite starts beside it when its real-vLLM scenarios are done"
-set -m  # each suite in a process group of its own, so that stop() reaches its workers
-LLMSCALE_E2E_CPU_DONE="$cpu_done" "${e2e_cmd[@]}" &
+# Job control only while starting a suite: each gets a process group of its own, which stop()
+# signals whole, and keeps Ctrl-C's SIGINT going to this script (a foreground job would take it).
+set -m
+LLMSCALE_E2E_CPU_DONE="$cpu_done" "${e2e_cmd[@]}" < /dev/null &
 e2e_pid=$!
+set +m
 while [ ! -e "$cpu_done" ] && kill -0 "$e2e_pid" 2>/dev/null; do sleep 2; done
 echo "test: unit suite started beside the e2e suite after $((SECONDS - started)) s, at nice 19; log: $unit_log"
-nice -n 19 "${unit_cmd[@]}" > "$unit_log" 2>&1 &
+set -m
+nice -n 19 "${unit_cmd[@]}" < /dev/null > "$unit_log" 2>&1 &
 unit_pid=$!
 set +m
 
