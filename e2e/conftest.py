@@ -604,13 +604,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     first (``long(seconds)``), a class moving as one; the same order a single worker runs. Each
     worker also writes each unit's marks into the shared folder for the controller's scheduler
     (:mod:`listscheduler`), which sees node ids only."""
-    marks: dict[str, dict[str, Any]] = {}
+    units: dict[str, Unit] = {}
     for item in items:
-        unit = marks.setdefault(unit_of(item.nodeid), {"alone": False, "cpu": False, "seconds": 0.0})
-        unit["alone"] = unit["alone"] or _alone(item)
-        unit["cpu"] = unit["cpu"] or _cpu(item)
-        unit["seconds"] = max(unit["seconds"], _seconds(item))
-    units = {k: Unit(**v) for k, v in marks.items()}
+        u = units.get(unit_of(item.nodeid), Unit())
+        units[unit_of(item.nodeid)] = Unit(u.alone or _alone(item), u.cpu or _cpu(item), max(u.seconds, _seconds(item)))
 
     def rank(item: pytest.Item) -> tuple[bool, bool, float]:
         unit = units[unit_of(item.nodeid)]

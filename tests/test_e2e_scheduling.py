@@ -173,14 +173,19 @@ class Worker:
         self.torun.extend(indices)
 
 
+def _scheduler(tmp: Path, units: dict[str, Any], workers: int) -> Any:
+    """The list scheduler for ``workers`` workers, ``units`` written where it reads them."""
+    LS.write_units(tmp / "units.json", units)
+    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True), getvalue=lambda key: [f"{workers}*popen"])
+    return LS.ListScheduling(config, None, units_path=tmp / "units.json")
+
+
 def _drive(tmp: Path, tests: list[str], workers: int, crash_at: str | None = None) -> list[str]:
     """Run ``tests`` through the scheduler on ``workers`` stand-ins, the alone ones before any other
     (the gate); the worker that reaches ``crash_at`` dies there and a new one replaces it. Return
     the tests in the order they ran; fail if a worker ever holds more than two units, or if the run
     stalls (every worker waiting: the gate's hour-long fallback)."""
-    LS.write_units(tmp / "units.json", {u: UNITS.get(u, LS.Unit()) for u in {LS.unit_of(t) for t in tests}})
-    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True), getvalue=lambda key: [f"{workers}*popen"])
-    sched = LS.ListScheduling(config, None, units_path=tmp / "units.json")
+    sched = _scheduler(tmp, {u: UNITS.get(u, LS.Unit()) for u in {LS.unit_of(t) for t in tests}}, workers)
     alone = {t for t in tests if UNITS.get(LS.unit_of(t), LS.Unit()).alone}
     ran: list[str] = []
 
@@ -245,9 +250,7 @@ def test_a_worker_that_dies_is_replaced_and_every_test_runs(tmp_path: Path, cras
 
 
 def test_the_alone_units_go_to_one_worker_the_cpu_ones_first(tmp_path: Path) -> None:
-    LS.write_units(tmp_path / "units.json", UNITS)
-    config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=True), getvalue=lambda key: ["3*popen"])
-    sched = LS.ListScheduling(config, None, units_path=tmp_path / "units.json")
+    sched = _scheduler(tmp_path, UNITS, 3)
     workers: list[Any] = [Worker(f"gw{i}") for i in range(3)]
     shuffled = TESTS[2:5] + TESTS[:2] + TESTS[5:]  # the cpu ones not first in the collection
     for w in workers:
