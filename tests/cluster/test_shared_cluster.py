@@ -154,9 +154,14 @@ class TestOnASharedCluster:
         The tick applies the children of an object whose Deployment stays missing."""
         cluster.apply([llmdeployment("original")], "backup-tool")
         wait_for("Deployment original", lambda: replicas(cluster, "original"))
-        original = get(cluster, "original")
-        assert original is not None
-        annotations = original["metadata"]["annotations"]
+        # Kopf writes the handled configuration after the create handler has applied the children:
+        # the Deployment can exist before the annotation does (seen on a loaded machine).
+
+        def handled() -> dict[str, str] | None:
+            annotations = ((get(cluster, "original") or {}).get("metadata") or {}).get("annotations") or {}
+            return annotations if "llmscale.dev/last-handled-configuration" in annotations else None
+
+        annotations = wait_for("Kopf's handled configuration on original", handled)
         assert "llmscale.dev/last-handled-configuration" in annotations
         restored = llmdeployment("restored")
         # What a restore (Velero, a GitOps re-sync of an exported object) brings back: the spec and
