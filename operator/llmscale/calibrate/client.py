@@ -5,7 +5,9 @@ the prefix cache never turns a measured prefill into a cache hit) and asks for e
 ``output_tokens`` with ``ignore_eos``. ``logprobs: 0`` makes vLLM list the tokens of each streamed
 chunk, so a chunk that carries several tokens (the API server merges deltas when the client reads
 late) splits its gap evenly among them; an engine that sends no logprobs counts one token a chunk.
-Times come from the event loop's monotonic clock.
+One read from the socket is one arrival: events that waited in the buffer while this process was
+off the CPU share the read's gap, never a gap of zero each. Times come from the event loop's
+monotonic clock.
 """
 
 from __future__ import annotations
@@ -128,20 +130,15 @@ class EngineClient:
                 if status != 200:
                     await resp.read()
                 else:
-                    async for raw in resp.content:
-                        line = raw.strip()
-                        if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                            continue
+                    pending = b""
+                    async for data in resp.content.iter_any():
                         now = loop.time()
-                        choices = json.loads(line[6:]).get("choices") or []
-                        if not choices:
+                        *lines, pending = (pending + data).split(b"\n")
+                        n = sum(_tokens_of(raw) for raw in lines)
+                        if n == 0:
                             continue
-                        lp = choices[0].get("logprobs")
-                        n = len(lp["tokens"]) if isinstance(lp, dict) and lp.get("tokens") else 1
-                        if not choices[0].get("text") and n == 1 and lp is None:
-                            continue  # an empty chunk (a finish reason alone)
                         if ttft is None:
-                            # Tokens merged into the first chunk came apart unseen: no gaps for them.
+                            # Tokens merged into the first arrival came apart unseen: no gaps for them.
                             ttft = now - start
                         else:
                             gaps.extend([(now - last) / n] * n)
@@ -168,3 +165,18 @@ class EngineClient:
                 for sample in family.samples:
                     total = (total or 0.0) + float(sample.value)
         return total
+
+
+def _tokens_of(raw: bytes) -> int:
+    """Tokens one server-sent event line carries: its logprobs' token count, else 1 for a chunk
+    with text, else 0 (a comment, ``[DONE]``, a finish reason alone, a usage chunk)."""
+    line = raw.strip()
+    if not line.startswith(b"data: ") or line == b"data: [DONE]":
+        return 0
+    choices = json.loads(line[6:]).get("choices") or []
+    if not choices:
+        return 0
+    lp = choices[0].get("logprobs")
+    if isinstance(lp, dict) and lp.get("tokens"):
+        return len(lp["tokens"])
+    return 1 if choices[0].get("text") or lp is not None else 0
