@@ -3,8 +3,9 @@
 # make test's two suites on one machine: the e2e suite first, the unit suite beside it once the e2e
 # scenarios that keep every core busy (marked `cpu`: real vLLM) have ended. The rest of the e2e
 # suite waits on the cluster's clock and leaves most of the CPU idle (about 80 % on 2 cores), so the
-# unit suite runs then, at the lowest CPU priority (nice 19): an e2e process that wakes takes its
-# core back at once. The unit suite's output goes to a log, printed whole when both have ended.
+# unit suite runs then, at nice 19: below the e2e suite's own processes; the cluster's components run
+# in sessions of their own, which a kernel with autogroup scheduling serves evenly with this one.
+# The unit suite's output goes to a log, printed whole when both have ended.
 #
 #   tools/test-side-by-side.sh "<e2e pytest command>" "<unit pytest command>"
 #
@@ -52,7 +53,9 @@ set -m
 LLMSCALE_E2E_CPU_DONE="$cpu_done" "${e2e_cmd[@]}" < /dev/null &
 e2e_pid=$!
 set +m
-while [ ! -e "$cpu_done" ] && kill -0 "$e2e_pid" 2>/dev/null; do sleep 2; done
+# `sleep & wait`: a trapped signal ends the wait builtin at once; bash may take a Ctrl-C that reached
+# a foreground sleep as the sleep's own and go on (seen once on a loaded machine).
+while [ ! -e "$cpu_done" ] && kill -0 "$e2e_pid" 2>/dev/null; do sleep 2 & wait $!; done
 echo "test: unit suite started beside the e2e suite after $((SECONDS - started)) s, at nice 19; log: $unit_log"
 set -m
 nice -n 19 "${unit_cmd[@]}" < /dev/null > "$unit_log" 2>&1 &
