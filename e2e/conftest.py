@@ -30,8 +30,10 @@ the end. Scenarios run side by side in their own namespaces under a shared lock;
 lock exclusively, so nothing else runs while it does. The alone scenarios run first (those marked
 ``cpu``, real vLLM, first of all), all on the first worker, while the others wait until all of them
 are done; then the rest start side by side, the longest first (``long(seconds)``), and a worker
-running a long one is handed a short one as its next (:mod:`listscheduler`). The ordered tests of a
-class hold the lock from their first test to their last and stay on one worker.
+running a long one is handed a short one as its next (:mod:`listscheduler`). A scenario marked
+``beside_cpu`` (one that waits on the clock and computes little) may run beside the ``cpu`` ones,
+never beside the other alone ones. The ordered tests of a class hold the lock from their first test
+to their last and stay on one worker.
 """
 
 from __future__ import annotations
@@ -581,6 +583,16 @@ def _alone(item: pytest.Item) -> bool:
     return item.get_closest_marker("alone") is not None or _cpu(item)
 
 
+def _beside_cpu(item: pytest.Item) -> bool:
+    """A scenario that waits on the clock and computes little: it may run beside the ``cpu`` ones."""
+    return item.get_closest_marker("beside_cpu") is not None and not _alone(item)
+
+
+def _mode(item: pytest.Item) -> str:
+    """How a scenario holds the side-by-side lock, as the gate's ledger writes it."""
+    return "cpu" if _cpu(item) else "alone" if _alone(item) else "beside-cpu" if _beside_cpu(item) else "shared"
+
+
 def _seconds(item: pytest.Item) -> float:
     """About how long a scenario runs beside others, seconds (``long(seconds)``); 0 for a short one.
 
@@ -607,7 +619,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     units: dict[str, Unit] = {}
     for item in items:
         u = units.get(unit_of(item.nodeid), Unit())
-        units[unit_of(item.nodeid)] = Unit(u.alone or _alone(item), u.cpu or _cpu(item), max(u.seconds, _seconds(item)))
+        units[unit_of(item.nodeid)] = Unit(u.alone or _alone(item), u.cpu or _cpu(item), max(u.seconds, _seconds(item)),
+                                           u.beside_cpu or _beside_cpu(item))
 
     def rank(item: pytest.Item) -> tuple[bool, bool, float]:
         unit = units[unit_of(item.nodeid)]
@@ -662,11 +675,15 @@ class _Gate:
     the shared folder; a waiting exclusive holder keeps the turnstile, so that new shared holders
     queue behind it rather than starve it. A shared scenario first waits until every alone one of
     the session is done (a file each under ``alone-done/``): they all go to one worker, which
-    holds no shared one before them (:mod:`listscheduler`), so the wait cannot close a circle."""
+    holds no shared one before them (:mod:`listscheduler`), so the wait cannot close a circle.
+
+    A ``cpu`` scenario holds the lock shared and a third file (``cpu.lock``) exclusive: a
+    ``beside_cpu`` one, which does not wait while a ``cpu`` one is still to end, runs beside it; the
+    other alone ones, exclusive, still wait for both to end."""
 
     def __init__(self, shared: Path) -> None:
         self._shared = shared
-        self._fd: int | None = None
+        self._fds: list[int] = []
 
     def _done_marker(self, nodeid: str) -> Path:
         return self._shared / "alone-done" / hashlib.sha1(nodeid.encode()).hexdigest()
@@ -693,36 +710,47 @@ class _Gate:
             sys.stderr.write(f"e2e: {len(pending)} alone scenarios not done after {ALONE_WAIT_S:.0f} s "
                              f"(a worker died?): {item.nodeid} starts beside them\n")
 
+    def _cpu_pending(self, item: pytest.Item) -> bool:
+        return any(not self._done_marker(n).exists() for n in item.config.stash.get(_CPU, []))
+
     def enter(self, item: pytest.Item) -> None:
-        if self._fd is not None:
+        if self._fds:
             return  # the class's earlier test took it
-        if not _alone(item):
+        if not _alone(item) and not (_beside_cpu(item) and self._cpu_pending(item)):
             self._wait_for_alone(item)
+        exclusive = _alone(item) and not _cpu(item)
         turnstile = os.open(self._shared / "turnstile.lock", os.O_RDWR | os.O_CREAT)
-        fd = os.open(self._shared / "side-by-side.lock", os.O_RDWR | os.O_CREAT)
+        fds = [os.open(self._shared / "side-by-side.lock", os.O_RDWR | os.O_CREAT)]
+        if _cpu(item):
+            fds.append(os.open(self._shared / "cpu.lock", os.O_RDWR | os.O_CREAT))
         try:
             fcntl.flock(turnstile, fcntl.LOCK_EX)
-            fcntl.flock(fd, fcntl.LOCK_EX if _alone(item) else fcntl.LOCK_SH)
+            fcntl.flock(fds[0], fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            if _cpu(item):
+                fcntl.flock(fds[1], fcntl.LOCK_EX)
         except BaseException:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
             raise
         finally:
             os.close(turnstile)
-        self._fd = fd
+        self._fds = fds
         self.note("enter", item)
 
     def leave(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         cls = getattr(item, "cls", None)
         if cls is not None and nextitem is not None and getattr(nextitem, "cls", None) is cls:
             return  # the class goes on
-        if self._fd is not None:
+        if self._fds:
             self.note("leave", item)
-            os.close(self._fd)  # releases the lock
-            self._fd = None
+            for fd in self._fds:
+                os.close(fd)  # releases the lock
+            self._fds = []
 
     def note(self, what: str, item: pytest.Item) -> None:
-        """Add ``<time> <pid> enter|leave <alone|shared> <nodeid>`` to the session's gate ledger."""
-        mode = "alone" if _alone(item) else "shared"
+        """Add ``<time> <pid> enter|leave <cpu|alone|beside-cpu|shared> <nodeid>`` to the session's
+        gate ledger."""
+        mode = _mode(item)
         with (self._shared / "gate.log").open("a") as ledger:
             ledger.write(f"{time.time():.1f} {os.getpid()} {what} {mode} {item.nodeid}\n")
 

@@ -4,7 +4,8 @@ A worker runs a test only once it holds the next one (pytest passes ``nextitem``
 each worker holds the unit of work it runs and one more; xdist's default of up to three queued two
 five-minute scenarios behind one another on one worker while the others finished early. The alone
 units (``cpu`` ones first) all go to one worker, the first; the others take the longest shared
-unit left, or the shortest while they already hold a long one. Kept out of conftest.py so that
+unit left (one that may run beside the ``cpu`` ones before any other), or the shortest while they
+already hold a long one. Kept out of conftest.py so that
 tests/test_e2e_scheduling.py can drive it with stand-in workers.
 """
 
@@ -33,11 +34,13 @@ def unit_of(nodeid: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Unit:
     """What the collection says of a unit of work: ``alone`` (nothing beside it), ``cpu`` (every core
-    busy: alone, and first of all), and about how long it runs beside others, seconds (0: short)."""
+    busy: alone, and first of all), about how long it runs beside others, seconds (0: short), and
+    ``beside_cpu`` (it may run beside the ``cpu`` ones)."""
 
     alone: bool = False
     cpu: bool = False
     seconds: float = 0.0
+    beside_cpu: bool = False
 
 
 def write_units(path: Path, units: dict[str, Unit]) -> None:
@@ -72,7 +75,8 @@ class ListScheduling(LoadScopeScheduling):  # type: ignore[misc]
         if self._units is None:
             try:
                 raw = json.loads(self._units_path.read_text())
-                self._units = {k: Unit(bool(v["alone"]), bool(v["cpu"]), float(v["seconds"])) for k, v in raw.items()}
+                self._units = {k: Unit(bool(v["alone"]), bool(v["cpu"]), float(v["seconds"]), bool(v.get("beside_cpu")))
+                               for k, v in raw.items()}
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 sys.stderr.write(f"e2e: the scenarios' marks are unreadable ({exc}): every unit is a short shared one\n")
                 self._units = {}
@@ -97,7 +101,8 @@ class ListScheduling(LoadScopeScheduling):  # type: ignore[misc]
             return None
         if any(self._unit(s).seconds > 0 for s in self._holds(node)):
             return min(shared, key=lambda s: (self._unit(s).seconds, -queue.index(s)))  # the shortest, last
-        return min(shared, key=lambda s: (-self._unit(s).seconds, queue.index(s)))  # the longest, first
+        # One that may run beside the cpu ones first (it need not wait for them), then the longest, first.
+        return min(shared, key=lambda s: (not self._unit(s).beside_cpu, -self._unit(s).seconds, queue.index(s)))
 
     def _assign_work_unit(self, node: Any) -> None:
         scope = self._pick(node)

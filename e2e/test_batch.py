@@ -101,6 +101,7 @@ def job_events(cluster: Cluster, namespace: str, job: str, reason: str) -> list[
 # Up to 2 min 20 s until W1, W1, the gap, and W2 until the Job is done (under a minute as a rule; three
 # at most): longer than the suite's 300 s default.
 @pytest.mark.long(300)  # seconds beside others (fresh-clone CI): started first of them
+@pytest.mark.beside_cpu  # it waits for minutes on the clock: beside the real-vLLM scenarios
 @pytest.mark.timeout(600)
 def test_16_jobs_wait_for_their_window_a_near_deadline_goes_first_and_a_closing_window_pauses_without_loss(
     cluster: Cluster, namespace: str

@@ -3,18 +3,18 @@ the work, and the operator neither doubles a scale-up, nor scales on missing dat
 request, and its conditions say what happened.
 
 15. The operator killed with SIGKILL in the middle of a scale-up. The scale-up rate limit is one
-    replica a minute. Under a load the pool cannot carry, the operator adds one replica; the moment
+    replica per period (30 s). Under a load the pool cannot carry, the operator adds one replica; the moment
     the child Deployment shows it, the operator process is killed with SIGKILL (no shutdown, no
     last status write) and started again. The restarted operator must take its policy memory from
     ``status.policyState`` (what the last tick wrote with the scale): no second replica inside the
-    minute (a double scale-up), PolicyStateReadable=True, then the next step once the minute has
+    period (a double scale-up), PolicyStateReadable=True, then the next step once the period has
     passed (the limit, not a dead operator, held it). Nothing is lost: every request of the load is
     answered and no pod is deleted.
 17. The API server restarted in the middle of the same scale-up (the same LLMDeployment, load and
     namespace as 15: ordered tests of one class): stopped by PID the moment the Deployment shows
     the second step (3 -> 4), down for 3 s, started again on the same port and etcd
     (:func:`llmscale.localcluster.cluster.restart_apiserver`). The operator process lives through
-    it and carries on over new watches: no fifth replica inside the minute, the next step after
+    it and carries on over new watches: no fifth replica inside the period, the next step after
     it, every request of the load answered, no pod deleted, and Ready, ChildrenApplied,
     PolicyStateReadable and MetricsAvailable True afterwards.
 18. Prometheus flapping: a 30 s load scales the pool up; with no scale-down window, Prometheus is
@@ -45,7 +45,9 @@ from test_scenarios import apply_and_wait_ready, start_load
 # The operator killed, the API server restarted, Prometheus stopped: nothing else runs meanwhile.
 pytestmark = pytest.mark.alone
 
-PERIOD_S = 60.0
+#: The scale-up limit's period, seconds: one replica per period. Long enough for an operator restart
+#: (a few seconds) and an API server restart (3 s down, then its start) to fall inside it.
+PERIOD_S = 30.0
 
 
 def _assert_nothing_lost(report: ReplayReport) -> None:
@@ -62,21 +64,21 @@ def _condition_of(llmdep: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def _hold_then_step(cluster: Cluster, namespace: str, scaled_at: float, at: int) -> float:
-    """Check that the Deployment stays at ``at`` replicas until the minute since ``scaled_at`` has
+    """Check that the Deployment stays at ``at`` replicas until the period since ``scaled_at`` has
     nearly passed (no double scale-up), then that the next step comes; return when it was seen."""
     most = at
     while time.monotonic() < scaled_at + PERIOD_S - 5:
         most = max(most, cluster.deployment_replicas(namespace, "chat") or 0)
         assert most <= at, f"a second scale-up {time.monotonic() - scaled_at:.0f} s after the step to {at} (limit 1/min)"
         time.sleep(0.25)
-    wait_for(f"the next scale-up step ({at} -> {at + 1}) once the minute has passed",
+    wait_for(f"the next scale-up step ({at} -> {at + 1}) once the period has passed",
              lambda: (cluster.deployment_replicas(namespace, "chat") or 0) >= at + 1, 40)
     assert time.monotonic() >= scaled_at + PERIOD_S - 5
     return time.monotonic()
 
 
 class TestScaleUpChaos:
-    """One LLMDeployment under a load it cannot carry, scaled up one replica a minute: the operator
+    """One LLMDeployment under a load it cannot carry, scaled up one replica a period: the operator
     is killed at the first step (15), the API server restarted at the second (17). Ordered tests
     of one class, sharing the namespace, the load and the scale-up (one setup and ramp, not two)."""
 
@@ -91,8 +93,8 @@ class TestScaleUpChaos:
         manifest = sample(scaling={"scaleUp": {"stabilizationWindowSeconds": 0, "maxReplicasPerPeriod": 1,
                                                "periodSeconds": int(PERIOD_S)}})
         apply_and_wait_ready(cluster, ns, manifest, ready=2)  # min 1 + headroom 1
-        # Long enough for both tests' steps (2 -> 3 -> 4 -> 5, a minute apart).
-        TestScaleUpChaos.load = start_load(cluster, ns, rate_rps=4.0, duration_s=150.0)
+        # Long enough for both tests' steps (2 -> 3 -> 4 -> 5, a period apart).
+        TestScaleUpChaos.load = start_load(cluster, ns, rate_rps=4.0, duration_s=3 * PERIOD_S + 15)
 
         wait_for("the first scale-up step (2 -> 3)", lambda: cluster.deployment_replicas(ns, "chat") == 3, 60)
         scaled_at = time.monotonic()
@@ -102,7 +104,7 @@ class TestScaleUpChaos:
         cluster.operator.wait(timeout=10)
         cluster.run_operator()  # the session's operator, started again
 
-        # Inside the minute: never a fourth replica, whatever the queue says; then the next step
+        # Inside the period: never a fourth replica, whatever the queue says; then the next step
         # (the limit, not a dead operator, held it).
         TestScaleUpChaos.scaled_at = _hold_then_step(cluster, ns, scaled_at, 3)
         cond = cluster.condition(ns, "chat", "PolicyStateReadable") or {}
@@ -124,7 +126,7 @@ class TestScaleUpChaos:
             assert cluster.deployment_replicas(ns, "chat") == 4
             cluster.restart_apiserver(down_s=3.0)
             assert operator.poll() is None, f"the operator exited ({operator.returncode}) when the API server went away"
-            # Inside the minute: no fifth replica; after it, the next step, over the new watches.
+            # Inside the period: no fifth replica; after it, the next step, over the new watches.
             _hold_then_step(cluster, ns, TestScaleUpChaos.scaled_at, 4)
             assert operator.poll() is None and cluster.operator is operator, "the operator was not the same process"
         finally:

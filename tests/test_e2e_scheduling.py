@@ -2,8 +2,9 @@
 
 - With real pytest-xdist, on a suite of sleeping stand-ins and three workers: the alone scenarios
   all on one worker and before any other, the real-vLLM (``cpu``) ones first of all with the file
-  ``make test`` waits for written when they end, and a worker that holds the longest scenario
-  handed only short ones after it (read from the gate's ledger).
+  ``make test`` waits for written when they end, the ``beside_cpu`` one beside them (they wait for
+  it to start) and beside no other alone one, and a worker that holds the longest scenario handed
+  only short ones after it (read from the gate's ledger).
 - The scheduler alone, driven by stand-in workers that run a test only once they hold the next (as
   xdist's do): no worker ever holds more than the unit it runs and one more, and every test runs,
   whatever the number of workers, the selection, or the test at which a worker dies.
@@ -26,10 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SUITE = '''
 import time
+from pathlib import Path
 import pytest
 
+def _beside_started():
+    """A cpu stand-in waits until the beside_cpu one has begun: a gate that kept them apart stalls."""
+    deadline = time.monotonic() + 60
+    while not Path("beside-started").exists():
+        assert time.monotonic() < deadline, "the beside_cpu scenario never ran beside the cpu ones"
+        time.sleep(0.05)
+
 @pytest.mark.cpu
-def test_vllm_a(): time.sleep(0.4)
+def test_vllm_a(): _beside_started(); time.sleep(0.4)
 
 @pytest.mark.cpu
 def test_vllm_b(): time.sleep(0.4)
@@ -43,7 +52,8 @@ class TestChaosClass:
     def test_second(self): time.sleep(0.2)
 
 @pytest.mark.long(300)
-def test_longest(): time.sleep(4.0)
+@pytest.mark.beside_cpu
+def test_longest(): Path("beside-started").touch(); time.sleep(4.0)
 
 @pytest.mark.long(160)
 class TestCycle:
@@ -65,6 +75,7 @@ addopts = -p no:cacheprovider
 markers =
     cpu: stand-in
     alone: stand-in
+    beside_cpu: stand-in
     long(seconds): stand-in
 """
 
@@ -73,7 +84,8 @@ Ledger = list[tuple[float, str, str, str, str]]
 
 
 def _ledger(tmp: Path) -> Ledger:
-    """The gate's ledger: ``(time, worker pid, enter|leave, alone|shared, test name)``, waits left out."""
+    """The gate's ledger: ``(time, worker pid, enter|leave, cpu|alone|beside-cpu|shared, test name)``,
+    waits left out."""
     (log,) = tmp.glob("tmp/llmscale-e2e-*/gate.log")
     rows = []
     for line in log.read_text().splitlines():
@@ -105,15 +117,35 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ledger, Path]:
 
 def test_the_alone_scenarios_run_before_any_other_on_one_worker(run: tuple[Ledger, Path]) -> None:
     rows, _ = run
-    alone = [r for r in rows if r[3] == "alone"]
+    alone = [r for r in rows if r[3] in ("cpu", "alone")]
     shared = [r for r in rows if r[3] == "shared"]
     assert len({pid for _, pid, *_ in alone}) == 1, alone
     assert min(t for t, _, what, *_ in shared if what == "enter") >= max(t for t, *_ in alone)
 
 
+def test_the_beside_cpu_scenario_runs_beside_the_cpu_ones_and_no_other_alone_one(run: tuple[Ledger, Path]) -> None:
+    rows, _ = run
+
+    def span(mode: str) -> list[tuple[float, float]]:
+        """Each hold of the lock in ``mode``: (enter, leave), a class's from its first test to its last."""
+        entered: dict[str, float] = {}
+        out = []
+        for t, pid, what, m, _ in rows:
+            if m == mode and what == "enter":
+                entered[pid] = t
+            elif m == mode and what == "leave":
+                out.append((entered.pop(pid), t))
+        return out
+
+    ((begin, end),) = span("beside-cpu")
+    assert any(b < end and begin < e for b, e in span("cpu")), rows  # the cpu stand-in waited for it
+    # Beside no other alone one (the ledger's times are rounded to 0.1 s).
+    assert all(e <= begin + 0.1 or end <= b + 0.1 for b, e in span("alone")), rows
+
+
 def test_the_cpu_scenarios_come_first(run: tuple[Ledger, Path]) -> None:
     rows, _ = run
-    entered = [name for _, _, what, mode, name in rows if what == "enter" and mode == "alone"]
+    entered = [name for _, _, what, mode, name in rows if what == "enter" and mode in ("cpu", "alone")]
     assert set(entered[:2]) == {"test_vllm_a", "test_vllm_b"}, entered
 
 
@@ -122,16 +154,15 @@ def test_the_file_make_test_waits_for_is_written_when_the_cpu_scenarios_end(run:
     # After the last of them began (not after the first ended), before anything else began (not at
     # the session's end); the ledger's times are rounded to 0.1 s.
     last_cpu = max(t for t, _, what, _, name in rows if what == "enter" and name.startswith("test_vllm"))
-    after = min(t for t, _, what, _, name in rows if what == "enter" and not name.startswith("test_vllm"))
+    after = min(t for t, _, what, mode, name in rows if what == "enter" and mode in ("alone", "shared"))
     assert last_cpu - 0.05 <= cpu_done.stat().st_mtime <= after + 0.05, (last_cpu, cpu_done.stat().st_mtime, after)
 
 
-def test_the_worker_with_the_longest_scenario_gets_only_short_ones_after_it(run: tuple[Ledger, Path]) -> None:
+def test_the_worker_with_the_longest_scenario_gets_a_short_one_as_its_next(run: tuple[Ledger, Path]) -> None:
     rows, _ = run
     (pid,) = {pid for _, pid, _, _, name in rows if name == "test_longest"}
-    on_it = [name for _, p, what, mode, name in rows if p == pid and what == "enter" and mode == "shared"]
-    assert on_it[0] == "test_longest", on_it
-    assert all(name.startswith("test_short") for name in on_it[1:]), on_it
+    on_it = [name for _, p, what, mode, name in rows if p == pid and what == "enter" and mode != "alone"]
+    assert on_it[0] == "test_longest" and on_it[1].startswith("test_short"), on_it
 
 
 # ---------------------------------------------------------------------- the scheduler, stand-in workers
@@ -149,10 +180,11 @@ def _listscheduler() -> ModuleType:
 LS = _listscheduler()
 P = "e2e/test_x.py::"
 TESTS = [P + "test_vllm_a", P + "test_vllm_b", P + "test_chaos", P + "TestChaos::test_1", P + "TestChaos::test_2",
-         P + "test_longest", P + "TestCycle::test_ramp", P + "TestCycle::test_down", P + "test_wake", P + "test_dash",
+         P + "test_windows", P + "test_longest", P + "TestCycle::test_ramp", P + "TestCycle::test_down", P + "test_wake", P + "test_dash",
          *(P + f"test_short[{i}]" for i in range(6))]
 UNITS = {P + "test_vllm_a": LS.Unit(alone=True, cpu=True), P + "test_vllm_b": LS.Unit(alone=True, cpu=True),
          P + "test_chaos": LS.Unit(alone=True), P + "TestChaos": LS.Unit(alone=True),
+         P + "test_windows": LS.Unit(seconds=280, beside_cpu=True),
          P + "test_longest": LS.Unit(seconds=300), P + "TestCycle": LS.Unit(seconds=160),
          P + "test_wake": LS.Unit(seconds=120), P + "test_dash": LS.Unit(seconds=90)}
 
@@ -182,11 +214,13 @@ def _scheduler(tmp: Path, units: dict[str, Any], workers: int) -> Any:
 
 def _drive(tmp: Path, tests: list[str], workers: int, crash_at: str | None = None) -> list[str]:
     """Run ``tests`` through the scheduler on ``workers`` stand-ins, the alone ones before any other
-    (the gate); the worker that reaches ``crash_at`` dies there and a new one replaces it. Return
+    but a ``beside_cpu`` one while a ``cpu`` one is left (the gate); the worker that reaches ``crash_at`` dies there and a new one replaces it. Return
     the tests in the order they ran; fail if a worker ever holds more than two units, or if the run
     stalls (every worker waiting: the gate's hour-long fallback)."""
     sched = _scheduler(tmp, {u: UNITS.get(u, LS.Unit()) for u in {LS.unit_of(t) for t in tests}}, workers)
     alone = {t for t in tests if UNITS.get(LS.unit_of(t), LS.Unit()).alone}
+    cpu = {t for t in tests if UNITS.get(LS.unit_of(t), LS.Unit()).cpu}
+    beside = {t for t in tests if UNITS.get(LS.unit_of(t), LS.Unit()).beside_cpu}
     ran: list[str] = []
 
     def join(worker: Worker) -> None:
@@ -206,13 +240,15 @@ def _drive(tmp: Path, tests: list[str], workers: int, crash_at: str | None = Non
         exited = next((w for w in active if w.shutting_down and not w.torun), None)
         if exited is not None:
             active.remove(exited)
-            assert sched.remove_node(exited) is None
+            if exited in sched.nodes:  # as xdist's DSession: one shut down unused is no longer there
+                assert sched.remove_node(exited) is None
             if not active:
                 assert not sched.workqueue and sched.tests_finished, list(sched.workqueue)
                 return ran
             continue
         runnable = [w for w in active if len(w.torun) >= 2 or (w.torun and w.shutting_down)]
-        runnable = [w for w in runnable if tests[w.torun[0]] in alone or alone <= set(ran)]
+        runnable = [w for w in runnable if tests[w.torun[0]] in alone or alone <= set(ran)
+                    or (tests[w.torun[0]] in beside and not cpu <= set(ran))]
         assert runnable, f"stalled: {[(w.gateway.id, [tests[i] for i in w.torun]) for w in active]} after {ran}"
         w = runnable[0]
         test = tests[w.torun[0]]
@@ -237,7 +273,8 @@ def test_every_test_runs_once_on_any_number_of_workers(tmp_path: Path, workers: 
     assert sorted(ran) == sorted(TESTS)
 
 
-@pytest.mark.parametrize("selection", [slice(0, 5), slice(5, None), slice(2, 6)], ids=["alone", "shared", "mixed"])
+@pytest.mark.parametrize("selection", [slice(0, 5), slice(5, None), slice(2, 7), slice(0, 2)],
+                         ids=["alone", "shared", "mixed", "cpu"])
 def test_every_selected_test_runs_once(tmp_path: Path, selection: slice) -> None:
     tests = TESTS[selection]
     assert sorted(_drive(tmp_path, tests, 3)) == sorted(tests)
@@ -260,6 +297,7 @@ def test_the_alone_units_go_to_one_worker_the_cpu_ones_first(tmp_path: Path) -> 
     first, *others = ([shuffled[i] for i in w.torun] for w in workers)
     assert first == [P + "test_vllm_a", P + "test_vllm_b"], first
     assert [t for other in others for t in other if UNITS.get(LS.unit_of(t), LS.Unit()).alone] == []
-    # Each of the others holds a long one and, as its next, a short one.
-    assert [o[0] for o in others] == [P + "test_longest", P + "TestCycle::test_ramp"], others
+    # Each of the others holds a long one (the one that may run beside the cpu ones first) and, as
+    # its next, a short one.
+    assert [o[0] for o in others] == [P + "test_windows", P + "test_longest"], others
     assert all(o[-1].startswith(P + "test_short") for o in others), others
