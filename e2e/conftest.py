@@ -52,7 +52,7 @@ import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -644,9 +644,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 _ALONE = pytest.StashKey[list[str]]()
 _CPU = pytest.StashKey[list[str]]()
 
-#: A file the suite creates once every scenario marked ``cpu`` has ended (at once without one; at
-#: the end of the session at the latest): ``make test`` waits for it before it starts the unit suite
-#: beside this one (tools/test-side-by-side.sh).
+#: A file the suite creates once every scenario marked ``cpu`` has ended or said that its engines are
+#: idle for good (:func:`cpu_work_over`; at once without one; at the end of the session at the
+#: latest): ``make test`` waits for it before it starts the unit suite beside this one
+#: (tools/test-side-by-side.sh).
 CPU_DONE_ENV = "LLMSCALE_E2E_CPU_DONE"
 
 
@@ -688,13 +689,24 @@ class _Gate:
     def _done_marker(self, nodeid: str) -> Path:
         return self._shared / "alone-done" / hashlib.sha1(nodeid.encode()).hexdigest()
 
+    def _cpu_over_marker(self, nodeid: str) -> Path:
+        return self._shared / "cpu-over" / hashlib.sha1(nodeid.encode()).hexdigest()
+
     def done(self, item: pytest.Item) -> None:
         """Record that an alone scenario has ended (passed, failed or skipped); say so once every
         ``cpu`` one has (:data:`CPU_DONE_ENV`)."""
         if _alone(item):
             self._done_marker(item.nodeid).parent.mkdir(exist_ok=True)
             self._done_marker(item.nodeid).touch()
-        if _cpu(item) and all(self._done_marker(n).exists() for n in item.config.stash.get(_CPU, [])):
+        if _cpu(item):
+            self.cpu_over(item)
+
+    def cpu_over(self, item: pytest.Item) -> None:
+        """Record that the ``cpu`` scenario ``item`` computes little from now on (its engines idle
+        while it waits on the clock); say so once every ``cpu`` one has ended or said so."""
+        self._cpu_over_marker(item.nodeid).parent.mkdir(exist_ok=True)
+        self._cpu_over_marker(item.nodeid).touch()
+        if all(self._cpu_over_marker(n).exists() for n in item.config.stash.get(_CPU, [])):
             _cpu_done()
 
     def _wait_for_alone(self, item: pytest.Item) -> None:
@@ -770,6 +782,16 @@ class _Gate:
 
 
 _GATE = pytest.StashKey[_Gate]()
+
+
+@pytest.fixture
+def cpu_work_over(request: pytest.FixtureRequest) -> Callable[[], None]:
+    """For a ``cpu`` scenario: call it once the scenario's engines are idle for good (the rest waits
+    on the clock), so that ``make test`` may start the unit suite beside it (:data:`CPU_DONE_ENV`)
+    once every ``cpu`` scenario has ended or said so. The lock is held to the scenario's end."""
+    item = request.node
+    gate = item.config.stash.setdefault(_GATE, _Gate(_shared(item.config)))
+    return lambda: gate.cpu_over(item)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -10,15 +10,16 @@ scenarios never skip.
 vLLM starts when its pod runs (as a kubelet starts the container) and answers in ~40 s on an idle
 core, so the pods' cold start (``headroom.coldStartSeconds``) is 40 s: KWOK turns them Ready then.
 
-- ``test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down``: one replica with
-  ``--max-num-seqs 4`` and 64 blocks; an open-loop load of long answers keeps 12 requests in flight:
-  the queue and the KV cache pass their targets, llmscale scales 1 -> 2 with every signal known
-  (``MetricsAvailable`` True, ``MetricsFresh`` under load, never ``False``), the second engine
-  reports, and after the load it steps back to 1.
 - ``test_squeezed_cache_preemptions_drive_the_preemption_signal``: ``--num-gpu-blocks-override 24
   --max-num-seqs 8`` (3,072 tokens of cache) and 1,000 + 800-token requests: vLLM preempts, the
   preemption rate llmscale reads is above its target and its proposal asks for more replicas,
   with the queue and KV-cache targets set out of reach so that they propose nothing.
+- ``test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down``: one replica with
+  ``--max-num-seqs 4`` and 64 blocks; an open-loop load of long answers keeps 12 requests in flight:
+  the queue and the KV cache pass their targets, llmscale scales 1 -> 2 with every signal known
+  (``MetricsAvailable`` True, ``MetricsFresh`` under load, never ``False``), the second engine
+  reports, and after the load it steps back to 1. It runs last: once its load is over it says so
+  (``cpu_work_over``), and ``make test`` starts the unit suite beside its minutes of waiting.
 
 The load generator sends the same prompt token ids every time; prefix caching is off in both
 (``--no-enable-prefix-caching``) so that each request holds its own KV blocks, as distinct prompts do.
@@ -30,6 +31,7 @@ import asyncio
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -124,7 +126,52 @@ def ready_with_fresh_metrics(cluster: Cluster, ns: str, ready: int) -> None:
     ), COLD_START_S + 240)
 
 
-def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Cluster, namespace: str) -> None:
+def test_squeezed_cache_preemptions_drive_the_preemption_signal(cluster: Cluster, namespace: str) -> None:
+    ns = namespace
+    # 24 blocks x 128 tokens = 3,072 tokens, and a 1,000 + 800-token request grows to 15 blocks: any
+    # two running together outgrow the cache, so vLLM preempts one (with 500-token answers two fit
+    # exactly, 2 x 12 = 24 blocks, and it need not).
+    args = ["--num-gpu-blocks-override", "24", "--max-num-seqs", "8", "--no-enable-prefix-caching"]
+    cluster.apply(ns, vllm_sample(args, scaling={
+        "tickSeconds": 1, "metricsMaxAgeSeconds": 10,
+        # Out of reach: the queue and the KV cache propose nothing; the preemption rate must ask.
+        "targets": {"queueDepthPerReplica": 1000, "kvCacheUtilization": 1.0, "preemptionsPerSecondPerReplica": 0.05},
+        "scaleUp": {"stabilizationWindowSeconds": 0},
+    }))
+    t0 = time.monotonic()
+    ready_with_fresh_metrics(cluster, ns, 1)
+    # A modest rate, so that the load signal (the performance model's capacity at this rate) does
+    # not ask for 2 itself: the preemptions must.
+    load = start_load(cluster.service_url(ns, "chat"), fixed_trace(1.0, 45.0, prompt=1000, output=800), 8)
+    preempted = f'sum(vllm:num_preemptions_total{{namespace="{ns}", llmscale_dev_deployment="chat"}})'
+    wait_for("real preemptions in Prometheus", lambda: (cluster.prom_value(preempted) or 0) > 0, 60)
+
+    def preemption_decision() -> list[str] | None:
+        """The decision's reasons once the preemption rate, above target, proposes 2 or more."""
+        status = cluster.status(ns, "chat")
+        rate = (status.get("signals") or {}).get("preemptionRate")
+        reasons = list(status.get("lastDecision", {}).get("reasons", []))
+        # With the load signal known the preemption rate is a symptom (issue 27): "proposes one more
+        # than current demand 1: 2"; without it "proposes 2".
+        line = any(r.startswith("preemption rate") and re.search(PREEMPTION_PROPOSES_2, r) for r in reasons)
+        return reasons if rate and rate > 0.05 and line else None
+
+    reasons = wait_for("the preemption rate above target proposing 2 replicas", preemption_decision, 90)
+    line = next(r for r in reasons if r.startswith("preemption rate"))
+    # The preemption rate sets the demand; the full KV cache (1.0 against a target of 1.0:
+    # proposes 1) and the queue do not ask for 2.
+    assert any(re.fullmatch(r"demand [2-9] replicas \(preemption rate\)", r) for r in reasons), reasons
+    assert not any(r.startswith(("queue depth", "KV-cache")) and re.search(r"proposes ([2-9]|\d\d)", r)
+                   for r in reasons), reasons
+    wait_for("scale-up of Deployment chat to 2", lambda: cluster.deployment_replicas(ns, "chat") == 2, 30)
+    report = load.result(timeout=200)
+    assert report.errors == 0, (report.sent, report.errors)
+    print(f"\n[real vLLM] {line}; scenario {time.monotonic() - t0:.0f} s")
+
+
+def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(
+    cluster: Cluster, namespace: str, cpu_work_over: Callable[[], None]
+) -> None:
     ns = namespace
     # 64 blocks x 128 tokens: four running 32 + 1,900-token requests fill 4 x 16 = 64 of them.
     args = ["--max-num-seqs", "4", "--num-gpu-blocks-override", "64", "--no-enable-prefix-caching"]
@@ -181,6 +228,9 @@ def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Clus
     report = load.result(timeout=200)
     answered = len(report.results) - report.errors
     assert report.errors == 0 and answered > 10, (report.sent, answered, report.errors)
+    # The engines idle from here while the load leaves the rate windows (up to three minutes): the
+    # unit suite may start beside this scenario (the last of the real-vLLM ones).
+    cpu_work_over()
     # The load signal reads the arrival rate over a 1-minute window, floored at the mean of the last
     # three windows unless the newest is a fall (policy.mix.FALL_SHARE): at most three windows.
     wait_for("scale-down to 1 after the load", lambda: cluster.deployment_replicas(ns, "chat") == 1,
@@ -194,46 +244,3 @@ def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(cluster: Clus
     cluster.event_message(ns, "ScaledDown", f"Scaled LLMDeployment {ns}/chat from 2 to 1 replicas")
     print(f"\n[real vLLM] first engine ready and reporting after {first_ready_s:.0f} s; "
           f"scenario {time.monotonic() - t0:.0f} s; load sent {report.sent}, answered {answered}")
-
-
-def test_squeezed_cache_preemptions_drive_the_preemption_signal(cluster: Cluster, namespace: str) -> None:
-    ns = namespace
-    # 24 blocks x 128 tokens = 3,072 tokens, and a 1,000 + 800-token request grows to 15 blocks: any
-    # two running together outgrow the cache, so vLLM preempts one (with 500-token answers two fit
-    # exactly, 2 x 12 = 24 blocks, and it need not).
-    args = ["--num-gpu-blocks-override", "24", "--max-num-seqs", "8", "--no-enable-prefix-caching"]
-    cluster.apply(ns, vllm_sample(args, scaling={
-        "tickSeconds": 1, "metricsMaxAgeSeconds": 10,
-        # Out of reach: the queue and the KV cache propose nothing; the preemption rate must ask.
-        "targets": {"queueDepthPerReplica": 1000, "kvCacheUtilization": 1.0, "preemptionsPerSecondPerReplica": 0.05},
-        "scaleUp": {"stabilizationWindowSeconds": 0},
-    }))
-    t0 = time.monotonic()
-    ready_with_fresh_metrics(cluster, ns, 1)
-    # A modest rate, so that the load signal (the performance model's capacity at this rate) does
-    # not ask for 2 itself: the preemptions must.
-    load = start_load(cluster.service_url(ns, "chat"), fixed_trace(1.0, 45.0, prompt=1000, output=800), 8)
-    preempted = f'sum(vllm:num_preemptions_total{{namespace="{ns}", llmscale_dev_deployment="chat"}})'
-    wait_for("real preemptions in Prometheus", lambda: (cluster.prom_value(preempted) or 0) > 0, 60)
-
-    def preemption_decision() -> list[str] | None:
-        """The decision's reasons once the preemption rate, above target, proposes 2 or more."""
-        status = cluster.status(ns, "chat")
-        rate = (status.get("signals") or {}).get("preemptionRate")
-        reasons = list(status.get("lastDecision", {}).get("reasons", []))
-        # With the load signal known the preemption rate is a symptom (issue 27): "proposes one more
-        # than current demand 1: 2"; without it "proposes 2".
-        line = any(r.startswith("preemption rate") and re.search(PREEMPTION_PROPOSES_2, r) for r in reasons)
-        return reasons if rate and rate > 0.05 and line else None
-
-    reasons = wait_for("the preemption rate above target proposing 2 replicas", preemption_decision, 90)
-    line = next(r for r in reasons if r.startswith("preemption rate"))
-    # The preemption rate sets the demand; the full KV cache (1.0 against a target of 1.0:
-    # proposes 1) and the queue do not ask for 2.
-    assert any(re.fullmatch(r"demand [2-9] replicas \(preemption rate\)", r) for r in reasons), reasons
-    assert not any(r.startswith(("queue depth", "KV-cache")) and re.search(r"proposes ([2-9]|\d\d)", r)
-                   for r in reasons), reasons
-    wait_for("scale-up of Deployment chat to 2", lambda: cluster.deployment_replicas(ns, "chat") == 2, 30)
-    report = load.result(timeout=200)
-    assert report.errors == 0, (report.sent, report.errors)
-    print(f"\n[real vLLM] {line}; scenario {time.monotonic() - t0:.0f} s")
