@@ -90,6 +90,10 @@ def test_ctrl_c_on_the_terminal_stops_the_e2e_suite_and_starts_no_unit_suite(tmp
     def terminal() -> None:  # the script's own session, with the pty as its controlling terminal
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        # A shell on a terminal starts with SIGINT at its default. This test's own process may have
+        # inherited it ignored (started in the background by a non-interactive shell, as CI's runner
+        # may be), and bash cannot trap a signal ignored on entry.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     proc = subprocess.Popen(["bash", str(SCRIPT), "./e2e.sh", "./unit.sh"], cwd=tmp_path, stdin=slave,
                             stdout=slave, stderr=slave, preexec_fn=terminal)

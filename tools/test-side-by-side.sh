@@ -53,8 +53,9 @@ set -m
 LLMSCALE_E2E_CPU_DONE="$cpu_done" "${e2e_cmd[@]}" < /dev/null &
 e2e_pid=$!
 set +m
-# `sleep & wait`: a trapped signal ends the wait builtin at once; bash may take a Ctrl-C that reached
-# a foreground sleep as the sleep's own and go on (seen once on a loaded machine).
+# `sleep & wait`: a trapped signal ends the wait builtin at once (a foreground sleep would run out
+# first). A shell started with SIGINT ignored (in the background of a non-interactive shell) cannot
+# trap it: Ctrl-C cannot reach such a run anyway, and stop() still ends both suites on TERM.
 while [ ! -e "$cpu_done" ] && kill -0 "$e2e_pid" 2>/dev/null; do sleep 2 & wait $!; done
 echo "test: unit suite started beside the e2e suite after $((SECONDS - started)) s, at nice 19; log: $unit_log"
 set -m
