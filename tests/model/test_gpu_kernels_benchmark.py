@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tests.benchscripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
