@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/scale.py [--deployments 1000] [--shards 1] [--namespaces 10]
         [--hold 120] [--settle 30] [--tick-seconds 15] [--scrape-interval 15] [--json PATH]
+        [--tracemalloc]
 
 Starts everything on 127.0.0.1, in a state dir of its own, and stops it all by PID at the end
 (also on Ctrl-C or an error; ``--keep`` leaves it running):
@@ -27,7 +28,9 @@ Figures: PromQL queries per tick (Prometheus's own ``prometheus_engine_query_dur
 over the hold, per ``--tick-seconds``), operator RSS in the hold and peak (``VmHWM``), CPU, tick
 duration p50/p99 (``llmscale_tick_duration_seconds`` over the hold), API writes/s in the hold (audit
 log, by resource), failed signal reads (``llmscale_signal_read_errors_total``), time to reconcile
-all, and per shard which objects it wrote (none of the other shard's).
+all, and per shard which objects it wrote (none of the other shard's). ``--tracemalloc`` runs the
+operators under ``benchmarks/traced_operator.py`` and prints, after each hold, what each holds by
+allocating file, line and stack (slower and bigger: a breakdown, not the RSS figure).
 Results of a run are in docs/benchmarks.md ("Scale") and docs/operator.md.
 """
 
@@ -199,12 +202,15 @@ def start_prometheus(sd: Path, port: int, scrape_s: float) -> str:
     return url
 
 
-def start_operator(sd: Path, shard: Shard, prometheus_url: str) -> None:
-    """``llmscale run`` with operator defaults for ``shard``'s namespaces, as ``shard.user``."""
+def start_operator(sd: Path, shard: Shard, prometheus_url: str, traced: bool = False) -> None:
+    """``llmscale run`` with operator defaults for ``shard``'s namespaces, as ``shard.user``; under
+    ``benchmarks/traced_operator.py`` when ``traced`` (its snapshot: :func:`traced_dump`)."""
     kubeconfig = sd / f"{shard.user}.kubeconfig"
     cluster.write_kubeconfig(kubeconfig, _server(sd), sd / "pki", shard.user)
     shard.port = free_port()
-    argv = [str(Path(sys.executable).with_name("llmscale")), "run", "--kubeconfig", str(kubeconfig),
+    program = ([sys.executable, str(Path(__file__).with_name("traced_operator.py")), str(traced_dump(sd, shard))]
+               if traced else [str(Path(sys.executable).with_name("llmscale"))])
+    argv = [*program, "run", "--kubeconfig", str(kubeconfig),
             "--prometheus-url", prometheus_url, "--peering", PEERING, "--metrics-host", "127.0.0.1",
             "--metrics-port", str(shard.port)]
     for namespace in shard.namespaces:
@@ -213,6 +219,36 @@ def start_operator(sd: Path, shard: Shard, prometheus_url: str) -> None:
     shard.pid = cluster.spawn(sd, name, argv, env={"KUBECONFIG": str(kubeconfig)})
     shard.log = sd / "logs" / (name + ".log")
     _wait(f"{name}'s /readyz", lambda: _http(f"http://127.0.0.1:{shard.port}/readyz"), 120)
+
+
+def traced_dump(sd: Path, shard: Shard) -> Path:
+    """Where a traced operator writes its :mod:`tracemalloc` snapshot on SIGUSR1."""
+    return sd / f"operator-{shard.index}.tracemalloc"
+
+
+def print_traced(sd: Path, shard: Shard, top: int = 25) -> None:
+    """Ask a traced operator for its snapshot and print what it holds by allocating file, then by
+    allocating line (the biggest ``top`` of each), then the biggest stacks whole."""
+    import tracemalloc
+
+    dump = traced_dump(sd, shard)
+    dump.unlink(missing_ok=True)
+    os.kill(shard.pid, signal.SIGUSR1)
+    _wait("the tracemalloc snapshot", dump.exists, 120)
+    snapshot = tracemalloc.Snapshot.load(str(dump)).filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap>")])
+    total = sum(s.size for s in snapshot.statistics("filename"))
+    console.print(f"operator-{shard.index} (tracemalloc): {total / 1e6:.1f} MB traced")
+    for key in ("filename", "lineno"):
+        for stat in snapshot.statistics(key)[:top]:
+            frame = stat.traceback[0]
+            console.print(f"  {stat.size / 1e6:8.2f} MB {stat.count:9d} blocks  {frame.filename}:{frame.lineno}",
+                          soft_wrap=True, highlight=False)
+    for stat in snapshot.statistics("traceback")[:top]:
+        console.print(f"  {stat.size / 1e6:8.2f} MB {stat.count:9d} blocks, allocated at (innermost last):",
+                      highlight=False)
+        for frame in stat.traceback:
+            console.print(f"      {frame.filename}:{frame.lineno}", soft_wrap=True, highlight=False)
 
 
 def _apply_crds(sd: Path) -> None:
@@ -564,7 +600,7 @@ def run(args: argparse.Namespace, sd: Path) -> dict[str, Any]:
         start_exporter(sd, exporter_port)
         prometheus_url = start_prometheus(sd, free_port(), args.scrape_interval)
         for s in shards:
-            start_operator(sd, s, prometheus_url)
+            start_operator(sd, s, prometheus_url, traced=args.tracemalloc)
     console.print(f"up in {time.monotonic() - t_start:.0f} s: {nodes} nodes, {len(namespaces)} namespaces, "
                   f"{len(shards)} operator(s) (PIDs {', '.join(str(s.pid) for s in shards)}), state {sd}")
     stop = threading.Event()
@@ -587,6 +623,9 @@ def run(args: argparse.Namespace, sd: Path) -> dict[str, Any]:
                                     args.tick_seconds)
             stages.append(figures)
             print_stage(figures, args.tick_seconds)
+            if args.tracemalloc:
+                for s in shards:
+                    print_traced(sd, s)
         namespace, name = objects(biggest, namespaces)[0]
         change = metric_change(api, prometheus_url, exporter_port, namespace, name, audit_log,
                                {s.user for s in shards}, args.change_timeout)
@@ -637,6 +676,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reconcile-timeout", type=float, default=1800.0, help="seconds to wait for a stage")
     parser.add_argument("--change-timeout", type=float, default=120.0, help="seconds to wait for the replica write")
     parser.add_argument("--state-dir", type=Path, default=None, help="default: a temporary folder, removed")
+    parser.add_argument("--tracemalloc", action="store_true",
+                        help="run the operators under tracemalloc and print what they hold after each hold "
+                             "(slower, bigger: not for the RSS figure)")
     parser.add_argument("--keep", action="store_true", help="leave everything running (stop: cluster.py down)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
