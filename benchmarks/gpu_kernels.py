@@ -19,8 +19,12 @@ Every step is captured in a CUDA graph and replayed (launch gaps hidden, as an e
 
 Each step is QKV, attention, output projection, the gated MLP per layer, and the LM head; norms,
 rotary embeddings and sampling are left out. So this is real kernels, not a real engine: no
-scheduler, no paged-KV gathers, no sampling. The times are a floor under an engine's step, and
-the efficiencies fitted to them a ceiling on what the model should be told.
+scheduler, no paged-KV gathers, no sampling. The times are a floor under an engine's step (except
+where PyTorch's attention kernel is worse than an engine's: one sequence at a long context), and
+the efficiencies fitted to them a ceiling on what the model should be told. They are efficiencies
+as the model counts bytes and FLOPs: it counts every parameter, the embedding table included, as
+read each step and multiplied for every token, which these steps do not do (about 0.94 of its bytes
+read and 0.87 of its prefill FLOPs done, for Llama-3.1-8B).
 
 ``compare`` prints, for every step, the measured time beside the roofline's with its default
 efficiencies (:data:`~llmscale.model.roofline.DEFAULT_BANDWIDTH_EFFICIENCY`,
@@ -91,8 +95,8 @@ def measure(args: argparse.Namespace) -> int:
             qkv = x @ lw["qkv"]
             parts = []
             if batch:
-                # One token per sequence: a KV head's query heads attend as query rows (FlashDecoding's
-                # grouping), so no KV head is repeated.
+                # One token per sequence: a KV head's query heads attend as query rows (grouped-query
+                # packing), so no KV head is repeated.
                 k, v = caches[i]
                 q = qkv[:batch, :q_width].view(batch, kv_heads, group, head_dim)
                 parts.append(F.scaled_dot_product_attention(q, k, v).reshape(batch, q_width))
@@ -125,9 +129,10 @@ def measure(args: argparse.Namespace) -> int:
     def point(batch: int, context: int, prompt: int) -> dict[str, float] | None:
         """Time one step shape in a CUDA graph; ``None`` when its KV cache is over ``--max-kv-gib``."""
         kv_bytes = 2 * layers * batch * context * kv_width * 2
-        what = f"decode batch {batch:4d} × context {context:5d} + prompt chunk {prompt:5d}"
+        what = _label(batch, batch * context, prompt)
         if kv_bytes > args.max_kv_gib * 2**30:
-            print(f"skip {what}: {kv_bytes / 2**30:.0f} GiB of KV cache > --max-kv-gib {args.max_kv_gib}", flush=True)
+            print(f"skip {what}: {kv_bytes / 2**30:.0f} GiB of KV cache > --max-kv-gib {args.max_kv_gib}",
+                  flush=True)
             return None
         caches = [(torch.randn(batch, kv_heads, context, head_dim, device=dev, dtype=dt),
                    torch.randn(batch, kv_heads, context, head_dim, device=dev, dtype=dt))
@@ -147,7 +152,8 @@ def measure(args: argparse.Namespace) -> int:
         print(f"{what}: {seconds * 1e3:8.3f} ms", flush=True)
         del caches, graph
         torch.cuda.empty_cache()
-        return {"decode_seqs": batch, "kv_tokens_read": batch * context, "prefill_tokens": prompt, "seconds": seconds}
+        return {"decode_seqs": batch, "kv_tokens_read": batch * context, "prefill_tokens": prompt,
+                "seconds": seconds}
 
     shapes = [(b, c, 0) for c in _ints(args.contexts) for b in _ints(args.batches)]
     shapes += [(0, 0, p) for p in _ints(args.prompts)]
@@ -159,9 +165,21 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _label(decode_seqs: float, kv_tokens_read: float, prefill_tokens: float) -> str:
+    """A step's shape in words: ``decode 64 × context 2048 + prompt chunk 512``, ``prompt 4096``."""
+    if not decode_seqs:
+        return f"prompt {prefill_tokens:.0f}"
+    what = f"decode {decode_seqs:.0f} × context {kv_tokens_read / decode_seqs:.0f}"
+    return what + (f" + prompt chunk {prefill_tokens:.0f}" if prefill_tokens else "")
+
+
 def _model(measured: dict[str, Any]) -> ReplicaModel:
-    """The roofline replica the measurement stands for: the preset model (its layers scaled to the
-    ones measured, when ``--layers`` cut them) on the preset GPU, default efficiencies."""
+    """The roofline replica the measurement stands for: the preset model on the preset GPU, default
+    efficiencies.
+
+    Raises:
+        ValueError: the measurement built fewer layers than the model has (``measure --layers``).
+    """
     arch = MODEL_PRESETS[measured["model"]]
     full = PRESET_CONFIGS[measured["model"]][1]["num_hidden_layers"]
     if measured["layers"] != full:
@@ -187,22 +205,19 @@ def table(measured: dict[str, Any]) -> str:
     for ob in obs:
         before = model.step_time(ob.decode_seqs, ob.kv_tokens_read, ob.prefill_tokens)
         after = fitted.step_time(ob.decode_seqs, ob.kv_tokens_read, ob.prefill_tokens)
-        parts = []
-        if ob.decode_seqs:
-            parts.append(f"decode {ob.decode_seqs:.0f} × context {ob.kv_tokens_read / ob.decode_seqs:.0f}")
-        if ob.prefill_tokens:
-            parts.append(f"prompt chunk {ob.prefill_tokens:.0f}")
-        what = " + ".join(parts)
+        what = _label(ob.decode_seqs, ob.kv_tokens_read, ob.prefill_tokens)
         lines.append(f"| {what} | {ob.seconds * 1e3:.2f} ms | {before * 1e3:.2f} ms | "
                      f"{(before - ob.seconds) / ob.seconds:+.0%} | {after * 1e3:.2f} ms | "
                      f"{(after - ob.seconds) / ob.seconds:+.0%} |")
     att = "not kept" if fit.attention_efficiency is None else f"{fit.attention_efficiency:.3f}"
     lines += [
         "",
-        f"Fitted: bandwidth efficiency {fit.bandwidth_efficiency:.3f} (default {model.bandwidth_efficiency}), "
+        f"Fitted: bandwidth efficiency {fit.bandwidth_efficiency:.3f} "
+        f"(default {model.bandwidth_efficiency}), "
         f"compute efficiency {fit.compute_efficiency:.3f} (default {model.compute_efficiency}), "
-        f"step overhead {fit.step_overhead_s * 1e3:.3f} ms, per-sequence overhead {fit.seq_overhead_s * 1e6:.2f} µs, "
-        f"attention efficiency {att}; rms error {fit.rms_relative_error:.1%}, worst {fit.max_relative_error:.1%}"
+        f"step overhead {fit.step_overhead_s * 1e3:.3f} ms, "
+        f"per-sequence overhead {fit.seq_overhead_s * 1e6:.2f} µs, attention efficiency {att}; "
+        f"rms error {fit.rms_relative_error:.1%}, worst {fit.max_relative_error:.1%}"
         f" ({fit.observations} steps; bandwidth identified: {fit.bandwidth_identified}, compute identified: "
         f"{fit.compute_identified}).",
     ]
@@ -225,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     m = verbs.add_parser("measure", help="time the steps on a CUDA GPU (needs PyTorch)")
     m.add_argument("--model", default="llama-3.1-8b", choices=sorted(PRESET_CONFIGS))
     m.add_argument("--gpu", default="h200", choices=sorted(GPU_PRESETS), help="the preset the GPU stands for")
-    m.add_argument("--layers", type=int, default=0, help="layers to build (0: the model's own; compare needs all)")
+    m.add_argument("--layers", type=int, default=0,
+                   help="layers to build (0: the model's own; compare needs all)")
     m.add_argument("--batches", default="1,8,32,64,128,256", help="decode batch sizes")
     m.add_argument("--contexts", default="512,2048,8192", help="KV tokens per decoding sequence")
     m.add_argument("--prompts", default="256,1024,4096,8192", help="prefill prompt lengths")

@@ -3,8 +3,9 @@ holds, by the line that allocated it.
 
     .venv/bin/python benchmarks/traced_operator.py DUMP run --kubeconfig ... (llmscale's own arguments)
 
-Imports the operator and the Kubernetes client's API modules, then starts tracing (``--frames`` of each allocation's stack, 6 by default, through the environment
-variable ``LLMSCALE_TRACEMALLOC_FRAMES``), then runs ``llmscale`` with the rest of the arguments. On
+Imports the operator and the Kubernetes client's API modules, then starts tracing (frames of each
+allocation's stack: ``LLMSCALE_TRACEMALLOC_FRAMES``, 6 by default), then runs ``llmscale`` with the
+rest of the arguments. On
 SIGUSR1 it writes a snapshot to ``DUMP`` (:meth:`tracemalloc.Snapshot.dump`, read it back with
 :meth:`tracemalloc.Snapshot.load`). Tracing slows the process and adds its own memory: use it for
 the breakdown, never for the RSS figure. What was imported before tracing is not in the snapshot.
