@@ -69,7 +69,13 @@ def run_engine(log_dir: Path, *args: str, startup_timeout_s: float = 30.0) -> It
         args = (*args, "--port", "0")
     log_path = log_dir / f"engine-{time.monotonic_ns()}.log"
     with log_path.open("wb") as log_file:
-        proc = subprocess.Popen(engine_command(*args), stdout=log_file, stderr=subprocess.STDOUT)
+        # A session of its own: under make test the unit suite runs at nice 19 in one session with the
+        # e2e suite's pytest processes, and with autogroup scheduling on (as here) nice ranks only
+        # within a session, so the engine, whose latencies the tests time on the wall clock, would
+        # get almost no CPU while those are busy. Its own session gets a fair share, like the
+        # cluster's components. Stopped by its PID (stop_process) all the same.
+        proc = subprocess.Popen(engine_command(*args), stdout=log_file, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         deadline = time.monotonic() + startup_timeout_s
         while True:
