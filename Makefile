@@ -50,6 +50,9 @@ binaries:
 UNIT_WORKERS ?= auto
 E2E_WORKERS ?= 3
 UNIT_PYTEST = $(BIN)/pytest tests -q -n $(UNIT_WORKERS) --dist loadscope --durations=15
+# make test's split of the unit suite: the `timing` tests (latencies a client measures over real
+# HTTP) run once the e2e suite has ended, not beside it (tools/test-side-by-side.sh).
+TIMING_PYTEST = $(BIN)/pytest tests -q -n 3 --timing-tests=only --durations=5
 E2E_PYTEST = $(BIN)/pytest e2e -q -n $(E2E_WORKERS) --dist loadscope --durations=15
 unit: $(STAMP) binaries
 	$(UNIT_PYTEST)
@@ -59,9 +62,10 @@ e2e: $(STAMP) binaries
 	$(E2E_PYTEST)
 
 # Both suites at once: the unit suite starts beside the e2e suite once its real-vLLM scenarios (which
-# take every core) are done, at nice 19, into a log printed at the end (tools/test-side-by-side.sh).
+# take every core) are done, at nice 19, into a log printed at the end; its `timing` tests after the
+# e2e suite has ended (tools/test-side-by-side.sh).
 test: lint binaries
-	bash tools/test-side-by-side.sh "$(E2E_PYTEST)" "$(UNIT_PYTEST)"
+	bash tools/test-side-by-side.sh "$(E2E_PYTEST)" "$(UNIT_PYTEST) --timing-tests=without" "$(TIMING_PYTEST)"
 
 # The CRD from the pydantic models, then its copies in the chart and the kustomize base. Written
 # through a temporary file, so that a failing `llmscale crd` leaves the checked-in file intact.

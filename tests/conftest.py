@@ -70,6 +70,28 @@ def _module_scoped(root: Path, path: str, seen: dict[str, bool]) -> bool:
     return seen[path]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--timing-tests", choices=("with", "without", "only"), default="with",
+        help="run the tests marked `timing` with the others (default), without them, or only them: "
+             "make test runs the unit suite without them beside the e2e suite, then them on their own")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--timing-tests=without|only`` deselects (never skips) the other half: make test runs both
+    halves, so every test still runs once."""
+    mode = config.getoption("--timing-tests")
+    if mode == "with":
+        return
+    keep, drop = [], []
+    for item in items:
+        timed = item.get_closest_marker("timing") is not None
+        (keep if timed == (mode == "only") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """(pytest-xdist, controller) Each test is a unit of work of its own, except the cluster's tests

@@ -1,7 +1,8 @@
-"""tools/test-side-by-side.sh (``make test``) with stand-ins for the two suites: the unit suite starts
-only once the e2e suite has said its busy scenarios are done (or has ended), at nice 19, its output
-printed after both; the exit status is the e2e suite's when it failed, else the unit suite's; a
-Ctrl-C on the terminal stops both."""
+"""tools/test-side-by-side.sh (``make test``) with stand-ins for the three runs: the unit suite starts
+only once the e2e suite has said its busy scenarios are done (or has ended), at nice 19; the timing
+tests once the e2e suite has ended, at nice 0; the output of both unit runs is printed after all
+have ended; the exit status is the e2e suite's when it failed, else the unit suite's, else the timing
+tests'; a Ctrl-C on the terminal stops them all."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "test-side-by-side.sh"
+SUITES = ("./e2e.sh", "./unit.sh", "./timing.sh")
 
 E2E = """#!/usr/bin/env bash
 trap 'echo interrupted > e2e-interrupted; exit 2' INT
@@ -31,20 +33,26 @@ UNIT = """#!/usr/bin/env bash
 date +%s.%N > unit-started
 echo "unit: niceness $(nice)"; exit {rc}
 """
+TIMING = """#!/usr/bin/env bash
+date +%s.%N > timing-started
+echo "timing: niceness $(nice)"; exit {rc}
+"""
 
 
-def _write(tmp_path: Path, e2e_rc: int = 0, unit_rc: int = 0, touch: bool = True, busy: float = 1) -> None:
+def _write(tmp_path: Path, e2e_rc: int = 0, unit_rc: int = 0, timing_rc: int = 0, touch: bool = True,
+           busy: float = 1) -> None:
     (tmp_path / "e2e.sh").write_text(E2E.format(rc=e2e_rc, busy=busy,
                                                 touch='touch "$LLMSCALE_E2E_CPU_DONE"' if touch else ":"))
     (tmp_path / "unit.sh").write_text(UNIT.format(rc=unit_rc))
-    for f in ("e2e.sh", "unit.sh"):
+    (tmp_path / "timing.sh").write_text(TIMING.format(rc=timing_rc))
+    for f in ("e2e.sh", "unit.sh", "timing.sh"):
         (tmp_path / f).chmod(0o755)
 
 
 def _run(tmp_path: Path, **stand_ins: int | bool) -> subprocess.CompletedProcess[str]:
     _write(tmp_path, **stand_ins)  # type: ignore[arg-type]
-    return subprocess.run(["bash", str(SCRIPT), "./e2e.sh", "./unit.sh"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, check=False)
+    return subprocess.run(["bash", str(SCRIPT), *SUITES], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, check=False)
 
 
 def _time(tmp_path: Path, name: str) -> float:
@@ -63,9 +71,18 @@ def test_the_unit_suite_runs_at_nice_19(tmp_path: Path) -> None:
     assert (tmp_path / ".cluster" / "test-logs" / "unit.log").read_text().strip() == "unit: niceness 19", proc.stdout
 
 
-def test_the_unit_suites_output_comes_after_both_ended(tmp_path: Path) -> None:
+def test_the_timing_tests_start_once_the_e2e_suite_has_ended_at_nice_0(tmp_path: Path) -> None:
+    proc = _run(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _time(tmp_path, "timing-started") >= _time(tmp_path, "e2e-ended")
+    assert (tmp_path / ".cluster" / "test-logs" / "timing.log").read_text().strip() == "timing: niceness 0"
+
+
+def test_the_unit_runs_output_comes_after_all_ended(tmp_path: Path) -> None:
     out = _run(tmp_path).stdout
-    assert out.index("e2e: done") < out.index("test: unit suite ended") < out.index("unit: niceness 19"), out
+    ends = [out.index(s) for s in ("e2e: done", "test: unit suite ended", "test: timing tests ended",
+                                   "unit: niceness 19", "timing: niceness 0")]
+    assert ends == sorted(ends), out
 
 
 def test_an_e2e_suite_that_never_says_starts_the_unit_suite_when_it_ends(tmp_path: Path) -> None:
@@ -74,16 +91,18 @@ def test_an_e2e_suite_that_never_says_starts_the_unit_suite_when_it_ends(tmp_pat
     assert _time(tmp_path, "unit-started") >= _time(tmp_path, "e2e-ended")
 
 
-@pytest.mark.parametrize(("e2e_rc", "unit_rc", "rc"), [(0, 3, 3), (2, 0, 2), (2, 3, 2)])
-def test_the_exit_status_is_the_e2e_suites_failure_else_the_unit_suites(
-    tmp_path: Path, e2e_rc: int, unit_rc: int, rc: int
+@pytest.mark.parametrize(("e2e_rc", "unit_rc", "timing_rc", "rc"),
+                         [(0, 3, 0, 3), (2, 0, 0, 2), (2, 3, 4, 2), (0, 0, 4, 4), (0, 3, 4, 3)])
+def test_the_exit_status_is_the_first_failure_of_e2e_unit_timing(
+    tmp_path: Path, e2e_rc: int, unit_rc: int, timing_rc: int, rc: int
 ) -> None:
-    proc = _run(tmp_path, e2e_rc=e2e_rc, unit_rc=unit_rc)
+    proc = _run(tmp_path, e2e_rc=e2e_rc, unit_rc=unit_rc, timing_rc=timing_rc)
     assert proc.returncode == rc, proc.stdout + proc.stderr
-    assert "unit: niceness 19" in proc.stdout  # both ran, whatever the first's outcome
+    # All ran, whatever the others' outcome.
+    assert "unit: niceness 19" in proc.stdout and "timing: niceness 0" in proc.stdout
 
 
-def test_ctrl_c_on_the_terminal_stops_the_e2e_suite_and_starts_no_unit_suite(tmp_path: Path) -> None:
+def test_ctrl_c_on_the_terminal_stops_the_e2e_suite_before_any_unit_run(tmp_path: Path) -> None:
     _write(tmp_path, busy=30)
     master, slave = pty.openpty()
 
@@ -95,7 +114,7 @@ def test_ctrl_c_on_the_terminal_stops_the_e2e_suite_and_starts_no_unit_suite(tmp
         # may be), and bash cannot trap a signal ignored on entry.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-    proc = subprocess.Popen(["bash", str(SCRIPT), "./e2e.sh", "./unit.sh"], cwd=tmp_path, stdin=slave,
+    proc = subprocess.Popen(["bash", str(SCRIPT), *SUITES], cwd=tmp_path, stdin=slave,
                             stdout=slave, stderr=slave, preexec_fn=terminal)
     os.close(slave)
     out = b""
@@ -128,3 +147,4 @@ def test_ctrl_c_on_the_terminal_stops_the_e2e_suite_and_starts_no_unit_suite(tmp
     assert rc == 130
     assert (tmp_path / "e2e-interrupted").exists(), "the e2e suite got no SIGINT"
     assert not (tmp_path / "unit-started").exists(), "the unit suite started after a Ctrl-C"
+    assert not (tmp_path / "timing-started").exists(), "the timing tests started after a Ctrl-C"

@@ -58,6 +58,7 @@ def _calibrate(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.timing
 def test_calibration_of_the_mock_finds_its_efficiencies_and_writes_a_spec_the_api_takes(
     engine_url: str, tmp_path: Path
 ) -> None:

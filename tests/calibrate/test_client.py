@@ -22,6 +22,8 @@ from aiohttp import web
 
 from llmscale.calibrate.client import EngineClient
 
+pytestmark = pytest.mark.timing
+
 STEP_S = 0.02
 TOKENS = 40
 
@@ -111,9 +113,12 @@ async def _gaps(base_url: str, stall_s: float = 0.0) -> tuple[float, ...]:
 async def test_bunched_tokens_share_their_arrivals_gap(server_url: str, mode: str) -> None:
     gaps = np.array(await _gaps(f"{server_url}/{mode}"))
     assert len(gaps) == TOKENS - 1
-    # Each token's share of its arrival's gap: about one step, none near zero.
+    # Each token's share of its arrival's gap: about one step. A token timed apart from the others of
+    # its write would read a gap near zero: 4 in 5 of them in the 5-event modes. A server thread that
+    # runs late writes the events it owes back to back, and those few gaps are near zero rightly (a
+    # CI run read one of 67 µs in the 1-event mode).
     assert 0.5 * STEP_S <= float(np.median(gaps)) <= 2 * STEP_S
-    assert float(gaps.min()) > 0.1 * STEP_S
+    assert float(np.mean(gaps < 0.1 * STEP_S)) <= 0.25
 
 
 async def test_a_client_off_the_cpu_still_reads_one_step_a_token(server_url: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 AIPERF_VERSION = "0.13.0"
 

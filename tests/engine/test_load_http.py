@@ -202,6 +202,7 @@ async def measure_steady_decode(
     }
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(
     ("batch", "scale", "out", "check_client"),
     [

@@ -37,7 +37,7 @@ from llmscale.sim.trace import Trace
 MODEL, GPU, GPUS, CONTEXT = "llama-3.1-70b", "h100-sxm", 4, 8192
 SCALE = 3.0
 RM = ReplicaModel(arch=MODEL_PRESETS[MODEL], gpu=GPU_PRESETS[GPU], gpus=GPUS)
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 def _trace(seconds: float = 90.0, rate: float = 2.5, seed: int = 7) -> Trace:
