@@ -6,9 +6,10 @@
 # unit suite runs then, at nice 19: below the e2e suite's own processes; the cluster's components run
 # in sessions of their own, which a kernel with autogroup scheduling serves evenly with this one.
 # The unit tests that assert on latencies a client measures with the wall clock (marked `timing`)
-# are left out of that run: they start once the e2e suite has ended (its cluster is down), at nice 0,
-# beside the unit suite's tail (nice 19 in the same session: it yields to them). Beside the e2e
-# suite they failed CI and fresh-clone runs, a different one each time, on a late read or write.
+# are left out of that run: they start once the e2e suite has ended (its cluster is down), at the
+# script's own niceness (0 under make), beside the unit suite's tail (nice 19 in the same session:
+# it yields to them). Beside the e2e suite they failed CI and fresh-clone runs, a different one
+# each time, on a late read or write.
 # The unit runs' output goes to logs, printed whole when all have ended.
 #
 #   tools/test-side-by-side.sh "<e2e pytest command>" "<unit pytest command>" "<timing pytest command>"
