@@ -20,7 +20,12 @@ Prints bytes per object, entries per object and the ratio against ``whole``.
 Then the other per-pool state the tick keeps that grows with time, the service record
 (:class:`llmscale.controller.state.servicerecord.ServiceRecord`, two per object: the interactive and
 the batch pool), after a day of ticks: its buckets as a dict of one array per bucket (before issue
-14) and as the ring it is now. Figures, not a test.
+14) and as the ring it is now.
+
+Last, the operator's own ``/metrics`` series of ``--objects`` objects: every per-object family of
+:class:`llmscale.controller.metrics.OperatorMetrics` with each of its label values (both pools, both
+latencies, every signal, window and result, one scale reason), as prometheus-client children
+(before issue 26) and as :class:`~llmscale.controller.metrics.ObjectSeries` (now). Figures, not a test.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from llmscale.controller.metrics import LATENCIES, SIGNALS, ObjectSeries, OperatorMetrics
 from llmscale.controller.state.servicerecord import _FIELDS, ServiceRecord
 from llmscale.policy.history import record_snapshot, trim_history
 from llmscale.signals.minute import MinuteSample
@@ -167,6 +175,50 @@ def measure_record(args: argparse.Namespace, dict_buckets: bool) -> float:
     return float(used / args.records)
 
 
+#: The values each label beyond ``namespace`` and ``name`` takes on one object (at most).
+_LABEL_VALUES: dict[str, tuple[str, ...]] = {
+    "pool": ("interactive", "batch"), "latency": LATENCIES, "signal": SIGNALS, "window": ("1h", "24h", "total"),
+    "result": ("met", "missed"), "direction": ("up",), "reason": ("DesiredWithinRange",),
+}
+
+
+def _series_keys(labelnames: Sequence[str], namespace: str, name: str) -> list[tuple[str, ...]]:
+    keys: list[tuple[str, ...]] = [(namespace, name)]
+    for label in labelnames[2:]:
+        keys = [(*k, v) for k in keys for v in _LABEL_VALUES[label]]
+    return keys
+
+
+def measure_metrics(objects: int, client_children: bool) -> tuple[float, int]:
+    """Return (bytes a object, series a object) of the operator's per-object ``/metrics`` families."""
+    families = [f for f in vars(OperatorMetrics()).values() if isinstance(f, ObjectSeries)]
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    registry = CollectorRegistry()
+    built: list[Any] = []
+    for f in families:
+        if client_children:
+            kind = Gauge if f.kind == "gauge" else Counter
+            built.append(kind(f.name, f.documentation, f.labelnames, registry=registry))
+        else:
+            built.append(ObjectSeries(f.kind, f.name, f.documentation, f.labelnames, registry))
+    series = 0
+    for i in range(objects):
+        for family, f in zip(built, families, strict=True):
+            for key in _series_keys(f.labelnames, f"ns-{i % 10}", f"chat-{i}"):
+                child = family.labels(*key)
+                if f.kind == "gauge":
+                    child.set(1.0)
+                else:
+                    child.inc()
+                series += 1
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    return used / objects, series // objects
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objects", type=int, default=1000, help="LLMDeployments (default 1000)")
@@ -193,6 +245,10 @@ def main() -> None:
     print(f"service record of one pool after a day (two pools an object): dict of buckets {before:,.0f} bytes, "
           f"ring {after:,.0f} bytes ({after / before:.2f} ×; {2 * (before - after) * args.objects / 2**20:.1f} MiB "
           f"less at {args.objects} objects)")
+    (before_m, n), (after_m, _) = measure_metrics(args.objects, True), measure_metrics(args.objects, False)
+    print(f"/metrics series of one object ({n} series): prometheus-client children {before_m:,.0f} bytes, "
+          f"ObjectSeries {after_m:,.0f} bytes ({after_m / before_m:.2f} ×; {(before_m - after_m) * args.objects / 2**20:.1f} "
+          f"MiB less at {args.objects} objects)")
 
 
 if __name__ == "__main__":

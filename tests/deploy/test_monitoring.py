@@ -25,7 +25,7 @@ import yaml
 from tests.deploy.helpers import CHART, ROOT, VARIANTS, by_kind, parse_docs, run
 from tests.signals.prom import Series, backfilled, counter, every, gauge
 
-from llmscale.controller.metrics import LATENCIES, SIGNALS, OperatorMetrics
+from llmscale.controller.metrics import LATENCIES, SIGNALS, ObjectSeries, OperatorMetrics
 from llmscale.signals import get_profile
 from llmscale.signals.drift import engine_names
 from llmscale.signals.queries import DEFAULT_LABELS
@@ -195,7 +195,10 @@ def _label_names(family: str) -> tuple[str, ...]:
     """The label names of one of OperatorMetrics' families."""
     metrics = OperatorMetrics()
     for value in vars(metrics).values():
-        if getattr(value, "_name", None) == family:
+        if isinstance(value, ObjectSeries):  # the per-object families
+            if value.name == family:
+                return value.labelnames
+        elif getattr(value, "_name", None) == family:  # prometheus-client's own
             return tuple(value._labelnames)
     raise AssertionError(family)
 

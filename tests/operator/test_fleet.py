@@ -302,6 +302,22 @@ async def test_minutes_read_for_a_pool_forgotten_meanwhile_are_not_kept() -> Non
     assert [m.end_s for m in reader.minutes(EMBED)] == [NOW]
 
 
+async def test_a_slow_minute_read_does_not_hold_back_the_fleet_reads() -> None:
+    """Issue 26: at 1,000 pools a minute read took seconds, and the next fleet read waited for it,
+    so the ticks found their snapshots older than two periods and waited too. Here the minute read
+    takes 8 periods: the fleet reads go on at their period meanwhile."""
+    source = MinuteSource(minute_delay_s=0.4)
+    reader = FleetReader(source, period_s=0.05, timeout_s=0.5, clock=lambda: NOW + 30)
+    register(reader, CHAT, {"chat-a"})
+    reader.start()
+    try:
+        await asyncio.sleep(0.3)
+        assert reader.reads >= 4, f"{reader.reads} fleet reads in 6 periods beside a minute read"
+        assert reader.minute_reads == 0, "the minute read is still in flight"
+    finally:
+        await reader.stop()
+
+
 @dataclass
 class SkewedSource(MinuteSource):
     """Prometheus's clock ``skew_s`` off the operator's: each answer's evaluation time says so

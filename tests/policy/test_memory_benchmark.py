@@ -1,4 +1,4 @@
-"""benchmarks/memory_per_object.py runs on a small case and prints its figures (issue 14)."""
+"""benchmarks/memory_per_object.py runs on a small case and prints its figures (issues 14 and 26)."""
 
 from __future__ import annotations
 
@@ -23,3 +23,9 @@ def test_memory_benchmark_runs_on_a_small_case() -> None:
     assert len(per_object) == 3, done.stdout
     # Slimming the older entries, then keeping one cold start, each costs less than the rule before.
     assert per_object[0] > per_object[1] > per_object[2] > 0, done.stdout
+    # The operator's /metrics series: the collector's dict against prometheus-client children.
+    m = re.search(r"/metrics series of one object \((\d+) series\): prometheus-client children ([\d,]+) bytes, "
+                  r"ObjectSeries ([\d,]+) bytes", done.stdout)
+    assert m is not None, done.stdout
+    series, before, after = (int(g.replace(",", "")) for g in m.groups())
+    assert series >= 40 and 0 < after < before, done.stdout

@@ -3,16 +3,23 @@
 PrometheusRule alerts on them (queries in :mod:`llmscale.signals.monitoring`).
 
 Labels are bounded: ``namespace``, ``name`` and ``pool`` name an LLMDeployment's pool (dropped
-when it is deleted), and every other label takes a handful of fixed values.
+when it is deleted), and every other label takes a handful of fixed values. The per-object
+families are :class:`ObjectSeries`: one dict of values exported by a custom collector, since a
+prometheus-client child costs ~660 bytes a series and an object has about 45.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-__all__ = ["DEPRECATED_ALIASES", "LATENCIES", "SIGNALS", "OperatorMetrics"]
+__all__ = ["DEPRECATED_ALIASES", "LATENCIES", "SIGNALS", "ObjectSeries", "OperatorMetrics"]
 
 #: Values of the ``signal`` label of the deprecated ``llmscale_signal`` and ``llmscale_signal_target``.
 SIGNALS: tuple[str, ...] = ("queue_depth", "kv_cache_utilization", "preemption_rate", "ttft_p95_seconds",
@@ -34,6 +41,95 @@ DEPRECATED_ALIASES: dict[str, str] = {
     "llmscale_busy_share": "llmscale_busy_ratio",
     "llmscale_kv_cache_utilization_mean": "llmscale_kv_cache_utilization_ratio",
 }
+
+
+class _Child:
+    """One series of an :class:`ObjectSeries`, as ``labels()`` returns it (prometheus-client's child API)."""
+
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: ObjectSeries, key: tuple[str, ...]) -> None:
+        self._family = family
+        self._key = key
+
+    def set(self, value: float) -> None:
+        """Set the series to ``value`` (a gauge's)."""
+        if self._family.kind == "counter":
+            raise AttributeError("a counter is only increased")
+        with self._family.lock:
+            self._family.values[self._key] = float(value)
+
+    def inc(self, amount: float = 1.0) -> None:
+        """Add ``amount`` to the series (>= 0 for a counter)."""
+        if amount < 0 and self._family.kind == "counter":
+            raise ValueError("counters can only be incremented by non-negative amounts")
+        with self._family.lock:
+            self._family.values[self._key] = self._family.values.get(self._key, 0.0) + amount
+
+
+class ObjectSeries(Collector):
+    """A labelled gauge or counter kept as one dict ``labels -> value``, exported at scrape time
+    through prometheus-client's custom-collector API; the part of the client's API the operator
+    uses (``labels(...).set/inc``, ``remove``). About 120 bytes a series, against ~660 for a
+    client child (a metric object with two locks): ~24 MB less at 1,000 objects.
+
+    Args:
+        kind: ``"gauge"`` or ``"counter"`` (exported with the ``_total`` suffix).
+        name: the metric name, without ``_total``.
+        documentation: the HELP text.
+        labelnames: the label names, in the order ``labels()`` takes their values.
+        registry: where to register.
+    """
+
+    def __init__(self, kind: Literal["gauge", "counter"], name: str, documentation: str,
+                 labelnames: Sequence[str], registry: CollectorRegistry) -> None:
+        self.kind = kind
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.values: dict[tuple[str, ...], float] = {}
+        self.lock = threading.Lock()
+        registry.register(self)
+
+    def labels(self, *values: object) -> _Child:
+        """The series of these label values (created at 0 if new).
+
+        Raises:
+            ValueError: not one value per label name.
+        """
+        if len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name} takes {len(self.labelnames)} label values, got {len(values)}")
+        key = tuple(str(v) for v in values)
+        with self.lock:
+            self.values.setdefault(key, 0.0)
+        return _Child(self, key)
+
+    def remove(self, *values: object) -> None:
+        """Drop the series of these label values.
+
+        Raises:
+            KeyError: there is none.
+        """
+        with self.lock:
+            del self.values[tuple(str(v) for v in values)]
+
+    def _family(self) -> GaugeMetricFamily | CounterMetricFamily:
+        if self.kind == "counter":
+            return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        return GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def describe(self) -> Iterator[Metric]:
+        """The family without samples (the registry checks names with it)."""
+        yield self._family()
+
+    def collect(self) -> Iterator[Metric]:
+        """The family with every series' value now."""
+        family = self._family()
+        with self.lock:
+            items = list(self.values.items())
+        for key, value in items:
+            family.add_metric(key, value)
+        yield family
 
 
 class OperatorMetrics:
@@ -106,80 +202,75 @@ class OperatorMetrics:
         r = self.registry
         pool = ["namespace", "name", "pool"]
         obj = ["namespace", "name"]
+
+        def gauge(name: str, documentation: str, labelnames: Sequence[str]) -> ObjectSeries:
+            return ObjectSeries("gauge", name, documentation, labelnames, r)
+
+        def counter(name: str, documentation: str, labelnames: Sequence[str]) -> ObjectSeries:
+            return ObjectSeries("counter", name, documentation, labelnames, r)
+
         self.decisions = Counter(
             "llmscale_decisions", "Scaling decisions by direction and the reason of the last clamp that bit",
             ["direction", "reason"], registry=r,
         )
-        self.scales = Counter(
+        self.scales = counter(
             "llmscale_scales", "Applied scales per pool, by direction and the reason of the last clamp that bit",
-            [*pool, "direction", "reason"], registry=r,
+            [*pool, "direction", "reason"],
         )
-        self.placeholders = Gauge(
-            "llmscale_placeholder_replicas", "Placeholder pods kept for the node headroom, per LLMDeployment",
-            ["namespace", "name"], registry=self.registry,
+        self.placeholders = gauge(
+            "llmscale_placeholder_replicas", "Placeholder pods kept for the node headroom, per LLMDeployment", obj,
         )
-        self.desired = Gauge("llmscale_desired_replicas", "Replicas the operator set, per LLMDeployment pool",
-                             pool, registry=r)
-        self.ready = Gauge("llmscale_ready_replicas", "Ready replicas, per LLMDeployment pool", pool, registry=r)
-        self.starting = Gauge("llmscale_starting_replicas", "Replicas in their cold start, per pool", pool, registry=r)
-        self.headroom = Gauge("llmscale_headroom_replicas", "Warm replicas above demand in the desired count",
-                              pool, registry=r)
-        self.max_replicas = Gauge("llmscale_max_replicas", "spec.replicas.max (interactive) or the batch pool's most",
-                                  pool, registry=r)
-        self.queue_depth = Gauge("llmscale_signal_queue_depth_requests",
-                                 "Requests waiting in the interactive pool's engines, as the policy saw them", obj,
-                                 registry=r)
-        self.kv_cache = Gauge("llmscale_signal_kv_cache_utilization_ratio",
-                              "Mean KV-cache utilisation of the interactive pool's ready replicas, 0-1", obj, registry=r)
-        self.preemptions = Gauge("llmscale_signal_preemptions_per_second",
-                                 "Preemptions per second in the interactive pool", obj, registry=r)
-        self.latency_p95 = Gauge("llmscale_signal_latency_p95_seconds",
+        self.desired = gauge("llmscale_desired_replicas", "Replicas the operator set, per LLMDeployment pool", pool)
+        self.ready = gauge("llmscale_ready_replicas", "Ready replicas, per LLMDeployment pool", pool)
+        self.starting = gauge("llmscale_starting_replicas", "Replicas in their cold start, per pool", pool)
+        self.headroom = gauge("llmscale_headroom_replicas", "Warm replicas above demand in the desired count", pool)
+        self.max_replicas = gauge("llmscale_max_replicas", "spec.replicas.max (interactive) or the batch pool's most",
+                                  pool)
+        self.queue_depth = gauge("llmscale_signal_queue_depth_requests",
+                                 "Requests waiting in the interactive pool's engines, as the policy saw them", obj)
+        self.kv_cache = gauge("llmscale_signal_kv_cache_utilization_ratio",
+                              "Mean KV-cache utilisation of the interactive pool's ready replicas, 0-1", obj)
+        self.preemptions = gauge("llmscale_signal_preemptions_per_second",
+                                 "Preemptions per second in the interactive pool", obj)
+        self.latency_p95 = gauge("llmscale_signal_latency_p95_seconds",
                                  "p95 TTFT and ITL of the interactive pool as the policy saw them, seconds",
-                                 [*obj, "latency"], registry=r)
-        self.target_queue_depth = Gauge("llmscale_signal_target_queue_depth_requests",
-                                        "spec.scaling.targets.queueDepthPerReplica: waiting requests per replica",
-                                        obj, registry=r)
-        self.target_kv_cache = Gauge("llmscale_signal_target_kv_cache_utilization_ratio",
-                                     "KV-cache utilisation target (set, or derived), 0-1", obj, registry=r)
-        self.target_preemptions = Gauge("llmscale_signal_target_preemptions_per_second",
-                                        "spec.scaling.targets.preemptionsPerSecondPerReplica", obj, registry=r)
-        self.signal = Gauge("llmscale_signal", "Deprecated (removed in 0.3.0): the llmscale_signal_* metrics",
-                            [*obj, "signal"], registry=r)
-        self.signal_target = Gauge("llmscale_signal_target",
+                                 [*obj, "latency"])
+        self.target_queue_depth = gauge("llmscale_signal_target_queue_depth_requests",
+                                        "spec.scaling.targets.queueDepthPerReplica: waiting requests per replica", obj)
+        self.target_kv_cache = gauge("llmscale_signal_target_kv_cache_utilization_ratio",
+                                     "KV-cache utilisation target (set, or derived), 0-1", obj)
+        self.target_preemptions = gauge("llmscale_signal_target_preemptions_per_second",
+                                        "spec.scaling.targets.preemptionsPerSecondPerReplica", obj)
+        self.signal = gauge("llmscale_signal", "Deprecated (removed in 0.3.0): the llmscale_signal_* metrics",
+                            [*obj, "signal"])
+        self.signal_target = gauge("llmscale_signal_target",
                                    "Deprecated (removed in 0.3.0): the llmscale_signal_target_* metrics",
-                                   [*obj, "signal"], registry=r)
-        self.slo_target = Gauge("llmscale_slo_target_seconds", "spec.slo: p95 TTFT and ITL targets, seconds",
-                                [*obj, "latency"], registry=r)
-        self.metrics_available = Gauge("llmscale_metrics_available", "1 while MetricsAvailable is True",
-                                       obj, registry=r)
-        self.signal_age = Gauge("llmscale_signal_age_seconds", "Age of the newest signal sample at the tick, seconds",
-                                obj, registry=r)
-        self.slo_minutes = Counter("llmscale_slo_minutes", "Judged minutes of a pool, met or missed the SLO",
-                                   [*pool, "result"], registry=r)
-        self.slo_attainment = Gauge("llmscale_slo_attainment_ratio", "Share of judged minutes meeting the SLO, 0-1",
-                                    [*pool, "window"], registry=r)
-        self.goodput = Gauge("llmscale_goodput_tokens_per_second",
-                             "Tokens/s generated in minutes that met the SLO, last hour", pool, registry=r)
-        self.tokens = Gauge("llmscale_tokens_per_second", "Tokens/s generated, last hour", pool, registry=r)
-        self.gpus = Gauge("llmscale_gpus", "GPUs held by the pool's pods now", pool, registry=r)
-        self.gpu_hours = Gauge("llmscale_gpu_hours", "GPU-hours held by the pool's pods (24h or total)",
-                               [*pool, "window"], registry=r)
-        self.usd_per_mtok = Gauge("llmscale_usd_per_million_tokens", "USD of GPU time per million tokens, last 24 h",
-                                  pool, registry=r)
-        self.busy = Gauge("llmscale_busy_ratio", "Share of reporting pods with a running request, last hour, 0-1",
-                          pool, registry=r)
-        self.kv_mean = Gauge("llmscale_kv_cache_utilization_ratio", "Mean KV-cache utilisation, last hour, 0-1",
-                             pool, registry=r)
-        self.busy_share = Gauge("llmscale_busy_share", "Deprecated (removed in 0.3.0): llmscale_busy_ratio",
-                                pool, registry=r)
-        self.kv_mean_deprecated = Gauge("llmscale_kv_cache_utilization_mean",
-                                        "Deprecated (removed in 0.3.0): llmscale_kv_cache_utilization_ratio",
-                                        pool, registry=r)
-        self.cold_start = Gauge("llmscale_cold_start_p90_seconds", "Measured cold start, P90 of recent starts",
-                                pool, registry=r)
-        self.signal_errors = Counter(
-            "llmscale_signal_read_errors", "Signal reads that failed or timed out", obj, registry=r,
-        )
+                                   [*obj, "signal"])
+        self.slo_target = gauge("llmscale_slo_target_seconds", "spec.slo: p95 TTFT and ITL targets, seconds",
+                                [*obj, "latency"])
+        self.metrics_available = gauge("llmscale_metrics_available", "1 while MetricsAvailable is True", obj)
+        self.signal_age = gauge("llmscale_signal_age_seconds", "Age of the newest signal sample at the tick, seconds",
+                                obj)
+        self.slo_minutes = counter("llmscale_slo_minutes", "Judged minutes of a pool, met or missed the SLO",
+                                   [*pool, "result"])
+        self.slo_attainment = gauge("llmscale_slo_attainment_ratio", "Share of judged minutes meeting the SLO, 0-1",
+                                    [*pool, "window"])
+        self.goodput = gauge("llmscale_goodput_tokens_per_second",
+                             "Tokens/s generated in minutes that met the SLO, last hour", pool)
+        self.tokens = gauge("llmscale_tokens_per_second", "Tokens/s generated, last hour", pool)
+        self.gpus = gauge("llmscale_gpus", "GPUs held by the pool's pods now", pool)
+        self.gpu_hours = gauge("llmscale_gpu_hours", "GPU-hours held by the pool's pods (24h or total)",
+                               [*pool, "window"])
+        self.usd_per_mtok = gauge("llmscale_usd_per_million_tokens", "USD of GPU time per million tokens, last 24 h",
+                                  pool)
+        self.busy = gauge("llmscale_busy_ratio", "Share of reporting pods with a running request, last hour, 0-1",
+                          pool)
+        self.kv_mean = gauge("llmscale_kv_cache_utilization_ratio", "Mean KV-cache utilisation, last hour, 0-1", pool)
+        self.busy_share = gauge("llmscale_busy_share", "Deprecated (removed in 0.3.0): llmscale_busy_ratio", pool)
+        self.kv_mean_deprecated = gauge("llmscale_kv_cache_utilization_mean",
+                                        "Deprecated (removed in 0.3.0): llmscale_kv_cache_utilization_ratio", pool)
+        self.cold_start = gauge("llmscale_cold_start_p90_seconds", "Measured cold start, P90 of recent starts", pool)
+        self.signal_errors = counter("llmscale_signal_read_errors", "Signal reads that failed or timed out", obj)
         self.apply_errors = Counter(
             "llmscale_apply_errors", "Server-side applies refused by the API server", ["kind"], registry=r,
         )
@@ -196,9 +287,9 @@ class OperatorMetrics:
             "Time a request to the API server waited for a free connection of the bounded pool",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=r,
         )
-        self.engine_spec = Gauge(
+        self.engine_spec = gauge(
             "llmscale_engine_spec_hash", "Digest of spec.engine type, image and args (changes on an engine upgrade)",
-            obj, registry=r,
+            obj,
         )
         self.last_tick = Gauge("llmscale_last_tick_timestamp_seconds", "When a tick last finished", registry=r)
         self.status_writes = Counter("llmscale_status_writes", "Status patches the ticks asked for", registry=r)
@@ -246,7 +337,7 @@ class OperatorMetrics:
             _drop(family, namespace, name)
 
 
-def _set(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> None:
+def _set(gauge: ObjectSeries, labels: tuple[str, ...], value: float | None) -> None:
     """Set a labelled gauge, or drop its series while the value is unknown."""
     if value is None:
         with contextlib.suppress(KeyError):
@@ -255,10 +346,9 @@ def _set(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> None:
         gauge.labels(*labels).set(value)
 
 
-def _drop(family: Gauge | Counter, namespace: str, name: str) -> None:
+def _drop(family: ObjectSeries, namespace: str, name: str) -> None:
     """Remove every series of ``family`` whose first two labels are ``namespace`` and ``name``."""
-    labelled = getattr(family, "_metrics", {})
-    for key in [k for k in list(labelled) if k[:2] == (namespace, name)]:
-        with contextlib.suppress(KeyError):
-            family.remove(*key)
+    with family.lock:
+        for key in [k for k in family.values if k[:2] == (namespace, name)]:
+            del family.values[key]
 

@@ -150,7 +150,9 @@ class ReaderSettings(BaseModel):
         gt=0,
         description=(
             "HTTP timeout of one query, seconds. 5 s: a tick is typically 15 s, and a Prometheus that "
-            "needs longer for a few aggregations is in trouble anyway."
+            "needs longer for a few aggregations is in trouble anyway. The queries a read sends "
+            "together after its first share two timeouts with it: each gets what the first left, "
+            "never less than one."
         ),
     )
     retries: int = Field(

@@ -120,6 +120,7 @@ class FleetReader:
         self._wake = asyncio.Event()
         self._done = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._minute_task: asyncio.Task[None] | None = None
         self._minutes: dict[PoolTarget, deque[MinuteSample]] = {}
         self._last_minute_end: float | None = None
         #: Prometheus's clock less the operator's, from the last read that measured it (0 within
@@ -354,12 +355,27 @@ class FleetReader:
             try:
                 await self.read_once()
                 self.start_seasonal_read()
-                await self.read_minutes_due()
+                self._start_minute_read()
             except Exception:  # never let one bad read stop the reader
                 _LOG.exception("Failed a signal read round")
             rest = max(0.0, self._period_s - (loop.time() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), rest)
+
+    def _start_minute_read(self) -> None:
+        """Start :meth:`read_minutes_due` in a task of its own unless one is still running: a minute
+        read (up to :data:`MINUTES_CAUGHT_UP` queries of ``timeout_s`` each) never holds back the
+        next fleet read, on which the ticks wait."""
+        if self._minute_task is not None and not self._minute_task.done():
+            return
+
+        async def minutes() -> None:
+            try:
+                await self.read_minutes_due()
+            except Exception:  # the minutes stay unjudged; the next round tries again
+                _LOG.exception("Failed a minute read")
+
+        self._minute_task = asyncio.get_running_loop().create_task(minutes(), name="llmscale-minute-reader")
 
     def start(self) -> None:
         """Start :meth:`run` as a task of the running loop (no-op when running)."""
@@ -368,11 +384,14 @@ class FleetReader:
             _LOG.info(f"Started the fleet signal reader: every {self._period_s:g} s")
 
     async def stop(self) -> None:
-        """Cancel :meth:`run` and wait for it to end."""
+        """Cancel :meth:`run` and a minute read in flight, and wait for them to end."""
         task, self._task = self._task, None
         await self._seasonal.stop()
+        for t in (task, self._minute_task):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+        self._minute_task = None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
             _LOG.info("Stopped the fleet signal reader")
