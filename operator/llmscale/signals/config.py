@@ -151,8 +151,8 @@ class ReaderSettings(BaseModel):
         description=(
             "HTTP timeout of one query, seconds. 5 s: a tick is typically 15 s, and a Prometheus that "
             "needs longer for a few aggregations is in trouble anyway. The queries a read sends "
-            "together after its first share two timeouts with it: each gets what the first left, "
-            "never less than one."
+            "together after its first share 1.8 timeouts with it (9 s at 5 s): each gets what the "
+            "first left, never less than one."
         ),
     )
     retries: int = Field(

@@ -83,6 +83,9 @@ from llmscale.signals.window import check_samples, choose_window, interval_from_
 __all__ = ["PoolRequest", "PrometheusSignalReader", "ReaderSettings"]
 
 _LOG = logging.getLogger(__name__)
+#: Query timeouts a read's two steps share (:meth:`PrometheusSignalReader._ask`): short of the two
+#: that ``signal_timeout_seconds`` (10 s) covers, leaving a tenth of those to parse the answers.
+READ_BUDGET_TIMEOUTS = 1.8
 
 #: Seconds before a failed reading of the scrape interval is tried again.
 _INTERVAL_RETRY_S = 60.0
@@ -588,11 +591,13 @@ class PrometheusSignalReader:
         one joined the quantiles of four histograms; each is now a query of its own
         (:data:`~llmscale.signals.queries.POOL_GROUPS`).
 
-        The two steps share a budget of two query timeouts (``timeout_s``): the first gets one,
-        the rest get what is left, never less than one. A read takes no longer than before, but the
-        dear queries get the time the cheap first one did not use: at 1,000 pods Prometheus
-        evaluated them in 3.2 s at p50 and 5.7 s at p99, and a fixed 5 s failed whole reads of up
-        to every pool (docs/operator.md, "Scale").
+        The two steps share a budget of :data:`READ_BUDGET_TIMEOUTS` query timeouts (``timeout_s``):
+        the first gets one, the rest get what is left, never less than one. A read takes no longer
+        than before, but the dear queries get the time the cheap first one did not use: at 1,000
+        pods Prometheus evaluated them in 3.2 s at p50 and 5.7 s at p99, and a fixed 5 s failed
+        whole reads of up to every pool (docs/operator.md, "Scale"). The budget ends short of two
+        timeouts, the fleet reader's wait (``signal_timeout_seconds``), so that a read whose dear
+        queries time out still returns the first one's answer before the wait ends.
         """
         queries = list(self.queries_for(profile, scope, window.promql).items())
         answer = FleetAnswer(asked=frozenset(group for group, _ in queries))
@@ -607,7 +612,8 @@ class PrometheusSignalReader:
             if exc.fatal:
                 answer.failed.update((group, exc.why) for group, _ in rest)
                 return answer
-        timeout = max(2 * self.settings.timeout_s - (time.monotonic() - started), self.settings.timeout_s)
+        budget_s = READ_BUDGET_TIMEOUTS * self.settings.timeout_s
+        timeout = max(budget_s - (time.monotonic() - started), self.settings.timeout_s)
         sent = [
             (group, self._queries.submit(
                 self._call_warned, lambda q=q: self._client.custom_query(q, timeout=timeout)))  # type: ignore[misc]
