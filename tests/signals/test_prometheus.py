@@ -691,6 +691,23 @@ async def test_a_read_ends_short_of_two_query_timeouts(canned: CannedPrometheus)
     assert snap.queue_depth == 14.0, "the first query's answer is kept"
 
 
+async def test_a_minute_read_waits_as_long_as_a_reads_dear_queries(
+    canned: CannedPrometheus, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The 1,000-object benchmark: the minute query passed a fixed 5 s every two or three minutes.
+    canned.answer(canned.raw(canned.vector([]).body, delay_s=0.6))
+    r = reader(canned.url, timeout_s=0.4)
+    try:
+        await r.read_minutes([PoolRequest(TARGET, VLLM)], NOW)
+        assert len(canned.queries) == 1 and "Failed to read the minute" not in caplog.text, caplog.text
+        canned.answer(canned.raw(canned.vector([]).body, delay_s=2.0))
+        await r.read_minutes([PoolRequest(TARGET, VLLM)], NOW)
+        given = re.search(r"Failed to read the minute.*read timeout=([\d.]+)", caplog.text)
+        assert given is not None and float(given.group(1)) == pytest.approx(READ_BUDGET_TIMEOUTS * 0.4), caplog.text
+    finally:
+        r.close()
+
+
 async def test_the_first_query_keeps_its_own_timeout(canned: CannedPrometheus) -> None:
     give(canned, results())
     canned.answers["pods"] = [canned.raw(canned.answers["pods"][0].body, delay_s=0.6)]
