@@ -226,6 +226,50 @@ def test_what_a_reader_acts_on_is_written_at_once(change: dict[str, object]) -> 
     assert patch["signals"] == {"queueDepth": 2.0}  # the volatile parts ride along
 
 
+def _reasons(*reasons: str) -> dict[str, object]:
+    status = _status("newest sample 3 s old", [[T0, 1]], [], 100.0, 1.20, 0.0)
+    status["lastDecision"] = {"at": "x", "interactiveReplicas": 1, "reasons": list(reasons)}
+    return status
+
+
+#: Two reasons of one steady hold, ticks apart (the 100-object scale benchmark): only the load
+#: signal's explanation between subject and verdict differs.
+STEADY_LOAD = (
+    "load: arrivals 0.20 requests/s (finished) needs 1 replicas at the SLO (bound by none, burstiness ×1.0 "
+    "requests, ×1.0 prompt tokens): 1.1 × the rate needs 1, within 10% of current demand 1: holds 1",
+    "load: arrivals 0.20 requests/s, the mean of the last 3 windows (this one 0.21/s: microbursts are the "
+    "burstiness's to size) needs 1 replicas at the SLO (bound by none, burstiness ×1.0 requests, ×1.0 prompt "
+    "tokens): 1.1 × the rate needs 1, within 10% of current demand 1: holds 1",
+)
+
+
+def test_a_reasons_explanation_changing_its_wording_is_not_material() -> None:
+    old, new = _reasons(STEADY_LOAD[0], "demand 1 replicas (load)"), _reasons(STEADY_LOAD[1], "demand 1 replicas (load)")
+    assert status_patch(old, new, now=100.0, last_written_at=99.0, refresh_seconds=None) is None
+    assert status_patch(new, old, now=100.0, last_written_at=99.0, refresh_seconds=None) is None
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param(STEADY_LOAD[0], STEADY_LOAD[0].replace(": holds 1", ": proposes 2"), id="the-verdict"),
+        pytest.param("queue depth 1.0 over 1 ready replicas = 1.0 per replica < target 2.0: within target",
+                     "queue depth 3.0 over 1 ready replicas = 3.0 per replica > target 2.0: 1 beyond target drained "
+                     "in the load signal", id="the-subject-crosses-its-target"),
+        pytest.param("demand 1 replicas (load)", "demand 1 replicas (preemption rate)", id="a-reason-without-colon"),
+    ],
+)
+def test_a_reasons_subject_or_verdict_changing_is_material(before: str, after: str) -> None:
+    patch = status_patch(_reasons(before), _reasons(after), now=100.0, last_written_at=99.0, refresh_seconds=None)
+    assert patch is not None and patch["lastDecision"]["reasons"] == [after]
+
+
+def test_a_reason_more_or_less_is_material() -> None:
+    one, two = _reasons(STEADY_LOAD[0]), _reasons(STEADY_LOAD[0], "demand 1 replicas (load)")
+    assert status_patch(one, two, now=100.0, last_written_at=99.0, refresh_seconds=None) is not None
+    assert status_patch(two, one, now=100.0, last_written_at=99.0, refresh_seconds=None) is not None
+
+
 @pytest.mark.parametrize(
     "pools",
     [
