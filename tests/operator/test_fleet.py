@@ -318,6 +318,18 @@ async def test_a_slow_minute_read_does_not_hold_back_the_fleet_reads() -> None:
         await reader.stop()
 
 
+async def test_a_minute_read_of_two_engine_profiles_waits_for_both() -> None:
+    """Review of the minute read's 1.8 timeouts a query: one query per profile, one after another,
+    inside one wait of ``timeout_s`` threw a slow second profile's minute away with the first's."""
+    source = MinuteSource(minute_delay_s=0.3)  # both profiles' queries: 1.5 × timeout_s
+    reader = FleetReader(source, period_s=0.05, timeout_s=0.2, clock=lambda: NOW + 30)
+    register(reader, CHAT, {"chat-a"})
+    reader.register(EMBED, get_profile("sglang"), pods=lambda: frozenset({"embed-a"}), wake_query=None,
+                    keep_s=60.0, loop_now=asyncio.get_running_loop().time())
+    assert await reader.read_minutes_due() == 1
+    assert [m.end_s for m in reader.minutes(CHAT)] == [NOW] and [m.end_s for m in reader.minutes(EMBED)] == [NOW]
+
+
 @dataclass
 class SkewedSource(MinuteSource):
     """Prometheus's clock ``skew_s`` off the operator's: each answer's evaluation time says so

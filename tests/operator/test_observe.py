@@ -257,6 +257,9 @@ def test_a_reasons_explanation_changing_its_wording_is_not_material() -> None:
                      "queue depth 3.0 over 1 ready replicas = 3.0 per replica > target 2.0: 1 beyond target drained "
                      "in the load signal", id="the-subject-crosses-its-target"),
         pytest.param("demand 1 replicas (load)", "demand 1 replicas (preemption rate)", id="a-reason-without-colon"),
+        # A time's colon splits nothing: split there, both verdicts read "#".
+        pytest.param("batch pool: waits for the window at 22:00", "batch pool: runs before the window at 22:00",
+                     id="a-verdict-ending-in-a-time"),
     ],
 )
 def test_a_reasons_subject_or_verdict_changing_is_material(before: str, after: str) -> None:

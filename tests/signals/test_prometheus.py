@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -706,6 +707,31 @@ async def test_a_minute_read_waits_as_long_as_a_reads_dear_queries(
         assert given is not None and float(given.group(1)) == pytest.approx(READ_BUDGET_TIMEOUTS * 0.4), caplog.text
     finally:
         r.close()
+
+
+async def test_a_slow_minute_read_holds_no_thread_a_fleet_read_waits_for(canned: CannedPrometheus) -> None:
+    # Review of the minute read in a task of its own: on the fleet reads' threads (one here) a minute
+    # read of 1.8 timeouts kept the next fleet read queued behind it.
+    give(canned, results())
+    canned.answer_containing('"minute_ttft_observations"', canned.raw(canned.vector([]).body, delay_s=1.5))
+    r = reader(canned.url, timeout_s=1.0, max_workers=1)
+    done: list[str] = []
+
+    async def minute() -> None:
+        await r.read_minutes([PoolRequest(TARGET, VLLM)], NOW)
+        done.append("minute")
+
+    async def fleet() -> None:
+        await asyncio.sleep(0.2)  # the minute query is in flight
+        snaps = await r.read_fleet([PoolRequest(TARGET, VLLM)], NOW)
+        assert snaps[TARGET].error is None, snaps[TARGET].error
+        done.append("fleet")
+
+    try:
+        await asyncio.gather(minute(), fleet())
+    finally:
+        r.close()
+    assert done == ["fleet", "minute"]
 
 
 async def test_the_first_query_keeps_its_own_timeout(canned: CannedPrometheus) -> None:

@@ -209,8 +209,8 @@ class OperatorSettings(BaseSettings):
         title="longest wait for one tick's signal read, seconds",
         description="Longest wait for one tick's signal read, in seconds (> 0), retries included; a "
         "read still unanswered is an unknown snapshot. Shorter than the default 15 s tick so that a "
-        "hung Prometheus delays at most one tick; it covers prometheus_timeout_seconds (5 s) times "
-        "1 + prometheus_retries (1).",
+        "hung Prometheus delays at most one tick; it covers a read of one engine profile: its first "
+        "query's prometheus_timeout_seconds (5 s), then what that left of 1.8 of them for the rest.",
         gt=0, json_schema_extra=_names(metavar="SECONDS"),
     )
 

@@ -193,6 +193,10 @@ class PrometheusSignalReader:
         # beside the next read's: room for two reads of every read thread, so none is dropped.
         http.mount(self.url, _FormBody(max_retries=retry, pool_maxsize=2 * self.settings.max_workers * len(GROUPS)))
         self._executor = ThreadPoolExecutor(self.settings.max_workers, thread_name_prefix="llmscale-signals")
+        # The minute and seasonal reads on two threads of their own: they run beside the fleet reads
+        # (each in a task of its own) and wait up to 1.8 timeouts a query, so on the fleet reads'
+        # threads a slow one held a thread a fleet read, on which the ticks wait, queued behind.
+        self._background = ThreadPoolExecutor(2, thread_name_prefix="llmscale-signals-background")
         # The queries of one read sent together (:meth:`_ask`): a pool apart from the reads' own
         # threads, which wait on them; six per read thread, so reads in parallel never queue.
         self._queries = ThreadPoolExecutor(
@@ -381,7 +385,7 @@ class PrometheusSignalReader:
     async def read_minutes(self, pools: Sequence[PoolRequest], end_s: float) -> dict[PoolTarget, MinuteSample]:
         """Async :meth:`read_minutes_sync`, on the reader's own thread pool."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, partial(self.read_minutes_sync, pools, end_s))
+        return await loop.run_in_executor(self._background, partial(self.read_minutes_sync, pools, end_s))
 
     def read_past_rates_sync(
         self, pools: Sequence[PoolRequest], start_s: float, end_s: float, step_s: float = 60.0, *, now: float
@@ -433,7 +437,7 @@ class PrometheusSignalReader:
         """Async :meth:`read_past_rates_sync`, on the reader's own thread pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._executor, partial(self.read_past_rates_sync, pools, start_s, end_s, step_s, now=now)
+            self._background, partial(self.read_past_rates_sync, pools, start_s, end_s, step_s, now=now)
         )
 
     def _query_range(self, params: Mapping[str, Any]) -> Any:
@@ -454,6 +458,7 @@ class PrometheusSignalReader:
     def close(self) -> None:
         """Close the HTTP session and stop the reader's threads."""
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._background.shutdown(wait=False, cancel_futures=True)
         self._queries.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
@@ -601,8 +606,11 @@ class PrometheusSignalReader:
         than before, but the dear queries get the time the cheap first one did not use: at 1,000
         pods Prometheus evaluated them in 3.2 s at p50 and 5.7 s at p99, and a fixed 5 s failed
         whole reads of up to every pool (docs/operator.md, "Scale"). The budget ends short of two
-        timeouts, the fleet reader's wait (``signal_timeout_seconds``), so that a read whose dear
-        queries time out still returns the first one's answer before the wait ends.
+        timeouts, the fleet reader's wait (``signal_timeout_seconds``), so that a read of one engine
+        profile whose dear queries time out still returns the first one's answer before the wait
+        ends. A read of several profiles (or of ``scaleTargetRef`` pools, each its own scope), and
+        the wake queries sent after them, can still pass that wait: it is then unknown for every
+        pool, and carried.
         """
         queries = list(self.queries_for(profile, scope, window.promql).items())
         answer = FleetAnswer(asked=frozenset(group for group, _ in queries))

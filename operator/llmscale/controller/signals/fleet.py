@@ -253,10 +253,13 @@ class FleetReader:
                 requests.setdefault(twin, PoolRequest(twin, reg.profile))
         done = 0
         end = first
+        # One query per engine profile, one after another, each up to 1.8 query timeouts: the wait
+        # grows with them (it holds no tick back), so that a slow second profile does not throw the
+        # first one's samples away with the minute.
+        wait_s = self._timeout_s * max(1, len({r.profile.name for r in requests.values()}))
         while end <= newest:
             try:
-                samples = await asyncio.wait_for(self._source.read_minutes(list(requests.values()), end),
-                                                 self._timeout_s)
+                samples = await asyncio.wait_for(self._source.read_minutes(list(requests.values()), end), wait_s)
             except Exception as exc:  # the minute stays unjudged; the next read tries the next one
                 _LOG.warning(f"Failed to read the minute ending at {end:.0f} of {len(requests)} pools: {exc!r}")
                 samples = {}
@@ -364,8 +367,8 @@ class FleetReader:
 
     def _start_minute_read(self) -> None:
         """Start :meth:`read_minutes_due` in a task of its own unless one is still running: a minute
-        read (up to :data:`MINUTES_CAUGHT_UP` queries of ``timeout_s`` each) never holds back the
-        next fleet read, on which the ticks wait."""
+        read (up to :data:`MINUTES_CAUGHT_UP` minutes, each up to ``timeout_s`` per engine profile)
+        never holds back the next fleet read, on which the ticks wait."""
         if self._minute_task is not None and not self._minute_task.done():
             return
 
@@ -386,12 +389,13 @@ class FleetReader:
     async def stop(self) -> None:
         """Cancel :meth:`run` and a minute read in flight, and wait for them to end."""
         task, self._task = self._task, None
-        await self._seasonal.stop()
+        # The read loop first: it starts the seasonal and minute reads, so none starts after theirs stop.
         for t in (task, self._minute_task):
             if t is not None:
                 t.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await t
         self._minute_task = None
+        await self._seasonal.stop()
         if task is not None:
             _LOG.info("Stopped the fleet signal reader")

@@ -4,8 +4,8 @@ object's ``status`` and the one the operator wants, held back while only live va
 What is *material* (written at once): replicas, the decided replica counts, ``observedGeneration``,
 each condition's status, reason and message with its numbers masked (``newest sample 12 s old``
 and ``newest sample 3 s old`` are the same message), the decision's reasons by their subject and
-verdict with numbers masked (:func:`_verdict`: the text before a reason's first colon and after its
-last; the arithmetic between them is volatile),
+verdict with numbers masked (:func:`_verdict`: the text before a reason's first ``": "`` and after
+its last; the arithmetic between them is volatile),
 ``status.usageLedger`` (it changes only when a pod goes away), a new scale event or a new
 recommended replica count in ``policyState`` (:func:`memory_material`), and a pool or a headline
 figure of ``status.pools`` appearing or going away (:func:`figures_appeared`).
@@ -95,8 +95,9 @@ def _masked(text: object) -> object:
 
 
 def _verdict(reason: object) -> object:
-    """A decision reason as far as it is material: its subject (before the first colon) and its
-    verdict (after the last), numbers masked; a reason without a colon whole, masked. The load
+    """A decision reason as far as it is material: its subject (before the first ``": "``) and its
+    verdict (after the last), numbers masked; a reason without one whole, masked (a time such as
+    ``22:00`` or a URL has no space after its colon, so it splits nothing). The load
     signal's explanation between them changes wording from tick to tick on a steady load (``arrivals
     0.20 requests/s (finished) needs 1 …: holds 1`` against ``arrivals 0.20 requests/s, the mean of
     the last 3 windows (…) needs 1 …: holds 1``), and made every object write its status every
@@ -104,9 +105,9 @@ def _verdict(reason: object) -> object:
     if not isinstance(reason, str):
         return reason
     masked = _NUMBER.sub("#", reason)
-    if ":" not in masked:
+    if ": " not in masked:
         return masked
-    return f"{masked.split(':', 1)[0]}: … :{masked.rsplit(':', 1)[1]}"
+    return f"{masked.split(': ', 1)[0]}: … : {masked.rsplit(': ', 1)[1]}"
 
 
 def _stable(status: Mapping[str, Any]) -> dict[str, Any]:
