@@ -153,6 +153,24 @@ async def test_a_pool_a_tick_waits_on_does_not_lapse_under_it() -> None:
     assert reader.pools == ()
 
 
+async def test_a_pool_whose_tick_waited_longer_than_its_registration_does_not_lapse_before_the_next_tick() -> None:
+    """A fresh-clone run under real vLLM: a tick that waited for a slow read past its registration's
+    two ticks left the pool to lapse in the gap before its next tick, which found no snapshot at all
+    and read as unknown. The registration's time now runs from the end of the wait."""
+    source = RecordingSource(delay_s=0.3)
+    reader = fleet(source, period_s=0.05, timeout_s=1.0)
+    register(reader, CHAT, {"chat-a"}, keep_s=0.15)
+    reader.start()
+    try:
+        snap = await reader.snapshot(CHAT)  # waits a whole read: 0.3 s, twice the registration
+        assert snap.error is None and snap.queue_depth == 1.0, snap
+        source.delay_s = 0.0
+        await asyncio.sleep(0.1)  # the gap before the next tick: the reader reads on meanwhile
+        assert reader.pools == (CHAT,), "the pool lapsed between two ticks"
+    finally:
+        await reader.stop()
+
+
 async def test_stop_ends_the_reader() -> None:
     reader = fleet(RecordingSource())
     reader.start()

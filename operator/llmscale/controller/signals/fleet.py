@@ -77,6 +77,7 @@ class _Registration:
     pods: Callable[[], Collection[str]]
     expires_loop_s: float
     timezone: str | None = None
+    keep_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +160,7 @@ class FleetReader:
         # Re-keyed, not updated: the target's own fields beyond its identity (the pod names of a
         # pool selected by name) are the newest.
         self._pools.pop(target, None)
-        self._pools[target] = _Registration(profile, wake_query, pods, loop_now + keep_s, timezone)
+        self._pools[target] = _Registration(profile, wake_query, pods, loop_now + keep_s, timezone, keep_s)
 
     def forget(self, namespace: str, name: str) -> None:
         """Stop reading every pool of the LLMDeployment ``namespace/name`` and drop its snapshots."""
@@ -206,6 +207,13 @@ class FleetReader:
             self._waiting[target] -= 1
             if self._waiting[target] <= 0:
                 del self._waiting[target]
+            # The registration's time runs from the end of the wait, not from the tick's start: a
+            # tick that waited longer than it (slow reads) left its pool to lapse before its next
+            # tick, which then found no snapshot and waited for a whole new read (a fresh-clone run:
+            # MetricsAvailable=False "no signal read … finished within 10 s" under real vLLM).
+            reg = self._pools.get(target)
+            if reg is not None:
+                reg.expires_loop_s = max(reg.expires_loop_s, loop.time() + reg.keep_s)
         result = self._results.get(target)
         if result is not None:
             return result.snapshot
