@@ -5,11 +5,14 @@ request, and its conditions say what happened.
 15. The operator killed with SIGKILL in the middle of a scale-up. The scale-up rate limit is one
     replica per period (30 s). Under a load the pool cannot carry, the operator adds one replica; the moment
     the child Deployment shows it, the operator process is killed with SIGKILL (no shutdown, no
-    last status write) and started again. The restarted operator must take its policy memory from
-    ``status.policyState`` (what the last tick wrote with the scale): no second replica inside the
-    period (a double scale-up), PolicyStateReadable=True, then the next step once the period has
-    passed (the limit, not a dead operator, held it). Nothing is lost: every request of the load is
-    answered and no pod is deleted.
+    last status write) and started again. The Deployment is written before the status that records
+    the step, and a kill between the two loses that status write: the test makes it lost every time
+    (the saved ``status.policyState`` put back as it was before the step) before the restart. The
+    restarted operator must take its policy memory from ``status.policyState`` and count the size
+    it finds against the size that memory ends at: no second replica inside the period (a double
+    scale-up), PolicyStateReadable=True, then the next step once the period has passed (the limit,
+    not a dead operator, held it). Nothing is lost: every request of the load is answered and no
+    pod is deleted.
 17. The API server restarted in the middle of the same scale-up (the same LLMDeployment, load and
     namespace as 15: ordered tests of one class): stopped by PID the moment the Deployment shows
     the second step (3 -> 4), down for 3 s, started again on the same port and etcd
@@ -37,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Cluster, sample, wait_for
+from conftest import GROUP, PLURAL, VERSION, Cluster, sample, wait_for
 from llmscale.loadgen import ReplayReport
 from llmscale.policy import Reason
 from test_scenarios import apply_and_wait_ready, start_load
@@ -57,6 +60,18 @@ def _assert_nothing_lost(report: ReplayReport) -> None:
     assert report.sent > 0 and report.errors == 0, (report.sent, report.errors)
     assert report.in_flight == 0 and len(report.results) == report.sent, (report.sent, len(report.results),
                                                                           report.in_flight)
+
+
+def _lose_the_steps_status_write(cluster: Cluster, namespace: str, step_to: int) -> None:
+    """Put ``status.policyState`` back as it was before the scale-up step to ``step_to`` replicas (its
+    newest scale event gone, its size one less), as if the operator had died between the Deployment
+    write and the status write; nothing to do where it did."""
+    memory = cluster.status(namespace, "chat").get("policyState") or {}
+    if memory.get("replicas") != step_to:
+        return
+    events = sorted(memory.get("scaleEvents") or [])
+    patch = {"status": {"policyState": {"scaleEvents": events[:-1], "replicas": step_to - 1}}}
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, "chat", patch)
 
 
 def _condition_of(llmdep: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -102,6 +117,7 @@ class TestScaleUpChaos:
         assert cluster.operator is not None
         cluster.operator.send_signal(signal.SIGKILL)
         cluster.operator.wait(timeout=10)
+        _lose_the_steps_status_write(cluster, ns, 3)
         cluster.run_operator()  # the session's operator, started again
 
         # Inside the period: never a fourth replica, whatever the queue says; then the next step

@@ -237,6 +237,7 @@ def memories(draw: st.DrawFn, now: float, span_s: float = 600.0) -> PolicyMemory
     )
     burst = draw(st.one_of(st.none(), st.tuples(st.floats(0, 50), st.floats(0, 50), st.integers(0, 100), times)))
     batch_yield = draw(st.one_of(st.none(), st.tuples(st.integers(0, 8), st.integers(0, 30))))
+    replicas = draw(st.one_of(st.none(), st.integers(0, 30)))
     return PolicyMemory(
         recommendations=tuple(sorted(recs)),
         scale_events=tuple(sorted(events)),
@@ -244,6 +245,7 @@ def memories(draw: st.DrawFn, now: float, span_s: float = 600.0) -> PolicyMemory
         correction=correction,
         burstiness=burst,
         batch_yield=batch_yield,
+        replicas=replicas,
     )
 
 

@@ -21,6 +21,7 @@ from llmscale.controller.status.statuspatch import (
     status_patch,
 )
 from llmscale.policy.leadtime import lead_time
+from llmscale.policy.types import PolicyMemory
 from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import CarriedRead, PodSignals, SignalSnapshot
 
@@ -302,6 +303,42 @@ def test_pruned_memory_and_figures_within_their_deadbands_are_not_material() -> 
     assert not figures_material({"interactive": {"busyShare": 0.5, "goodputTokensPerSecond": 100}},
                                 {"interactive": {"busyShare": 0.55, "goodputTokensPerSecond": 109}})
     assert figures_material({"interactive": {}}, {"interactive": {}, "batch": {}})
+
+
+def test_another_size_in_the_memory_is_material() -> None:
+    saved = {"recommendations": [[T0, 3]], "scaleEvents": [[T0, 1]], "replicas": 3}
+    assert memory_material(saved, {**saved, "replicas": 4})
+    assert memory_material({"recommendations": [[T0, 3]], "scaleEvents": [[T0, 1]]}, saved)
+    assert not memory_material(saved, dict(saved))
+
+
+@pytest.mark.parametrize(
+    ("current", "events"),
+    [
+        # Killed between the Deployment write (3 -> 4) and the status write: the step counts from now.
+        pytest.param(4, ((T0, 1), (T0 + 900, 1)), id="a scale-up the status missed"),
+        pytest.param(1, ((T0, 1), (T0 + 900, -2)), id="a scale-down the status missed"),
+        pytest.param(3, ((T0, 1),), id="the size the memory ends at: nothing added"),
+        pytest.param(None, ((T0, 1),), id="not applied (Advisory): nothing added"),
+    ],
+)
+def test_a_restart_counts_a_size_the_saved_memory_does_not_end_at_as_a_scale_event(
+    current: int | None, events: tuple[tuple[float, int], ...],
+) -> None:
+    status = {"policyState": {"recommendations": [[T0, 3]], "scaleEvents": [[T0, 1]], "replicas": 3}}
+    memory = ObjectMemory().restored_policy_memory(status, T0 + 900, current)
+    assert memory.scale_events == events
+    assert memory.replicas == (current if current is not None else 3)
+
+
+def test_a_memory_saved_before_its_size_was_adds_no_scale_event() -> None:
+    status = {"policyState": {"recommendations": [[T0, 3]], "scaleEvents": [[T0, 1]]}}
+    assert ObjectMemory().restored_policy_memory(status, T0 + 900, 5).scale_events == ((T0, 1),)
+
+
+def test_this_process_memory_is_not_compared_with_the_pool() -> None:
+    own = PolicyMemory(scale_events=((T0, 1),), replicas=3)
+    assert ObjectMemory(policy_memory=own).restored_policy_memory({}, T0 + 900, 5) is own
 
 
 def test_a_restart_reads_the_saved_newest_recommendation_as_held_until_now() -> None:

@@ -54,6 +54,10 @@ NOW = 1_717_416_000.0  # 2024-06-03 12:00:00 UTC
                      id="correction-zero"),
         pytest.param({"burstiness": [1.5, 12.0]}, (), (), "burstiness", id="burstiness-short"),
         pytest.param({"batchYield": [2.5, 6]}, (), (), "batchYield", id="yield-fractional"),
+        pytest.param({"replicas": 3}, (), (), None, id="replicas"),
+        pytest.param({"replicas": -1}, (), (), "replicas", id="replicas-negative"),
+        pytest.param({"replicas": 2.5}, (), (), "replicas", id="replicas-fractional"),
+        pytest.param({"replicas": "3"}, (), (), "replicas", id="replicas-a-string"),
     ],
 )
 def test_from_dict(
@@ -89,6 +93,14 @@ def test_new_keys_read_back() -> None:
     assert memory.batch_yield == (2, 6)
 
 
+def test_the_decision_memory_ends_at_the_decided_size() -> None:
+    # The size a restart compares the pool with (ObjectMemory.restored_policy_memory).
+    snap = SignalSnapshot(NOW, queue_depth=0.0, kv_cache_utilization=0.1, preemption_rate=0.0, replicas_reporting=8)
+    d = decide(SPEC, [snap], PoolState(interactive_replicas=8, interactive_ready=8), PolicyMemory(), NOW)
+    assert d.memory.replicas == d.interactive_replicas
+    assert PolicyMemory.from_dict(d.memory.to_dict()).replicas == d.interactive_replicas
+
+
 SPEC = LLMDeploymentSpec(model=ModelSpec(name="chat", preset="llama-3.1-8b"), replicas=ReplicasSpec(min=1, max=16))
 # Defaults: scale-down window 300 s, scale-up window 120 s; periods 60 s; the latency window 60 s:
 # the memory's horizon is 300 s.
@@ -117,7 +129,7 @@ def test_unreadable_memory_is_reported_until_the_horizon_and_decides_as_the_kept
     assert later[3].unreadable is None
     # Never persisted: to_dict writes only what the policy reads.
     assert set(carried.to_dict()) <= {"recommendations", "scaleEvents", "since", "capacityCorrection",
-                                      "burstiness", "batchYield"}
+                                      "burstiness", "batchYield", "replicas"}
     assert "unreadable" not in str(carried.to_dict())
 
 

@@ -158,7 +158,8 @@ class ObjectMemory:
             self.last_status_write_loop_s = loop_now
         return bool(changes)
 
-    def restored_policy_memory(self, status: Mapping[str, Any] | None, now: float | None = None) -> PolicyMemory:
+    def restored_policy_memory(self, status: Mapping[str, Any] | None, now: float | None = None,
+                               current: int | None = None) -> PolicyMemory:
         """Return the policy memory to decide with: this process's, else the one saved in
         ``status.policyState`` (after a restart), else an empty one.
 
@@ -167,12 +168,28 @@ class ObjectMemory:
         write had the count of the saved newest one. So on a restart at ``now`` that count is taken
         as held until ``now`` (a recommendation ``(now, count)`` is added): the stabilisation windows
         then see the counts they saw before the restart, for at least as long.
+
+        The pool's size is written before the status that records its scale event, so a process
+        killed between the two leaves a saved memory without that event. When ``current`` (the
+        interactive pool's size now; ``None`` where the operator does not apply, as in ``Advisory``
+        mode) differs from the saved memory's ``replicas``, the difference is taken as a scale event
+        at ``now``: the rate limits then hold for a period from the restart, never scale twice.
+
+        Args:
+            status: the object's ``status`` as read from the API server.
+            now: the wall clock, seconds since the epoch; ``None`` adds nothing.
+            current: the interactive pool's replicas as they are now.
         """
         if self.policy_memory is not None:
             return self.policy_memory
         memory = PolicyMemory.from_dict((status or {}).get("policyState"))
-        if now is not None and memory.recommendations and memory.recommendations[-1][0] < now:
+        if now is None:
+            return memory
+        if memory.recommendations and memory.recommendations[-1][0] < now:
             memory = replace(memory, recommendations=(*memory.recommendations, (now, memory.recommendations[-1][1])))
+        if current is not None and memory.replicas is not None and current != memory.replicas:
+            memory = replace(memory, scale_events=(*memory.scale_events, (now, current - memory.replicas)),
+                             replicas=current)
         return memory
 
 

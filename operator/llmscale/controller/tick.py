@@ -572,7 +572,8 @@ async def _gather(
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None
-    memory = mem.restored_policy_memory(body.get("status"), wall_now)
+    memory = mem.restored_policy_memory(body.get("status"), wall_now,
+                                        state.interactive_replicas if active else None)
     if restoring and memory.unreadable is not None:
         # Once per start: the policy reports it in PolicyStateReadable while it matters.
         dropped = (f"Dropped unreadable part of status.policyState of LLMDeployment {namespace}/{name}: "

@@ -667,6 +667,7 @@ def decide(
         burstiness=burst,
         batch_yield=batch_yield,
         mix=mix,
+        replicas=desired,
         unreadable=unreadable,
         unreadable_since=unreadable_since,
     )

@@ -416,6 +416,10 @@ class PolicyMemory:
         batch_yield: ``(replicas, interactive_replicas)``: batch replicas given up to unschedulable
             interactive pods, and the interactive pool's size when they were; ``None``: none.
         mix: the live workload mix's running sums (:class:`MixSums`); ``None`` before the first.
+        replicas: the interactive pool's size once the decision this memory came from is applied
+            (the newest scale event ends there); ``None`` in a memory saved before the key existed.
+            A restart that finds the pool at another size counts the difference as a scale event
+            (:meth:`~llmscale.controller.memory.ObjectMemory.restored_policy_memory`).
         unreadable: what :meth:`from_dict` could not read and dropped, in words (``None``: all of it
             was read). Not persisted: :func:`~llmscale.policy.decide` reports it in the
             ``PolicyStateReadable`` condition and carries it while the dropped part could still
@@ -431,6 +435,7 @@ class PolicyMemory:
     burstiness: tuple[float, float, int, float] | None = None
     batch_yield: tuple[int, int] | None = None
     mix: MixSums | None = None
+    replicas: int | None = None
     unreadable: str | None = None
     unreadable_since: float | None = None
 
@@ -453,6 +458,8 @@ class PolicyMemory:
             out["batchYield"] = list(self.batch_yield)
         if self.mix is not None:
             out["mix"] = self.mix.to_list()
+        if self.replicas is not None:
+            out["replicas"] = self.replicas
         return out
 
     @classmethod
@@ -489,6 +496,7 @@ class PolicyMemory:
             mix = MixSums.from_list(data["mix"])
             if mix is None:
                 problems.append(f"mix = {_quote(data['mix'])} is not the live mix's sums: dropped (read again)")
+        replicas = _read_replicas(data, problems)
         unknown = sorted(str(k) for k in data if k not in _KEYS)
         if unknown:
             problems.append(f"unknown keys {', '.join(unknown)}: ignored")
@@ -500,11 +508,13 @@ class PolicyMemory:
             burstiness=burst,
             batch_yield=batch_yield,
             mix=mix,
+            replicas=replicas,
             unreadable="; ".join(problems) if problems else None,
         )
 
 
-_KEYS = ("recommendations", "scaleEvents", "since", "capacityCorrection", "burstiness", "batchYield", "mix")
+_KEYS = ("recommendations", "scaleEvents", "since", "capacityCorrection", "burstiness", "batchYield", "mix",
+         "replicas")
 
 
 def _quote(value: object) -> str:
@@ -554,6 +564,16 @@ def _read_burstiness(data: Mapping[str, Any], problems: list[str]) -> tuple[floa
         f"burstiness = {_quote(raw)} is not [requests, prompt tokens, samples, observed at]: dropped (learnt again)"
     )
     return None
+
+
+def _read_replicas(data: Mapping[str, Any], problems: list[str]) -> int | None:
+    if "replicas" not in data:
+        return None
+    value = _number(data["replicas"])
+    if value is None or value < 0 or not value.is_integer():
+        problems.append(f"replicas = {_quote(data['replicas'])} is not a replica count: dropped")
+        return None
+    return int(value)
 
 
 def _read_yield(data: Mapping[str, Any], problems: list[str]) -> tuple[int, int] | None:

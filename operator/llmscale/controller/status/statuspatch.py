@@ -128,24 +128,25 @@ def _stable(status: Mapping[str, Any]) -> dict[str, Any]:
 def memory_material(old: object, new: object) -> bool:
     """Whether the policy memory ``new`` must be saved over ``old`` (both ``status.policyState``).
 
-    Material: a scale event ``old`` lacks, or a newest recommendation whose replica count differs
-    from ``old``'s newest. Not material: more recommendations of the same count, and entries pruned
+    Material: a scale event ``old`` lacks, a newest recommendation whose replica count differs
+    from ``old``'s newest, or another ``replicas`` (the size the memory's scale events end at). Not material: more recommendations of the same count, and entries pruned
     as they age. Safe across a restart because :meth:`ObjectMemory.restored_policy_memory` reads the
     saved memory's newest recommendation as held until the restart: every recommendation made since
     the write had that count (else it would have been written), so the restored stabilisation
     windows see the same counts, held at least as long.
     """
-    def parts(memory: object) -> tuple[set[tuple[float, int]], int | None]:
+    def parts(memory: object) -> tuple[set[tuple[float, int]], int | None, object]:
         if not isinstance(memory, Mapping):
-            return set(), None
+            return set(), None, None
         events = {(float(e[0]), int(e[1])) for e in memory.get("scaleEvents") or ()
                   if isinstance(e, list | tuple) and len(e) == 2}
         recs = [r for r in memory.get("recommendations") or () if isinstance(r, list | tuple) and len(r) == 2]
-        return events, (int(recs[-1][1]) if recs else None)
+        return events, (int(recs[-1][1]) if recs else None), memory.get("replicas")
 
-    old_events, old_newest = parts(old)
-    new_events, new_newest = parts(new)
-    return bool(new_events - old_events) or (new_newest is not None and new_newest != old_newest)
+    old_events, old_newest, old_replicas = parts(old)
+    new_events, new_newest, new_replicas = parts(new)
+    return (bool(new_events - old_events) or (new_newest is not None and new_newest != old_newest)
+            or new_replicas != old_replicas)
 
 
 def figures_appeared(old: object, new: object) -> bool:
