@@ -62,7 +62,7 @@ def job(
     }
 
 
-def test_suspended_job_with_size_and_no_deadline() -> None:
+def test_a_suspended_job_with_a_size_parses_as_waiting_with_its_completion_window_deadline() -> None:
     got = parse_job(job(), completion_window_s=DAY)
     assert got.name == "nightly" and got.deployment == "chat"
     assert got.state is JobState.Waiting
@@ -199,22 +199,28 @@ def test_indexed_job_progress_from_succeeded_indexes() -> None:
     assert got.outstanding_tokens == pytest.approx(1_456_000 / 4)
 
 
-def test_client_count_wins_when_larger_and_is_capped_at_the_size() -> None:
+def test_the_client_count_wins_when_larger_than_the_completions() -> None:
     indexed = job(spec={"completionMode": "Indexed", "completions": 4}, status={"succeeded": 1})
     assert parse_job(indexed, completion_window_s=DAY, requests_done=100).progress_source == "completions"
     more = parse_job(indexed, completion_window_s=DAY, requests_done=600)
     assert (more.requests_done, more.progress_source) == (600.0, "client")
+
+
+def test_the_client_count_is_capped_at_the_size() -> None:
     capped = parse_job(job(), completion_window_s=DAY, requests_done=5000)
     assert capped.requests_done == 1000 and capped.outstanding_tokens == 0.0
+
+
+def test_a_nan_client_count_counts_nothing_done() -> None:
     assert parse_job(job(), completion_window_s=DAY, requests_done=float("nan")).requests_done == 0.0
 
 
-def test_missing_creation_time_and_no_deadline_means_no_deadline() -> None:
+def test_a_job_without_a_creation_time_or_a_deadline_has_no_deadline() -> None:
     got = parse_job(job(created=None), completion_window_s=DAY)
     assert (got.created_at, got.deadline, got.deadline_source) == (None, None, "none")
 
 
-def test_missing_label_and_name_are_reported_not_raised() -> None:
+def test_a_missing_label_or_name_is_reported_not_raised() -> None:
     body = job()
     del body["metadata"]["labels"]
     del body["metadata"]["name"]

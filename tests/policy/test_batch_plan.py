@@ -20,6 +20,7 @@ from llmscale.policy import Reason
 from llmscale.policy.batch.jobs import BatchJob, JobState
 from llmscale.policy.batch.plan import (
     BatchLimit,
+    BatchPlan,
     BatchPoolState,
     InteractiveState,
     JobAction,
@@ -294,10 +295,18 @@ def test_a_deadline_pulls_the_jobs_due_before_it() -> None:
     assert set(plan.release) == {"early", "late"}
 
 
-def test_passed_deadline_runs_at_the_bound_and_is_reported() -> None:
+def _overdue_plan() -> BatchPlan:
     job = bjob("overdue", tokens=72e6, deadline="2024-06-03T12:00")
-    plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(1, 1), TOK_S, utc("2024-06-03T13:00"))
+    return plan_batch(SPEC, [job], QUIET, BatchPoolState(1, 1), TOK_S, utc("2024-06-03T13:00"))
+
+
+def test_a_passed_deadline_runs_at_the_bound() -> None:
+    plan = _overdue_plan()
     assert (plan.replicas, plan.release) == (4, ("overdue",))
+
+
+def test_a_passed_deadline_is_reported() -> None:
+    plan = _overdue_plan()
     assert plan.deadline_at_risk.status == "True" and plan.deadline_at_risk.reason is Reason.DeadlinePassed
 
 
@@ -431,16 +440,23 @@ def test_max_zero_turns_the_pool_off() -> None:
         pytest.param(1e3, 4, 1, id="almost-nothing-shrinks-to-1"),
     ],
 )
-def test_size_and_its_hysteresis(tokens: float, current: int, replicas: int) -> None:
+def test_the_pool_is_sized_for_the_backlog_with_hysteresis(tokens: float, current: int, replicas: int) -> None:
     job = bjob("j", tokens=tokens, deadline="2024-06-04T05:00", state=JobState.Running)
     plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(current, current), TOK_S, utc("2024-06-03T21:00"))
     assert plan.replicas == replicas, plan.reasons
 
 
-def test_unknown_size_runs_at_the_bound_and_is_unknown() -> None:
+def _adhoc_plan() -> BatchPlan:
     job = replace(bjob("adhoc", tokens=1e6, deadline="2024-06-05T12:00"), requests=None)
-    plan = plan_batch(SPEC, [job], QUIET, BatchPoolState(0), TOK_S, utc("2024-06-03T23:00"))
-    assert plan.replicas == 4
+    return plan_batch(SPEC, [job], QUIET, BatchPoolState(0), TOK_S, utc("2024-06-03T23:00"))
+
+
+def test_an_unknown_size_runs_at_the_bound() -> None:
+    assert _adhoc_plan().replicas == 4
+
+
+def test_an_unknown_size_is_reported_unknown() -> None:
+    plan = _adhoc_plan()
     assert (plan.deadline_at_risk.status, plan.deadline_at_risk.reason) == (
         "Unknown",
         Reason.BatchSizeUnknown,

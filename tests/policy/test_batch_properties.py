@@ -32,12 +32,26 @@ EXAMPLES = settings(max_examples=200, deadline=None)
 
 @EXAMPLES
 @given(batch_plan_inputs())
-def test_within_bounds_gpus_and_interactive_first(args: Inputs) -> None:
-    spec, _, interactive, pool, _, _ = args
+def test_the_batch_plan_keeps_within_its_replica_bounds(args: Inputs) -> None:
+    spec = args[0]
     plan = plan_batch(*args)
     assert 0 <= plan.replicas <= _most(spec)
+
+
+@EXAMPLES
+@given(batch_plan_inputs())
+def test_the_batch_plan_takes_no_more_than_the_free_gpus(args: Inputs) -> None:
+    spec, _, _, pool, _, _ = args
+    plan = plan_batch(*args)
     if pool.gpus_free is not None:
         assert plan.replicas <= max(pool.replicas, 0) + pool.gpus_free // spec.resources.gpus_per_replica
+
+
+@EXAMPLES
+@given(batch_plan_inputs())
+def test_the_batch_plan_gives_way_while_interactive_pods_wait(args: Inputs) -> None:
+    _, _, interactive, pool, _, _ = args
+    plan = plan_batch(*args)
     if interactive.unschedulable:
         # Batch gives back first and takes nothing new while interactive pods wait for GPUs.
         assert plan.replicas <= max(0, pool.replicas - interactive.unschedulable)

@@ -14,10 +14,16 @@ from typing import Any
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.policy import PolicyMemory, PoolState, Reason, decide
+from llmscale.policy import Decision, PolicyMemory, PoolState, Reason, decide
 from llmscale.policy.batch.jobs import BatchJob, JobState
 from llmscale.policy.batch.plan import JobAction
-from llmscale.policy.batch.step import THROUGHPUT_UNKNOWN, batch_step, interactive_state, latency_within_slo
+from llmscale.policy.batch.step import (
+    THROUGHPUT_UNKNOWN,
+    BatchStep,
+    batch_step,
+    interactive_state,
+    latency_within_slo,
+)
 from llmscale.signals.snapshot import SignalSnapshot
 
 
@@ -75,7 +81,7 @@ def test_no_snapshot_is_unknown_latency() -> None:
     assert latency_within_slo(make_spec(), None, NOON) is None
 
 
-def test_interactive_state_comes_from_the_decision_and_the_pods() -> None:
+def test_interactive_state_combines_the_decision_with_the_pod_counts() -> None:
     spec = make_spec()
     state = PoolState(interactive_replicas=4, interactive_ready=2, interactive_starting=1,
                       interactive_unschedulable=1)
@@ -117,23 +123,40 @@ def test_the_plan_replaces_the_fixed_window_size_with_the_backlog() -> None:
     assert again.decision.memory == decision.memory
 
 
-def test_without_spec_batch_the_decision_is_unchanged_and_jobs_are_left_alone() -> None:
+def _step_without_spec_batch() -> tuple[Decision, BatchStep]:
     spec = make_spec(batch=None)
     state = PoolState(interactive_replicas=2, interactive_ready=2)
     decision = decide(spec, (snap(NOON, ttft=0.5, itl=0.05),), state, PolicyMemory(), NOON)
     step = batch_step(spec, [waiting("late", 1e9, "2024-06-03T11:00")], decision, state, None, NOON)
+    return decision, step
+
+
+def test_without_spec_batch_the_decision_is_unchanged() -> None:
+    decision, step = _step_without_spec_batch()
     assert step.decision == decision
+
+
+def test_without_spec_batch_jobs_are_left_alone() -> None:
+    _, step = _step_without_spec_batch()
     assert step.plan is not None and step.plan.release == () and step.plan.pause == ()
     assert step.batch_backlog.reason == Reason.NoBatchPool and step.status is None
 
 
-def test_a_model_that_does_not_fit_holds_the_pool_and_touches_no_job() -> None:
+def _step_of_a_model_that_does_not_fit() -> BatchStep:
     """Llama-3.1-70B on one L40S: the weights leave no KV cache, so no batch throughput is known."""
     spec = make_spec(model={"name": "big", "preset": "llama-3.1-70b"}, resources={"gpuType": "l40s", "gpusPerReplica": 1})
     state = PoolState(interactive_replicas=2, interactive_ready=2, batch_replicas=2, batch_ready=2)
     decision = decide(spec, (snap(NIGHT, ttft=0.5, itl=0.05),), state, PolicyMemory(), NIGHT)
-    step = batch_step(spec, [waiting("nightly", 1e9, "2024-06-05T06:00")], decision, state, None, NIGHT)
+    return batch_step(spec, [waiting("nightly", 1e9, "2024-06-05T06:00")], decision, state, None, NIGHT)
+
+
+def test_a_model_that_does_not_fit_holds_the_batch_pool_without_a_plan() -> None:
+    step = _step_of_a_model_that_does_not_fit()
     assert step.plan is None and step.decision.batch_replicas == 2
+
+
+def test_a_model_that_does_not_fit_leaves_the_batch_conditions_unknown() -> None:
+    step = _step_of_a_model_that_does_not_fit()
     assert (step.batch_backlog.status, step.batch_backlog.reason) == ("Unknown", THROUGHPUT_UNKNOWN)
     assert (step.deadline_at_risk.status, step.deadline_at_risk.reason) == ("Unknown", THROUGHPUT_UNKNOWN)
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from llmscale.api import HeadroomSpec, LLMDeploymentSpec, ModelSpec, ReplicasSpec, ResourcesSpec
-from llmscale.policy import CapacityCorrection, PolicyMemory, PoolState, decide
+from llmscale.policy import CapacityCorrection, Decision, PolicyMemory, PoolState, decide
 from llmscale.policy.load import (
     CAPACITY_FACTOR_MAX,
     CAPACITY_FACTOR_MIN,
@@ -96,18 +96,31 @@ def tick(t: float, memory: PolicyMemory, itl: float, replicas: int = 6, starting
     return decide(SPEC, snaps, state, memory, t)
 
 
-def test_a_breach_on_a_pool_the_model_sized_lowers_the_capacity_and_asks_again() -> None:
+def _calm_then_hot() -> tuple[Decision, Decision]:
     memory = PolicyMemory(since=NOW - 3600)
     calm = tick(NOW, memory, itl=0.05)
+    return calm, tick(NOW + 60, calm.memory, itl=0.13)
+
+
+def test_a_breach_on_a_pool_the_model_sized_lowers_the_capacity() -> None:
+    calm, hot = _calm_then_hot()
     assert calm.memory.correction is not None and calm.memory.correction.factor > 1.0  # a good minute
     assert calm.interactive_replicas == 6
-    hot = tick(NOW + 60, calm.memory, itl=0.13)
     line = next(r for r in hot.reasons if "capacity correction" in r and "→" in r)
     assert line.startswith("ITL p95 0.130 s > SLO 0.100 s at 24.00 requests/s on 6 ready replicas while the leading")
-    assert hot.memory.correction is not None and hot.memory.correction.factor < calm.memory.correction.factor
+    assert hot.memory.correction is not None and calm.memory.correction is not None
+    assert hot.memory.correction.factor < calm.memory.correction.factor
+
+
+def test_a_breach_on_a_pool_the_model_sized_asks_for_another_replica() -> None:
+    _, hot = _calm_then_hot()
     # Current demand 6 − 1 warm replica = 5: the correction asks for at least one more.
     assert hot.demand_replicas >= 6
-    # The same p95 window is not counted twice: 15 s later, the guard waits.
+
+
+def test_the_same_p95_window_is_not_counted_twice() -> None:
+    _, hot = _calm_then_hot()
+    # 15 s later, the guard waits.
     again = tick(NOW + 75, hot.memory, itl=0.13, replicas=7, starting=1)
     assert again.memory.correction == hot.memory.correction
 
@@ -146,9 +159,12 @@ def test_thirty_minutes_breached_inside_the_bucket_teach_nothing(ttft: float) ->
     assert memory.correction is None
 
 
-def test_a_breach_beyond_the_bucket_is_learnt_and_without_bounds_as_before() -> None:
+def test_a_breach_beyond_the_bucket_is_learnt() -> None:
     beyond = ttft_tick(NOW, PolicyMemory(since=NOW - 3600), 2.6)
     assert beyond.memory.correction is not None and beyond.memory.correction.factor < 1.0
+
+
+def test_a_breach_without_bucket_bounds_is_learnt_as_before() -> None:
     plain = ttft_tick(NOW, PolicyMemory(since=NOW - 3600), 2.125, bounds=None)
     assert plain.memory.correction is not None and plain.memory.correction.factor < 1.0
 

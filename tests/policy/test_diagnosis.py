@@ -65,11 +65,15 @@ def diagnose(
     return d.diagnosis.status, d.diagnosis.reason, d.diagnosis.message
 
 
-def test_prefill_interference_names_the_chunk_budget_and_the_replicas_with_and_without_it() -> None:
+def test_prefill_interference_names_the_chunk_budget() -> None:
     status, reason, message = diagnose(itl=0.135, kv=0.2, queue=0.0)
     assert (status, reason) == ("True", Reason.PrefillInterference)
     assert message.startswith("ITL p95 135 ms > SLO 100 ms with the KV cache far from full and a short queue: ")
     assert "a 8,192-token chunk step takes ~584 ms > 100 ms: set --max-num-batched-tokens ≤ 1,280" in message
+
+
+def test_prefill_interference_compares_the_replicas_needed_with_the_chunk_budget_to_those_without() -> None:
+    _, _, message = diagnose(itl=0.135, kv=0.2, queue=0.0)
     # 2,814-token prompts in 1,280-token chunks: every chunk within 100 ms, so the ITL no longer
     # breaks; 40 requests/s then need fewer replicas than with 8,192-token steps.
     numbers = re.search(r"the SLO needs (\d+) replicas with it, (\d+) without", message)
@@ -86,13 +90,19 @@ def test_prefill_interference_with_short_chunks_asks_for_replicas() -> None:
     assert "more replicas" in message
 
 
-def test_preemption_pressure_names_fp8_and_a_max_num_seqs_that_fits() -> None:
+def test_preemption_pressure_names_an_fp8_kv_cache() -> None:
     status, reason, message = diagnose(itl=0.3, kv=0.96, preempt=0.4)
     assert (status, reason) == ("True", Reason.PreemptionPressure)
     # 4 × 80 GiB × 0.9 − 141 GB of weights leaves 513,088 tokens at 320 KiB per token; fp8 twice that.
     assert "KV cache 96% full and 0.40 preemptions/s: --kv-cache-dtype fp8 holds 1,026,176 tokens instead of 513,088" in message
+
+
+def test_preemption_pressure_names_a_max_num_seqs_that_fits() -> None:
+    _, _, message = diagnose(itl=0.3, kv=0.96, preempt=0.4)
     assert "--max-num-seqs ≤ " in message
-    # Already fp8: only the batch size is offered.
+
+
+def test_preemption_pressure_on_an_fp8_cache_offers_only_the_batch_size() -> None:
     _, _, fp8 = diagnose(itl=0.3, kv=0.96, preempt=0.4, the_spec=spec(kv_dtype="fp8"))
     assert "--kv-cache-dtype" not in fp8 and "--max-num-seqs ≤ " in fp8
 

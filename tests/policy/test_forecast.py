@@ -45,10 +45,14 @@ def test_seasonal_growth_by_hand() -> None:
     assert fc.line == "forecast 25.00 requests/s in 300 s (× 1.25 as a period ago over the same 300 s)"
 
 
-def test_the_forecast_never_lowers_the_rate_and_needs_history() -> None:
+def test_the_forecast_never_lowers_the_rate() -> None:
     now = utc("2024-06-04T18:00")
     falling = series(now - 86_400 - 600 + 30, [12.5] * 10 + [10.0] * 30)
     assert forecast_rate(20.0, [], SeasonalHistory(day=falling), now, 300.0, 0.0).rate_rps == 20.0
+
+
+def test_the_forecast_needs_history() -> None:
+    now = utc("2024-06-04T18:00")
     assert forecast_rate(20.0, [], None, now, 300.0, 0.0).line.endswith("(no seasonal history)")
     # A series that does not reach the stretch a lead time ahead says nothing.
     short = series(now - 86_400 - 600 + 30, [10.0] * 10)
@@ -58,7 +62,7 @@ def test_the_forecast_never_lowers_the_rate_and_needs_history() -> None:
     assert seasonal_growth(idle, 86_400.0, now, 300.0) is None
 
 
-def test_the_larger_of_a_day_and_a_week_ago() -> None:
+def test_the_forecast_takes_the_larger_growth_of_a_day_or_a_week_ago() -> None:
     # Monday 07:55: yesterday (Sunday) was flat, a week ago (Monday) ramped: the week wins.
     now = utc("2024-06-03T07:55")
     flat = series(now - 86_400 - 600 + 30, [10.0] * 40)

@@ -145,7 +145,7 @@ def detailed(snapshot: SignalSnapshot, pods: int, stalled: bool) -> SignalSnapsh
     )
 
 
-def test_slim_keeps_the_aggregates_and_drops_the_per_pod_detail() -> None:
+def test_slim_drops_only_the_per_pod_detail() -> None:
     whole = detailed(SignalSnapshot(observed_at=T0, queue_depth=3.0, running_requests=8.0, kv_cache_utilization=0.4,
                                     preemption_rate=0.1, ttft_p95_s=0.5, itl_p95_s=0.03, replicas_reporting=2,
                                     error="kv: negative value", wake_demand=2.0), pods=2, stalled=True)

@@ -15,6 +15,7 @@ from llmscale.policy.livefit import (
     LIVE_FIT_MIN_MINUTES,
     LIVE_FIT_MINUTES,
     LIVE_FIT_REFIT_MINUTES,
+    LiveCalibration,
     LiveRecord,
     calibrate,
     describe_change,
@@ -88,7 +89,7 @@ def test_fold_keeps_the_newest_minutes_once_each() -> None:
     assert fold(record, 7, [_minute(truth, 60.0, 10.0)], 4096, 0.0) is record  # nothing new: unchanged
 
 
-def test_windows_at_several_loads_recover_the_engine_and_are_used() -> None:
+def test_windows_at_several_loads_give_a_used_fit_that_recovers_the_engine() -> None:
     truth = _truth(0.003)
     record = fold(None, 7, [_minute(truth, 60.0 * k, b) for k, b in enumerate((1, 2, 4, 8, 16, 32, 64), 1)], 4096, 0)
     cal = calibrate(SPEC, record)
@@ -101,14 +102,24 @@ def test_windows_at_several_loads_recover_the_engine_and_are_used() -> None:
     assert "minutes of the engines' own histograms" in cal.describe()
 
 
-def test_one_steady_load_corrects_the_measured_point_and_keeps_the_priors_shape() -> None:
+def _fit_of_one_steady_load() -> tuple[ReplicaModel, LiveCalibration]:
     # A pool that runs at batch 10 all hour says how long that step takes, not how steps grow.
     truth = _truth(0.003)
     record = fold(None, 7, [_minute(truth, 60.0 * k, 10.0) for k in range(1, 11)], 4096, 0)
     cal = calibrate(SPEC, record)
     assert cal is not None and cal.used
+    return truth, cal
+
+
+def test_one_steady_load_corrects_the_measured_point() -> None:
+    truth, cal = _fit_of_one_steady_load()
     fitted = cal.fit.apply(ReplicaModel.from_spec(SPEC))
     assert fitted.decode_step_time(10, 1000) == pytest.approx(truth.decode_step_time(10, 1000), rel=0.03)
+
+
+def test_one_steady_load_keeps_the_priors_shape() -> None:
+    truth, cal = _fit_of_one_steady_load()
+    fitted = cal.fit.apply(ReplicaModel.from_spec(SPEC))
     assert fitted.prefill_time(PROMPT) == pytest.approx(truth.prefill_time(PROMPT), rel=0.05)
     assert all(math.isfinite(x) and x > 0 for x in (cal.note.itl_full_s, cal.note.decode_tok_s))
 
@@ -121,16 +132,25 @@ def test_too_few_minutes_are_measured_but_not_used() -> None:
     assert calibrate(SPEC, LiveRecord(7)) is None
 
 
-def test_an_upgrade_drops_the_old_windows_and_compares_the_capacity_note() -> None:
+def _first_fit_and_upgrade() -> tuple[LiveCalibration, LiveRecord]:
     old, new = _truth(0.004), _truth(0.002, bw=0.6)
     record = fold(None, 1, [_minute(old, 60.0 * k, b) for k, b in enumerate((2, 8, 32, 4, 16, 64), 1)], 4096, 360)
     first = calibrate(SPEC, record)
     assert first is not None
     record = LiveRecord(record.digest, record.windows, first)
     # The engine changes at 400 s: the minutes the reader still holds from before are not its.
-    upgraded = fold(record, 2, [_minute(old, 360.0, 8.0), _minute(new, 420.0, 8.0)], 4096, 400.0)
+    return first, fold(record, 2, [_minute(old, 360.0, 8.0), _minute(new, 420.0, 8.0)], 4096, 400.0)
+
+
+def test_an_upgrade_drops_the_old_windows() -> None:
+    first, upgraded = _first_fit_and_upgrade()
     assert upgraded.before is first and upgraded.upgraded_at == 400.0
     assert [end for end, _ in upgraded.windows] == [420.0]
+
+
+def test_an_upgrade_compares_the_capacity_note_with_the_one_before() -> None:
+    first, upgraded = _first_fit_and_upgrade()
+    new = _truth(0.002, bw=0.6)
     upgraded = fold(upgraded, 2, [_minute(new, 420.0 + 60 * k, b) for k, b in enumerate((2, 32, 4, 16, 64), 1)],
                     4096, 800.0)
     after = calibrate(SPEC, upgraded)

@@ -113,21 +113,32 @@ def _tick(memory: PolicyMemory, now: float) -> tuple[int, Reason, str, PolicyMem
     return d.interactive_replicas, d.policy_state_readable.reason, d.policy_state_readable.status, d.memory
 
 
-def test_unreadable_memory_is_reported_until_the_horizon_and_decides_as_the_kept_part() -> None:
+def _partly_unreadable_memory() -> PolicyMemory:
     # 8 recommended 100 s ago is readable and keeps the pool at 8; the second entry is not.
     status = {"recommendations": [[NOW - 100, 8], [NOW - 50, "nine"]], "scaleEvents": []}
-    memory = PolicyMemory.from_dict(status)
+    return PolicyMemory.from_dict(status)
+
+
+def test_unreadable_memory_decides_as_the_kept_part() -> None:
+    memory = _partly_unreadable_memory()
     kept = PolicyMemory(recommendations=((NOW - 100, 8),))
     assert _tick(memory, NOW)[:3] == (8, Reason.PolicyStateUnreadable, "False")
     assert _tick(kept, NOW)[:3] == (8, Reason.PolicyStateRead, "True")  # the same decision
+
+
+def test_unreadable_memory_is_reported_until_the_horizon() -> None:
     # The warning is carried while a dropped entry could still count, and not after.
-    replicas, reason, status_, carried = _tick(memory, NOW)
+    replicas, reason, status_, carried = _tick(_partly_unreadable_memory(), NOW)
     assert (replicas, reason, status_) == (8, Reason.PolicyStateUnreadable, "False")
     assert _tick(carried, NOW + HORIZON - 1)[1:3] == (Reason.PolicyStateUnreadable, "False")
     later = _tick(carried, NOW + HORIZON)
     assert later[1:3] == (Reason.PolicyStateRead, "True")
     assert later[3].unreadable is None
-    # Never persisted: to_dict writes only what the policy reads.
+
+
+def test_the_unreadable_warning_is_never_persisted() -> None:
+    carried = _tick(_partly_unreadable_memory(), NOW)[3]
+    # to_dict writes only what the policy reads.
     assert set(carried.to_dict()) <= {"recommendations", "scaleEvents", "since", "capacityCorrection",
                                       "burstiness", "batchYield", "replicas"}
     assert "unreadable" not in str(carried.to_dict())

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from llmscale.api import LLMDeploymentSpec, ModelSpec, ReplicasSpec, ResourcesSpec
 from llmscale.model.capacity import DEFAULT_SHAPE, LengthDistribution, vllm_length_buckets
-from llmscale.policy import PolicyMemory, PoolState, Reason, decide
+from llmscale.policy import Decision, PolicyMemory, PoolState, Reason, decide
 from llmscale.policy.mix import (
     BURSTINESS_PRIOR_SAMPLES,
     BURSTINESS_SAMPLE_MAX,
@@ -73,23 +73,37 @@ def test_live_mix_is_fitted_through_the_buckets() -> None:
     assert shape.source == "live mix of the last 30 min"
 
 
-def test_mix_is_request_weighted_and_forgets_exponentially() -> None:
-    quiet = WorkloadMix(request_rate=1.0, prompt_tokens_mean=10_000.0, generation_tokens_mean=10.0)
-    busy = WorkloadMix(request_rate=9.0, prompt_tokens_mean=1_000.0, generation_tokens_mean=100.0)
+QUIET_MIX = WorkloadMix(request_rate=1.0, prompt_tokens_mean=10_000.0, generation_tokens_mean=10.0)
+BUSY_MIX = WorkloadMix(request_rate=9.0, prompt_tokens_mean=1_000.0, generation_tokens_mean=100.0)
+
+
+def _sums_half_an_hour_apart() -> MixSums:
+    """The mix of a quiet snapshot and, half an hour later, a 1,000-token one at the same rate."""
+    sums = update_mix(None, [snap(NOW - MIX_MEMORY_S, QUIET_MIX)])
+    return update_mix(sums, [snap(NOW - MIX_MEMORY_S, QUIET_MIX), snap(NOW, WorkloadMix(request_rate=1.0,
+                      prompt_tokens_mean=1_000.0, generation_tokens_mean=10.0))])
+
+
+def test_the_mix_is_request_weighted() -> None:
     # A second apart (no discount to speak of): weights 1 × 60 and 9 × 60 requests:
     # (1 × 10,000 + 9 × 1,000) / 10 = 1,900.
-    shape, live = shape_of([snap(NOW - 1, quiet), snap(NOW, busy)])
+    shape, live = shape_of([snap(NOW - 1, QUIET_MIX), snap(NOW, BUSY_MIX)])
     assert live and shape.prompt.mean == pytest.approx(1900.0, rel=1e-3)
+
+
+def test_the_mix_forgets_exponentially() -> None:
     # One half hour apart, the older counts e^-1 as much: (e^-1 × 60 × 10,000 + 60 × 1,000) / (e^-1 × 60 + 60).
-    sums = update_mix(None, [snap(NOW - MIX_MEMORY_S, quiet)])
-    sums = update_mix(sums, [snap(NOW - MIX_MEMORY_S, quiet), snap(NOW, WorkloadMix(request_rate=1.0,
-                      prompt_tokens_mean=1_000.0, generation_tokens_mean=10.0))])
     e = math.exp(-1)
-    assert live_shape(sums, NOW)[0].prompt.mean == pytest.approx((e * 10_000 + 1_000) / (e + 1))
-    # A snapshot already folded in is not counted twice.
-    assert update_mix(sums, [snap(NOW - 15, busy)]) == sums
-    # A mix no snapshot confirmed for half an hour is unknown again.
-    assert live_shape(sums, NOW + MIX_MEMORY_S + 1)[1] is False
+    assert live_shape(_sums_half_an_hour_apart(), NOW)[0].prompt.mean == pytest.approx((e * 10_000 + 1_000) / (e + 1))
+
+
+def test_a_snapshot_already_folded_into_the_mix_is_not_counted_twice() -> None:
+    sums = _sums_half_an_hour_apart()
+    assert update_mix(sums, [snap(NOW - 15, BUSY_MIX)]) == sums
+
+
+def test_a_mix_no_snapshot_confirmed_for_half_an_hour_is_unknown_again() -> None:
+    assert live_shape(_sums_half_an_hour_apart(), NOW + MIX_MEMORY_S + 1)[1] is False
 
 
 def test_mix_sums_survive_the_status_round_trip() -> None:
@@ -109,12 +123,18 @@ def test_missing_histograms_mean_an_unknown_mix() -> None:
     assert (shape, live) == (DEFAULT_SHAPE, False)
 
 
-def test_means_without_tails_keep_the_default_spread_and_say_so() -> None:
-    means = WorkloadMix(request_rate=5.0, prompt_tokens_mean=3000.0, generation_tokens_mean=40.0)
-    shape, live = shape_of([snap(NOW, means)])
+MEANS_ONLY = WorkloadMix(request_rate=5.0, prompt_tokens_mean=3000.0, generation_tokens_mean=40.0)
+
+
+def test_means_without_tails_keep_the_default_spread() -> None:
+    shape, live = shape_of([snap(NOW, MEANS_ONLY)])
     assert live
     assert shape.prompt.sigma == pytest.approx(DEFAULT_SHAPE.prompt.sigma)
     assert shape.prompt.mean == pytest.approx(3000.0)
+
+
+def test_means_without_tails_say_what_is_missing() -> None:
+    shape, _ = shape_of([snap(NOW, MEANS_ONLY)])
     assert "no prompt p95" in shape.source and "no prefix-cache counters" in shape.source
 
 
@@ -180,12 +200,20 @@ def _spec() -> LLMDeploymentSpec:
     )
 
 
-def test_decide_names_the_live_mix_and_sizes_the_pool_from_it() -> None:
+def _decide_on_the_prefill_heavy_mix() -> Decision:
     history = [snap(NOW - 60, PREFILL_HEAVY, running=4.0), snap(NOW, PREFILL_HEAVY, running=4.0)]
     state = PoolState(interactive_replicas=4, interactive_ready=4)
-    d = decide(_spec(), history, state, PolicyMemory(since=NOW - 3600), NOW)
+    return decide(_spec(), history, state, PolicyMemory(since=NOW - 3600), NOW)
+
+
+def test_decide_names_the_live_mix() -> None:
+    d = _decide_on_the_prefill_heavy_mix()
     assert (d.capacity_model.status, d.capacity_model.reason) == ("True", Reason.LiveWorkloadMix)
     assert "prompt mean 2,814 tokens" in d.capacity_model.message
+
+
+def test_decide_sizes_the_pool_from_the_live_mix() -> None:
+    d = _decide_on_the_prefill_heavy_mix()
     load = next(r for r in d.reasons if r.startswith("load: "))
     # 10 requests/s of 2,814-token prompts on Llama-3.1-70B over 4 × H100 (8,192-token steps of
     # ~0.2 s): ~2 requests/s per replica within a 100 ms ITL p95.
@@ -193,13 +221,21 @@ def test_decide_names_the_live_mix_and_sizes_the_pool_from_it() -> None:
     assert 5 <= d.demand_replicas <= 7
 
 
-def test_decide_without_a_live_mix_falls_back_and_says_so() -> None:
+def _decide_without_a_live_mix() -> Decision:
     history = [snap(NOW, WorkloadMix(request_rate=10.0))]
-    d = decide(_spec(), history, PoolState(interactive_replicas=4, interactive_ready=4), PolicyMemory(), NOW)
+    return decide(_spec(), history, PoolState(interactive_replicas=4, interactive_ready=4), PolicyMemory(), NOW)
+
+
+def test_decide_without_a_live_mix_falls_back_to_the_default_mix() -> None:
+    d = _decide_without_a_live_mix()
     assert (d.capacity_model.status, d.capacity_model.reason) == ("False", Reason.DefaultWorkloadMix)
-    assert any(r.startswith("workload: no live mix") for r in d.reasons)
     # The load signal still reads the rate, with the Azure trace's lengths.
     assert any(r.startswith("load: arrivals 10.00 requests/s") for r in d.reasons)
+
+
+def test_decide_without_a_live_mix_says_so() -> None:
+    d = _decide_without_a_live_mix()
+    assert any(r.startswith("workload: no live mix") for r in d.reasons)
 
 
 @pytest.mark.parametrize(
@@ -274,21 +310,38 @@ def test_a_bursty_load_needs_a_deeper_fall_to_read_as_one() -> None:
         assert steady_arrival_rate(history, history[-1], dispersion=unknown).rate_rps == pytest.approx(85 / 180)
 
 
-@pytest.mark.parametrize("dispersion", [1.0, 8.0])
-@pytest.mark.parametrize(
+FLOOR_DISPERSIONS = pytest.mark.parametrize("dispersion", [1.0, 8.0])
+FLOOR_RATES = pytest.mark.parametrize(
     "rates",
     [[a, b, c] for a in (0.0, 0.05, 1.0, 5.0, 14.0, 40.0) for b in (0.0, 0.05, 1.0, 5.0, 14.0, 40.0)
      for c in (0.0, 0.05, 0.4, 3.0, 5.0, 11.0, 40.0)],
 )
-def test_the_floor_is_between_the_newest_window_and_the_mean(rates: list[float], dispersion: float) -> None:
-    """Never below the newest window, never above the larger of it and the mean; and it falls below
-    the mean only when a window is under :data:`FALL_SHARE` of the windows before it."""
+
+
+def _floor(rates: list[float], dispersion: float) -> float:
     history = [snap(NOW - 60 * (2 - i), WorkloadMix(request_rate=r)) for i, r in enumerate(rates)]
     got = steady_arrival_rate(history, history[-1], dispersion=dispersion).rate_rps
     assert got is not None
+    return got
+
+
+@FLOOR_DISPERSIONS
+@FLOOR_RATES
+def test_the_floor_never_leaves_the_range_from_the_newest_window_to_the_mean(
+    rates: list[float], dispersion: float
+) -> None:
+    """Never below the newest window, never above the larger of it and the mean."""
     mean = sum(rates) / 3
-    assert rates[-1] <= got <= max(rates[-1], mean) + 1e-12
-    if got < mean - 1e-12:
+    assert rates[-1] <= _floor(rates, dispersion) <= max(rates[-1], mean) + 1e-12
+
+
+@FLOOR_DISPERSIONS
+@FLOOR_RATES
+def test_the_floor_falls_below_the_mean_only_after_a_window_under_the_fall_share(
+    rates: list[float], dispersion: float
+) -> None:
+    """It falls below the mean only when a window is under :data:`FALL_SHARE` of the windows before it."""
+    if _floor(rates, dispersion) < sum(rates) / 3 - 1e-12:
         assert rates[-1] < FALL_SHARE * (rates[0] + rates[1]) / 2 or rates[1] < FALL_SHARE * rates[0]
 
 

@@ -32,13 +32,21 @@ def _leading_unknown(snap: SignalSnapshot) -> bool:
 
 @PROPS
 @given(decide_inputs())
-def test_bounds_and_shape(
+def test_every_decision_keeps_to_the_replica_bounds(
     args: tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float],
 ) -> None:
     spec, history, state, memory, now = args
     d = decide(spec, history, state, memory, now)
     assert spec.replicas.min <= d.interactive_replicas <= spec.replicas.max
     assert d.batch_replicas >= 0 and d.demand_replicas >= 0 and d.headroom_replicas >= 0
+
+
+@PROPS
+@given(decide_inputs())
+def test_every_decision_has_reasons_with_well_formed_conditions(
+    args: tuple[LLMDeploymentSpec, list[SignalSnapshot], PoolState, PolicyMemory, float],
+) -> None:
+    d = decide(*args)
     assert d.reasons and all(isinstance(r, str) and r for r in d.reasons)
     for cond in (d.metrics_available, d.able_to_scale, d.scaling_limited, d.batch_window_open, d.policy_state_readable):
         assert (

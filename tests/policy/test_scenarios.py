@@ -336,20 +336,27 @@ def _big_spec(**scaling_kw: Any) -> LLMDeploymentSpec:
     )
 
 
-def test_auto_kv_target_comes_from_the_model_and_the_slo() -> None:
+def test_the_auto_kv_target_is_the_kv_use_at_the_slos_capacity() -> None:
     # Without a live mix: the KV use of a replica at the SLO's capacity for the Azure trace's
     # lengths. Llama-3.1-70B bf16 on 4 × H100, pool of 4: ~7.1 requests/s per replica, ~41 running
     # × ~1,225 tokens of a 513,088-token cache ≈ 0.098.
     target, origin = kv_cache_target(_big_spec(scaling=scaling(kv=None)), 4)
     assert 0.09 < target < 0.11, origin
     assert origin.startswith("auto: KV use at the SLO's capacity for the Azure trace's lengths, 7.06 requests/s")
-    # A looser ITL SLO admits more: the target rises.
+
+
+def test_a_looser_itl_slo_raises_the_auto_kv_target() -> None:
+    target, _ = kv_cache_target(_big_spec(scaling=scaling(kv=None)), 4)
     loose = _big_spec(scaling=scaling(kv=None))
     loose = loose.model_copy(update={"slo": loose.slo.model_copy(update={"itl_p95_seconds": 0.2})})
     assert kv_cache_target(loose, 4)[0] > target
-    # With the load signal known, the KV cache only guards its own limit.
+
+
+def test_with_the_load_known_the_auto_kv_target_guards_only_the_caches_limit() -> None:
     assert kv_cache_target(_big_spec(scaling=scaling(kv=None)), 4, load_known=True)[0] == 0.9
-    # An explicit target wins.
+
+
+def test_an_explicit_kv_target_wins() -> None:
     assert kv_cache_target(_big_spec(scaling=scaling(kv=0.5))) == (0.5, "spec")
 
 

@@ -116,7 +116,7 @@ def metrics_available(s: SignalSnapshot) -> tuple[str, Reason, str]:
                      id="error-stands-in-for-a-missing-reason"),
     ],
 )
-def test_metrics_available_names_each_unknown_signal_and_why(
+def test_metrics_available_names_each_unknown_signal_with_its_reason(
     s: SignalSnapshot, status: str, reason: Reason, named: list[str]
 ) -> None:
     got_status, got_reason, message = metrics_available(s)

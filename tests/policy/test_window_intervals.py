@@ -116,24 +116,36 @@ def test_intervals_agree_with_batch_window_open_minute_by_minute(
         assert inside == (batch_window_open(windows, t) is not None), datetime.fromtimestamp(t, UTC)
 
 
-def test_next_change_while_closed_and_while_open() -> None:
-    london = [w("22:00", "06:00", "Europe/London")]
-    assert next_change(london, utc("2024-03-30T12:00")) == (utc("2024-03-30T22:00"), utc("2024-03-31T05:00"))
-    assert next_change(london, utc("2024-03-31T03:00")) == (None, utc("2024-03-31T05:00"))
-    # A window open all week never closes within the horizon.
+LONDON_NIGHTS = [w("22:00", "06:00", "Europe/London")]
+
+
+def test_next_change_while_closed_is_the_next_opening_then_closing() -> None:
+    assert next_change(LONDON_NIGHTS, utc("2024-03-30T12:00")) == (utc("2024-03-30T22:00"), utc("2024-03-31T05:00"))
+
+
+def test_next_change_while_open_is_the_closing_only() -> None:
+    assert next_change(LONDON_NIGHTS, utc("2024-03-31T03:00")) == (None, utc("2024-03-31T05:00"))
+
+
+def test_a_window_open_all_week_never_changes_within_the_horizon() -> None:
     always = [w("00:00", "23:59"), w("23:00", "01:00")]
     assert next_change(always, utc("2024-06-07T12:00")) == (None, None)
 
 
-def test_open_seconds_and_time_to_open_seconds() -> None:
-    intervals = [(100.0, 200.0), (300.0, 400.0)]
-    assert open_seconds(intervals, 0.0, 1000.0) == 200.0
-    assert open_seconds(intervals, 150.0, 350.0) == 100.0
-    assert open_seconds(intervals, 500.0, 400.0) == 0.0
-    assert time_to_open_seconds(intervals, 0.0, 150.0) == 350.0
-    assert time_to_open_seconds(intervals, 150.0, 50.0) == 200.0
-    assert time_to_open_seconds(intervals, 0.0, 0.0) == 0.0
-    assert time_to_open_seconds(intervals, 0.0, 201.0) is None  # more than the intervals hold
+INTERVALS = [(100.0, 200.0), (300.0, 400.0)]
+
+
+def test_open_seconds_counts_the_open_time_within_a_stretch() -> None:
+    assert open_seconds(INTERVALS, 0.0, 1000.0) == 200.0
+    assert open_seconds(INTERVALS, 150.0, 350.0) == 100.0
+    assert open_seconds(INTERVALS, 500.0, 400.0) == 0.0
+
+
+def test_time_to_open_seconds_is_the_wait_for_that_much_open_time() -> None:
+    assert time_to_open_seconds(INTERVALS, 0.0, 150.0) == 350.0
+    assert time_to_open_seconds(INTERVALS, 150.0, 50.0) == 200.0
+    assert time_to_open_seconds(INTERVALS, 0.0, 0.0) == 0.0
+    assert time_to_open_seconds(INTERVALS, 0.0, 201.0) is None  # more than the intervals hold
 
 
 def test_horizon_holds_a_weekly_window_twice() -> None:

@@ -23,7 +23,7 @@ from llmscale.api import (
     ScalingTargets,
     WakeSpec,
 )
-from llmscale.policy import PolicyMemory, PoolState, Reason, decide
+from llmscale.policy import Decision, PolicyMemory, PoolState, Reason, decide
 from llmscale.policy.zero import release_when_idle, wake_proposal
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -55,7 +55,9 @@ def at_zero(t: float, expect: int, wake: float | None, **kw: Any) -> Tick:
     return Tick(t, expect, queue=None, kv=None, preempt=None, running=None, wake=wake, **kw)
 
 
-def test_idle_pool_goes_to_zero_after_the_window_and_wakes_on_the_query() -> None:
+def _idle_to_zero_and_awake() -> list[Decision]:
+    """An idle pool released to zero after the scale-down window, then woken by the wake query
+    (:func:`run_scenario` checks every tick's replicas and conditions)."""
     ticks = [
         # Light load: KV 2 × 0.3 / 0.75 = 0.8 → 1, + headroom 1 = 2: stays 2.
         Tick(0, 2, queue=0.0, kv=0.3, preempt=0.0, running=2.0, ttft=0.3, itl=0.03, wake=1.5,
@@ -79,9 +81,17 @@ def test_idle_pool_goes_to_zero_after_the_window_and_wakes_on_the_query() -> Non
         Tick(180, 2, queue=0.0, kv=0.3, preempt=0.0, running=2.0, ttft=0.5, itl=0.03, wake=0.5,
              metrics=R.MetricsFresh),
     ]
-    decisions = run_scenario(zero_spec(), ticks, FakeFleet.ready(2, 30.0), NOON)
+    return run_scenario(zero_spec(), ticks, FakeFleet.ready(2, 30.0), NOON)
+
+
+def test_an_idle_pool_goes_to_zero_after_the_window() -> None:
+    decisions = _idle_to_zero_and_awake()
     assert any(line.startswith("idle: no request runs or waits on the engines") for line in decisions[1].reasons)
     assert any(line.startswith("idle: no engine runs") for line in decisions[5].reasons)
+
+
+def test_a_pool_at_zero_wakes_on_the_query() -> None:
+    decisions = _idle_to_zero_and_awake()
     assert "wake query reads 2 > threshold 0 at 0 replicas: proposes 1" in decisions[7].reasons
     assert "demand 1 replicas (wake query)" in decisions[7].reasons
     assert "wake query unknown" in decisions[6].metrics_available.message
@@ -108,23 +118,29 @@ def test_anything_but_idle_keeps_the_warm_replica(tick: Tick, why: str) -> None:
     assert not any(line.startswith("idle:") for line in decisions[0].reasons), why
 
 
-def test_threshold_is_strict_and_min_above_zero_never_releases() -> None:
+def test_the_wake_threshold_is_strict() -> None:
     snap = SignalSnapshot(NOON, wake_demand=1.0)
     assert wake_proposal(zero_spec(threshold=1.0), snap, 0) == wake_proposal(zero_spec(threshold=1.0), snap, 0)
     proposal = wake_proposal(zero_spec(threshold=1.0), snap, 0)
     assert proposal is not None and proposal.replicas is None and proposal.known
     proposal = wake_proposal(zero_spec(threshold=0.5), snap, 0)
     assert proposal is not None and proposal.replicas == 1
-    # Not at zero, or no wake query: the query proposes nothing at all.
+
+
+def test_the_wake_query_proposes_nothing_off_zero_or_when_unset() -> None:
+    snap = SignalSnapshot(NOON, wake_demand=1.0)
     assert wake_proposal(zero_spec(), snap, 1) is None
     assert wake_proposal(zero_spec(lo=1, wake=False), snap, 0) is None
+
+
+def test_a_min_above_zero_never_releases() -> None:
     # min 1 with a wake query set: the headroom stays, idle or not.
     quiet = SignalSnapshot(NOON, queue_depth=0.0, running_requests=0.0, wake_demand=0.0)
     assert release_when_idle(zero_spec(lo=1), quiet, 2, 0, 1) == (1, None)
     assert release_when_idle(zero_spec(), quiet, 2, 0, 1)[0] == 0
 
 
-def test_min_and_max_still_bound_a_wake() -> None:
+def test_the_replica_bounds_still_bound_a_wake() -> None:
     spec = zero_spec().model_copy(update={"replicas": ReplicasSpec(min=0, max=1)})
     d = decide(spec, [SignalSnapshot(NOON, wake_demand=5.0)], PoolState(0, 0), PolicyMemory(), NOON)
     assert (d.interactive_replicas, d.scaling_limited.reason) == (1, R.TooManyReplicas)
