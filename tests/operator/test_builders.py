@@ -51,13 +51,17 @@ def args_of(argv: list[str], flag: str) -> str:
 # ------------------------------------------------------------------------------------------
 
 
-def test_every_child_carries_the_five_labels_and_a_controller_owner_reference() -> None:
+def _children() -> list[dict[str, Any]]:
     children = child_manifests(BODY, spec(batch={"windows": [{"start": "22:00", "end": "06:00"}]}), 3, 0)
     assert [(c["kind"], c["metadata"]["name"]) for c in children] == [
         ("Service", "chat"), ("PodDisruptionBudget", "chat"), ("Service", "chat-batch"), ("Deployment", "chat"),
         ("Deployment", "chat-batch"),
     ]
-    for child in children:
+    return children
+
+
+def test_every_child_carries_the_five_labels() -> None:
+    for child in _children():
         pool = "batch" if child["metadata"]["name"] == "chat-batch" else "interactive"
         assert child["metadata"]["namespace"] == "serving"
         assert child["metadata"]["labels"] == {
@@ -67,6 +71,10 @@ def test_every_child_carries_the_five_labels_and_a_controller_owner_reference() 
             "llmscale.dev/deployment": "chat",
             "llmscale.dev/pool": pool,
         }
+
+
+def test_every_child_has_a_controller_owner_reference() -> None:
+    for child in _children():
         assert child["metadata"]["ownerReferences"] == [{
             "apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "name": "chat", "uid": "u-1",
             "controller": True, "blockOwnerDeletion": True,
@@ -92,7 +100,7 @@ def test_the_batch_service_selects_the_batch_pool_only_on_the_engine_port() -> N
     assert not service["spec"]["selector"].items() <= interactive["spec"]["template"]["metadata"]["labels"].items()
 
 
-def test_service_and_pdb_select_the_interactive_pool_only() -> None:
+def test_every_selector_of_the_children_chooses_the_interactive_pool_only() -> None:
     service, pdb, deployment = child_manifests(BODY, spec(engine={"port": 9000}), 2, 0)
     selector = {"llmscale.dev/deployment": "chat", "llmscale.dev/pool": "interactive"}
     assert service["spec"]["selector"] == selector
@@ -149,7 +157,7 @@ def test_gpu_request_is_the_resource_name_times_gpus_per_replica() -> None:
         pytest.param(7.0, 6, id="short cold start: the one-minute floor"),
     ],
 )
-def test_startup_probe_covers_one_and_a_half_cold_starts(cold_start: float, failures: int) -> None:
+def test_startup_probe_covers_150_percent_of_a_cold_start(cold_start: float, failures: int) -> None:
     template = pod_template("chat", spec(headroom={"coldStartSeconds": cold_start}), "interactive")
     probe = template["spec"]["containers"][0]["startupProbe"]
     assert probe["failureThreshold"] == failures
@@ -157,12 +165,19 @@ def test_startup_probe_covers_one_and_a_half_cold_starts(cold_start: float, fail
     assert probe["httpGet"] == {"path": "/health", "port": "http"}
 
 
-def test_probes_annotations_and_grace_period() -> None:
-    template = pod_template("chat", spec(engine={"port": 8001}, headroom={"coldStartSeconds": 90}), "batch")
-    container = template["spec"]["containers"][0]
+def _batch_template() -> dict[str, Any]:
+    return pod_template("chat", spec(engine={"port": 8001}, headroom={"coldStartSeconds": 90}), "batch")
+
+
+def test_the_pod_template_probes_the_engines_health_on_its_port() -> None:
+    container = _batch_template()["spec"]["containers"][0]
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert container["livenessProbe"]["httpGet"]["path"] == "/health"
     assert container["ports"] == [{"name": "http", "containerPort": 8001, "protocol": "TCP"}]
+
+
+def test_the_pod_templates_metadata_carries_the_cold_start_scrape_eviction_annotations_with_the_pool_label() -> None:
+    template = _batch_template()
     assert template["metadata"]["annotations"] == {
         "llmscale.dev/cold-start-seconds": "90",
         "prometheus.io/scrape": "true",
@@ -172,12 +187,19 @@ def test_probes_annotations_and_grace_period() -> None:
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     }
     assert template["metadata"]["labels"]["llmscale.dev/pool"] == "batch"
+
+
+def test_the_grace_period_lets_the_pre_stop_hook_wait_for_the_requests_in_flight() -> None:
+    template = _batch_template()
     # Default SLO and context: 15 s endpoint delay + ceil(2 s + 8192 x 0.1 s) + 10 s = 847 s.
     assert template["spec"]["terminationGracePeriodSeconds"] == 847
-    command = container["lifecycle"]["preStop"]["exec"]["command"]
+    command = template["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
     assert command[:2] == ["python3", "-c"]
     assert command[3:] == ["http://127.0.0.1:8001/metrics", "vllm:num_requests_running,vllm:num_requests_waiting", "15"]
-    assert "priorityClassName" not in template["spec"]
+
+
+def test_the_pod_template_sets_no_priority_class_by_default() -> None:
+    assert "priorityClassName" not in _batch_template()["spec"]
 
 
 @pytest.mark.parametrize(
@@ -380,12 +402,18 @@ def test_classify_pod(metadata: dict[str, Any], status: dict[str, Any], phase: s
     assert classify_pod(metadata, status) == phase
 
 
-def test_pod_failure_names_the_container_and_its_last_termination() -> None:
-    status = {**conditions(Ready="False"), "containerStatuses": [
-        {"name": "engine", "restartCount": 37, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-         "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}
-    assert pod_failure({}, status) == "container engine CrashLoopBackOff after 37 restarts, last terminated Error (exit code 1)"
-    assert pod_failure({}, {**status, "conditions": [{"type": "Ready", "status": "True"}]}) is None
+CRASH_LOOP = {**conditions(Ready="False"), "containerStatuses": [
+    {"name": "engine", "restartCount": 37, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+     "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}]}
+
+
+def test_pod_failure_names_the_container_with_its_last_termination() -> None:
+    assert pod_failure({}, CRASH_LOOP) == (
+        "container engine CrashLoopBackOff after 37 restarts, last terminated Error (exit code 1)")
+
+
+def test_a_ready_pod_has_no_failure() -> None:
+    assert pod_failure({}, {**CRASH_LOOP, "conditions": [{"type": "Ready", "status": "True"}]}) is None
 
 
 @pytest.mark.parametrize(
@@ -524,7 +552,7 @@ def test_conditions_of_other_writers_are_kept() -> None:
     assert merged[-1] == theirs
 
 
-def test_invalid_status_touches_only_ready_and_generation() -> None:
+def test_invalid_status_sets_only_the_generation_with_the_ready_condition() -> None:
     previous = {"replicas": {"desired": 3}, "conditions": [
         {"type": "MetricsAvailable", "status": "True", "reason": "SignalsFresh", "lastTransitionTime": "x"}]}
     status = invalid_status("spec.replicas: min must be <= max", 4, previous, T0)
@@ -540,10 +568,14 @@ def test_invalid_status_touches_only_ready_and_generation() -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def test_merge_patch_deletes_keys_with_none_and_replaces_lists() -> None:
+def test_merge_patch_deletes_dropped_keys_with_none_replacing_lists_whole() -> None:
     old = {"signals": {"queueDepth": 3.0, "kvCacheUtilization": 0.5}, "conditions": [1, 2]}
     new = {"signals": {"kvCacheUtilization": 0.5}, "conditions": [1, 3]}
     assert merge_patch(old, new) == {"signals": {"queueDepth": None}, "conditions": [1, 3]}
+
+
+def test_merge_patch_of_equal_documents_is_empty() -> None:
+    new = {"signals": {"kvCacheUtilization": 0.5}, "conditions": [1, 3]}
     assert merge_patch(new, new) == {}
 
 

@@ -57,7 +57,7 @@ def spec(**extra: Any) -> LLMDeploymentSpec:
     return LLMDeploymentSpec.model_validate(body)
 
 
-def test_bound_requests_are_taken_per_node_and_finished_or_unbound_pods_are_not() -> None:
+def test_only_bound_unfinished_pods_take_gpus_on_their_node() -> None:
     cluster = cluster_gpus(
         [node("a", 8), node("b", 8)],
         [pod("a", 4), pod("a", 2, phase="Pending"), pod("b", 8, phase="Succeeded"), pod("b", 8, phase="Failed"),
@@ -67,14 +67,20 @@ def test_bound_requests_are_taken_per_node_and_finished_or_unbound_pods_are_not(
     assert free_on_nodes(cluster, GPU, {}) == 2 + 8
 
 
-def test_only_ready_uncordoned_nodes_count_and_an_overcommitted_node_counts_zero() -> None:
-    cluster = cluster_gpus([node("a", 8, ready=False), node("b", 8, cordoned=True), node("c", 4), node("d", 2)],
-                           [pod("d", 3)])
-    assert [n.usable for n in cluster.nodes] == [False, False, True, True]
-    assert free_on_nodes(cluster, GPU, {}) == 4
+def _nodes_of_every_kind() -> Any:
+    return cluster_gpus([node("a", 8, ready=False), node("b", 8, cordoned=True), node("c", 4), node("d", 2)],
+                        [pod("d", 3)])
 
 
-def test_node_selector_and_taints_choose_the_nodes() -> None:
+def test_only_ready_uncordoned_nodes_count() -> None:
+    assert [n.usable for n in _nodes_of_every_kind().nodes] == [False, False, True, True]
+
+
+def test_an_overcommitted_node_counts_zero_free() -> None:
+    assert free_on_nodes(_nodes_of_every_kind(), GPU, {}) == 4
+
+
+def test_the_node_selector_with_the_tolerated_taints_chooses_the_nodes() -> None:
     dedicated = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
     cluster = cluster_gpus([node("h100", 8, labels={"gpu": "h100"}, taints=dedicated),
                             node("a100", 8, labels={"gpu": "a100"}),
@@ -149,12 +155,15 @@ def test_a_node_without_status_or_gpus_reads_as_unusable_or_empty() -> None:
     assert free_on_nodes(ClusterGPUs((bare,), {}), GPU, {}) == 0
 
 
-@given(
+FREE_CASES = given(
     st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=6),
     st.lists(st.tuples(st.integers(0, 5), st.integers(0, 4)), max_size=12),
     st.integers(0, 6), st.integers(0, 6),
 )
-def test_free_is_within_the_allocatable_and_falls_as_pods_are_bound(
+
+
+@FREE_CASES
+def test_free_is_within_the_allocatable(
     nodes: list[tuple[int, bool]], pods: list[tuple[int, int]], interactive: int, batch: int
 ) -> None:
     listed = [node(f"n{i}", gpus, ready=ready) for i, (gpus, ready) in enumerate(nodes)]
@@ -162,11 +171,20 @@ def test_free_is_within_the_allocatable_and_falls_as_pods_are_bound(
     total = sum(gpus for gpus, ready in nodes if ready)
     free = pool_gpus_free(cluster_gpus(listed, bound), spec(), "ns", "chat", interactive, batch)
     assert 0 <= free <= total
+
+
+@FREE_CASES
+def test_free_falls_as_pods_are_bound(
+    nodes: list[tuple[int, bool]], pods: list[tuple[int, int]], interactive: int, batch: int
+) -> None:
+    listed = [node(f"n{i}", gpus, ready=ready) for i, (gpus, ready) in enumerate(nodes)]
+    bound = [pod(f"n{i}", gpus) for i, gpus in pods]
+    free = pool_gpus_free(cluster_gpus(listed, bound), spec(), "ns", "chat", interactive, batch)
     fewer = pool_gpus_free(cluster_gpus(listed, bound[:-1]), spec(), "ns", "chat", interactive, batch)
     assert fewer >= free
 
 
-async def test_a_reader_that_is_off_answers_unknown_and_says_why() -> None:
+async def test_a_reader_that_is_off_answers_unknown_saying_why() -> None:
     reader = GpuReader(None)
     assert reader.free(spec(), "ns", "chat", 1, 1) is None
     assert reader.unknown_because is not None and "off" in reader.unknown_because
@@ -209,7 +227,7 @@ async def test_the_reader_answers_from_its_newest_read_until_it_is_stale() -> No
         await reader.stop()
 
 
-async def test_a_refused_read_is_logged_once_and_its_recovery_once(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_refused_read_is_logged_once_as_is_its_recovery(caplog: pytest.LogCaptureFixture) -> None:
     reader = _Listed([0.0])
     reader.answer = ApiException(status=403, reason="Forbidden")
     with caplog.at_level(logging.INFO, logger="llmscale.controller.gpusfree"):
@@ -235,16 +253,27 @@ def test_a_template_of_the_wrong_shape_reads_as_no_placement() -> None:
     assert pool_gpus_free(cluster, spec().model_copy(update={"template": {"spec": "x"}}), "ns", "chat", 0, 0) == 8
 
 
-async def test_a_stale_read_is_said_once_and_a_stopped_reader_stays_stopped(caplog: pytest.LogCaptureFixture) -> None:
+async def _stale_reader(caplog: pytest.LogCaptureFixture) -> _Listed:
+    """A reader whose last read is five periods old, asked twice."""
     now = [0.0]
     reader = _Listed(now)
     with caplog.at_level(logging.INFO, logger="llmscale.controller.gpusfree"):
         assert await reader.read_once() is not None
         now[0] += 5 * 15.0
         assert reader.latest() is None and reader.latest() is None
+    return reader
+
+
+async def test_a_stale_read_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    reader = await _stale_reader(caplog)
     stale = [r.getMessage() for r in caplog.records]
     assert len(stale) == 1 and "has not read the nodes for more than 60 s" in stale[0], stale
     assert reader.unknown_because is not None and "60 s" in reader.unknown_because
+    await reader.stop()
+
+
+async def test_a_stopped_reader_stays_stopped(caplog: pytest.LogCaptureFixture) -> None:
+    reader = await _stale_reader(caplog)
     await reader.stop()
     assert reader.free(spec(), "ns", "chat", 0, 0) is None
     assert reader._task is None, "a tick after the cleanup does not start the read again"
@@ -349,7 +378,7 @@ def test_a_pods_gpus_follow_the_schedulers_effective_request(spec_: dict[str, An
 
 
 @given(app=st.lists(st.integers(0, 8), max_size=3), inits=st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=3))
-def test_a_pod_holds_at_least_its_app_and_each_init_container(app: list[int], inits: list[tuple[int, bool]]) -> None:
+def test_a_pod_holds_from_its_largest_container_need_up_to_the_sum_of_all(app: list[int], inits: list[tuple[int, bool]]) -> None:
     spec_ = {"initContainers": [_c(g, sidecar=s) for g, s in inits], "containers": [_c(g) for g in app]}
     held = dict(extended_requests(spec_)).get(GPU, 0.0)
     sidecars = sum(g for g, s in inits if s)

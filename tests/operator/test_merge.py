@@ -59,7 +59,7 @@ def test_neither_input_is_changed() -> None:
     assert generated == before and s.template == template_before
 
 
-def test_env_volumes_and_mounts_join_the_engine_container() -> None:
+def test_the_templates_env_volumes_mounts_join_the_engine_container() -> None:
     pod = merged({"spec": {
         "containers": [{"name": "engine",
                         "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
@@ -86,8 +86,8 @@ def test_a_port_is_added_by_container_port() -> None:
     assert [p["containerPort"] for p in engine["ports"]] == [8000, 9400]
 
 
-def test_maps_merge_and_plain_lists_are_replaced() -> None:
-    pod = merged({
+def _merged_pod_fields() -> dict[str, Any]:
+    return merged({
         "metadata": {"labels": {"team": "a"}, "annotations": {"owner": "b"}},
         "spec": {"nodeSelector": {"pool": "h100"},
                  "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
@@ -95,13 +95,25 @@ def test_maps_merge_and_plain_lists_are_replaced() -> None:
                  "runtimeClassName": "nvidia", "imagePullSecrets": [{"name": "registry"}],
                  "terminationGracePeriodSeconds": 600},
     })
+
+
+def test_maps_merge() -> None:
+    pod = _merged_pod_fields()
     assert pod["metadata"]["labels"]["team"] == "a" and pod["metadata"]["labels"]["llmscale.dev/pool"] == "interactive"
     assert pod["metadata"]["annotations"]["owner"] == "b"
     assert pod["spec"]["nodeSelector"] == {"pool": "h100"}
+
+
+def test_plain_lists_are_replaced() -> None:
+    pod = _merged_pod_fields()
     assert pod["spec"]["tolerations"] == [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+
+
+def test_the_templates_plain_fields_win() -> None:
+    pod = _merged_pod_fields()
     assert (pod["spec"]["priorityClassName"], pod["spec"]["serviceAccountName"], pod["spec"]["runtimeClassName"]) == (
         "llm-interactive", "vllm", "nvidia")
-    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
     assert pod["spec"]["terminationGracePeriodSeconds"] == 600, "not llmscale's: the template wins"
 
 
@@ -117,13 +129,19 @@ def test_the_generated_security_context_can_be_tightened() -> None:
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
-def test_sidecars_and_init_containers_are_added() -> None:
-    pod = merged({"spec": {
+def _merged_with_extra_containers() -> dict[str, Any]:
+    return merged({"spec": {
         "initContainers": [{"name": "fetch", "image": "busybox", "command": ["true"]}],
         "containers": [{"name": "router", "image": "envoyproxy/envoy:v1.31"}],
     }})
-    assert [c["name"] for c in pod["spec"]["containers"]] == ["engine", "router"]
-    assert pod["spec"]["initContainers"][0]["name"] == "fetch"
+
+
+def test_sidecars_are_added_after_the_engine() -> None:
+    assert [c["name"] for c in _merged_with_extra_containers()["spec"]["containers"]] == ["engine", "router"]
+
+
+def test_init_containers_are_added() -> None:
+    assert _merged_with_extra_containers()["spec"]["initContainers"][0]["name"] == "fetch"
 
 
 @pytest.mark.parametrize(

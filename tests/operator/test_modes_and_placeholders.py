@@ -4,6 +4,7 @@ Deployment (the behaviour on a real API server is in tests/cluster/)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -79,9 +80,16 @@ def pod(name: str, *, ready: bool = False, scheduled: bool = True, deleting: boo
     return {"metadata": meta, "status": {"phase": "Running", "conditions": conditions}}
 
 
-def test_a_workloads_pods_are_classified_and_terminating_ones_left_out() -> None:
-    got = pods_of([pod("b", ready=True), pod("a"), pod("c", scheduled=False), pod("d", ready=True, deleting=True)])
-    assert got.names == ("a", "b", "c")
+def _pods_of_every_kind() -> Any:
+    return pods_of([pod("b", ready=True), pod("a"), pod("c", scheduled=False), pod("d", ready=True, deleting=True)])
+
+
+def test_a_workloads_terminating_pods_are_left_out() -> None:
+    assert _pods_of_every_kind().names == ("a", "b", "c")
+
+
+def test_a_workloads_pods_are_classified() -> None:
+    got = _pods_of_every_kind()
     assert (got.count("ready"), got.count("starting"), got.count("unschedulable")) == (1, 1, 1)
 
 
@@ -100,14 +108,21 @@ def test_a_workloads_pods_carry_what_the_pool_figures_need() -> None:
     assert got.pods[1].ready_s is None
 
 
-def test_pods_selected_by_name_for_a_workload_and_by_labels_otherwise() -> None:
+def test_a_workloads_pods_are_selected_by_name() -> None:
     assert selector(PoolTarget("ml", "chat", "interactive", pods=("vllm-a.1", "vllm-b"))) == (
         'namespace="ml", pod=~"^(?:vllm-a\\\\.1|vllm-b)$"')
+
+
+def test_a_pools_pods_are_selected_by_labels_without_a_workload() -> None:
     assert "llmscale_dev_deployment" in selector(PoolTarget("ml", "chat", "interactive"))
+
+
+def test_a_pool_targets_pod_names_leave_its_identity_alone() -> None:
     assert PoolTarget("ml", "chat", "interactive", pods=("x",)) == PoolTarget("ml", "chat", "interactive")
 
 
-def test_a_placeholder_is_shaped_like_one_replica_and_preempts_nothing() -> None:
+def _placeholder() -> tuple[dict[str, Any], Callable[[int], dict[str, Any]]]:
+    """The placeholder Deployment of two replicas, and a maker of it for another count."""
     spec = LLMDeploymentSpec.model_validate({
         "model": MODEL, "resources": {"gpusPerReplica": 4}, "headroom": {"warmNodes": True},
         "template": {"spec": {
@@ -122,10 +137,18 @@ def test_a_placeholder_is_shaped_like_one_replica_and_preempts_nothing() -> None
     template = merge_template(pod_template("chat", spec, INTERACTIVE), spec.template, "nvidia.com/gpu")
     owner = {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "name": "chat", "uid": "u"}
     manifest = placeholder_manifest("chat", "ml", spec, template, 2, owner, priority_class="low", image="pause")
+
+    def make(replicas: int) -> dict[str, Any]:
+        return placeholder_manifest("chat", "ml", spec, template, replicas, owner, priority_class="low", image="pause")
+
+    return manifest, make
+
+
+def test_a_placeholder_is_shaped_like_one_replica() -> None:
+    manifest, make = _placeholder()
     assert manifest["metadata"]["name"] == "chat-placeholder" and manifest["spec"]["replicas"] == 2
     pod_spec = manifest["spec"]["template"]["spec"]
     assert pod_spec["nodeSelector"] == {"gpu": "h100"} and pod_spec["tolerations"] and pod_spec["affinity"]
-    assert pod_spec["priorityClassName"] == "low" and pod_spec["terminationGracePeriodSeconds"] == 0
     (container,) = pod_spec["containers"]
     assert container["image"] == "pause"
     assert container["resources"] == {"requests": {"nvidia.com/gpu": "4", "cpu": "16", "memory": "128Gi"},
@@ -136,7 +159,13 @@ def test_a_placeholder_is_shaped_like_one_replica_and_preempts_nothing() -> None
     assert manifest["spec"]["selector"]["matchLabels"] == {"llmscale.dev/deployment": "chat",
                                                             "llmscale.dev/placeholder": "true"}
     with pytest.raises(ValueError):
-        placeholder_manifest("chat", "ml", spec, template, -1, owner, priority_class="low", image="pause")
+        make(-1)
+
+
+def test_a_placeholder_preempts_nothing() -> None:
+    manifest, _ = _placeholder()
+    pod_spec = manifest["spec"]["template"]["spec"]
+    assert pod_spec["priorityClassName"] == "low" and pod_spec["terminationGracePeriodSeconds"] == 0
 
 
 def test_placeholder_state_from_the_indexes() -> None:

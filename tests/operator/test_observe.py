@@ -41,19 +41,31 @@ def test_cold_start_is_creation_to_ready() -> None:
                              {"conditions": [{"type": "Ready", "status": "False"}]})[1] is None
 
 
-def test_cold_starts_keep_the_newest_and_count_each_pod_once() -> None:
+def _cold_starts_of_four_pods() -> ColdStarts:
     starts = ColdStarts(keep=3)
     starts.observe([("a", T0, T0 + 100), ("b", T0, T0 + 200), ("c", T0, None), ("d", None, T0)])
     starts.observe([("a", T0, T0 + 999)])  # the same pod flapping Ready counts with its first start
+    return starts
+
+
+def test_cold_starts_count_each_pod_once() -> None:
+    starts = _cold_starts_of_four_pods()
     assert len(starts) == 2 and starts.p90_seconds() == pytest.approx(190)  # 100 + 0.9 × (200 − 100)
+
+
+def test_cold_starts_keep_the_newest() -> None:
+    starts = _cold_starts_of_four_pods()
     starts.observe([("e", T0 + 10, T0 + 310), ("f", T0 + 20, T0 + 420)])
     assert sorted(starts.starts) == ["b", "e", "f"]  # "a" was the oldest Ready
     assert starts.p90_seconds() == pytest.approx(380)
+
+
+def test_no_cold_start_has_no_p90() -> None:
     assert ColdStarts().p90_seconds() is None
 
 
 @pytest.mark.parametrize("seconds", [[185.0], [280.0, 300.0, 310.0, 900.0], [float(s) for s in range(100, 3100, 100)]])
-def test_status_cold_start_and_policy_lead_time_agree(seconds: list[float]) -> None:
+def test_the_status_cold_start_agrees_with_the_policy_lead_time(seconds: list[float]) -> None:
     """``coldStartP90Seconds`` and ``leadTimeSeconds`` are one figure on the same starts (one
     definition, :func:`llmscale.policy.leadtime.cold_start_p90`), also past the sample count."""
     starts = ColdStarts()
@@ -108,7 +120,7 @@ def test_a_minute_is_judged_as_the_simulator_does(sample: MinuteSample, met: boo
     assert judge_minute(sample, ttft_target_s=2.0, itl_target_s=0.1) == met
 
 
-def test_attainment_goodput_cost_and_utilisation_over_the_hour() -> None:
+def _ten_minutes_on_two_gpus() -> ServiceRecord:
     record = ServiceRecord()
     for minute in range(1, 11):  # 10 minutes, the 3rd and 4th missed, 600 tokens each
         sample = MinuteSample(T0 + 60 * minute, 1.0, 0.05, 10, 600, 0)
@@ -118,15 +130,32 @@ def test_attainment_goodput_cost_and_utilisation_over_the_hour() -> None:
                                                PodSignals("b", running_requests=0, kv_cache_utilization=0.2)))
     for tick in range(0, 601, 15):
         record.add_tick(T0 + tick, gpus=2, snapshot=busy, max_gap_s=60)
+    return record
+
+
+def test_slo_attainment_over_the_hour() -> None:
+    record = _ten_minutes_on_two_gpus()
     f = record.figures(T0 + 600, gpu_hour_usd=3.0, judged=True)
     assert f.slo_attainment_1h_percent == pytest.approx(80.0) and f.minutes_judged_1h == 10
-    assert f.tokens_per_second == pytest.approx(10.0)
-    assert f.goodput_tokens_per_second == pytest.approx(8.0)
-    # 2 GPUs × 600 s = 1/3 GPU-hour = 1 USD, over 6,000 tokens
-    assert f.usd_per_million_tokens == pytest.approx(1.0 / 0.006)
-    assert f.busy_share == pytest.approx(0.5) and f.kv_cache_utilization_mean == pytest.approx(0.3)
     assert record.figures(T0 + 600 + 3600, gpu_hour_usd=3.0, judged=True).slo_attainment_1h_percent is None
     assert record.figures(T0 + 600, gpu_hour_usd=3.0, judged=False).slo_attainment_1h_percent is None
+
+
+def test_goodput_over_the_hour() -> None:
+    f = _ten_minutes_on_two_gpus().figures(T0 + 600, gpu_hour_usd=3.0, judged=True)
+    assert f.tokens_per_second == pytest.approx(10.0)
+    assert f.goodput_tokens_per_second == pytest.approx(8.0)
+
+
+def test_cost_per_million_tokens_over_the_hour() -> None:
+    f = _ten_minutes_on_two_gpus().figures(T0 + 600, gpu_hour_usd=3.0, judged=True)
+    # 2 GPUs × 600 s = 1/3 GPU-hour = 1 USD, over 6,000 tokens
+    assert f.usd_per_million_tokens == pytest.approx(1.0 / 0.006)
+
+
+def test_utilisation_over_the_hour() -> None:
+    f = _ten_minutes_on_two_gpus().figures(T0 + 600, gpu_hour_usd=3.0, judged=True)
+    assert f.busy_share == pytest.approx(0.5) and f.kv_cache_utilization_mean == pytest.approx(0.3)
 
 
 def test_a_carried_snapshot_is_not_folded_into_the_utilisation_again() -> None:
@@ -297,11 +326,17 @@ def test_a_figure_moving_past_its_deadband_is_written_five_minutes_after_the_las
     assert patch is not None and "pools" in patch
 
 
-def test_pruned_memory_and_figures_within_their_deadbands_are_not_material() -> None:
+def test_pruned_memory_is_not_material() -> None:
     assert not memory_material({"recommendations": [[T0, 3], [T0 + 15, 3]], "scaleEvents": [[T0, 1]]},
                                {"recommendations": [[T0 + 400, 3]], "scaleEvents": []})
+
+
+def test_figures_within_their_deadbands_are_not_material() -> None:
     assert not figures_material({"interactive": {"busyShare": 0.5, "goodputTokensPerSecond": 100}},
                                 {"interactive": {"busyShare": 0.55, "goodputTokensPerSecond": 109}})
+
+
+def test_a_new_pools_figures_are_material() -> None:
     assert figures_material({"interactive": {}}, {"interactive": {}, "batch": {}})
 
 

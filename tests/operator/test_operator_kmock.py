@@ -325,7 +325,7 @@ def status_patches(emulator: ApplyingEmulator, name: str = NAME) -> list[dict[st
     ]
 
 
-async def test_create_applies_service_pdb_and_deployment_with_owner_references(
+async def test_create_applies_the_owned_labelled_children_by_forced_server_side_apply(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
 ) -> None:
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
@@ -363,9 +363,11 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
 
 
-async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
+async def _scale_up_on_a_long_queue(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+) -> tuple[Any, int, list[dict[str, Any]]]:
+    """Two Ready replicas and 30 waiting requests: the operator, the replicas the policy decides,
+    and the ScaledUp Events once there is one."""
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
     kube.objects[PODS, NAMESPACE, "chat-a"] = pod("chat-a", ready=True)
     kube.objects[PODS, NAMESPACE, "chat-b"] = pod("chat-b", ready=True)
@@ -380,21 +382,43 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
         PoolState(interactive_replicas=2, interactive_ready=2), PolicyMemory(), NOON,
     ).interactive_replicas
     assert expected > 2
-
     scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
+    return op, expected, scaled
+
+
+async def test_a_long_queue_scales_the_deployment_up(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    op, expected, _ = await _scale_up_on_a_long_queue(kube, start_operator)
     deployment = stored(kube, DEPLOYMENTS, NAME)
     assert deployment is not None
     new = deployment["spec"]["replicas"]
     assert new == expected
-    message = scaled[0]["message"]
-    assert message.startswith(f"Scaled LLMDeployment {NAMESPACE}/{NAME} from 2 to {new} replicas: ")
-    assert "queue" in message.lower()
-    assert scaled[0]["involvedObject"]["uid"] == UID
     # The replicas change was a server-side apply of the whole Deployment by llmscale.
     last_apply = applies(kube, DEPLOYMENTS, NAME)[-1]
     assert last_apply.data["spec"]["replicas"] == new
     assert last_apply.params["fieldManager"] == "llmscale"
+    text = generate_latest(op.metrics.registry).decode()
+    assert f'llmscale_desired_replicas{{name="chat",namespace="serving",pool="interactive"}} {new}.0' in text
+    assert 'llmscale_decisions_total{direction="up"' in text
+    # The fleet reader asked for the interactive pool with its pods from the API server.
+    assert op.signals.asked[0] == ("vllm", PoolTarget(NAMESPACE, NAME, "interactive"), frozenset({"chat-a", "chat-b"}))
 
+
+async def test_a_scale_up_on_a_long_queue_has_its_event(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    _, expected, scaled = await _scale_up_on_a_long_queue(kube, start_operator)
+    message = scaled[0]["message"]
+    assert message.startswith(f"Scaled LLMDeployment {NAMESPACE}/{NAME} from 2 to {expected} replicas: ")
+    assert "queue" in message.lower()
+    assert scaled[0]["involvedObject"]["uid"] == UID
+
+
+async def test_a_scale_up_on_a_long_queue_patches_the_status(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    _, new, _ = await _scale_up_on_a_long_queue(kube, start_operator)
     status = await eventually(
         lambda: (stored(kube, LLMDEPLOYMENTS, NAME) or {}).get("status", {}).get("replicas", {}).get("desired") == new
         and stored(kube, LLMDEPLOYMENTS, NAME)["status"],  # type: ignore[index]
@@ -420,12 +444,6 @@ async def test_a_long_queue_scales_up_with_an_event_and_a_status_patch(
         if r.method == kmock.method.PATCH and r.resource == kmock.resource(LLMDEPLOYMENTS):
             assert not isinstance(r.data, dict) or "spec" not in r.data, r.data
 
-    text = generate_latest(op.metrics.registry).decode()
-    assert f'llmscale_desired_replicas{{name="chat",namespace="serving",pool="interactive"}} {new}.0' in text
-    assert 'llmscale_decisions_total{direction="up"' in text
-    # The fleet reader asked for the interactive pool with its pods from the API server.
-    assert op.signals.asked[0] == ("vllm", PoolTarget(NAMESPACE, NAME, "interactive"), frozenset({"chat-a", "chat-b"}))
-
 
 async def test_status_is_not_rewritten_when_nothing_changed(
     kube: ApplyingEmulator, start_operator: Callable[..., Any], settings: OperatorSettings
@@ -448,9 +466,9 @@ async def test_status_is_not_rewritten_when_nothing_changed(
     assert [r.data["spec"]["replicas"] for r in applies(kube, DEPLOYMENTS, NAME)] in ([2], [2, 2])
 
 
-async def test_unknown_signals_hold_replicas_and_say_so(
+async def _status_with_unknown_signals(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+) -> tuple[Any, dict[str, Any]]:
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
     kube.objects[PODS, NAMESPACE, "chat-a"] = pod("chat-a", ready=True)
     kube.objects[PODS, NAMESPACE, "chat-b"] = pod("chat-b", ready=False)
@@ -461,21 +479,32 @@ async def test_unknown_signals_hold_replicas_and_say_so(
         and stored(kube, LLMDEPLOYMENTS, NAME)["status"],  # type: ignore[index]
         what="status conditions",
     )
-    assert condition(status, "MetricsAvailable")["status"] == "False"  # type: ignore[index]
+    return op, status
+
+
+async def test_unknown_signals_hold_replicas(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    _, status = await _status_with_unknown_signals(kube, start_operator)
     # One of two replicas is ready: the pool serves.
     ready = condition(status, "Ready")
     assert ready is not None and ready["status"] == "True" and ready["reason"] == "Serving"
     assert {"desired": 2, "ready": 1}.items() <= status["replicas"].items()
     assert stored(kube, DEPLOYMENTS, NAME)["spec"]["replicas"] == 2  # type: ignore[index]
+
+
+async def test_unknown_signals_are_reported_unknown(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    op, status = await _status_with_unknown_signals(kube, start_operator)
+    assert condition(status, "MetricsAvailable")["status"] == "False"  # type: ignore[index]
     assert "queueDepth" not in status["signals"]  # unknown, not zero
     assert 'llmscale_signal_read_errors_total{name="chat",namespace="serving"}' in (
         generate_latest(op.metrics.registry).decode()
     )
 
 
-async def test_a_bad_object_gets_invalid_spec_and_does_not_stop_the_operator(
-    kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+async def _start_with_a_bad_object(kube: ApplyingEmulator, start_operator: Callable[..., Any]) -> None:
     bad_uid = "6d1f0c3e-2a57-4c1e-8f0e-0a9b7c6d5e4f"
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, "broken"] = llmdeployment(
         {"model": {"name": "x", "preset": "gpt-17"}, "replicas": {"min": 5, "max": 2}}, name="broken", uid=bad_uid,
@@ -483,6 +512,11 @@ async def test_a_bad_object_gets_invalid_spec_and_does_not_stop_the_operator(
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
     await start_operator()
 
+
+async def test_a_bad_object_gets_invalid_spec(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    await _start_with_a_bad_object(kube, start_operator)
     status = await eventually(
         lambda: (stored(kube, LLMDEPLOYMENTS, "broken") or {}).get("status", {}).get("conditions")
         and stored(kube, LLMDEPLOYMENTS, "broken")["status"],  # type: ignore[index]
@@ -494,8 +528,16 @@ async def test_a_bad_object_gets_invalid_spec_and_does_not_stop_the_operator(
     assert "spec.replicas" in ready["message"]
     warnings = await eventually(lambda: events_with(kube, "InvalidSpec"), what="an InvalidSpec Event")
     assert warnings[0]["type"] == "Warning" and warnings[0]["involvedObject"]["name"] == "broken"
-    # No child of the bad object; the good one is served all the same.
+    # No child of the bad object.
     assert stored(kube, DEPLOYMENTS, "broken") is None and not applies(kube, SERVICES, "broken")
+
+
+async def test_a_bad_object_does_not_stop_the_operator(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    await _start_with_a_bad_object(kube, start_operator)
+    await eventually(lambda: events_with(kube, "InvalidSpec"), what="an InvalidSpec Event")
+    # The good one is served all the same.
     await eventually(lambda: stored(kube, DEPLOYMENTS, NAME), what="Deployment chat")
 
 
@@ -619,21 +661,25 @@ async def start_quiet_with_batch_pool(
     return op
 
 
-async def test_a_refused_batch_apply_keeps_the_interactive_scale_and_its_memory(
+async def _batch_apply_refused_while_both_pools_scale(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
-    """Interactive 2 -> 6 applies, batch 0 -> 3 is refused (500) in the same tick: the interactive
-    scale stands, with its Event, its status and its scale event in the policy memory — so the
-    next ticks still count it against the scale-up rate limit (4 replicas a minute) instead of
-    scaling on to 10."""
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Interactive 2 -> 6 applies, batch 0 -> 3 is refused (500) in the same tick: the operator
+    and the ScaledUp Events once there is one."""
     op = await start_quiet_with_batch_pool(kube, start_operator)
     kube.refuse(DEPLOYMENTS, f"{NAME}-batch", 500)
     # 30 waiting requests (10 replicas of demand at 3 per replica) in the trough, where the batch
     # pool opens: both pools change in one tick.
     op.signals.queue_depth = 30.0
     op.clock.now = TROUGH
+    return op, await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
 
-    scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
+
+async def test_a_refused_batch_apply_keeps_the_interactive_scale(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """The interactive scale stands, with its Event, its status and its scale event in the policy memory."""
+    _, scaled = await _batch_apply_refused_while_both_pools_scale(kube, start_operator)
     assert scaled[0]["message"].startswith(f"Scaled LLMDeployment {NAMESPACE}/{NAME} from 2 to 6 replicas: ")
     assert replicas_of(kube, NAME) == 6
     status = await eventually(
@@ -644,40 +690,78 @@ async def test_a_refused_batch_apply_keeps_the_interactive_scale_and_its_memory(
     assert status["replicas"]["batch"] == 0  # what is applied, not what was decided
     assert status["lastDecision"]["batchReplicas"] == 3
 
+
+async def _three_ticks_after_a_refused_batch_apply(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> tuple[Any, list[dict[str, Any]]]:
+    op, scaled = await _batch_apply_refused_while_both_pools_scale(kube, start_operator)
+    await eventually(
+        lambda: stored_status(kube) if stored_status(kube).get("replicas", {}).get("desired") == 6 else None,
+        what="status.replicas.desired == 6",
+    )
     done = ticks(op)
     await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
+    return op, scaled
+
+
+async def test_a_refused_batch_apply_keeps_the_interactive_scale_in_the_rate_limits_memory(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """The next ticks still count the interactive scale against the scale-up rate limit (4
+    replicas a minute) instead of scaling on to 10."""
+    _, scaled = await _three_ticks_after_a_refused_batch_apply(kube, start_operator)
     # The remembered +4 holds the pool at the rate limit; without it the next tick would apply 10.
     assert replicas_of(kube, NAME) == 6
     assert [e["message"] for e in events_with(kube, "ScaledUp")] == [scaled[0]["message"]]
     assert stored_status(kube)["policyState"]["scaleEvents"] == [[TROUGH, 4]]
     assert condition(stored_status(kube), "ScalingLimited")["reason"] == Reason.ScaleUpLimit  # type: ignore[index]
-    # The batch pool was never changed, and every refusal was counted.
+
+
+async def test_a_refused_batch_apply_leaves_the_batch_pool_unchanged_counting_every_refusal(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    op, _ = await _three_ticks_after_a_refused_batch_apply(kube, start_operator)
     assert replicas_of(kube, f"{NAME}-batch") == 0
     assert not [e for e in posted_events(kube) if e.get("message", "").startswith("Scaled batch pool")]
     text = generate_latest(op.metrics.registry).decode()
     assert 'llmscale_apply_errors_total{kind="Deployment"}' in text
 
 
-async def test_a_refused_interactive_apply_keeps_the_batch_scale_and_forgets_its_own(
+async def _status_after_a_refused_interactive_apply(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
-    """The other way round: interactive 2 -> 6 is refused (422), batch 0 -> 3 applies. The batch
-    pool scales with its Event and status; the policy memory keeps no scale event for a scale that
-    did not happen, so the rate limit is not consumed."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The other way round: interactive 2 -> 6 is refused (422), batch 0 -> 3 applies: the ScaledUp
+    Events and the status once it shows the batch scale."""
     op = await start_quiet_with_batch_pool(kube, start_operator)
     kube.refuse(DEPLOYMENTS, NAME, 422)
     op.signals.queue_depth = 30.0
     op.clock.now = TROUGH
 
     scaled = await eventually(lambda: events_with(kube, "ScaledUp"), what="a ScaledUp Event")
-    assert scaled[0]["message"].startswith(
-        f"Scaled batch pool of LLMDeployment {NAMESPACE}/{NAME} from 0 to 3 replicas: "
-    )
-    assert replicas_of(kube, f"{NAME}-batch") == 3
     status = await eventually(
         lambda: stored_status(kube) if stored_status(kube).get("replicas", {}).get("batch") == 3 else None,
         what="status.replicas.batch == 3",
     )
+    return scaled, status
+
+
+async def test_a_refused_interactive_apply_keeps_the_batch_scale(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """The batch pool scales with its Event and status."""
+    scaled, _ = await _status_after_a_refused_interactive_apply(kube, start_operator)
+    assert scaled[0]["message"].startswith(
+        f"Scaled batch pool of LLMDeployment {NAMESPACE}/{NAME} from 0 to 3 replicas: "
+    )
+    assert replicas_of(kube, f"{NAME}-batch") == 3
+
+
+async def test_a_refused_interactive_apply_leaves_no_scale_event_in_memory(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """The policy memory keeps no scale event for a scale that did not happen, so the rate limit is
+    not consumed."""
+    _, status = await _status_after_a_refused_interactive_apply(kube, start_operator)
     assert status["replicas"]["desired"] == 2
     assert status["policyState"]["scaleEvents"] == []
     assert replicas_of(kube, NAME) == 2
@@ -689,24 +773,37 @@ async def test_a_refused_interactive_apply_keeps_the_batch_scale_and_forgets_its
 # ------------------------------------------------------------------------------------------
 
 
-async def test_a_refused_service_gets_a_condition_an_event_and_a_retry(
+async def _refused_service(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Case 10's kind: the Service apply failed outside the InvalidSpec path and left no children,
-    no condition and no retry. Now: ChildrenApplied=False with the API server's answer, one
-    ApplyFailed Warning Event, and the children once the API server takes them."""
+    no condition and no retry. The ApplyFailed Events and the ChildrenApplied condition once
+    both are there."""
     kube.refuse(SERVICES, NAME, 422)
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = llmdeployment()
     await start_operator()
-
     failed = await eventually(lambda: events_with(kube, "ApplyFailed"), what="an ApplyFailed Event")
+    cond = await eventually(lambda: condition(stored_status(kube), "ChildrenApplied"), what="ChildrenApplied")
+    return failed, cond
+
+
+async def test_a_refused_service_gets_a_condition_with_one_warning_event(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """ChildrenApplied=False with the API server's answer, one ApplyFailed Warning Event."""
+    failed, cond = await _refused_service(kube, start_operator)
     assert f"Service {NAMESPACE}/{NAME}" in failed[0]["message"] and "422" in failed[0]["message"]
     assert failed[0]["type"] == "Warning"
-    cond = await eventually(lambda: condition(stored_status(kube), "ChildrenApplied"), what="ChildrenApplied")
     assert cond["status"] == "False" and cond["reason"] == "ApplyFailed", cond
     assert "refused by the test" in cond["message"]
     assert stored(kube, DEPLOYMENTS, NAME) is None  # applied in order: nothing after the Service
 
+
+async def test_a_refused_service_is_retried(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """The children once the API server takes them."""
+    await _refused_service(kube, start_operator)
     kube.refuse(SERVICES, NAME, None)  # e.g. the admission policy was fixed
     await eventually(lambda: stored(kube, DEPLOYMENTS, NAME), timeout=25, what="the children after the retry")
     await eventually(lambda: (condition(stored_status(kube), "ChildrenApplied") or {}).get("status") == "True",
@@ -800,13 +897,11 @@ async def put(emulator: ApplyingEmulator, resource: str, obj: dict[str, Any]) ->
             assert response.status == 200, await response.text()
 
 
-async def test_a_waiting_job_is_released_in_the_trough_and_paused_when_it_closes(
-    kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+async def _job_released_in_the_trough(kube: ApplyingEmulator, start_operator: Callable[..., Any]) -> Any:
     """At noon the Job waits (nothing written to it, BacklogWaiting, status.batch counts it); at
     23:00 the pool grows from the backlog and, once a batch replica is Ready, the Job is released by
-    a server-side apply of ``spec.suspend`` alone; after 06:00 it is paused the same way. Each write
-    has its Event on the Job."""
+    a server-side apply of ``spec.suspend`` alone, with its Event on the Job; the operator once its
+    pod runs."""
     op = await start_quiet_with_batch_pool(kube, start_operator)
     status = await eventually(lambda: stored_status(kube).get("batch"), what="status.batch")
     assert status["jobsWaiting"] == 1 and status["jobsRunning"] == 0
@@ -839,6 +934,20 @@ async def test_a_waiting_job_is_released_in_the_trough_and_paused_when_it_closes
     await eventually(lambda: (condition(stored_status(kube), "BatchBacklog") or {}).get("reason") == Reason.BacklogRunning,
                      what="BacklogRunning")
 
+    return op
+
+
+async def test_a_waiting_job_is_released_in_the_trough(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    await _job_released_in_the_trough(kube, start_operator)
+
+
+async def test_a_released_job_is_paused_when_the_trough_closes(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """After 06:00 the Job is paused by a server-side apply of ``spec.suspend`` alone, with its Event."""
+    op = await _job_released_in_the_trough(kube, start_operator)
     op.clock.now = TROUGH + 8 * 3600  # 07:00: the trough closed, the next one is before the deadline
     paused = await eventually(lambda: [r for r in job_applies(kube, "nightly") if r.data["spec"] == {"suspend": True}],
                               what="the Job paused")
@@ -871,47 +980,71 @@ async def test_jobs_of_a_deployment_without_a_batch_pool_are_never_touched(
     assert not job_applies(kube, "orphan") and not job_applies(kube, "other")
 
 
-async def test_a_near_deadline_is_released_before_the_window_and_others_wait(
-    kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
-    """At noon, outside the trough: a Job due at 13:00 cannot wait for 22:00 and is released (with a
-    Ready batch replica); a Job due tomorrow waits. Only the near one is written."""
+async def _urgent_and_nightly_jobs_at_noon(kube: ApplyingEmulator, start_operator: Callable[..., Any]) -> list[Any]:
+    """At noon, outside the trough: a Job due at 13:00 and a Job due tomorrow, with a Ready batch
+    replica; the urgent Job's applies once there is one."""
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = with_batch_pool(1)
     kube.objects[JOBS, NAMESPACE, "urgent"] = job("urgent", requests=10,
                                                   annotations={"llmscale.dev/deadline": "2024-06-03T13:00:00Z"})
     kube.objects[JOBS, NAMESPACE, "nightly"] = job("nightly")
     kube.objects[PODS, NAMESPACE, "chat-batch-a"] = pod("chat-batch-a", ready=True, pool="batch")
     await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
-    released = await eventually(lambda: job_applies(kube, "urgent"), what="the urgent Job released")
+    return await eventually(lambda: job_applies(kube, "urgent"), what="the urgent Job released")
+
+
+async def test_a_near_deadline_is_released_before_the_window(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """A Job due at 13:00 cannot wait for 22:00 and is released."""
+    released = await _urgent_and_nightly_jobs_at_noon(kube, start_operator)
     assert released[0].data["spec"] == {"suspend": False}
     event = (await eventually(lambda: events_with(kube, "BatchJobReleased"), what="its Event"))[0]
     assert "its deadline cannot wait" in event["message"]
     assert replicas_of(kube, f"{NAME}-batch") == 1
+
+
+async def test_a_job_due_later_waits_while_a_near_deadline_is_released(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """A Job due tomorrow waits: only the near one is written."""
+    await _urgent_and_nightly_jobs_at_noon(kube, start_operator)
     assert not job_applies(kube, "nightly")
 
 
-async def test_a_refused_job_write_is_one_warning_and_is_tried_again(
+async def _refused_job_write(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+) -> tuple[Any, list[dict[str, Any]]]:
     kube.refuse(JOBS, "urgent", 422)
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, NAME] = with_batch_pool(1)
     kube.objects[JOBS, NAMESPACE, "urgent"] = job("urgent", requests=10,
                                                   annotations={"llmscale.dev/deadline": "2024-06-03T13:00:00Z"})
     kube.objects[PODS, NAMESPACE, "chat-batch-a"] = pod("chat-batch-a", ready=True, pool="batch")
     op = await start_operator(CannedSignals(queue_depth=0.0), FakeClock(NOON))
-    failed = await eventually(lambda: events_with(kube, "JobSuspendFailed"), what="a JobSuspendFailed Event")
+    return op, await eventually(lambda: events_with(kube, "JobSuspendFailed"), what="a JobSuspendFailed Event")
+
+
+async def test_a_refused_job_write_is_one_warning(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    op, failed = await _refused_job_write(kube, start_operator)
     assert failed[0]["type"] == "Warning" and "422" in failed[0]["message"]
     ticks = len(op.signals.asked)
     await eventually(lambda: len(op.signals.asked) >= ticks + 2, what="two more ticks")
     assert len(events_with(kube, "JobSuspendFailed")) == 1
-    kube.refuse(JOBS, "urgent", None)
-    await eventually(lambda: events_with(kube, "BatchJobReleased"), what="the release once accepted")
     text = generate_latest(op.metrics.registry).decode()
     assert 'llmscale_apply_errors_total{kind="Job"}' in text
 
 
+async def test_a_refused_job_write_is_tried_again(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    await _refused_job_write(kube, start_operator)
+    kube.refuse(JOBS, "urgent", None)
+    await eventually(lambda: events_with(kube, "BatchJobReleased"), what="the release once accepted")
+
+
 @pytest.mark.parametrize("mode", ["Advisory", "Paused"])
-async def test_advisory_and_paused_release_and_pause_no_job(
+async def test_a_mode_that_writes_nothing_releases_or_pauses_no_job(
     kube: ApplyingEmulator, start_operator: Callable[..., Any], mode: str
 ) -> None:
     """In the trough with a Ready batch replica, a Waiting Job that Active would release and, at noon,
