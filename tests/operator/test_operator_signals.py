@@ -135,12 +135,11 @@ def two_ready_pods(kube: ApplyingEmulator) -> None:
         kube.objects[PODS, NAMESPACE, name] = pod(name, ready=True)
 
 
-async def test_missing_latency_histograms_are_named_and_the_guard_is_off(
+async def _latency_unknown(
     canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+) -> tuple[Any, dict[str, Any]]:
     """Issue 10, case 4: Prometheus keeps the latency histograms as native series only and the
-    reader finds neither form: ``MetricsAvailable`` is not ``MetricsFresh`` but ``LatencyUnknown``,
-    naming both p95s, why, and that the latency guard is off."""
+    reader finds neither form: the operator and ``MetricsAvailable`` once it is ``LatencyUnknown``."""
     two_ready_pods(kube)
     groups = answers(engine_pod("chat-a", queue=0, running=2, kv=0.1, generated=50),
                      engine_pod("chat-b", queue=0, running=2, kv=0.1, generated=50))
@@ -148,8 +147,15 @@ async def test_missing_latency_histograms_are_named_and_the_guard_is_off(
                         for m in ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds")]
     give(canned, groups)
     op = await start_operator(reader(canned))
+    return op, await condition_is(kube, "MetricsAvailable", R.LatencyUnknown)
 
-    cond = await condition_is(kube, "MetricsAvailable", R.LatencyUnknown)
+
+async def test_missing_latency_histograms_are_named_with_the_guard_off(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """``MetricsAvailable`` is not ``MetricsFresh`` but ``LatencyUnknown``, naming both p95s, why,
+    and that the latency guard is off."""
+    _, cond = await _latency_unknown(canned, kube, start_operator)
     assert cond["status"] == "True"
     assert f"TTFT p95 unknown: {NO_TTFT}" in cond["message"] and "ITL p95 unknown: no vllm:inter_token" in cond["message"]
     assert cond["message"].endswith("the latency guard is off")
@@ -157,6 +163,11 @@ async def test_missing_latency_histograms_are_named_and_the_guard_is_off(
     assert condition(status_of(kube), "RateWindowFits")["reason"] == R.WindowFits  # type: ignore[index]
     assert condition(status_of(kube), "EnginesStalled")["reason"] == R.NoStalledPods  # type: ignore[index]
 
+
+async def test_latency_histograms_that_come_back_make_the_metrics_fresh_again(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    op, _ = await _latency_unknown(canned, kube, start_operator)
     # The histograms come back with the next scrape, 15 s on: MetricsFresh.
     later = EVAL + 15
     op.clock.now = later
@@ -166,13 +177,12 @@ async def test_missing_latency_histograms_are_named_and_the_guard_is_off(
     await condition_is(kube, "MetricsAvailable", R.MetricsFresh)
 
 
-async def test_a_hung_engine_is_named_warned_about_and_never_scales_the_pool_up(
+async def _hung_engine(
     canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+) -> tuple[Any, dict[str, Any]]:
     """Issue 10, cases 6 and 5: chat-a hangs (queue 15, running 106 through the window, KV 0.9, not
     one token generated) and a deleted pod's series linger (queue 10, KV 0.97). Read as before they
-    asked for 2 → 6 replicas; now chat-a is ``EnginesStalled`` with a Warning Event, chat-old is
-    ignored, and the pool stays at 2 on chat-b's quiet signals."""
+    asked for 2 → 6 replicas. The operator and ``EnginesStalled`` once it names the stall."""
     two_ready_pods(kube)
     give(canned, answers(
         engine_pod("chat-a", queue=15, running=106, kv=0.9, generated=0),
@@ -181,21 +191,14 @@ async def test_a_hung_engine_is_named_warned_about_and_never_scales_the_pool_up(
         pools=latency(),
     ))
     op = await start_operator(reader(canned))
+    return op, await condition_is(kube, "EnginesStalled", R.StalledPods)
 
-    cond = await condition_is(kube, "EnginesStalled", R.StalledPods)
+
+async def test_a_hung_engine_is_named_until_it_recovers(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    op, cond = await _hung_engine(canned, kube, start_operator)
     assert cond["status"] == "True" and cond["message"].startswith("pod chat-a: running requests stayed above 0")
-    warnings = await eventually(lambda: events_with(kube, R.StalledPods), what="a StalledPods Warning Event")
-    assert warnings[0]["type"] == "Warning" and "Found pod serving/chat-a of LLMDeployment serving/chat stalled" in (
-        warnings[0]["message"])
-    status = status_of(kube)
-    # Only chat-b's figures count: queue 0, KV 0.1 (chat-a's 0.9 and chat-old's 0.97 left out).
-    assert status["signals"]["queueDepth"] == 0.0 and status["signals"]["kvCacheUtilization"] == 0.1
-    done = ticks(op)
-    await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
-    assert replicas_of(kube, "chat") == 2
-    assert not events_with(kube, "ScaledUp")
-    assert len(events_with(kube, R.StalledPods)) == 1, "one Warning per stall, not one per tick"
-
     # The engine recovers at the next scrape: the condition clears.
     later = EVAL + 15
     op.clock.now = later
@@ -205,6 +208,32 @@ async def test_a_hung_engine_is_named_warned_about_and_never_scales_the_pool_up(
         pools=latency(at=later),
     ))
     await condition_is(kube, "EnginesStalled", R.NoStalledPods)
+
+
+async def test_a_hung_engine_is_warned_about_once(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    op, _ = await _hung_engine(canned, kube, start_operator)
+    warnings = await eventually(lambda: events_with(kube, R.StalledPods), what="a StalledPods Warning Event")
+    assert warnings[0]["type"] == "Warning" and "Found pod serving/chat-a of LLMDeployment serving/chat stalled" in (
+        warnings[0]["message"])
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
+    assert len(events_with(kube, R.StalledPods)) == 1, "one Warning per stall, not one per tick"
+
+
+async def test_a_hung_engine_never_scales_the_pool_up(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """chat-a is left out and chat-old ignored: the pool stays at 2 on chat-b's quiet signals."""
+    op, _ = await _hung_engine(canned, kube, start_operator)
+    status = status_of(kube)
+    # Only chat-b's figures count: queue 0, KV 0.1 (chat-a's 0.9 and chat-old's 0.97 left out).
+    assert status["signals"]["queueDepth"] == 0.0 and status["signals"]["kvCacheUtilization"] == 0.1
+    done = ticks(op)
+    await eventually(lambda: ticks(op) >= done + 3, what="three more ticks")
+    assert replicas_of(kube, "chat") == 2
+    assert not events_with(kube, "ScaledUp")
 
 
 async def test_a_rate_window_too_short_for_the_scrape_is_a_condition_not_a_silent_hold(
@@ -327,12 +356,11 @@ async def test_a_wake_query_reading_another_namespace_is_refused_by_a_condition_
     assert "reads 7" not in seen and "kube_secret_info" in seen, "the refusal names the query, never its value"
 
 
-async def test_a_wake_query_prometheus_refuses_is_named_and_holds_the_pool_at_zero(
+async def _refused_wake_query(
     canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
-    """A wake query Prometheus refuses (HTTP 400, e.g. a function this Prometheus does not know)
-    leaves the pool at zero with ``MetricsMissing`` naming Prometheus's own error: unknown, never
-    read as zero (or as demand). One that does not parse at all is refused before it is sent."""
+) -> tuple[Any, dict[str, Any]]:
+    """A wake query Prometheus refuses (HTTP 400, e.g. a function this Prometheus does not know):
+    the operator and ``MetricsAvailable`` once it is ``MetricsMissing``."""
     broken = scale_to_zero("chat")
     broken["spec"]["scaling"]["wake"]["query"] = 'sum(router_pending_requests{namespace="$namespace"})'
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, "chat"] = broken
@@ -341,10 +369,22 @@ async def test_a_wake_query_prometheus_refuses_is_named_and_holds_the_pool_at_ze
         '{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected end of input"}', status=400,
     ), group="other")
     op = await start_operator(reader(canned))
+    return op, await condition_is(kube, "MetricsAvailable", R.MetricsMissing)
 
-    cond = await condition_is(kube, "MetricsAvailable", R.MetricsMissing)
+
+async def test_a_wake_query_prometheus_refuses_is_named_with_prometheuss_error(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    _, cond = await _refused_wake_query(canned, kube, start_operator)
     assert "wake query unknown: wake query failed: Prometheus at" in cond["message"], cond
     assert "parse error: unexpected end of input" in cond["message"], cond
+
+
+async def test_a_wake_query_prometheus_refuses_holds_the_pool_at_zero(
+    canned: CannedPrometheus, kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    """Unknown, never read as zero (or as demand)."""
+    op, _ = await _refused_wake_query(canned, kube, start_operator)
     done = ticks(op)
     await eventually(lambda: ticks(op) >= done + 2, what="two more ticks")
     assert replicas_of(kube, "chat") == 0

@@ -48,7 +48,7 @@ def utc(*args: int) -> float:
     (utc(2026, 3, 8, 16), "America/New_York", 23, 167),
     (utc(2026, 3, 29, 11), "UTC", 24, 168),
 ])
-def test_offsets_are_the_wall_clock_day_and_week_of_the_zone(
+def test_the_offsets_span_a_wall_clock_day_or_week_of_the_zone(
     now: float, zone: str | None, day_h: int, week_h: int
 ) -> None:
     assert period_offsets(now, zone) == (day_h * 3600.0, week_h * 3600.0)
@@ -104,25 +104,36 @@ async def test_one_read_per_distinct_offset_serves_every_pool() -> None:
     assert reader.get(CHAT, 1.0 + SEASONAL_MAX_AGE_S + 1) is None, "too old: not handed out"
 
 
-async def test_a_pool_selected_by_pod_name_and_a_pool_without_series_get_none() -> None:
+async def _read_a_chat_pool_without_series_with_a_pool_selected_by_pod_name() -> tuple[
+    RecordingSource, SeasonalReader, PoolTarget
+]:
     source = RecordingSource(rate_rps=None)
     reader = SeasonalReader(source, timeout_s=1.0)
     named = PoolTarget("serving", "legacy", "interactive", pods=("legacy-0",))
     await reader.read([(PoolRequest(CHAT, VLLM), None), (PoolRequest(named, VLLM), None)], NOW, 0.0)
+    return source, reader, named
+
+
+async def test_a_pool_selected_by_pod_name_is_not_read_and_gets_none() -> None:
+    source, reader, named = await _read_a_chat_pool_without_series_with_a_pool_selected_by_pod_name()
     assert all(targets == [CHAT] for targets, _, _ in source.reads)
-    assert reader.get(CHAT, 0.0) is None, "no value at all is no history, not a flat zero"
     assert reader.get(named, 0.0) is None
 
 
-@pytest.mark.parametrize("fault", ["raises", "times out"])
-async def test_a_failed_read_drops_every_history_and_is_logged_once(
+async def test_a_pool_without_series_gets_none() -> None:
+    _, reader, _ = await _read_a_chat_pool_without_series_with_a_pool_selected_by_pod_name()
+    assert reader.get(CHAT, 0.0) is None, "no value at all is no history, not a flat zero"
+
+
+async def _a_read_failing_twice_then_recovering(
     fault: str, caplog: pytest.LogCaptureFixture
-) -> None:
+) -> tuple[object | None, object | None, object | None]:
+    """What the reader holds before, during and after two failed reads."""
     source = RecordingSource()
     reader = SeasonalReader(source, timeout_s=0.05)
     pools = [(PoolRequest(CHAT, VLLM), None)]
     await reader.read(pools, NOW, 0.0)
-    assert reader.get(CHAT, 0.0) is not None
+    before = reader.get(CHAT, 0.0)
     if fault == "raises":
         source.fail = ConnectionRefusedError("canned Prometheus is down")
     else:
@@ -130,23 +141,43 @@ async def test_a_failed_read_drops_every_history_and_is_logged_once(
     with caplog.at_level(logging.INFO, logger="llmscale.controller.signals.seasonal"):
         await reader.read(pools, NOW + 60, 60.0)
         await reader.read(pools, NOW + 120, 120.0)
-        assert reader.get(CHAT, 120.0) is None
+        during = reader.get(CHAT, 120.0)
         source.fail, source.delay_s = None, 0.0
         await reader.read(pools, NOW + 180, 180.0)
-    assert reader.get(CHAT, 180.0) is not None
+    return before, during, reader.get(CHAT, 180.0)
+
+
+@pytest.mark.parametrize("fault", ["raises", "times out"])
+async def test_a_failed_read_drops_every_history(fault: str, caplog: pytest.LogCaptureFixture) -> None:
+    before, during, after = await _a_read_failing_twice_then_recovering(fault, caplog)
+    assert before is not None
+    assert during is None
+    assert after is not None
+
+
+@pytest.mark.parametrize("fault", ["raises", "times out"])
+async def test_a_failed_read_is_logged_once_as_is_its_recovery(fault: str, caplog: pytest.LogCaptureFixture) -> None:
+    await _a_read_failing_twice_then_recovering(fault, caplog)
     lines = [r.getMessage() for r in caplog.records]
     assert len([m for m in lines if m.startswith("Failed to read")]) == 1, lines
     assert len([m for m in lines if m.startswith("Read the request rates")]) == 1, lines
 
 
-async def test_reads_start_at_most_once_a_minute_and_never_block_the_caller() -> None:
+async def test_a_read_never_blocks_the_caller() -> None:
+    source = RecordingSource(delay_s=0.2)
+    reader = SeasonalReader(source, timeout_s=1.0)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    reader.start_if_due([(PoolRequest(CHAT, VLLM), None)], NOW, 0.0)
+    assert loop.time() - started < 0.1, "the read runs in a task of its own"
+    await reader.stop()
+
+
+async def test_reads_start_at_most_once_a_minute() -> None:
     source = RecordingSource(delay_s=0.2)
     reader = SeasonalReader(source, timeout_s=1.0)
     pools = [(PoolRequest(CHAT, VLLM), None)]
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     reader.start_if_due(pools, NOW, 0.0)
-    assert loop.time() - started < 0.1, "the read runs in a task of its own"
     reader.start_if_due(pools, NOW, 1.0)  # one in flight
     await asyncio.sleep(0.6)
     reader.start_if_due(pools, NOW, SEASONAL_REFRESH_S - 1)  # not due yet

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -45,28 +47,33 @@ def test_defaults() -> None:
     assert not s.standalone and s.peering == "llmscale" and s.peering_name is None
 
 
-def test_environment_is_read_and_flags_win() -> None:
-    env = {
-        "LLMSCALE_PROMETHEUS_URL": "http://prom:9090",
-        "LLMSCALE_NAMESPACES": "a, b",
-        "LLMSCALE_TICK_BASE_SECONDS": "2.5",
-        "LLMSCALE_METRICS_PORT": "9100",
-        "LLMSCALE_PEERING": "llmscale",
-        "LLMSCALE_CLUSTER_SCANNING": "false",
-    }
-    s = load_settings(parse(), env)
+ENV = {
+    "LLMSCALE_PROMETHEUS_URL": "http://prom:9090",
+    "LLMSCALE_NAMESPACES": "a, b",
+    "LLMSCALE_TICK_BASE_SECONDS": "2.5",
+    "LLMSCALE_METRICS_PORT": "9100",
+    "LLMSCALE_PEERING": "llmscale",
+    "LLMSCALE_CLUSTER_SCANNING": "false",
+}
+
+
+def test_the_environment_is_read() -> None:
+    s = load_settings(parse(), ENV)
     assert s.prometheus_url == "http://prom:9090"
     assert s.namespaces == ("a", "b")
     assert s.tick_base_seconds == 2.5 and s.metrics_port == 9100
     assert s.peering_name == "llmscale" and not s.standalone
     assert not s.cluster_scanning
-    flagged = load_settings(parse("-n", "c", "-n", "d", "--prometheus-url", "https://p", "--standalone"), env)
+
+
+def test_flags_win_over_the_environment() -> None:
+    flagged = load_settings(parse("-n", "c", "-n", "d", "--prometheus-url", "https://p", "--standalone"), ENV)
     assert flagged.namespaces == ("c", "d")
     assert flagged.prometheus_url == "https://p"
     assert flagged.standalone and flagged.peering is None
 
 
-def test_standalone_and_a_named_peering_exclude_each_other() -> None:
+def test_standalone_excludes_a_named_peering() -> None:
     with pytest.raises(ValueError, match="standalone"):
         load_settings(parse("-n", "a"), {"LLMSCALE_STANDALONE": "true", "LLMSCALE_PEERING": "blue"})
     assert load_settings(parse("-n", "a", "--peering", "blue"), {"LLMSCALE_STANDALONE": "true"}).peering == "blue"
@@ -105,26 +112,40 @@ def test_kopf_settings_follow_ours() -> None:
     assert auto.peering.name == "llmscale" and auto.peering.priority == 5
 
 
-async def test_metrics_health_and_readiness_endpoints() -> None:
+@contextlib.asynccontextmanager
+async def _health_server() -> AsyncIterator[tuple[aiohttp.ClientSession, str, threading.Event]]:
+    """The health app on a free port with a few metrics set: a session, its base URL and its ready flag."""
     metrics = OperatorMetrics(CollectorRegistry())
     metrics.desired.labels("serving", "chat", "interactive").set(5)
     metrics.decisions.labels("up", Reason.DesiredWithinRange).inc()
     ready = threading.Event()
     async with _serving(health_app(metrics, ready), "127.0.0.1", 0) as runner:
         host, port = runner.addresses[0][:2]
-        base = f"http://{host}:{port}"
         async with aiohttp.ClientSession() as session:
-            async with session.get(f"{base}/healthz") as r:
-                assert r.status == 200
-            async with session.get(f"{base}/readyz") as r:
-                assert r.status == 503
-            ready.set()
-            async with session.get(f"{base}/readyz") as r:
-                assert r.status == 200
-            async with session.get(f"{base}/metrics") as r:
-                assert r.status == 200
-                assert r.headers["Content-Type"].startswith("text/plain")
-                text = await r.text()
+            yield session, f"http://{host}:{port}", ready
+
+
+async def test_the_health_endpoint_answers_ok() -> None:
+    async with _health_server() as (session, base, _), session.get(f"{base}/healthz") as r:
+        assert r.status == 200
+
+
+async def test_the_readiness_endpoint_answers_ok_once_ready() -> None:
+    async with _health_server() as (session, base, ready):
+        async with session.get(f"{base}/readyz") as r:
+            assert r.status == 503
+        ready.set()
+        async with session.get(f"{base}/readyz") as r:
+            assert r.status == 200
+
+
+async def test_the_metrics_endpoint_serves_the_operators_metrics() -> None:
+    async with _health_server() as (session, base, ready):
+        ready.set()
+        async with session.get(f"{base}/metrics") as r:
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("text/plain")
+            text = await r.text()
     assert 'llmscale_desired_replicas{name="chat",namespace="serving",pool="interactive"} 5.0' in text
     assert 'llmscale_decisions_total{direction="up",reason="DesiredWithinRange"} 1.0' in text
     assert "llmscale_tick_duration_seconds_bucket" in text

@@ -285,15 +285,23 @@ async def test_unknown_signals_hold_the_replicas(harness: Harness) -> None:
     assert harness.condition("MetricsAvailable")["status"] == "False"
 
 
-async def test_a_refused_apply_is_reported_and_the_tick_goes_on(harness: Harness) -> None:
+async def _tick_with_the_deployment_refused(harness: Harness) -> dict[str, Any]:
     harness.prometheus.queue_depth = 12.0
     harness.api.refuse = frozenset({"Deployment"})
-    status = await harness.tick()
-    assert harness.api.scaled_to() == []
-    assert status["replicas"]["desired"] == 2, "what was applied, not what was decided"
+    return await harness.tick()
+
+
+async def test_a_refused_apply_is_reported(harness: Harness) -> None:
+    await _tick_with_the_deployment_refused(harness)
     applied = harness.condition("ChildrenApplied")
     assert (applied["status"], "422" in applied["message"]) == ("False", True), applied
     assert "ScaledUp" not in harness.posted()
+
+
+async def test_the_tick_goes_on_past_a_refused_apply(harness: Harness) -> None:
+    status = await _tick_with_the_deployment_refused(harness)
+    assert harness.api.scaled_to() == []
+    assert status["replicas"]["desired"] == 2, "what was applied, not what was decided"
 
 
 async def test_the_apply_is_tried_again_on_the_next_tick(harness: Harness) -> None:
@@ -307,12 +315,20 @@ async def test_the_apply_is_tried_again_on_the_next_tick(harness: Harness) -> No
     assert harness.condition("ChildrenApplied")["status"] == "True"
 
 
-async def test_advisory_mode_writes_nothing_and_reports_the_advice(harness: Harness) -> None:
+async def _advisory_tick(harness: Harness) -> dict[str, Any]:
     harness.raw["spec"]["mode"] = "Advisory"
     harness.prometheus.queue_depth = 12.0
-    status = await harness.tick()
-    (_, decision), = harness.policy.calls
+    return await harness.tick()
+
+
+async def test_advisory_mode_writes_nothing(harness: Harness) -> None:
+    await _advisory_tick(harness)
     assert harness.api.applied == []
+
+
+async def test_advisory_mode_reports_the_advice(harness: Harness) -> None:
+    status = await _advisory_tick(harness)
+    (_, decision), = harness.policy.calls
     assert status["replicas"]["desired"] == decision.interactive_replicas
     assert "AdvisedScaleUp" in harness.posted()
 
@@ -397,7 +413,7 @@ async def test_a_scaled_event_starts_with_what_was_decided(harness: Harness) -> 
     assert signals and signals[0] in message
 
 
-def test_the_conclusion_comes_first_and_nothing_is_lost() -> None:
+def test_the_conclusion_comes_first_in_an_order_that_loses_nothing() -> None:
     from llmscale.controller.events import conclusion_first
     reasons = ["load: a; b: proposes 3", "queue depth 9: x", "demand 3 replicas (load)", "recommends 3",
                "interactive pool 1 → 3 replicas"]
@@ -424,38 +440,62 @@ class MinutePrometheus(CannedPrometheus):
         return {r.target: _minute(self.truth, end_s, batch) for r in pools if r.target.pool == "interactive"}
 
 
-async def test_the_live_calibration_reaches_the_policy_and_an_upgrade_is_reported() -> None:
-    # Issue 24 item 4 through one tick after another: the fleet reader's minutes become the live
-    # fit the policy sizes with and the EngineCalibrated condition; a new engine image is measured
-    # again from scratch and its capacity note compared with the old one's, in one Event.
+def _slow_engine() -> tuple[dict[str, Any], LLMDeploymentSpec, MinutePrometheus]:
+    """A pool ticking once a minute (a pool's registration with the fleet reader lapses after two
+    of its ticks) on an engine slower than the prior, and the Prometheus that serves its minutes."""
     from llmscale.model import ReplicaModel
 
     raw = llmdeployment()
-    # A tick a minute (a pool's registration with the fleet reader lapses after two of its ticks).
     raw["spec"]["scaling"]["tickSeconds"] = 60
     spec = LLMDeploymentSpec.model_validate(raw["spec"])
     slow = ReplicaModel.from_spec(spec).with_changes(bandwidth_efficiency=0.4, step_overhead_s=0.004)
-    prometheus = MinutePrometheus(truth=slow)
-    async with running(raw, prometheus, replicas=2) as h:
-        states = h.policy.states
+    return raw, spec, MinutePrometheus(truth=slow)
+
+
+async def _ticks_until_calibrated(h: Harness, spec: LLMDeploymentSpec, prometheus: MinutePrometheus) -> None:
+    """Issue 24 item 4: the fleet reader's minutes become the live fit the policy sizes with and
+    the EngineCalibrated condition."""
+    from llmscale.model import ReplicaModel
+
+    slow = prometheus.truth
+    states = h.policy.states
+    await h.tick()
+    assert h.condition("EngineCalibrated")["reason"] == "Measuring"
+    assert states[-1].live_fit is None
+    for _ in range(7):
+        await asyncio.sleep(60)
         await h.tick()
-        assert h.condition("EngineCalibrated")["reason"] == "Measuring"
-        assert states[-1].live_fit is None
-        for _ in range(7):
-            await asyncio.sleep(60)
-            await h.tick()
-        assert prometheus.minutes_read >= 5
-        cond = h.condition("EngineCalibrated")
-        assert (cond["status"], cond["reason"]) == ("True", "Calibrated"), cond["message"]
-        fit = states[-1].live_fit
-        # Overhead and bandwidth trade off at these batches (the weights' read dominates): what the
-        # fit must get right is the steps the engines showed.
+    assert prometheus.minutes_read >= 5
+    cond = h.condition("EngineCalibrated")
+    assert (cond["status"], cond["reason"]) == ("True", "Calibrated"), cond["message"]
+    fit = states[-1].live_fit
+    # Overhead and bandwidth trade off at these batches (the weights' read dominates): what the
+    # fit must get right is the steps the engines showed.
+    prior = ReplicaModel.from_spec(spec)
+    for batch in (1, 4, 8):
+        assert fit is not None
+        assert (fit.apply(prior).decode_step_time(batch, 1000)
+                == pytest.approx(slow.decode_step_time(batch, 1000), rel=0.02)), batch
+    assert "EngineUpgraded" not in h.posted()
+
+
+async def test_the_live_calibration_reaches_the_policy() -> None:
+    raw, spec, prometheus = _slow_engine()
+    async with running(raw, prometheus, replicas=2) as h:
+        await _ticks_until_calibrated(h, spec, prometheus)
+
+
+async def test_an_engine_upgrade_is_reported_in_one_event_with_a_fresh_fit() -> None:
+    """A new engine image is measured again from scratch and its capacity note compared with the
+    old one's, in one Event."""
+    from llmscale.model import ReplicaModel
+
+    raw, spec, prometheus = _slow_engine()
+    async with running(raw, prometheus, replicas=2) as h:
+        await _ticks_until_calibrated(h, spec, prometheus)
+        states = h.policy.states
+        slow = prometheus.truth
         prior = ReplicaModel.from_spec(spec)
-        for batch in (1, 4, 8):
-            assert fit is not None
-            assert (fit.apply(prior).decode_step_time(batch, 1000)
-                    == pytest.approx(slow.decode_step_time(batch, 1000), rel=0.02)), batch
-        assert "EngineUpgraded" not in h.posted()
         # The upgrade: a new image, an engine with half the overhead.
         h.raw["spec"]["engine"]["image"] = "llmscale:dev-2"
         prometheus.truth = slow.with_changes(step_overhead_s=0.002)
@@ -528,14 +568,23 @@ async def test_a_pool_deleted_by_hand_comes_back_within_the_resync(harness: Harn
     assert pools.applies == 2, "a pool as wanted is read, not written again"
 
 
-async def test_a_refused_pool_shows_in_children_applied_and_recovers(harness: Harness) -> None:
+async def _tick_with_the_pool_refused(harness: Harness) -> FakeInferencePools:
     pools = FakeInferencePools(is_served=True, refuse=403)
     harness.deps.inference_pools = pools
     harness.mem.routing_served, harness.mem.routing_next_loop_s = False, asyncio.get_running_loop().time()
     await harness.tick()
+    return pools
+
+
+async def test_a_refused_pool_shows_in_children_applied(harness: Harness) -> None:
+    await _tick_with_the_pool_refused(harness)
     condition = harness.condition("ChildrenApplied")
     assert condition["status"] == "False" and "InferencePool serving/chat: 403 Forbidden" in condition["message"]
     assert "ApplyFailed" in harness.posted()
+
+
+async def test_a_refused_pool_recovers_after_the_retry_delay(harness: Harness) -> None:
+    pools = await _tick_with_the_pool_refused(harness)
     tick_s = harness.raw["spec"]["scaling"]["tickSeconds"]
     await asyncio.sleep(tick_s)
     await harness.tick()
