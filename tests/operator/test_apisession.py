@@ -104,7 +104,7 @@ def _config(token: str) -> kubernetes.client.Configuration:
     return config
 
 
-async def test_the_session_has_the_limit_the_credentials_and_kopfs_user_agent() -> None:
+async def test_the_login_session_has_the_connection_limit_the_credentials_kopfs_user_agent() -> None:
     config = _config("t0k3n")
     login = session_login(lambda memo: config, lambda: ConnectionBudget(10, 2))
     ctx = await login(memo=None)
@@ -119,7 +119,7 @@ async def test_the_session_has_the_limit_the_credentials_and_kopfs_user_agent() 
         await ctx.aiohttp_session.close()
 
 
-async def test_basic_auth_and_client_certificates_are_kept(tmp_path: Any) -> None:
+async def test_basic_auth_is_kept() -> None:
     config = kubernetes.client.Configuration(host="https://127.0.0.1:6443", username="u", password="p")
     info = connection_info(config)
     assert info.username == "u" and info.password == "p"
@@ -128,13 +128,16 @@ async def test_basic_auth_and_client_certificates_are_kept(tmp_path: Any) -> Non
         assert ctx.aiohttp_session.headers["Authorization"] == aiohttp.encode_basic_auth("u", "p")
     finally:
         await ctx.aiohttp_session.close()
+
+
+def test_client_certificates_are_kept() -> None:
     certs = kubernetes.client.Configuration(host="https://h:6443")
     certs.cert_file, certs.key_file, certs.ssl_ca_cert = "/c.crt", "/c.key", "/ca.crt"
     info = connection_info(certs)
     assert (info.certificate_path, info.private_key_path, info.ca_path) == ("/c.crt", "/c.key", "/ca.crt")
 
 
-async def test_a_relogin_closes_the_old_session_and_never_reopens_failed_credentials() -> None:
+async def test_a_relogin_closes_the_old_session_never_reopening_failed_credentials() -> None:
     config = _config("first")
     login = session_login(lambda memo: config, lambda: ConnectionBudget(4, 1))
     vault = Vault()

@@ -5,6 +5,8 @@ every pool unknown, so every object's MetricsAvailable flipped and its status wa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -86,9 +88,8 @@ def test_a_pool_with_no_good_read_yet_gets_the_unknown_snapshot() -> None:
     assert snap is failed and snap.carried is None and last is None
 
 
-def test_a_genuine_unknown_is_not_a_failure_and_is_published_as_read() -> None:
-    """No pod exports the gauge, a rejected value, a quiet window: every query answered, so the read
-    is good and its unknowns stand (replaced the last good read, never papered over)."""
+def _genuine_unknowns() -> tuple[SignalSnapshot, ...]:
+    """No pod exports the gauge, a rejected value, a quiet window: every query answered."""
     no_pod = SignalSnapshot(NOW + 5, error=None,
                             unknown={"queue_depth": "no pod of serving/chat pool interactive exports it"})
     rejected = SignalSnapshot(NOW + 5, queue_depth=None, error="rejected queue depth -1 on pod chat-a",
@@ -96,8 +97,17 @@ def test_a_genuine_unknown_is_not_a_failure_and_is_published_as_read() -> None:
     quiet = SignalSnapshot(NOW + 5, queue_depth=0.0, kv_cache_utilization=0.0, preemption_rate=0.0,
                            quiet=("itl_p95_s", "ttft_p95_s"),
                            unknown={"ttft_p95_s": "no request", "itl_p95_s": "no request"})
-    for fresh in (no_pod, rejected, quiet):
+    return no_pod, rejected, quiet
+
+
+def test_a_genuine_unknown_is_not_a_failure() -> None:
+    for fresh in _genuine_unknowns():
         assert query_failure(fresh) is None
+
+
+def test_a_genuine_unknown_is_published_as_read() -> None:
+    """The read is good and its unknowns stand (replaced the last good read, never papered over)."""
+    for fresh in _genuine_unknowns():
         _, last = carry(good(NOW), None, None, started_s=0.0, bound_s=BOUND_S, failed_at=NOW)
         snap, last = carry(fresh, query_failure(fresh), last, started_s=5.0, bound_s=BOUND_S, failed_at=NOW + 5)
         assert snap is fresh and snap.carried is None and last == GoodRead(fresh, 5.0)
@@ -111,31 +121,62 @@ def test_a_good_read_after_carried_ones_starts_over() -> None:
     assert snap.carried is None and snap.queue_depth == 4.0 and last == GoodRead(good(NOW + 10, 4.0), 10.0)
 
 
-@example(reads=[(False, 1.6138525160458723), (True, 1.0), (False, 10.0)])
-@given(st.lists(st.tuples(st.booleans(), st.floats(0.5, 12.0)), min_size=1, max_size=40))
-def test_property_carried_values_are_never_older_than_the_bound_and_past_it_every_failure_is_reported(
-    reads: list[tuple[bool, float]],
-) -> None:
-    """Over any sequence of good and failed reads at any spacing: a published snapshot is either the
-    read's own, or the last good read's snapshot from at most the bound before, marked carried;
-    every failed read past the bound (or before any good read) is published as read."""
+@dataclass(frozen=True)
+class _Published:
+    """One read of a sequence: whether it was good, its own snapshot, what was published, when
+    it started, and the last good read (start, snapshot) within the bound before it, if any."""
+
+    ok: bool
+    fresh: SignalSnapshot
+    snap: SignalSnapshot
+    at: float
+    started: float
+    last_good: tuple[float, SignalSnapshot] | None
+
+
+def _publish(reads: list[tuple[bool, float]]) -> list[_Published]:
+    """Carry a sequence of good and failed reads at the given spacing."""
     last: GoodRead | None = None
     started = 0.0
     last_good: tuple[float, SignalSnapshot] | None = None
+    published = []
     for n, (ok, gap_s) in enumerate(reads):
         started += gap_s
         at = NOW + started
         fresh = good(at, queue=float(n)) if ok else quantiles_failed(at)
         snap, last = carry(fresh, query_failure(fresh), last, started_s=started, bound_s=BOUND_S, failed_at=at)
+        published.append(_Published(ok, fresh, snap, at, started, last_good))
         if ok:
-            assert snap is fresh
             last_good = (started, fresh)
-        elif last_good is not None and started - last_good[0] <= BOUND_S:
-            assert snap.carried is not None and snap.carried.failed_at == at
-            assert snap.observed_at == last_good[1].observed_at and snap.queue_depth == last_good[1].queue_depth
-        else:
-            assert snap is fresh and snap.carried is None and snap.error == TTFT_FAILED
+        elif last_good is None or started - last_good[0] > BOUND_S:
             last_good = None  # past the bound: nothing is carried until a good read
+    return published
+
+
+READ_SEQUENCES = given(st.lists(st.tuples(st.booleans(), st.floats(0.5, 12.0)), min_size=1, max_size=40))
+AN_EDGE = example(reads=[(False, 1.6138525160458723), (True, 1.0), (False, 10.0)])
+
+
+@AN_EDGE
+@READ_SEQUENCES
+def test_property_carried_values_are_never_older_than_the_bound(reads: list[tuple[bool, float]]) -> None:
+    """Over any sequence of good and failed reads at any spacing: a published snapshot is either the
+    read's own, or the last good read's snapshot from at most the bound before, marked carried."""
+    for p in _publish(reads):
+        if p.ok:
+            assert p.snap is p.fresh
+        elif p.last_good is not None and p.started - p.last_good[0] <= BOUND_S:
+            assert p.snap.carried is not None and p.snap.carried.failed_at == p.at
+            assert p.snap.observed_at == p.last_good[1].observed_at and p.snap.queue_depth == p.last_good[1].queue_depth
         # observed_at is NOW + the good read's start, and at 1.7e9 s that sum rounds by up to
         # 2.4e-7 s: compare within a microsecond (reads 10 s apart once read 10.000000000000002).
-        assert snap.carried is None or started - (snap.observed_at - NOW) <= BOUND_S + 1e-6
+        assert p.snap.carried is None or p.started - (p.snap.observed_at - NOW) <= BOUND_S + 1e-6
+
+
+@AN_EDGE
+@READ_SEQUENCES
+def test_property_past_the_bound_every_failure_is_reported(reads: list[tuple[bool, float]]) -> None:
+    """Every failed read past the bound (or before any good read) is published as read."""
+    for p in _publish(reads):
+        if not p.ok and (p.last_good is None or p.started - p.last_good[0] > BOUND_S):
+            assert p.snap is p.fresh and p.snap.carried is None and p.snap.error == TTFT_FAILED

@@ -37,11 +37,18 @@ def test_the_pod_template_protects_the_cold_start() -> None:
     assert {k: annotations[k] for k in COLD_START_ANNOTATIONS} == {DO_NOT_DISRUPT: "true", SAFE_TO_EVICT: "false"}
 
 
-def test_a_users_explicit_value_wins_and_is_kept() -> None:
-    s = spec(template={"metadata": {"annotations": {DO_NOT_DISRUPT: "false"}}})
+def _spec_saying_disrupt() -> LLMDeploymentSpec:
+    return spec(template={"metadata": {"annotations": {DO_NOT_DISRUPT: "false"}}})
+
+
+def test_a_users_explicit_value_wins() -> None:
+    s = _spec_saying_disrupt()
     merged = merge_template(pod_template("chat", s, "interactive"), s.template, "nvidia.com/gpu")
     assert merged["metadata"]["annotations"][DO_NOT_DISRUPT] == "false"
-    assert user_set(s) == frozenset({DO_NOT_DISRUPT})
+
+
+def test_a_users_explicit_value_is_kept_as_theirs() -> None:
+    assert user_set(_spec_saying_disrupt()) == frozenset({DO_NOT_DISRUPT})
 
 
 @pytest.mark.parametrize(

@@ -67,12 +67,15 @@ def test_no_budget_without_a_measured_cold_start() -> None:
     assert judge_pods([starting("p", 86_400)], T0)[0].phase == "starting"
 
 
-def test_pods_healthy_names_the_pod_and_its_last_termination() -> None:
+def test_pods_healthy_names_the_pod_with_its_last_termination() -> None:
     crashed = IndexedPod("chat-7f9-x2", "failed",
                          failure="container engine CrashLoopBackOff after 37 restarts, last terminated Error (exit code 1)")
     cond = pods_healthy_condition([ready("a", 300.0), crashed])
     assert (cond.status, cond.reason) == ("False", "FailedPods")
     assert "chat-7f9-x2" in cond.message and "last terminated Error" in cond.message
+
+
+def test_pods_healthy_without_a_failed_pod_says_so() -> None:
     assert pods_healthy_condition([ready("a", 300.0)]).reason == "NoFailedPods"
 
 
@@ -113,21 +116,38 @@ def _signals(pod: str, served: float, failed: float, failing: bool) -> PodSignal
                       served_request_rate=served, failed_request_rate=failed, failing=failing)
 
 
-def test_a_ready_engine_failing_every_request_is_failed_and_replaced() -> None:
+def _ready_pods_one_failing_every_request() -> tuple[list[IndexedPod], tuple[IndexedPod, ...]]:
     """Issue 21, the crash loop's sibling: 3 Ready pods and a fourth, Ready too, whose engine ends
-    every request in error. It is failed (not idle capacity): the pool reads 3 Ready + 1 failed, so
-    the policy asks for its replacement, and PodsHealthy names it with its error rate."""
+    every request in error: the pods, and the pods as judged."""
     pods = [ready(f"chat-{k}", 300.0) for k in range(4)]
     snap = SignalSnapshot(T0, queue_depth=6.0, kv_cache_utilization=0.7, preemption_rate=0.0, replicas_reporting=3,
                           pods=(*(_signals(f"chat-{k}", 2.0, 0.0, False) for k in range(3)),
                                 _signals("chat-3", 0.0, 2.4, True)),
                           failing_pods=("chat-3",))
-    judged = judge_failing(pods, snap)
+    return pods, judge_failing(pods, snap)
+
+
+def test_a_ready_engine_failing_every_request_is_failed() -> None:
+    """It is failed, not idle capacity."""
+    _, judged = _ready_pods_one_failing_every_request()
     assert [p.phase for p in judged] == ["ready", "ready", "ready", "failed"]
+
+
+def test_a_ready_engine_failing_every_request_is_replaced() -> None:
+    """The pool reads 3 Ready + 1 failed, so the policy asks for its replacement."""
+    _, judged = _ready_pods_one_failing_every_request()
     state = pool_state(4, 0, [p.phase for p in judged], [])
     assert (state.interactive_ready, state.interactive_failed) == (3, 1)
+
+
+def test_pods_healthy_names_an_engine_failing_every_request_with_its_error_rate() -> None:
+    _, judged = _ready_pods_one_failing_every_request()
     c = pods_healthy_condition(judged)
     assert (c.status, c.reason) == ("False", "FailedPods")
     assert "chat-3" in c.message and "2.40 requests/s ended in error" in c.message
-    # A pod the snapshot does not call failing (an idle one, one with errors beside answers) stays.
+
+
+def test_a_pod_the_snapshot_does_not_call_failing_stays_as_it_is() -> None:
+    # An idle one, one with errors beside answers.
+    pods, _ = _ready_pods_one_failing_every_request()
     assert judge_failing(pods, SignalSnapshot(T0, pods=(_signals("chat-3", 0.0, 0.0, False),))) == tuple(pods)

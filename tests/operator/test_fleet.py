@@ -92,16 +92,25 @@ async def test_a_new_pool_waits_for_a_read_that_includes_it() -> None:
     assert [r.target for r in source.reads[-1]] == [CHAT]
 
 
-async def test_a_failed_read_is_an_unknown_snapshot_per_pool_and_the_reader_goes_on() -> None:
+async def _reader_after_a_failed_read() -> tuple[RecordingSource, FleetReader]:
     source = RecordingSource(fail=ConnectionRefusedError("Prometheus is down"))
     reader = fleet(source)
     register(reader, CHAT, {"chat-a"})
     register(reader, EMBED, {"embed-a"})
     await reader.read_once()
+    return source, reader
+
+
+async def test_a_failed_read_is_an_unknown_snapshot_per_pool() -> None:
+    _, reader = await _reader_after_a_failed_read()
     for target in (CHAT, EMBED):
         snap = await reader.snapshot(target)
         assert snap.queue_depth is None and snap.error is not None and "Prometheus is down" in snap.error
         assert snap.observed_at == NOW
+
+
+async def test_the_reader_goes_on_after_a_failed_read() -> None:
+    source, reader = await _reader_after_a_failed_read()
     source.fail = None
     await reader.read_once()
     assert (await reader.snapshot(CHAT)).queue_depth == 1.0
@@ -123,14 +132,23 @@ async def test_no_read_in_time_is_an_unknown_snapshot_that_says_so() -> None:
     assert snap.queue_depth is None and snap.error == f"no signal read of {CHAT} finished within 0.05 s"
 
 
-async def test_lapsed_and_forgotten_pools_are_no_longer_read() -> None:
+async def _read_with_a_lapsed_pool() -> tuple[RecordingSource, FleetReader]:
     source = RecordingSource()
     reader = fleet(source)
     register(reader, CHAT, {"chat-a"}, keep_s=0.0)  # lapses at once: its object stopped ticking
     register(reader, EMBED, {"embed-a"})
     await asyncio.sleep(0.01)
     await reader.read_once()
+    return source, reader
+
+
+async def test_a_lapsed_pool_is_no_longer_read() -> None:
+    source, reader = await _read_with_a_lapsed_pool()
     assert [r.target for r in source.reads[-1]] == [EMBED] and reader.pools == (EMBED,)
+
+
+async def test_a_forgotten_pool_is_no_longer_read() -> None:
+    source, reader = await _read_with_a_lapsed_pool()
     reader.forget("serving", "embed")
     await reader.read_once()
     assert reader.pools == () and len(source.reads) == 1, "no pool, no query"
@@ -244,10 +262,8 @@ async def test_a_read_past_its_timeout_after_a_good_one_is_carried() -> None:
     assert "did not finish within 0.05 s" in snap.carried.failure
 
 
-async def test_a_failed_query_group_carries_the_last_good_snapshot_and_a_pool_without_one_is_unknown() -> None:
-    """The TTFT quantile query timed out: the pool read well before keeps its whole last good
-    snapshot (not the fresh ITL: one consistent read); a pool registered since, with no good read,
-    gets the read as it came, its TTFT unknown because of the failure."""
+async def _snapshots_after_a_failed_ttft_query() -> tuple[SignalSnapshot, SignalSnapshot]:
+    """The TTFT quantile query timed out: chat was read well before, embed registered since."""
     source = RecordingSource()
     reader = fleet(source, period_s=1.0)
     register(reader, CHAT, {"chat-a"})
@@ -255,9 +271,21 @@ async def test_a_failed_query_group_carries_the_last_good_snapshot_and_a_pool_wi
     source.failed_groups = ("ttft",)
     register(reader, EMBED, {"embed-a", "embed-b"})
     await reader.read_once()
-    chat, embed = await reader.snapshot(CHAT), await reader.snapshot(EMBED)
+    return await reader.snapshot(CHAT), await reader.snapshot(EMBED)
+
+
+async def test_a_failed_query_group_carries_the_last_good_snapshot() -> None:
+    """The pool read well before keeps its whole last good snapshot (not the fresh ITL: one
+    consistent read)."""
+    chat, _ = await _snapshots_after_a_failed_ttft_query()
     assert chat.carried is not None and chat.carried.failure == "ttft query failed: timed out"
     assert (chat.ttft_p95_s, chat.itl_p95_s, chat.error) == (0.3, 0.02, None)
+
+
+async def test_a_failed_query_group_leaves_a_pool_without_a_good_read_unknown() -> None:
+    """A pool registered since, with no good read, gets the read as it came, its TTFT unknown
+    because of the failure."""
+    _, embed = await _snapshots_after_a_failed_ttft_query()
     assert embed.carried is None and embed.ttft_p95_s is None and embed.error == "ttft query failed: timed out"
     assert embed.failed_queries == ("ttft",) and (embed.queue_depth, embed.itl_p95_s) == (2.0, 0.05)
 

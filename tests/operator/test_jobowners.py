@@ -12,9 +12,17 @@ def batch_job(name: str, managed_by: str | None = None) -> BatchJob:
                     deadline_source="none", managed_by=managed_by)
 
 
-def test_jobs_of_another_manager_are_split_off_and_named() -> None:
-    ours, elsewhere = split_jobs([batch_job("a"), batch_job("b", "Kueue (label kueue.x-k8s.io/queue-name=team-a)")])
+def _jobs_of_two_managers() -> list[BatchJob]:
+    return [batch_job("a"), batch_job("b", "Kueue (label kueue.x-k8s.io/queue-name=team-a)")]
+
+
+def test_jobs_of_another_manager_are_split_off() -> None:
+    ours, elsewhere = split_jobs(_jobs_of_two_managers())
     assert [j.name for j in ours] == ["a"] and [j.name for j in elsewhere] == ["b"]
+
+
+def test_jobs_of_another_manager_are_named_in_the_condition() -> None:
+    _, elsewhere = split_jobs(_jobs_of_two_managers())
     cond = sole_job_manager_condition(elsewhere)
     assert (cond.status, cond.reason) == ("False", "OtherJobManager") and "Job b: Kueue" in cond.message
     assert sole_job_manager_condition([]).reason == "NoOtherJobManager"

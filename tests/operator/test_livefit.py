@@ -47,7 +47,7 @@ def test_measuring_then_calibrated_then_upgraded_with_one_event(monkeypatch: pyt
     assert "ml/chat" in events[0]["message"]
 
 
-def test_a_rollout_is_measured_by_nobody_and_refits_nothing() -> None:
+def test_a_rollout_refits_nothing_keeping_the_last_fit() -> None:
     mem = ObjectMemory()
     live_calibration(mem, SPEC, _minutes(_truth(0.004), 1, (2, 8, 32, 4, 16)), 300.0)
     fitted = mem.live_record

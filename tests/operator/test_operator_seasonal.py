@@ -63,7 +63,7 @@ class RecordingDecide:
         return decide(spec, history, state, memory, now)
 
 
-async def test_the_tick_hands_decide_the_rates_a_day_and_a_week_ago(
+async def test_the_tick_hands_decide_the_seasonal_history(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
 ) -> None:
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, "chat"] = llmdeployment()
@@ -78,15 +78,29 @@ async def test_the_tick_hands_decide_the_rates_a_day_and_a_week_ago(
     assert sorted(end - start for start, end in signals.past_asked[:2]) == [2400.0, 2400.0]
 
 
-async def test_a_failing_seasonal_read_leaves_seasonal_none_and_the_tick_still_decides(
+async def _ticks_with_a_failing_seasonal_read(
     kube: ApplyingEmulator, start_operator: Callable[..., Any]
-) -> None:
+) -> RecordingDecide:
     kube.objects[LLMDEPLOYMENTS, NAMESPACE, "chat"] = llmdeployment()
     signals, recording = SeasonalSignals(past_fail=True), RecordingDecide()
     op = await start_operator(signals, decider=recording)
     await eventually(lambda: signals.past_asked, what="a seasonal read")
     await eventually(lambda: ticks(op) >= 3, what="three ticks")
-    assert recording.states and all(s.seasonal is None for s in recording.states)
+    return recording
+
+
+async def test_a_failing_seasonal_read_leaves_seasonal_none(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    recording = await _ticks_with_a_failing_seasonal_read(kube, start_operator)
+    assert all(s.seasonal is None for s in recording.states)
+
+
+async def test_the_tick_still_decides_past_a_failing_seasonal_read(
+    kube: ApplyingEmulator, start_operator: Callable[..., Any]
+) -> None:
+    recording = await _ticks_with_a_failing_seasonal_read(kube, start_operator)
+    assert recording.states
 
 
 async def test_a_source_without_past_rates_leaves_seasonal_none(

@@ -66,11 +66,17 @@ def test_each_process_draws_its_own_priority_when_none_is_set() -> None:
     assert all(1 <= p <= PEERING_PRIORITY_RANGE[1] for p in drawn if p is not None)
 
 
-def test_a_configured_priority_and_standalone_are_left_alone() -> None:
+def test_a_configured_priority_is_left_alone() -> None:
     fixed = OperatorSettings(namespaces=("x",), peering_name="p", peering_priority=4)
     assert with_peering_priority(fixed, random.Random(0)) is fixed
+
+
+def test_standalone_is_left_without_a_priority() -> None:
     standalone = OperatorSettings(namespaces=("x",), standalone=True)
     assert with_peering_priority(standalone, random.Random(0)).peering_priority is None
+
+
+def test_the_default_peering_draws_a_priority() -> None:
     # The default (auto-detected) peering draws one too: it may meet another operator's process.
     assert with_peering_priority(OperatorSettings(namespaces=("x",)), random.Random(0)).peering_priority
 

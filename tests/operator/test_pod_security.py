@@ -65,7 +65,7 @@ def test_mock_engine_pods_meet_the_restricted_standard() -> None:
 
 
 @pytest.mark.parametrize("engine", [pytest.param("vllm", id="vllm"), pytest.param("sglang", id="sglang")])
-def test_vllm_and_sglang_pods_keep_what_their_images_need(engine: str) -> None:
+def test_each_engines_pods_keep_what_their_images_need(engine: str) -> None:
     """Their images run as root and write caches to the root filesystem: no securityContext that
     would stop them; their namespace enforces "baseline" instead (manifests/samples)."""
     pod = pod_template("chat", spec(engine), "interactive")["spec"]

@@ -60,11 +60,20 @@ def test_a_pool_someone_else_owns_is_never_written_nor_deleted(routing: dict[str
     assert pools.objects[NS, NAME] is theirs and pools.applies == 0
 
 
-def test_disabled_deletes_ours_and_then_has_nothing_to_do() -> None:
-    pools = FakeInferencePools(is_served=True)
+def _disable(pools: FakeInferencePools) -> str:
     sync(pools)
-    assert sync(pools, inferencePool="Disabled") == "deleted"
+    return sync(pools, inferencePool="Disabled")
+
+
+def test_disabled_deletes_ours() -> None:
+    pools = FakeInferencePools(is_served=True)
+    assert _disable(pools) == "deleted"
     assert pools.objects == {}
+
+
+def test_disabled_once_deleted_has_nothing_to_do() -> None:
+    pools = FakeInferencePools(is_served=True)
+    _disable(pools)
     assert sync(pools, inferencePool="Disabled") == "none"
 
 

@@ -33,7 +33,7 @@ T0 = 1717416000.0
 # ------------------------------------------------------------------------------------------ deletion cost
 
 
-def test_each_pod_costs_its_requests_in_flight_and_unknown_is_never_idle() -> None:
+def test_each_pod_costs_its_requests_in_flight_with_an_unknown_one_never_idle() -> None:
     snapshot = SignalSnapshot(observed_at=T0, pods=(
         PodSignals("a", queue_depth=2.0, running_requests=4.0),
         PodSignals("b", queue_depth=0.0, running_requests=0.0),
@@ -91,21 +91,31 @@ pod_signals = st.builds(
 )
 
 
-@given(st.lists(pod_signals, max_size=6, unique_by=lambda p: p.pod))
-def test_more_requests_in_flight_never_cost_less_and_unknown_costs_most(pods: list[PodSignals]) -> None:
+def _costs_and_loads(pods: list[PodSignals]) -> tuple[dict[str, int], dict[str, int]]:
     costs = pod_costs(SignalSnapshot(observed_at=T0, pods=tuple(pods)), [p.pod for p in pods])
     assert costs is not None
     loads = {p.pod: round(p.running_requests + (p.queue_depth or 0.0)) for p in pods
              if p.running_requests is not None and not p.stalled}
-    for pod, cost in costs.items():
-        assert 0 <= cost <= UNKNOWN_COST < 2**31
-        assert (pod not in loads) == (cost == UNKNOWN_COST)
-        if pod in loads:
-            assert load_of(cost) == min(LOAD_MAX, loads[pod])
+    return costs, loads
+
+
+@given(st.lists(pod_signals, max_size=6, unique_by=lambda p: p.pod))
+def test_more_requests_in_flight_never_cost_less(pods: list[PodSignals]) -> None:
+    costs, loads = _costs_and_loads(pods)
+    for pod in loads:
+        assert load_of(costs[pod]) == min(LOAD_MAX, loads[pod])
     for x in loads:
         for y in loads:
             if min(LOAD_MAX, loads[x]) < min(LOAD_MAX, loads[y]):
                 assert costs[x] < costs[y]
+
+
+@given(st.lists(pod_signals, max_size=6, unique_by=lambda p: p.pod))
+def test_an_unknown_load_costs_most(pods: list[PodSignals]) -> None:
+    costs, loads = _costs_and_loads(pods)
+    for pod, cost in costs.items():
+        assert 0 <= cost <= UNKNOWN_COST < 2**31
+        assert (pod not in loads) == (cost == UNKNOWN_COST)
 
 
 def test_a_failed_read_writes_nothing() -> None:

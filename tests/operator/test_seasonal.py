@@ -114,7 +114,7 @@ async def _read_a_chat_pool_without_series_with_a_pool_selected_by_pod_name() ->
     return source, reader, named
 
 
-async def test_a_pool_selected_by_pod_name_is_not_read_and_gets_none() -> None:
+async def test_a_pool_selected_by_pod_name_is_left_unread_with_no_history() -> None:
     source, reader, named = await _read_a_chat_pool_without_series_with_a_pool_selected_by_pod_name()
     assert all(targets == [CHAT] for targets, _, _ in source.reads)
     assert reader.get(named, 0.0) is None

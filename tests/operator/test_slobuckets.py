@@ -27,7 +27,7 @@ def spec(ttft: float, itl: float) -> LLMDeploymentSpec:
         pytest.param(2.0, 0.1, "sglang", "Unknown", "BucketsUnknown", ("sglang",), id="sglang"),
     ],
 )
-def test_the_condition_names_the_bucket_the_error_and_the_nearest_bound(
+def test_the_slo_buckets_condition_explains_where_each_target_falls(
     ttft: float, itl: float, profile: str, status: str, reason: str, words: tuple[str, ...]
 ) -> None:
     c = slo_buckets_condition(spec(ttft, itl), get_profile(profile))
