@@ -15,7 +15,7 @@ from llmscale.sim.baselines import (
     Oracle,
     per_minute_need,
 )
-from llmscale.sim.fleet import Observation, PodSample
+from llmscale.sim.fleet import Observation, PodSample, ScaleDecision
 
 
 def obs(
@@ -57,7 +57,7 @@ def test_hpa_counts_pods_in_their_cold_start_as_idle_when_scaling_up() -> None:
     assert hpa().decide(obs(0, 4, [30, 30])).interactive == 6
 
 
-def test_hpa_scale_up_is_limited_to_max_of_4_pods_and_100_percent_per_15_s() -> None:
+def test_hpa_scale_up_is_limited_to_the_larger_of_4_pods_or_100_percent_per_15_s() -> None:
     h = hpa()
     assert h.decide(obs(0, 2, [100, 100])).interactive == 6  # 2 + 4 beats 2 × 2
     assert h.decide(obs(15, 6, [100] * 6)).interactive == 12  # next period: 6 × 2 beats 6 + 4
@@ -94,7 +94,9 @@ def test_kpa_stable_mode_targets_70_percent_of_the_per_pod_target() -> None:
     assert "stable" in d.reason
 
 
-def test_kpa_panics_on_a_burst_and_never_scales_down_while_panicking() -> None:
+def _kpa_after_a_burst() -> tuple[KnativePodAutoscaler, float, float, ScaleDecision]:
+    """A KPA at 14 requests in flight on 2 pods, then a 6 s burst of 80: the autoscaler, the
+    integral and time so far, and its last decision."""
     k = KnativePodAutoscaler(per_pod_target=10, min_replicas=1, max_replicas=100)
     integral, t = 0.0, 0.0
     for _ in range(40):
@@ -107,8 +109,17 @@ def test_kpa_panics_on_a_burst_and_never_scales_down_while_panicking() -> None:
         integral += 80 * 2.0
         decisions.append(k.decide(obs(t, 2, [7, 7], integral=integral)))
         t += 2.0
-    assert decisions[-1].interactive >= 12 and "panic" in decisions[-1].reason
-    peak = decisions[-1].interactive
+    return k, integral, t, decisions[-1]
+
+
+def test_kpa_panics_on_a_burst() -> None:
+    _, _, _, last = _kpa_after_a_burst()
+    assert last.interactive >= 12 and "panic" in last.reason
+
+
+def test_kpa_never_scales_down_while_panicking() -> None:
+    k, integral, t, last = _kpa_after_a_burst()
+    peak = last.interactive
     # load falls back: still in panic for a stable window, the size holds at its peak
     for _ in range(20):
         integral += 14 * 2.0
@@ -161,12 +172,19 @@ def test_aibrix_kv_targets_the_summed_kv_fraction_per_pod() -> None:
     assert d.interactive == 4 and "kv stable 1.80" in d.reason
 
 
-def test_aibrix_kv_panics_on_a_jump_and_its_growth_is_capped_at_twice_the_ready_pods() -> None:
+def _aibrix_on_a_kv_jump() -> ScaleDecision:
     a = AibrixKvAutoscaler(0.1, 1, 50)
     for k in range(5):
         a.decide(_kv_obs(15.0 * k, [0.1, 0.1]))  # on target: 2 pods
-    d = a.decide(_kv_obs(75.0, [0.9, 0.9]))  # 1.8 / 0.1 = 18 wanted, capped at ceil(2 × 2) = 4
-    assert d.interactive == 4 and "panic" in d.reason
+    return a.decide(_kv_obs(75.0, [0.9, 0.9]))  # 1.8 / 0.1 = 18 wanted, capped at ceil(2 × 2) = 4
+
+
+def test_aibrix_kv_panics_on_a_jump() -> None:
+    assert "panic" in _aibrix_on_a_kv_jump().reason
+
+
+def test_aibrix_kv_growth_is_capped_at_twice_the_ready_pods() -> None:
+    assert _aibrix_on_a_kv_jump().interactive == 4
 
 
 def test_aibrix_kv_holds_the_largest_recommendation_for_its_300_s_cooldown() -> None:

@@ -62,30 +62,48 @@ def test_the_day_is_thirty_percent_batch_in_jobs_that_partition_the_batch_reques
     assert all(j.deadline_s - j.created_s == pytest.approx(86_400.0) for j in day.jobs if j not in short)
 
 
-def test_jobs_wait_for_the_window_and_a_short_deadline_goes_before_it(
-    day: BatchDay, runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]], Any]]
-) -> None:
-    summary, jobs, backlog = runs["trough"]
+Runs = dict[str, tuple[dict[str, Any], list[dict[str, Any]], Any]]
+
+
+def test_every_job_finishes_within_its_deadline_in_the_trough_mode(day: BatchDay, runs: Runs) -> None:
+    summary, jobs, _ = runs["trough"]
     assert summary["jobs"] == len(day.jobs) and summary["jobs_met"] == len(day.jobs)
-    opens = day.trace.start_s + WINDOW_OPENS_H * 3600.0
     for job in jobs:
         assert job["done"] == job["requests"] and job["met"]
+
+
+def test_jobs_wait_for_the_window(day: BatchDay, runs: Runs) -> None:
+    _, jobs, _ = runs["trough"]
+    opens = day.trace.start_s + WINDOW_OPENS_H * 3600.0
+    for job in jobs:
         if job["deadline_source"] == "completionWindow":
             assert job["finished_s"] >= opens, job  # held back until the trough
-        else:
+
+
+def test_a_short_deadline_goes_before_the_window(day: BatchDay, runs: Runs) -> None:
+    _, jobs, _ = runs["trough"]
+    opens = day.trace.start_s + WINDOW_OPENS_H * 3600.0
+    for job in jobs:
+        if job["deadline_source"] != "completionWindow":
             assert job["finished_s"] < opens, job  # its deadline cannot wait for the window
+
+
+def test_the_batch_pool_is_empty_once_the_backlog_is(runs: Runs) -> None:
     # The batch pool is 0 outside the window unless a short-deadline Job is outstanding, and 0
     # again once the backlog is empty, inside the window too.
+    _, _, backlog = runs["trough"]
     assert backlog[-1][1] == 0 and backlog[-1][2] == 0
     assert max(n for _, _, n in backlog) > 0
 
 
-def test_every_batch_token_is_served_and_the_interactive_slo_holds(
-    runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]], Any]]
-) -> None:
+def test_every_batch_token_is_served(runs: Runs) -> None:
     trough, alongside, alone = (runs[m][0] for m in MODES)
     assert trough["batch_tokens_done"] == alongside["batch_tokens_done"] > 0
     assert alone["batch_tokens_done"] == 0
+
+
+def test_the_interactive_slo_holds_with_batch_in_the_trough(runs: Runs) -> None:
+    trough, alongside, alone = (runs[m][0] for m in MODES)
     assert trough["slo_attainment"] >= alone["slo_attainment"] - 0.005
     # Served alongside, the same batch comes at the interactive peak; in the trough it does not
     # raise the peak above what interactive traffic plus the alongside run needed.
@@ -97,7 +115,8 @@ def _plan(release: tuple[str, ...] = (), pause: tuple[str, ...] = ()) -> Any:
     return SimpleNamespace(release=release, pause=pause)
 
 
-def test_a_paused_job_sends_nothing_new_and_its_requests_in_flight_finish(day: BatchDay) -> None:
+def _paused_with_two_in_flight(day: BatchDay) -> tuple[JobGate, Any, int, int]:
+    """A Job released, two of its requests taken (concurrency 2), then paused."""
     gate = JobGate(day.jobs[:1], to_interactive=False, concurrency=2)
     job = day.jobs[0]
     for r in job.requests:
@@ -107,9 +126,19 @@ def test_a_paused_job_sends_nothing_new_and_its_requests_in_flight_finish(day: B
     first, second = gate.take(job.created_s), gate.take(job.created_s)
     assert first is not None and second is not None and gate.take(job.created_s) is None  # concurrency 2
     gate.apply(_plan(pause=(job.name,)), job.created_s + 1)
+    return gate, job, first, second
+
+
+def test_a_paused_job_sends_nothing_new(day: BatchDay) -> None:
+    gate, job, first, _ = _paused_with_two_in_flight(day)
     assert gate.batch_jobs()[0].state.value == "Draining"
     gate.finished(first, job.created_s + 2)
     assert gate.take(job.created_s + 2) is None
+
+
+def test_a_paused_jobs_requests_in_flight_finish(day: BatchDay) -> None:
+    gate, job, first, second = _paused_with_two_in_flight(day)
+    gate.finished(first, job.created_s + 2)
     gate.finished(second, job.created_s + 3)
     assert gate.batch_jobs()[0].state.value == ("Waiting" if len(job.requests) > 2 else "Done")
 

@@ -39,16 +39,30 @@ def _run(small: tuple[Scenario, BatchDay], gpus: int) -> tuple[dict[str, Any], l
     return summary, jobs, out[0]
 
 
-def test_jobs_run_early_on_idle_gpus_and_the_pool_stays_within_the_gpus_free(
-    small: tuple[Scenario, BatchDay]
+@pytest.fixture(scope="module")
+def idle_run(small: tuple[Scenario, BatchDay]) -> tuple[int, dict[str, Any], list[dict[str, Any]], BatchDayPolicy]:
+    """The small day on a cluster with GPUs to spare: its size, and the run's summary, Jobs and policy."""
+    sc, _ = small
+    cluster = sc.spec.resources.gpus_per_replica * (sc.spec.replicas.max + 4)
+    return (cluster, *_run(small, cluster))
+
+
+def test_jobs_run_early_on_idle_gpus(
+    small: tuple[Scenario, BatchDay], idle_run: tuple[int, dict[str, Any], list[dict[str, Any]], BatchDayPolicy]
 ) -> None:
-    sc, day = small
-    gpr = sc.spec.resources.gpus_per_replica
-    cluster = gpr * (sc.spec.replicas.max + 4)
-    summary, jobs, policy = _run(small, cluster)
+    _, day = small
+    cluster, summary, jobs, _ = idle_run
     opens = day.trace.start_s + WINDOW_OPENS_H * 3600.0
     assert summary["cluster_gpus"] == cluster and summary["jobs_met"] == summary["jobs"] == 3
     assert any(j["finished_s"] < opens for j in jobs), jobs  # idle GPUs, before the window
+
+
+def test_the_batch_pool_stays_within_the_gpus_free(
+    small: tuple[Scenario, BatchDay], idle_run: tuple[int, dict[str, Any], list[dict[str, Any]], BatchDayPolicy]
+) -> None:
+    sc, _ = small
+    gpr = sc.spec.resources.gpus_per_replica
+    cluster, _, _, policy = idle_run
     assert all(free is not None for _, free, *_ in policy.gpus)
     for t, free, interactive, before, after in policy.gpus:
         assert free is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,13 +43,24 @@ def test_json_output_has_every_documented_key_for_every_policy(capsys: pytest.Ca
         assert f"`{key}`" in documented, f"{key} is not documented in docs/cli.md"
 
 
-def test_table_output_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _simulate_with_a_plot(tmp_path: Path) -> Path:
     png = tmp_path / "day.png"
     rc = main(["simulate", "--spec", str(SPEC), "--trace", "azure-llm-2023-conv", "--shape", "diurnal", "--duration", "20m",
                "--peak-rps", "8", "--policy", "oracle", "--capacity-rps", "5", "--plot", str(png), "--quiet"])
     assert rc == 0
+    return png
+
+
+def test_the_table_output_names_the_policy_crediting_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _simulate_with_a_plot(tmp_path)
     out = capsys.readouterr().out
     assert "oracle" in out and "Splitwise" in out
+
+
+def test_the_plot_is_a_png(tmp_path: Path) -> None:
+    png = _simulate_with_a_plot(tmp_path)
     assert png.stat().st_size > 10_000
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -69,9 +81,7 @@ def test_bad_input_exits_2_with_a_reason(extra: list[str], message: str, capsys:
 # --------------------------------------------------------------------------- on small fixture traces
 
 
-def test_a_mooncake_trace_is_replayed_with_prefix_caching_and_credited_by_what_it_is(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _simulated_mooncake_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     from tests.sim.fixture_traces import write_fixture_traces
 
     _, moon = write_fixture_traces(tmp_path, "own.csv", "own.jsonl")
@@ -80,11 +90,22 @@ def test_a_mooncake_trace_is_replayed_with_prefix_caching_and_credited_by_what_i
                "--capacity-rps", "1", "--policy", "oracle", "--output", "json", "--quiet"])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
+    return doc  # type: ignore[no-any-return]
+
+
+def test_a_mooncake_trace_is_replayed_with_prefix_caching(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _simulated_mooncake_file(tmp_path, capsys)
     sc = doc["scenario"]
     assert sc["prefix_caching"] is True and sc["max_num_batched_tokens"] == 2048  # from spec.engine.args
-    assert "not a known public trace" in sc["trace_citation"]  # no dataset credited for a file it does not know
     (r,) = doc["results"]
     assert r["prefix_cache_hit_fraction"] > 0.05 and r["requests"] > 0
+
+
+def test_a_mooncake_file_it_does_not_know_credits_no_dataset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sc = _simulated_mooncake_file(tmp_path, capsys)["scenario"]
+    assert "not a known public trace" in sc["trace_citation"]
 
 
 def test_the_step_budget_flag_overrides_the_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

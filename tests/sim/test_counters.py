@@ -30,7 +30,7 @@ def test_workload_over_the_rate_window() -> None:
     assert mix.prefix_cache_hit_rate is None  # no engine keeps prefix-cache counters
 
 
-def test_an_empty_window_is_zero_rates_and_unknown_lengths() -> None:
+def test_an_empty_window_has_zero_rates_with_unknown_lengths() -> None:
     mix = RequestCounters(T0, 8192).workload(T0 + 600)
     assert (mix.request_rate, mix.prompt_tokens_mean, mix.prompt_tokens_p95) == (0.0, None, None)
 

@@ -87,7 +87,7 @@ def _simulated_histograms(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return res.latency.counts("ttft").sum(axis=0), res.latency.counts("itl").sum(axis=0)
 
 
-def test_simulator_and_mock_engine_agree_on_ttft_and_per_token_itl_p95(tmp_path: Path) -> None:
+def test_the_simulator_agrees_with_the_mock_engine_on_the_latency_percentiles(tmp_path: Path) -> None:
     trace = _trace()
     # The recorder scores [start, end); stretch the interval so the drain is inside it.
     long = Trace(trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.is_batch, trace.start_s,

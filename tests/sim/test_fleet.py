@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
-from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, simulate
+from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, SimResult, simulate
 from llmscale.sim.trace import Trace
 
 MODEL = ReplicaModel(arch=MODEL_PRESETS["llama-3.1-8b"], gpu=GPU_PRESETS["h100-sxm"])
@@ -40,18 +40,27 @@ class Script:
         return ScaleDecision(want[-1] if want else obs.state.interactive_replicas, self.batch)
 
 
-def test_every_request_finishes_or_is_reported_through_scale_up_and_down() -> None:
+def _scaled_up_and_down() -> tuple[Trace, SimResult]:
     trace = _trace(20.0, 900.0, long_every=97)
     # 4 → 8 → 1 → 3 replicas: removals drain busy replicas, additions cold-start.
     auto = Script([(0, 4), (120, 8), (400, 1), (600, 3)])
     res = simulate(trace, auto, MODEL, fleet=FleetConfig(cold_start_s=60, initial_replicas=4),
                    context_limit_tokens=8192)
+    return trace, res
+
+
+def test_every_request_finishes_or_is_reported_through_every_scale_change() -> None:
+    trace, res = _scaled_up_and_down()
     finish = np.array(res.requests.finish)
     assert res.rejected.sum() == len(range(0, len(trace), 97))
     assert np.all(finish[~res.rejected] > 0), "no accepted request is lost"
     assert np.all(finish[res.rejected] < 0)
     assert np.all(np.array(res.requests.first_token)[~res.rejected] >= trace.arrival_s[~res.rejected])
-    # every replica that was removed while busy drained: gone only after its last request finished
+
+
+def test_a_replica_removed_while_busy_is_gone_only_once_drained() -> None:
+    _, res = _scaled_up_and_down()
+    finish = np.array(res.requests.finish)
     served_by = np.array(res.requests.replica)
     for k, rec in enumerate(res.replicas):
         mine = finish[served_by == k]
@@ -74,30 +83,48 @@ def test_replicas_in_their_cold_start_serve_nothing() -> None:
         assert np.any(served_by == k), "the new replica takes traffic once Ready"
 
 
-def test_signals_come_from_the_last_scrape_and_unknown_is_not_zero() -> None:
+def _seen_by_a_script() -> Script:
     trace = _trace(10.0, 300.0)
     auto = Script([], tick_s=15.0)
     simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=2, scrape_interval_s=15, tick_offset_s=5))
+    return auto
+
+
+def test_signals_come_from_the_last_scrape() -> None:
+    auto = _seen_by_a_script()
     first = auto.seen[0]
     assert first.snapshot.observed_at == first.scrape_time == T0  # the tick at +5 s sees the scrape at +0
     for obs in auto.seen:
         assert obs.now - obs.snapshot.observed_at == pytest.approx(5.0)
         assert obs.snapshot.replicas_reporting == 2 == len(obs.pods)
         assert obs.snapshot.queue_depth == sum(p.waiting for p in obs.pods)
+
+
+def test_an_unknown_signal_is_none_not_zero() -> None:
+    auto = _seen_by_a_script()
     # no latency known in the first minute's first scrape: None, not 0
     assert auto.seen[0].snapshot.ttft_p95_s is None
     assert any(o.snapshot.ttft_p95_s is not None for o in auto.seen[4:])
 
 
-def test_with_no_ready_replica_requests_wait_at_the_router_and_signals_are_unknown() -> None:
+def _cold_fleet() -> tuple[Trace, Script, SimResult]:
     trace = _trace(5.0, 400.0)
     auto = Script([(0, 1)])
     res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=0, cold_start_s=100))
-    assert auto.seen[0].snapshot.queue_depth is None and auto.seen[0].snapshot.error
+    return trace, auto, res
+
+
+def test_with_no_ready_replica_requests_wait_at_the_router() -> None:
+    trace, _, res = _cold_fleet()
     first = np.array(res.requests.first_token)
     early = trace.arrival_s < T0 + 100
     assert np.all(first[early] >= T0 + 100)  # served once the first replica is Ready
     assert np.all(np.array(res.requests.finish) > 0)
+
+
+def test_with_no_ready_replica_the_signals_are_unknown() -> None:
+    _, auto, _ = _cold_fleet()
+    assert auto.seen[0].snapshot.queue_depth is None and auto.seen[0].snapshot.error
 
 
 def test_batch_requests_run_only_on_the_batch_pool() -> None:

@@ -43,7 +43,7 @@ def test_histogram_quantile_follows_prometheus(counts: list[int], q: float, expe
 
 @given(st.lists(st.integers(0, 50), min_size=len(ITL_BUCKETS_S) + 1, max_size=len(ITL_BUCKETS_S) + 1),
        st.sampled_from([0.5, 0.9, 0.95, 0.99]))
-def test_the_scalar_and_vector_quantiles_agree(counts: list[int], q: float) -> None:
+def test_the_scalar_quantile_agrees_with_the_vector_one(counts: list[int], q: float) -> None:
     one = histogram_quantile_1d(q, ITL_BUCKETS_S, counts)
     vec = float(histogram_quantile(q, ITL_BUCKETS_S, np.array([counts]))[0])
     assert (one is None and math.isnan(vec)) or one == pytest.approx(vec)
@@ -92,19 +92,26 @@ def test_observations_outside_the_run_are_dropped() -> None:
     assert rec.counts("ttft").sum() == 1 and rec.counts("itl").sum() == 0
 
 
-def test_the_scrape_window_is_the_last_four_bins_and_minutes_are_four_bins() -> None:
-    start = 0.0
-    rec = LatencyRecorder(start, 600.0)
+def _two_busy_minutes() -> LatencyRecorder:
+    rec = LatencyRecorder(0.0, 600.0)
     # minute 0: 100 fast gaps; minute 1: 100 fast and 20 slow gaps (0.3 s, 17 % of them)
     rec.add_itl(10.0, 0.02, 100)
     rec.add_itl(70.0, 0.02, 100)
     rec.add_itl(110.0, 0.3, 20)
     rec.add_ttft(20.0, 0.4)
+    return rec
+
+
+def test_the_scrape_window_is_the_last_four_bins() -> None:
+    rec = _two_busy_minutes()
     ttft, itl = rec.window_p95(60.0)
     assert ttft == pytest.approx(0.25 + 0.25 * 0.95) and itl == pytest.approx(0.01 + 0.015 * 0.95)
     _, itl = rec.window_p95(120.0)
     assert itl is not None and itl > 0.25  # the slow gaps dominate the top 5 %
     assert rec.window_p95(BIN_S * 30) == (None, None)  # nothing observed then
-    per_minute = rec.minute_counts("itl")
+
+
+def test_a_minute_is_four_bins() -> None:
+    per_minute = _two_busy_minutes().minute_counts("itl")
     assert per_minute.shape == (10, len(ITL_BUCKETS_S) + 1)
     assert per_minute[0].sum() == 100 and per_minute[1].sum() == 120

@@ -67,7 +67,7 @@ def test_a_scaled_object_of_the_built_in_kind_simulates_as_the_built_in(
     assert got["yours: HorizontalPodAutoscaler/h"] == got["hpa"]
 
 
-def test_the_manifests_bounds_and_windows_are_used() -> None:
+def test_the_manifests_settings_are_used_with_the_specs_bounds_as_fallback() -> None:
     auto = autoscaler_from_manifest(hpa(minReplicas=3, maxReplicas=9,
                                         behavior={"scaleDown": {"stabilizationWindowSeconds": 600},
                                                   "scaleUp": {"stabilizationWindowSeconds": 30}}), _spec())

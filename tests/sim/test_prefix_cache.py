@@ -34,13 +34,21 @@ def _run(trace: Trace, caching: bool) -> SimResult:
                     context_limit_tokens=16_384, itl_slo_s=0.1)
 
 
-def test_cached_prefixes_skip_prefill_and_are_counted_as_vllm_counts_them() -> None:
+def _with_and_without_caching() -> tuple[Trace, SimResult, SimResult]:
     trace = _conversation_trace()
-    on, off = _run(trace, True), _run(trace, False)
+    return trace, _run(trace, True), _run(trace, False)
+
+
+def test_cached_prefixes_are_counted_as_vllm_counts_them() -> None:
+    trace, on, off = _with_and_without_caching()
     # every request after the first finds the 6 shared blocks: 3,072 of its 4,096 prompt tokens
     assert on.prefix_cache_queries_tokens == int(trace.prompt_tokens.sum())
     assert on.prefix_cache_hits_tokens == 3072 * (len(trace) - 1)
     assert off.prefix_cache_queries_tokens == off.prefix_cache_hits_tokens == 0
+
+
+def test_cached_prefixes_skip_prefill() -> None:
+    trace, on, off = _with_and_without_caching()
     ttft_on = np.asarray(on.requests.first_token) - trace.arrival_s
     ttft_off = np.asarray(off.requests.first_token) - trace.arrival_s
     # a quarter of the prompt to prefill: TTFT falls to about a quarter (the weights still stream)
@@ -55,7 +63,8 @@ def test_a_trace_without_hashes_models_no_cache() -> None:
     assert res.prefix_cache_queries_tokens == res.prefix_cache_hits_tokens == 0
 
 
-def test_the_cache_is_bounded_by_the_kv_cache_and_evicts_the_least_recently_used() -> None:
+def _thirteen_requests_one_at_a_time() -> tuple[list[int], int, list[int]]:
+    """The prefix hits of each request, the most blocks ever cached, and the requests done."""
     # A KV cache of 10 blocks (5,120 tokens); requests of 2 blocks each, one at a time.
     def request_ids(k: int) -> list[int]:
         return [2 * k, 2 * k + 1]
@@ -69,18 +78,29 @@ def test_the_cache_is_bounded_by_the_kv_cache_and_evicts_the_least_recently_used
     eng = ReplicaEngine(0, table, MODEL, EngineConfig(kv_capacity_tokens=5120, max_num_batched_tokens=2048),
                         lambda e, r, t: done.append(r))
     hits: list[int] = []
+    most_cached = 0
     for i in range(n):  # each request alone: drive it to completion before the next arrives
         before = eng.prefix_hits
         wake = eng.add(i, 10.0 * i)
         while wake is not None:
             wake = eng.on_event()
         hits.append(eng.prefix_hits - before)
-        assert eng.prefix_cached_blocks <= 10
+        most_cached = max(most_cached, eng.prefix_cached_blocks)
+    return hits, most_cached, done
+
+
+def test_the_prefix_cache_is_bounded_by_the_kv_cache() -> None:
+    _, most_cached, done = _thirteen_requests_one_at_a_time()
+    assert most_cached <= 10
+    assert sorted(done) == list(range(13))
+
+
+def test_the_prefix_cache_evicts_the_least_recently_used() -> None:
+    hits, _, _ = _thirteen_requests_one_at_a_time()
     # request 0 again (6th): its blocks are still among the 10 most recent → a hit (1,023 tokens:
     # vLLM always computes the prompt's last token); after five more requests they are evicted,
     # so the 1 at position 12 misses, and the 0 at 13 (touched at 6, then pushed out) misses too.
     assert hits == [0, 0, 0, 0, 0, 1023, 0, 0, 0, 0, 0, 0, 0]
-    assert sorted(done) == list(range(n))
 
 
 @pytest.mark.parametrize("budget", [8192, 2048])

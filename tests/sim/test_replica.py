@@ -60,17 +60,29 @@ def _run_replica(
     return table, eng
 
 
-def test_a_saturated_decode_batch_runs_at_the_models_step_time_and_throughput() -> None:
-    # 128 requests arrive together: 1000-token prompts, 2000 tokens out each. After the prefill
-    # the batch decodes in lock step; the model says one step of B=128 at context C takes
-    # step_time(128, 128 × C). Mean context over the decode ≈ 1000 + 1000.
-    b, p, o = 128, 1000, 2000
+SATURATED_B, SATURATED_P, SATURATED_O = 128, 1000, 2000
+
+
+def _saturated_decode() -> tuple[np.ndarray, np.ndarray]:
+    """128 requests arrive together: 1000-token prompts, 2000 tokens out each. After the prefill
+    the batch decodes in lock step; the model says one step of B=128 at context C takes
+    step_time(128, 128 × C). Mean context over the decode ≈ 1000 + 1000. First tokens, finishes."""
+    b, p, o = SATURATED_B, SATURATED_P, SATURATED_O
     table, _ = _run_replica([0.0] * b, [p] * b, [o] * b)
-    first = np.array(table.first_token)
-    finish = np.array(table.finish)
+    return np.array(table.first_token), np.array(table.finish)
+
+
+def test_a_saturated_decode_batch_runs_at_the_models_step_time() -> None:
+    b, p, o = SATURATED_B, SATURATED_P, SATURATED_O
+    first, finish = _saturated_decode()
     itl = (finish - first) / (o - 1)
     expected_itl = MODEL.decode_step_time(b, p + o / 2)
     assert float(np.mean(itl)) == pytest.approx(expected_itl, rel=0.05)
+
+
+def test_a_saturated_decode_batch_runs_at_the_models_throughput() -> None:
+    b, p, o = SATURATED_B, SATURATED_P, SATURATED_O
+    first, finish = _saturated_decode()
     decode_tok_s = b * (o - 1) / (finish.max() - first.max())
     assert decode_tok_s == pytest.approx(MODEL.throughput_tok_s(b, p + o / 2), rel=0.05)
 
@@ -169,7 +181,7 @@ def _mock_engine_histograms(
 
 
 @pytest.mark.parametrize("rate", [pytest.param(6.0, id="busy"), pytest.param(11.0, id="near-saturation")])
-def test_per_token_itl_and_ttft_histograms_match_the_mock_engines_scheduler(rate: float) -> None:
+def test_per_token_latency_histograms_match_the_mock_engines_scheduler(rate: float) -> None:
     # Each decode step gives every running sequence one gap of the step's length, and a step that
     # carries a prefill chunk stretches them all: the simulator's leaps must add up to the same
     # histogram the engine's per-token observations give, bucket for bucket (within 2 %: a leap runs
@@ -216,15 +228,24 @@ def test_a_preempted_request_records_one_gap_across_its_recomputation() -> None:
     assert sum(table.slow_gaps) == over > 0
 
 
-def test_preemption_happens_when_the_kv_cache_fills_and_every_request_still_finishes() -> None:
-    # A cache of 20,000 tokens, 30 requests of 300 + 600 tokens: they all start, their contexts grow
-    # to 27,000 tokens, so the newest are preempted (recomputed later) and all finish.
+def _overfilled_cache() -> tuple[RequestTable, ReplicaEngine]:
+    """A cache of 20,000 tokens, 30 requests of 300 + 600 tokens: they all start, their contexts
+    grow to 27,000 tokens."""
     n = 30
-    table, eng = _run_replica([0.0] * n, [300] * n, [600] * n, kv_capacity_tokens=20_000)
+    return _run_replica([0.0] * n, [300] * n, [600] * n, kv_capacity_tokens=20_000)
+
+
+def test_preemption_happens_when_the_kv_cache_fills() -> None:
+    table, eng = _overfilled_cache()
     assert eng.preemptions > 0
     pre = np.array(table.preemptions)
     # vLLM preempts the newest: the first admitted requests are never preempted.
     assert pre[:10].sum() == 0 and pre[-10:].sum() > 0
+
+
+def test_every_preempted_request_still_finishes() -> None:
+    # The newest are recomputed later and all finish.
+    table, eng = _overfilled_cache()
     assert all(f > 0 for f in table.finish)
     assert eng.outstanding == 0 and eng.kv_base + eng.ndec * eng.steps + eng.kv_reserved == 0
 
@@ -241,19 +262,27 @@ def test_max_num_seqs_caps_the_running_batch() -> None:
     assert first[4] >= min(table.finish) - 1e-12
 
 
-def test_roofline_coefficients_reproduce_the_model_and_refuse_other_forms() -> None:
+class _Quadratic:
+    """A step time of another form than the roofline's."""
+
+    kv_cache_capacity_tokens = 10_000
+
+    def step_time(self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0) -> float:
+        return 0.01 + 1e-12 * kv_tokens_read**2 + 1e-5 * (decode_seqs + prefill_tokens)
+
+
+def test_roofline_coefficients_reproduce_the_model() -> None:
     coef = roofline_coefficients(MODEL)
     assert coef is not None
     w, kv, c = coef
     assert MODEL.step_time(17, 12_345, 300) == pytest.approx(max(w + 12_345 * kv, 317 * c), rel=1e-12)
 
-    class Quadratic:
-        kv_cache_capacity_tokens = 10_000
 
-        def step_time(self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0) -> float:
-            return 0.01 + 1e-12 * kv_tokens_read**2 + 1e-5 * (decode_seqs + prefill_tokens)
+def test_roofline_coefficients_refuse_other_forms() -> None:
+    assert roofline_coefficients(_Quadratic()) is None
 
-    assert roofline_coefficients(Quadratic()) is None
-    # ...and a replica with such a model still runs (it calls step_time itself)
-    table, _ = _run_replica([0.0, 0.1], [100, 100], [10, 10], model=Quadratic())
+
+def test_a_replica_runs_a_model_of_another_form() -> None:
+    # It calls step_time itself.
+    table, _ = _run_replica([0.0, 0.1], [100, 100], [10, 10], model=_Quadratic())
     assert all(f > 0 for f in table.finish)

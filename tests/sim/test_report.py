@@ -36,7 +36,7 @@ def result(table: RequestTable, rec: LatencyRecorder, end_s: float, itl_slo_s: f
         pytest.param(50, 0.5, 0, False, False, id="unfinished"),
     ],
 )
-def test_a_request_meets_the_slo_by_its_ttft_and_its_own_p95_gap(
+def test_a_request_is_judged_by_its_ttft_with_its_own_p95_gap(
     output: int, ttft_s: float, slow: int, finished: bool, meets: bool
 ) -> None:
     table = RequestTable([10.0], [100], [output])
@@ -52,10 +52,10 @@ def test_request_figures_refuse_a_run_counted_against_another_itl_target() -> No
         request_meets(result(table, LatencyRecorder(0.0, 60.0), 60.0, itl_slo_s=0.2), SLO)
 
 
-def test_minutes_are_judged_by_their_histograms_and_a_stall_is_not_silence() -> None:
-    # Minute 0: 40 quick first tokens and fast gaps. Minute 1: fast gaps but 10 % slow ones.
-    # A request arrives at 150 s and gets its first token at 350 s: minutes 2, 3 and 4 see no
-    # TTFT at all while it waits (stalled), minute 5 sees its 200 s TTFT. Minute 6 is empty.
+def _seven_minutes() -> SimResult:
+    """Minute 0: 40 quick first tokens and fast gaps. Minute 1: fast gaps but 10 % slow ones.
+    A request arrives at 150 s and gets its first token at 350 s: minutes 2, 3 and 4 see no
+    TTFT at all while it waits (stalled), minute 5 sees its 200 s TTFT. Minute 6 is empty."""
     rec = LatencyRecorder(0.0, 420.0)
     for k in range(40):
         rec.add_ttft(1.0 + k, 0.3)
@@ -65,12 +65,24 @@ def test_minutes_are_judged_by_their_histograms_and_a_stall_is_not_silence() -> 
     rec.add_ttft(350.0, 200.0)
     table = RequestTable([150.0], [100], [1])
     table.first_token[0] = table.finish[0] = 350.0
-    meets, t95, i95, t = minute_scores(result(table, rec, 420.0), SLO)
+    return result(table, rec, 420.0)
+
+
+def test_minutes_are_judged_by_their_histograms() -> None:
+    meets, t95, i95, t = minute_scores(_seven_minutes(), SLO)
     assert meets.tolist() == [True, False, False, False, False, False, True]
     assert t.tolist() == [0.0, 60.0, 120.0, 180.0, 240.0, 300.0, 360.0]
     assert i95[1] > 0.1 and t95[5] > 2.0 and np.isnan(t95[6])
-    # the warm-up is left out of the judgement
-    assert minute_scores(result(table, rec, 420.0), SLO, warmup_s=120.0)[0].tolist() == [False] * 4 + [True]
+
+
+def test_a_stall_is_not_silence() -> None:
+    # Minutes 2 to 4 see no TTFT while the request waits: they miss, not pass.
+    meets, _, _, _ = minute_scores(_seven_minutes(), SLO)
+    assert meets.tolist()[2:5] == [False, False, False]
+
+
+def test_the_warm_up_is_left_out_of_the_judgement() -> None:
+    assert minute_scores(_seven_minutes(), SLO, warmup_s=120.0)[0].tolist() == [False] * 4 + [True]
 
 
 def test_summary_goodput_counts_the_tokens_of_requests_that_met_the_slo() -> None:

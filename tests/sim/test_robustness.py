@@ -122,7 +122,7 @@ def test_a_fall_case_keeps_the_rate_then_falls_to_its_share(key: str, after: flo
 
 
 @pytest.mark.parametrize("context", [8192, 2048])
-def test_the_reasoning_case_has_short_prompts_and_outputs_of_thousands_within_the_context(context: int) -> None:
+def test_the_reasoning_case_pairs_short_prompts_with_outputs_of_thousands_within_the_context(context: int) -> None:
     bench = _bench()
     from llmscale.data import trace_path
     from llmscale.sim.trace import load_azure_csv

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from llmscale.data import trace_path
-from llmscale.sim.trace import DiurnalEnvelope, TraceFormatError, load_azure_csv, synthesize
+from llmscale.sim.trace import DiurnalEnvelope, Trace, TraceFormatError, load_azure_csv, synthesize
 
 REAL = trace_path("azure-llm-2023-conv")
 
@@ -38,17 +39,23 @@ def test_seven_fractional_digits_are_kept(tmp_path: Path) -> None:
     assert t.start_s == t.arrival_s[0]
 
 
-def test_class_column_marks_batch_and_rows_are_sorted(tmp_path: Path) -> None:
-    p = _csv(
+def _classed_csv(tmp_path: Path) -> Trace:
+    return load_azure_csv(_csv(
         tmp_path,
         "TIMESTAMP,ContextTokens,GeneratedTokens,Class\n"
         "2023-11-16 00:00:02.0000000,10,5,batch\n"
         "2023-11-16 00:00:01.0000000,20,6,Interactive\n"
         "2023-11-16 00:00:03.5,30,7,\n",
-    )
-    t = load_azure_csv(p)
+    ))
+
+
+def test_the_class_column_marks_batch(tmp_path: Path) -> None:
+    assert _classed_csv(tmp_path).is_batch.tolist() == [False, True, False]
+
+
+def test_the_rows_are_sorted_by_time(tmp_path: Path) -> None:
+    t = _classed_csv(tmp_path)
     assert t.prompt_tokens.tolist() == [20, 10, 30]
-    assert t.is_batch.tolist() == [False, True, False]
     assert t.duration_s == pytest.approx(2.5)
 
 
@@ -97,31 +104,46 @@ def test_flat_shape_at_the_base_rate_replays_the_base_unchanged() -> None:
     assert out.prompt_tokens.tolist() == base.prompt_tokens[:k].tolist()
 
 
-def test_diurnal_day_has_the_requested_volume_and_shape() -> None:
-    base = _base()
-    env = DiurnalEnvelope(peak_hour=15, trough_fraction=0.25)
-    day = synthesize(base, duration_s=86_400, peak_rps=10, envelope=env, seed=7)
+DIURNAL = DiurnalEnvelope(peak_hour=15, trough_fraction=0.25)
+
+
+def _diurnal_day() -> Trace:
+    return synthesize(_base(), duration_s=86_400, peak_rps=10, envelope=DIURNAL, seed=7)
+
+
+def test_a_diurnal_day_has_the_requested_volume() -> None:
     grid = np.arange(86_400) + 0.5
-    expected = float((10 * env(grid)).sum())
-    assert len(day) == pytest.approx(expected, rel=0.01)
+    expected = float((10 * DIURNAL(grid)).sum())
+    assert len(_diurnal_day()) == pytest.approx(expected, rel=0.01)
+
+
+def test_a_diurnal_day_has_the_requested_shape() -> None:
+    day = _diurnal_day()
     hour = ((day.arrival_s - day.start_s) // 3600).astype(int)
     per_hour = np.bincount(hour, minlength=24) / 3600
-    assert per_hour[15] == pytest.approx(10 * float(env(np.array([15.5 * 3600]))[0]), rel=0.1)
-    assert per_hour[3] == pytest.approx(10 * float(env(np.array([3.5 * 3600]))[0]), rel=0.15)
+    assert per_hour[15] == pytest.approx(10 * float(DIURNAL(np.array([15.5 * 3600]))[0]), rel=0.1)
+    assert per_hour[3] == pytest.approx(10 * float(DIURNAL(np.array([3.5 * 3600]))[0]), rel=0.15)
     assert day.start_s % 86_400 == 0  # starts at midnight UTC
     assert np.all(np.diff(day.arrival_s) >= 0)
     assert day.arrival_s[-1] < day.end_s
 
 
-def test_synthesis_is_deterministic_under_a_seed_and_varies_with_it() -> None:
-    base = _base()
-    a = synthesize(base, duration_s=20_000, peak_rps=6, seed=5, batch_fraction=0.2)
-    b = synthesize(base, duration_s=20_000, peak_rps=6, seed=5, batch_fraction=0.2)
-    c = synthesize(base, duration_s=20_000, peak_rps=6, seed=6, batch_fraction=0.2)
+def _synthesized(seed: int) -> Trace:
+    return synthesize(_base(), duration_s=20_000, peak_rps=6, seed=seed, batch_fraction=0.2)
+
+
+def test_synthesis_is_deterministic_under_a_seed() -> None:
+    a, b = _synthesized(5), _synthesized(5)
     np.testing.assert_array_equal(a.arrival_s, b.arrival_s)
     np.testing.assert_array_equal(a.is_batch, b.is_batch)
-    assert not np.array_equal(a.prompt_tokens, c.prompt_tokens)
-    assert a.is_batch.mean() == pytest.approx(0.2, abs=0.02)
+
+
+def test_synthesis_varies_with_the_seed() -> None:
+    assert not np.array_equal(_synthesized(5).prompt_tokens, _synthesized(6).prompt_tokens)
+
+
+def test_synthesis_marks_the_batch_fraction() -> None:
+    assert _synthesized(5).is_batch.mean() == pytest.approx(0.2, abs=0.02)
 
 
 def test_time_rescaling_keeps_the_trace_burstiness() -> None:
@@ -179,7 +201,7 @@ def _jsonl(tmp_path: Path, lines: list[str], name: str = "t.jsonl") -> Path:
     return p
 
 
-def test_mooncake_jsonl_loads_sizes_times_and_block_hashes(tmp_path: Path) -> None:
+def test_a_mooncake_jsonl_file_loads_with_its_sizes_times_block_hashes(tmp_path: Path) -> None:
     from llmscale.sim.trace import load_mooncake_jsonl
 
     p = _jsonl(tmp_path, [
@@ -221,14 +243,22 @@ def test_malformed_mooncake_lines_are_refused_with_the_line_number(tmp_path: Pat
     assert ":2:" in str(info.value)
 
 
-def test_load_trace_picks_the_format_and_credits_only_known_traces(tmp_path: Path) -> None:
+def test_load_trace_picks_the_format_by_name_or_by_content(tmp_path: Path) -> None:
+    from llmscale.sim.trace import load_trace
+
+    moon = _jsonl(tmp_path, ['{"timestamp": 0, "input_length": 5, "output_length": 1}'] * 2,
+                  name="mooncake-conversation-trace.jsonl")
+    assert load_trace(moon).prompt_tokens.tolist() == [5, 5]
+    sniffed = _jsonl(tmp_path, ['{"timestamp": 0, "input_length": 5, "output_length": 1}'], name="trace.txt")
+    assert load_trace(sniffed).prompt_tokens.tolist() == [5]
+
+
+def test_load_trace_credits_only_known_traces(tmp_path: Path) -> None:
     from llmscale.sim.trace import AZURE_2023_CITATION, MOONCAKE_CITATION, citation_for, load_trace
 
     moon = _jsonl(tmp_path, ['{"timestamp": 0, "input_length": 5, "output_length": 1}'] * 2,
                   name="mooncake-conversation-trace.jsonl")
     assert load_trace(moon).citation == MOONCAKE_CITATION
-    sniffed = _jsonl(tmp_path, ['{"timestamp": 0, "input_length": 5, "output_length": 1}'], name="trace.txt")
-    assert load_trace(sniffed).prompt_tokens.tolist() == [5]
     azure = tmp_path / "azure-llm-2023-conv.csv"
     azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 00:00:01,1,2\n", encoding="utf-8")
     assert load_trace(azure).citation == AZURE_2023_CITATION
@@ -248,37 +278,57 @@ def _hashed_base(n: int = 400, seed: int = 3) -> object:
                  float(t[-1] - t[0]), "hashed", offsets, ids)
 
 
-def test_synthesis_carries_block_hashes_and_gives_each_pass_its_own_ids() -> None:
+def _hashed_synthesis() -> tuple[Trace, Trace]:
     base = _hashed_base()
     out = synthesize(base, duration_s=base.duration_s * 3.5, seed=2)  # type: ignore[attr-defined]
     assert out.hash_offsets is not None and out.hash_ids is not None
+    return base, out  # type: ignore[return-value]
+
+
+def test_synthesis_carries_the_block_hashes() -> None:
+    _, out = _hashed_synthesis()
+    assert out.hash_offsets is not None
     assert len(out.hash_offsets) == len(out) + 1 == len(out.prompt_tokens) + 1
     # every request keeps as many blocks as its prompt has
     blocks = np.diff(out.hash_offsets)
     assert np.array_equal(blocks * 512, out.prompt_tokens)
+
+
+def test_synthesis_gives_each_pass_its_own_block_ids() -> None:
+    base, out = _hashed_synthesis()
+    assert out.hash_offsets is not None and out.hash_ids is not None
     # the first pass is the base's own ids; later passes are shifted, so they never meet the first's
-    n0 = len(base)  # type: ignore[arg-type]
+    n0 = len(base)
     first = set(out.hash_ids[: out.hash_offsets[n0]].tolist())
     later = set(out.hash_ids[out.hash_offsets[n0] :].tolist())
     assert first <= set(range(97)) and not first & later
 
 
-def test_weekly_envelope_is_quieter_on_weekends_and_a_week_starts_on_monday() -> None:
+def _weekly() -> Any:
     from llmscale.sim.trace import WeeklyEnvelope
 
-    env = WeeklyEnvelope(DiurnalEnvelope(peak_hour=15, trough_fraction=0.25), weekend_fraction=0.5)
+    return WeeklyEnvelope(DiurnalEnvelope(peak_hour=15, trough_fraction=0.25), weekend_fraction=0.5)
+
+
+def test_the_weekly_envelope_is_quieter_on_weekends() -> None:
+    env = _weekly()
     at = lambda day, hour: float(env(np.array([day * 86_400.0 + hour * 3600.0]))[0])  # noqa: E731
     assert at(0, 15) == pytest.approx(1.0) and at(4, 15) == pytest.approx(1.0)  # Monday, Friday
     assert at(5, 15) == pytest.approx(0.5) and at(6, 3) == pytest.approx(0.5 * at(2, 3))  # weekend
     week = synthesize(_base(), duration_s=7 * 86_400.0, peak_rps=2.0, envelope=env, seed=1)
-    assert datetime.fromtimestamp(week.start_s, UTC).weekday() == 0
-    assert datetime.fromtimestamp(week.start_s, UTC).hour == 0
     per_day = np.bincount(((week.arrival_s - week.start_s) // 86_400).astype(int), minlength=7)
     assert per_day[5] == pytest.approx(per_day[0] / 2, rel=0.05)
     assert "weekends 0.5" in week.source
 
 
-def test_resampled_lengths_keep_the_timing_and_follow_the_stated_distribution() -> None:
+def test_a_synthesized_week_starts_on_monday_at_midnight() -> None:
+    week = synthesize(_base(), duration_s=7 * 86_400.0, peak_rps=2.0, envelope=_weekly(), seed=1)
+    assert datetime.fromtimestamp(week.start_s, UTC).weekday() == 0
+    assert datetime.fromtimestamp(week.start_s, UTC).hour == 0
+
+
+def _resampled() -> tuple[Any, Any, Any]:
+    """A base trace and two resamplings of its lengths under one seed."""
     from llmscale.sim.trace import LogNormalLengths, resample_lengths
 
     base = _base(n=20_000)
@@ -286,8 +336,21 @@ def test_resampled_lengths_keep_the_timing_and_follow_the_stated_distribution() 
     output = LogNormalLengths(30, 0.7, 4, 256)
     a = resample_lengths(base, prompt, output, seed=4)  # type: ignore[arg-type]
     b = resample_lengths(base, prompt, output, seed=4)  # type: ignore[arg-type]
-    np.testing.assert_array_equal(a.arrival_s, base.arrival_s)  # type: ignore[attr-defined]
+    return base, a, b
+
+
+def test_resampled_lengths_keep_the_timing() -> None:
+    base, a, _ = _resampled()
+    np.testing.assert_array_equal(a.arrival_s, base.arrival_s)
+
+
+def test_resampled_lengths_are_deterministic_under_a_seed() -> None:
+    _, a, b = _resampled()
     np.testing.assert_array_equal(a.prompt_tokens, b.prompt_tokens)
+
+
+def test_resampled_lengths_follow_the_stated_distribution() -> None:
+    _, a, _ = _resampled()
     assert float(np.median(a.prompt_tokens)) == pytest.approx(2500, rel=0.03)
     assert float(np.median(a.output_tokens)) == pytest.approx(30, rel=0.05)
     assert a.prompt_tokens.min() >= 512 and a.prompt_tokens.max() <= 7168

@@ -40,7 +40,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_quick_run_writes_a_table_per_workload_with_the_chosen_settings_and_goals(
+def test_a_quick_run_writes_a_complete_table_per_workload(
     quick_run: tuple[Path, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
@@ -154,7 +154,7 @@ README_WITH_BLOCK = "# Results\n\n<!-- BEGIN GENERATED: benchmark (benchmarks/wo
 
 
 @pytest.mark.slow
-def test_update_reruns_some_policies_keeps_the_rest_and_says_so(quick_run: tuple[Path, Path], tmp_path: Path) -> None:
+def test_update_reruns_only_the_named_policies_saying_so(quick_run: tuple[Path, Path], tmp_path: Path) -> None:
     traces, full = quick_run
     out = tmp_path / "out"
     shutil.copytree(full, out)
@@ -236,12 +236,18 @@ def entry(rows: list[dict[str, Any]], sweeps: dict[str, list[dict[str, Any]]], t
     }
 
 
-def test_merge_replaces_the_rerun_policies_rows_sweeps_and_runs_and_keeps_the_rest() -> None:
+def _old_and_new_entries() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """An entry of every policy, and a rerun of llmscale, hpa (swept anew) and oracle."""
     hpa_old = [row("hpa", 700, 0.995, 1000, 14.0), row("hpa", 600, 0.95, 1100, 18.0)]
     old = entry([row("llmscale", 500, 0.93, 900), row("llmscale (kv)", 520, 0.94, 880), row("static-peak", 1000, 1.0, 500),
                  hpa_old[0], row("oracle", 550, 1.0, 1200)], {"hpa": hpa_old}, "old")
     hpa_new = [row("hpa", 650, 0.999, 1050, 12.0)]
     new = entry([row("llmscale", 540, 0.995, 1150), hpa_new[0], row("oracle", 500, 1.0, 1300)], {"hpa": hpa_new}, "new")
+    return old, new, hpa_old, hpa_new
+
+
+def test_merge_replaces_only_the_rerun_policies_rows_sweeps_runs() -> None:
+    old, new, hpa_old, _ = _old_and_new_entries()
     merged = merge_entry(old, new, ["llmscale", "oracle"])
     by = {r["policy"]: r for r in merged["reported"]}
     # llmscale's variant row goes with llmscale; the order is the policies' order
@@ -255,7 +261,10 @@ def test_merge_replaces_the_rerun_policies_rows_sweeps_and_runs_and_keeps_the_re
     assert sorted((r["policy"], r["gpu_hours"]) for r in merged["all_runs"]) == [
         ("hpa", 600), ("hpa", 700), ("llmscale", 540), ("oracle", 500), ("static-peak", 1000)]
     assert "oracle_ratio" not in old["reported"][0]  # the inputs are left alone
-    # a tunable baseline rerun brings its whole sweep
+
+
+def test_a_rerun_tunable_baseline_brings_its_whole_sweep() -> None:
+    old, new, _, hpa_new = _old_and_new_entries()
     merged = merge_entry(old, new, ["hpa"])
     assert merged["sweeps"] == {"hpa": hpa_new} and merged["chosen"] == {"hpa": 12.0}
     assert [r["policy"] for r in merged["reported"]] == ["llmscale", "llmscale (kv)", "static-peak", "hpa", "oracle"]
