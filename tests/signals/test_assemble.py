@@ -87,16 +87,29 @@ def snap(
     return assemble(POOL, kw.get("profile", VLLM), answer, window, NOW, live_pods=live)
 
 
-def test_healthy_pool_sums_pods_and_counts_replicas() -> None:
-    s = snap(
+def _healthy_pool() -> SignalSnapshot:
+    return snap(
         fleet({"a": busy(), "b": busy(queue_depth=6.0, kv_cache_utilization=0.8, newest_sample_s=EVAL - 2)})
     )
+
+
+def test_a_healthy_pool_sums_its_pods() -> None:
+    s = _healthy_pool()
     assert (s.queue_depth, s.running_requests, s.kv_cache_utilization) == (10.0, 60.0, pytest.approx(0.7))
-    assert s.preemption_rate == pytest.approx(0.2) and s.replicas_reporting == 2
-    assert s.observed_at == EVAL - 2, "the newest sample of any contributing pod"
+    assert s.preemption_rate == pytest.approx(0.2)
     assert (s.ttft_p95_s, s.itl_p95_s) == (0.4, 0.03)
-    assert [p.pod for p in s.pods] == ["a", "b"] and s.error is None and dict(s.unknown) == {}
-    w = s.workload
+    assert s.error is None and dict(s.unknown) == {}
+
+
+def test_a_healthy_pool_counts_its_replicas() -> None:
+    s = _healthy_pool()
+    assert s.replicas_reporting == 2
+    assert s.observed_at == EVAL - 2, "the newest sample of any contributing pod"
+    assert [p.pod for p in s.pods] == ["a", "b"]
+
+
+def test_a_healthy_pools_workload_mix_combines_its_pods() -> None:
+    w = _healthy_pool().workload
     assert (w.request_rate, w.prompt_tokens_rate, w.generation_tokens_rate) == (4.0, 4000.0, 800.0)
     assert (w.prompt_tokens_mean, w.generation_tokens_mean) == (1000.0, 200.0)
     assert (w.prompt_tokens_p95, w.generation_tokens_p90) == (1950.0, 300.0)
@@ -106,12 +119,19 @@ def test_healthy_pool_sums_pods_and_counts_replicas() -> None:
 # -- case 2 of issue 10: a counter that appears only after its first event -------------------------
 
 
-def test_absent_counter_on_a_reporting_pod_reads_zero_and_is_named() -> None:
+def _absent_retractions() -> SignalSnapshot:
     absent = {"a": {"sglang:num_retracted_requests_total"}}
-    s = snap(fleet({"a": busy(preemption_rate=None)}, absent), profile=SGLANG)
+    return snap(fleet({"a": busy(preemption_rate=None)}, absent), profile=SGLANG)
+
+
+def test_an_absent_counter_on_a_reporting_pod_reads_zero() -> None:
+    s = _absent_retractions()
     assert s.preemption_rate == 0.0 and s.leading_known
-    assert s.absent_counters == ("sglang:num_retracted_requests_total",)
     assert s.pods[0].preemption_rate == 0.0
+
+
+def test_an_absent_counter_on_a_reporting_pod_is_named() -> None:
+    assert _absent_retractions().absent_counters == ("sglang:num_retracted_requests_total",)
 
 
 def test_absent_counter_on_one_pod_adds_nothing_to_the_others() -> None:
@@ -145,23 +165,33 @@ def test_absent_gauge_is_never_zero() -> None:
 # -- case 3: a window too short for the data ------------------------------------------------------
 
 
-def test_too_short_window_empties_every_rate_and_names_why() -> None:
-    short = RateWindow(
-        window_s=60.0,
-        promql="1m",
-        scrape_interval_s=60.0,
-        interval_source="targets",
-        too_short=True,
-        problem="rate window 1m is shorter than two scrape intervals",
-    )
+SHORT_WINDOW = RateWindow(
+    window_s=60.0,
+    promql="1m",
+    scrape_interval_s=60.0,
+    interval_source="targets",
+    too_short=True,
+    problem="rate window 1m is shorter than two scrape intervals",
+)
+
+
+def _read_in_a_too_short_window() -> SignalSnapshot:
     rows = {"a": busy(preemption_rate=None, request_rate=None, samples_in_window=1.0)}
     absent = {"a": {"vllm:num_preemptions_total"}}  # absent must not read 0 here
-    s = snap(fleet(rows, absent, pools={}), window=short)
+    return snap(fleet(rows, absent, pools={}), window=SHORT_WINDOW)
+
+
+def test_a_too_short_window_empties_every_rate() -> None:
+    s = _read_in_a_too_short_window()
     assert s.queue_depth == 4.0, "gauges need no window"
     assert s.preemption_rate is None and s.workload.request_rate is None and s.ttft_p95_s is None
+    assert s.window is SHORT_WINDOW
+
+
+def test_a_too_short_window_is_named_as_every_rates_reason() -> None:
+    s = _read_in_a_too_short_window()
     for name in ("preemption_rate", "request_rate", "ttft_p95_s", "prompt_tokens_mean", "prompt_tokens_p95"):
         assert "shorter than two scrape intervals" in s.unknown[name], name
-    assert s.window is short
 
 
 # -- case 5: series of pods that are gone ---------------------------------------------------------
@@ -212,12 +242,20 @@ FROZEN = busy(
 )
 
 
-def test_stalled_pod_is_named_and_left_out_of_every_aggregate() -> None:
-    s = snap(fleet({"healthy": busy(), "hung": FROZEN}), live={"healthy", "hung"})
+def _with_a_stalled_pod() -> SignalSnapshot:
+    return snap(fleet({"healthy": busy(), "hung": FROZEN}), live={"healthy", "hung"})
+
+
+def test_a_stalled_pod_is_named() -> None:
+    s = _with_a_stalled_pod()
     assert s.stalled_pods == ("hung",)
+    assert [p.stalled for p in s.pods] == [False, True]
+
+
+def test_a_stalled_pod_is_left_out_of_every_aggregate() -> None:
+    s = _with_a_stalled_pod()
     assert (s.queue_depth, s.running_requests, s.kv_cache_utilization) == (4.0, 30.0, 0.6)
     assert s.replicas_reporting == 1
-    assert [p.stalled for p in s.pods] == [False, True]
 
 
 def test_every_pod_stalled_gives_unknown_leading_signals() -> None:
@@ -379,7 +417,7 @@ def test_mean_lengths_fall_back_to_the_counters_without_histograms() -> None:
     assert "no vllm:request_prompt_tokens histogram" in s.unknown["prompt_tokens_p95"]
 
 
-def test_idle_pool_has_known_zero_rates_and_unknown_lengths() -> None:
+def _idle_pool() -> SignalSnapshot:
     idle = busy(
         request_rate=0.0,
         prompt_tokens_rate=0.0,
@@ -392,8 +430,16 @@ def test_idle_pool_has_known_zero_rates_and_unknown_lengths() -> None:
         generation_tokens_count_rate=0.0,
         running_min=0.0,
     )
-    s = snap(fleet({"a": idle}, pools={"ttft_observations_rate": 0.0, "itl_observations_rate": 0.0}))
+    return snap(fleet({"a": idle}, pools={"ttft_observations_rate": 0.0, "itl_observations_rate": 0.0}))
+
+
+def test_an_idle_pool_has_known_zero_rates() -> None:
+    s = _idle_pool()
     assert s.workload.request_rate == 0.0 and s.workload.generation_tokens_rate == 0.0
+
+
+def test_an_idle_pool_has_unknown_lengths() -> None:
+    s = _idle_pool()
     assert s.workload.prompt_tokens_mean is None
     assert "no request finished in the 60s window" in s.unknown["prompt_tokens_mean"]
     assert "no prefix-cache lookup" in s.unknown["prefix_cache_hit_rate"]
@@ -428,7 +474,7 @@ ASLEEP = busy(queue_depth=0.0, running_requests=0.0, running_min=0.0, kv_cache_u
               generation_tokens_rate=0.0, prompt_tokens_rate=0.0, request_rate=0.0, asleep=1.0)
 
 
-@pytest.mark.parametrize(("pods", "reporting", "queue", "sleeping", "stalled"), [
+SLEEPING_CASES = pytest.mark.parametrize(("pods", "reporting", "queue", "sleeping", "stalled"), [
     pytest.param({"awake": busy(), "slept": ASLEEP}, 1, 4.0, ("slept",), (), id="one-of-two-asleep"),
     pytest.param({"awake": busy(asleep=0.0), "slept": ASLEEP}, 1, 4.0, ("slept",), (), id="awake-reads-zero"),
     pytest.param({"awake": busy(), "hung": FROZEN, "slept": ASLEEP}, 1, 4.0, ("slept",), ("hung",),
@@ -436,13 +482,24 @@ ASLEEP = busy(queue_depth=0.0, running_requests=0.0, running_min=0.0, kv_cache_u
     pytest.param({"slept": ASLEEP}, 0, None, ("slept",), (), id="all-asleep"),
     pytest.param({"slept": ASLEEP, "hung": FROZEN}, 0, None, ("slept",), ("hung",), id="asleep-or-stalled"),
 ])
-def test_a_sleeping_engine_is_left_out_of_capacity_and_never_judged_failed(
+
+
+@SLEEPING_CASES
+def test_a_sleeping_engine_is_left_out_of_capacity(
     pods: dict[str, dict[str, float | None]], reporting: int, queue: float | None,
     sleeping: tuple[str, ...], stalled: tuple[str, ...],
 ) -> None:
     s = snap(fleet(pods), live=set(pods))
-    assert (s.replicas_reporting, s.queue_depth, s.sleeping_pods, s.stalled_pods) == (reporting, queue, sleeping, stalled)
+    assert (s.replicas_reporting, s.queue_depth, s.sleeping_pods) == (reporting, queue, sleeping)
     if queue is None:
         # Every gauge unknown, with the reason: replicas hold (not idle, not failed).
         assert s.unknown["queue_depth"].startswith("every reporting pod sleeps or is stalled: asleep slept")
         assert s.kv_cache_utilization is None
+
+
+@SLEEPING_CASES
+def test_a_sleeping_engine_is_never_judged_failed(
+    pods: dict[str, dict[str, float | None]], reporting: int, queue: float | None,
+    sleeping: tuple[str, ...], stalled: tuple[str, ...],
+) -> None:
+    assert snap(fleet(pods), live=set(pods)).stalled_pods == stalled

@@ -18,6 +18,7 @@ from llmscale.signals import (
     PrometheusAuth,
     PrometheusSignalReader,
     ReaderSettings,
+    SignalSnapshot,
     get_profile,
 )
 from llmscale.signals.answer import FleetAnswer, parse_group
@@ -281,7 +282,7 @@ FAILURE_CASES = [
 
 
 @pytest.mark.parametrize(("status", "body", "error", "sent"), FAILURE_CASES)
-async def test_failed_answer_gives_error_and_no_signals(
+async def test_a_failed_answer_gives_an_error_instead_of_signals(
     canned: CannedPrometheus, status: int, body: str, error: str, sent: int
 ) -> None:
     canned.answer(canned.raw(body, status=status))
@@ -384,7 +385,7 @@ async def test_fleet_read_sends_one_query_set_per_profile(canned: CannedPromethe
 # -- the scrape interval and the window ------------------------------------------------------------
 
 
-async def test_window_derived_from_the_targets_api_and_cached(canned: CannedPrometheus) -> None:
+async def _read_with_a_one_minute_scrape(canned: CannedPrometheus) -> tuple[PrometheusSignalReader, SignalSnapshot]:
     canned.targets = canned.raw(
         json.dumps(
             {
@@ -394,12 +395,20 @@ async def test_window_derived_from_the_targets_api_and_cached(canned: CannedProm
         )
     )
     r = PrometheusSignalReader(canned.url)
-    snap = await r.read(VLLM, TARGET, now=NOW)
+    return r, await r.read(VLLM, TARGET, now=NOW)
+
+
+async def test_the_window_is_derived_from_the_targets_api(canned: CannedPrometheus) -> None:
+    _, snap = await _read_with_a_one_minute_scrape(canned)
     assert snap.window is not None and (snap.window.window_s, snap.window.interval_source) == (
         240.0,
         "targets",
     )
     assert "[240s]" in canned.queries[0]
+
+
+async def test_the_scrape_interval_is_cached_until_the_refresh(canned: CannedPrometheus) -> None:
+    r, _ = await _read_with_a_one_minute_scrape(canned)
     await r.read(VLLM, TARGET, now=NOW + 299)
     assert canned.targets_calls == 1, "read again only after interval_refresh_s"
     await r.read(VLLM, TARGET, now=NOW + 301)
@@ -612,7 +621,7 @@ TEAM_A = PoolTarget("team-a", "chat", "interactive")
 TEAM_B = PoolTarget("team-b", "chat", "interactive")
 
 
-@pytest.mark.parametrize(
+OUTSIDE_ITS_NAMESPACE = pytest.mark.parametrize(
     ("query", "why"),
     [
         pytest.param(INJECTION, "is not one PromQL instant-vector expression", id="issue-22-injection"),
@@ -624,19 +633,40 @@ TEAM_B = PoolTarget("team-b", "chat", "interactive")
                      id="or-without-namespace"),
     ],
 )
-async def test_a_wake_query_reading_outside_its_namespace_is_refused_unsent_and_leaves_the_other_tenant_alone(
-    canned: CannedPrometheus, query: str, why: str
-) -> None:
+
+
+async def _read_with_a_query_outside_its_namespace(canned: CannedPrometheus, query: str) -> Any:
     canned.answer_containing('namespace="team-a"', canned.vector([wake_series("3")]))
     canned.answer_containing("kube_secret_info", canned.vector([wake_series("7")]))
-    snaps = await reader(canned.url).read_fleet(
+    return await reader(canned.url).read_fleet(
         [PoolRequest(TEAM_A, VLLM, None, CHAT_WAKE), PoolRequest(TEAM_B, VLLM, None, query)], now=NOW
     )
-    assert snaps[TEAM_A].wake_demand == 3.0 and "wake_demand" not in snaps[TEAM_A].unknown
+
+
+@OUTSIDE_ITS_NAMESPACE
+async def test_a_wake_query_reading_outside_its_namespace_is_refused(
+    canned: CannedPrometheus, query: str, why: str
+) -> None:
+    snaps = await _read_with_a_query_outside_its_namespace(canned, query)
     refused = snaps[TEAM_B].unknown["wake_demand"]
     assert refused.startswith("spec.scaling.wake.query refused: ") and why in refused, refused
     assert snaps[TEAM_B].wake_demand is None
+
+
+@OUTSIDE_ITS_NAMESPACE
+async def test_a_wake_query_reading_outside_its_namespace_is_never_sent(
+    canned: CannedPrometheus, query: str, why: str
+) -> None:
+    await _read_with_a_query_outside_its_namespace(canned, query)
     assert not any("kube_secret_info" in q or "llmscale_wake" in q for q in canned.queries), "refused: not sent"
+
+
+@OUTSIDE_ITS_NAMESPACE
+async def test_a_wake_query_reading_outside_its_namespace_leaves_the_other_tenant_alone(
+    canned: CannedPrometheus, query: str, why: str
+) -> None:
+    snaps = await _read_with_a_query_outside_its_namespace(canned, query)
+    assert snaps[TEAM_A].wake_demand == 3.0 and "wake_demand" not in snaps[TEAM_A].unknown
     assert [q for q, g in zip(canned.queries, canned.groups, strict=True) if g == "other"] == [
         'sum(\nsum(gateway_pending{namespace="team-a", service="chat"})\n)'
     ]
@@ -793,9 +823,7 @@ async def test_queries_go_in_a_form_body_so_a_long_one_passes_a_proxys_url_limit
     assert all(p == "/api/v1/query" for p in canned.paths), "nothing in the URL but the path"
 
 
-async def test_each_namespace_s_wake_query_carries_its_own_tenant_header_and_the_fleet_queries_none(
-    canned: CannedPrometheus,
-) -> None:
+async def _tenant_of_each_query(canned: CannedPrometheus) -> dict[str, str | None]:
     # Mimir/Cortex/Thanos with a tenant per namespace: a user's query is sent as its own tenant, so
     # the store itself keeps it there; llmscale's own fleet queries keep the operator's headers.
     canned.answer_containing("gateway_pending", canned.vector([wake_series("1")]))
@@ -804,9 +832,17 @@ async def test_each_namespace_s_wake_query_carries_its_own_tenant_header_and_the
     await read.read_fleet(
         [PoolRequest(TEAM_A, VLLM, None, CHAT_WAKE), PoolRequest(TEAM_B, VLLM, None, CHAT_WAKE)], now=NOW
     )
-    tenant = {q: h.get("X-Scope-OrgID") for q, h in zip(canned.queries, canned.headers, strict=True)}
+    return {q: h.get("X-Scope-OrgID") for q, h in zip(canned.queries, canned.headers, strict=True)}
+
+
+async def test_each_namespace_s_wake_query_carries_its_own_tenant_header(canned: CannedPrometheus) -> None:
+    tenant = await _tenant_of_each_query(canned)
     assert tenant['sum(\nsum(gateway_pending{namespace="team-a", service="chat"})\n)'] == "team-a"
     assert tenant['sum(\nsum(gateway_pending{namespace="team-b", service="chat"})\n)'] == "team-b"
+
+
+async def test_the_fleet_queries_carry_no_tenant_header_of_a_namespace(canned: CannedPrometheus) -> None:
+    tenant = await _tenant_of_each_query(canned)
     fleet = [t for q, t in tenant.items() if "gateway_pending" not in q]
     assert fleet and set(fleet) == {"llmscale"}
 

@@ -833,7 +833,7 @@ def test_authentication_failure_is_a_clear_error(
 # -- the mock engine's own /metrics -----------------------------------------------------------------
 
 
-def test_mock_engine_gives_every_vllm_signal_and_the_workload_mix(tmp_path: Path) -> None:
+def test_the_mock_engine_gives_every_vllm_signal_through_a_real_prometheus(tmp_path: Path) -> None:
     from tests.engine.conftest import run_engine
 
     model = "llama-3.1-8b"
@@ -1038,7 +1038,7 @@ def test_the_minute_query_gives_each_pool_the_live_calibrations_means(tmp_path: 
     assert window.context_tokens == pytest.approx(1000.0, rel=0.01)
 
 
-def test_wake_queries_are_scoped_and_answered_one_per_llmdeployment(tmp_path: Path) -> None:
+def test_each_llmdeployments_wake_query_is_answered_alone_within_its_namespace(tmp_path: Path) -> None:
     """Issue 22 on a real Prometheus: the old joined query let team B's wake query add a second
     series under team A's key (shown by running it); now each LLMDeployment's query is sent alone
     and Prometheus's own parser accepts the text llmscale checked (comment, range, offset, @),

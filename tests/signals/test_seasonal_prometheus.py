@@ -114,7 +114,7 @@ def test_the_query_text_is_one_sum_per_pool_over_the_live_request_counter() -> N
     )
 
 
-async def test_the_fleet_reader_hands_ticks_the_history_a_day_and_a_week_ago(tmp_path: Path) -> None:
+async def test_the_fleet_reader_hands_ticks_the_seasonal_history(tmp_path: Path) -> None:
     now = float(int(time.time() // 60 * 60))
     with backfilled(tmp_path, history(now)) as url:
         source = PrometheusSignalReader(url, settings=SETTINGS)
@@ -145,7 +145,7 @@ async def test_the_fleet_reader_hands_ticks_the_history_a_day_and_a_week_ago(tmp
     assert fleet.seasonal(OTHER) is None, "a pool not registered has no history"
 
 
-async def test_prometheus_down_gives_no_history_and_is_logged_once(
+async def test_prometheus_down_gives_no_history_with_one_warning(
     refused_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     source = PrometheusSignalReader(refused_url, settings=SETTINGS)

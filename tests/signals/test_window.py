@@ -31,7 +31,7 @@ def test_automatic_window_spans_four_intervals(interval_s: float | None, window_
     assert not window.too_short and window.problem is None
 
 
-@pytest.mark.parametrize(
+SET_WINDOWS = pytest.mark.parametrize(
     ("rate_window", "interval_s", "too_short", "problem"),
     [
         pytest.param(
@@ -44,11 +44,21 @@ def test_automatic_window_spans_four_intervals(interval_s: float | None, window_
         pytest.param("30s", None, False, None, id="unknown-interval-cannot-judge"),
     ],
 )
-def test_set_window_is_kept_and_checked(
+
+
+@SET_WINDOWS
+def test_a_set_window_is_kept(
     rate_window: str, interval_s: float | None, too_short: bool, problem: str | None
 ) -> None:
     window = choose_window(rate_window, 60.0, interval_s, "set")
     assert window.promql == rate_window and not window.auto
+
+
+@SET_WINDOWS
+def test_a_set_window_is_checked_against_the_scrape_interval(
+    rate_window: str, interval_s: float | None, too_short: bool, problem: str | None
+) -> None:
+    window = choose_window(rate_window, 60.0, interval_s, "set")
     assert window.too_short is too_short
     if problem is None:
         assert window.problem is None
