@@ -92,8 +92,11 @@ def test_short_prompts_cost_no_slow_steps() -> None:
     assert fleet_need(Linear(), short, LIMITS, 0.05, 10.0, 10.0).replicas == 1
 
 
-def test_no_load_needs_no_replica_and_the_hint_changes_nothing() -> None:
+def test_no_load_needs_no_replica() -> None:
     assert fleet_need(Linear(), FIXED, LIMITS, 0.05, 10.0, 0.0).replicas == 0
+
+
+def test_the_hint_changes_nothing() -> None:
     for rate in (0.5, 3.0, 10.0, 41.0, 130.0):
         plain = fleet_need(Linear(), FIXED, LIMITS, 0.05, 10.0, rate).replicas
         for hint in (1, 2, 7, 50):
@@ -105,9 +108,12 @@ def test_more_load_never_needs_fewer_replicas() -> None:
     assert needs == sorted(needs)
 
 
-def test_a_limit_caps_the_answer_and_says_so() -> None:
-    need = fleet_need(Linear(), FIXED, LIMITS, 0.05, 10.0, 10_000.0, limit=8)
-    assert (need.replicas, need.within) == (8, False)
+def test_a_limit_caps_the_answer() -> None:
+    assert fleet_need(Linear(), FIXED, LIMITS, 0.05, 10.0, 10_000.0, limit=8).replicas == 8
+
+
+def test_a_capped_answer_says_it_is_not_within_the_limit() -> None:
+    assert fleet_need(Linear(), FIXED, LIMITS, 0.05, 10.0, 10_000.0, limit=8).within is False
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])
@@ -249,16 +255,27 @@ def test_engine_limits_from_the_spec() -> None:
     assert engine_limits(spec(["--max-num-seqs", "x"])).max_num_seqs == 1024  # unreadable: the default
 
 
-def test_capacity_grows_with_the_pool_and_shrinks_with_bursts() -> None:
-    # More replicas share a minute's fluctuations: each carries more. Clustered long prompts: less.
-    one, _, bound = capacity_per_replica(BIG, DEFAULT_SHAPE, engine_limits(_big_spec()), 0.1, 2.0, replicas=1)
-    eight, _, _ = capacity_per_replica(BIG, DEFAULT_SHAPE, engine_limits(_big_spec()), 0.1, 2.0, replicas=8)
-    bursty, _, _ = capacity_per_replica(
-        BIG, DEFAULT_SHAPE, engine_limits(_big_spec()), 0.1, 2.0, replicas=8, burstiness=Burstiness(1.0, 20.0)
+def _capacity_per_replica(replicas: int, burstiness: Burstiness | None = None) -> tuple[float, str]:
+    kw = {} if burstiness is None else {"burstiness": burstiness}
+    capacity, _, bound = capacity_per_replica(
+        BIG, DEFAULT_SHAPE, engine_limits(_big_spec()), 0.1, 2.0, replicas=replicas, **kw  # type: ignore[arg-type]
     )
+    return capacity, bound
+
+
+def test_capacity_per_replica_grows_with_the_pool() -> None:
+    # More replicas share a minute's fluctuations: each carries more.
+    one, bound = _capacity_per_replica(1)
+    eight, _ = _capacity_per_replica(8)
     assert 5.0 < one < eight < 8.0
-    assert bursty < eight
     assert bound == "ITL"
+
+
+def test_capacity_per_replica_shrinks_with_bursts() -> None:
+    # Clustered long prompts: less.
+    eight, _ = _capacity_per_replica(8)
+    bursty, _ = _capacity_per_replica(8, Burstiness(1.0, 20.0))
+    assert bursty < eight
 
 
 def _big_spec() -> LLMDeploymentSpec:

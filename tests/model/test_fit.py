@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from llmscale.api import LLMDeploymentSpec
 from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
-from llmscale.model.fit import StepObservation, fit_efficiencies
+from llmscale.model.fit import EfficiencyFit, StepObservation, fit_efficiencies
 from llmscale.model.presets import GPU
 
 CPU = GPU(
@@ -93,17 +94,24 @@ def test_recovers_efficiencies_through_five_percent_noise(seed: int) -> None:
     assert fitted.prefill_time(2048) == pytest.approx(truth.prefill_time(2048), rel=0.1)
 
 
-def test_memory_bound_data_keeps_the_prior_compute_efficiency_and_says_so() -> None:
+def _fit_of_decode_only_steps() -> EfficiencyFit:
     truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.7, 0.4, 0.001)
     prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
     decode_only = [
         StepObservation(b, b * c, 0, truth.step_time(b, b * c, 0)) for b in (1, 4, 16, 64) for c in (600, 4000)
     ]
-    fit = fit_efficiencies(prior, decode_only)
+    return fit_efficiencies(prior, decode_only)
+
+
+def test_memory_bound_data_keeps_the_prior_compute_efficiency() -> None:
+    fit = _fit_of_decode_only_steps()
     assert fit.bandwidth_efficiency == pytest.approx(0.7, rel=0.01)
     assert fit.step_overhead_s == pytest.approx(0.001, rel=0.02)
-    assert not fit.compute_identified
     assert fit.compute_efficiency == pytest.approx(0.5)
+
+
+def test_memory_bound_data_says_the_compute_efficiency_is_not_identified() -> None:
+    assert not _fit_of_decode_only_steps().compute_identified
 
 
 def test_the_fit_never_claims_more_than_the_datasheet() -> None:
@@ -132,22 +140,33 @@ def test_refuses_data_it_cannot_fit(observations: list[StepObservation]) -> None
         fit_efficiencies(model, observations)
 
 
-def test_overhead_enters_every_step_and_the_speed_floor() -> None:
+def _with_overheads() -> tuple[ReplicaModel, ReplicaModel]:
     base = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
-    slow = base.with_changes(step_overhead_s=0.005, seq_overhead_s=0.0002)
+    return base, base.with_changes(step_overhead_s=0.005, seq_overhead_s=0.0002)
+
+
+def test_overhead_enters_every_step() -> None:
+    base, slow = _with_overheads()
     assert slow.step_time(8, 8000, 0) == pytest.approx(base.step_time(8, 8000, 0) + 0.005 + 8 * 0.0002)
     assert slow.prefill_time(512) == pytest.approx(base.prefill_time(512) + 0.005)
     arr = slow.step_time(np.array([1, 8]), np.array([600, 4800]), 0)
     assert arr == pytest.approx([slow.step_time(1, 600, 0), slow.step_time(8, 4800, 0)])
+
+
+def test_overhead_enters_the_speed_floor() -> None:
+    _, slow = _with_overheads()
     b = slow.max_batch_at_speed(50.0, 1000)
     assert slow.per_user_tok_s(b, 1000) >= 50.0 > slow.per_user_tok_s(b + 1, 1000)
+
+
+def test_a_negative_overhead_is_refused() -> None:
+    base, _ = _with_overheads()
     with pytest.raises(ValueError):
         base.with_changes(step_overhead_s=-1.0)
 
 
-def test_from_spec_uses_the_custom_accelerator_and_the_calibration() -> None:
+def _calibrated_spec_on_a_custom_accelerator() -> LLMDeploymentSpec:
     from llmscale.api import LLMDeploymentSpec
-    from llmscale.model.capacity import engine_limits
 
     spec = LLMDeploymentSpec.model_validate(
         {
@@ -171,12 +190,25 @@ def test_from_spec_uses_the_custom_accelerator_and_the_calibration() -> None:
             },
         }
     )
+    return spec
+
+
+def test_from_spec_uses_the_custom_accelerator() -> None:
+    from llmscale.model.capacity import engine_limits
+
+    spec = _calibrated_spec_on_a_custom_accelerator()
     model = ReplicaModel.from_spec(spec)
     assert model.gpu.name == "cpu-2core"
     assert model.gpu.hbm_bandwidth_bytes_s == 20e9 and model.gpu.fp8_dense_flops == 200e9
+    assert engine_limits(spec).max_num_batched_tokens == 2048  # a small device: vLLM's small defaults
+
+
+def test_from_spec_uses_the_calibration() -> None:
+    from llmscale.api import LLMDeploymentSpec
+
+    model = ReplicaModel.from_spec(_calibrated_spec_on_a_custom_accelerator())
     assert (model.bandwidth_efficiency, model.compute_efficiency, model.step_overhead_s) == (0.3, 0.1, 0.002)
     assert model.seq_overhead_s == 0.0001
-    assert engine_limits(spec).max_num_batched_tokens == 2048  # a small device: vLLM's small defaults
     uncalibrated = LLMDeploymentSpec.model_validate({"model": {"name": "x", "preset": "llama-3.1-8b"}})
     assert ReplicaModel.from_spec(uncalibrated).step_overhead_s == 0.0
 

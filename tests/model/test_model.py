@@ -107,11 +107,19 @@ def test_from_hf_config_on_a_literal_config() -> None:
     assert arch.parameters == arch.active_parameters == 7_615_616_512
 
 
-def test_from_hf_config_defaults_kv_heads_and_takes_given_parameters() -> None:
-    arch = ModelArch.from_hf_config(
+def _small_arch() -> ModelArch:
+    return ModelArch.from_hf_config(
         {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256, "parameters": 5_000_000}
     )
-    assert (arch.num_key_value_heads, arch.head_dim, arch.parameters) == (4, 64, 5_000_000)
+
+
+def test_from_hf_config_defaults_the_kv_heads_to_the_attention_heads() -> None:
+    arch = _small_arch()
+    assert (arch.num_key_value_heads, arch.head_dim) == (4, 64)
+
+
+def test_from_hf_config_takes_given_parameters() -> None:
+    assert _small_arch().parameters == 5_000_000
 
 
 def test_from_hf_config_without_the_fields_to_count_parameters_fails_clearly() -> None:
@@ -211,10 +219,18 @@ def test_mixtral_on_h200_reads_all_experts_but_computes_two() -> None:
     assert m.compute_ridge_batch() == pytest.approx(467.13261921, rel=1e-8)
 
 
-def test_fp8_weights_use_fp8_flops_and_fp8_cache_halves_kv() -> None:
+def _bf16_and_fp8() -> tuple[ReplicaModel, ReplicaModel]:
     base = ReplicaModel(MODEL_PRESETS["llama-3.1-8b"], GPU_PRESETS["h100-sxm"])
-    fp8 = base.with_changes(weight_dtype="fp8", kv_dtype="fp8")
+    return base, base.with_changes(weight_dtype="fp8", kv_dtype="fp8")
+
+
+def test_an_fp8_cache_halves_the_kv_bytes() -> None:
+    base, fp8 = _bf16_and_fp8()
     assert fp8.kv_bytes_per_token == base.kv_bytes_per_token // 2
+
+
+def test_fp8_weights_use_fp8_flops() -> None:
+    base, fp8 = _bf16_and_fp8()
     assert fp8.weight_bytes == base.weight_bytes // 2
     assert fp8.effective_flops == pytest.approx(1978.9e12 * 0.5)
     # A100 has no FP8 tensor cores: its FP8 figure is its BF16 one.
@@ -239,14 +255,17 @@ def test_invalid_settings_are_rejected() -> None:
         ReplicaModel(arch, gpu, kv_dtype="int4")
 
 
-def test_from_spec_reads_model_gpu_and_dtypes() -> None:
-    spec = api.LLMDeploymentSpec.model_validate(
+def _qwen_on_two_h200s() -> api.LLMDeploymentSpec:
+    return api.LLMDeploymentSpec.model_validate(
         {
             "model": {"name": "chat", "preset": "qwen2.5-72b", "kvCacheDtype": "fp8"},
             "resources": {"gpusPerReplica": 2, "gpuType": "h200"},
         }
     )
-    m = ReplicaModel.from_spec(spec, bandwidth_efficiency=0.7)
+
+
+def test_from_spec_reads_the_model_gpus_dtypes_from_the_spec() -> None:
+    m = ReplicaModel.from_spec(_qwen_on_two_h200s(), bandwidth_efficiency=0.7)
     assert (m.arch.name, m.gpu.name, m.gpus, m.kv_dtype, m.bandwidth_efficiency) == (
         "qwen2.5-72b",
         "h200",
@@ -254,8 +273,11 @@ def test_from_spec_reads_model_gpu_and_dtypes() -> None:
         "fp8",
         0.7,
     )
+
+
+def test_from_spec_refuses_an_unknown_override() -> None:
     with pytest.raises(TypeError, match="no field"):
-        ReplicaModel.from_spec(spec, bogus=1)
+        ReplicaModel.from_spec(_qwen_on_two_h200s(), bogus=1)
 
 
 def test_from_spec_with_an_explicit_architecture() -> None:
@@ -275,12 +297,16 @@ def test_from_spec_with_an_explicit_architecture() -> None:
     assert (arch.name, arch.hidden_size, arch.active_parameters) == ("mine", 512, 100_000_000)
 
 
-def test_array_arguments_broadcast_and_agree_with_scalars(llama8b_h100: ReplicaModel) -> None:
+def test_array_arguments_agree_with_scalars(llama8b_h100: ReplicaModel) -> None:
     batches = np.array([1, 8, 64, 512])
     curve = llama8b_h100.decode_step_time(batches, 2048)
     assert isinstance(curve, np.ndarray) and curve.shape == (4,)
     for b, t in zip(batches, curve, strict=True):
         assert t == pytest.approx(llama8b_h100.decode_step_time(int(b), 2048), rel=1e-12)
+
+
+def test_array_arguments_broadcast(llama8b_h100: ReplicaModel) -> None:
+    batches = np.array([1, 8, 64, 512])
     grid = llama8b_h100.step_time(batches[:, None], batches[:, None] * np.array([512, 4096]), 0)
     assert isinstance(grid, np.ndarray) and grid.shape == (4, 2)
 
@@ -294,7 +320,7 @@ def test_array_arguments_broadcast_and_agree_with_scalars(llama8b_h100: ReplicaM
     more_context=st.integers(0, 200_000),
     prefill=st.integers(0, 16_384),
 )
-def test_step_time_is_monotone_in_batch_and_context(
+def test_step_time_is_monotone_in_every_input(
     preset: str, gpu: str, batch: int, more_batch: int, context: int, more_context: int, prefill: int
 ) -> None:
     m = ReplicaModel(MODEL_PRESETS[preset], GPU_PRESETS[gpu])

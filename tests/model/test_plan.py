@@ -75,14 +75,19 @@ def test_llama70b_on_four_h100() -> None:
     assert p.usd_per_million_tokens == pytest.approx(0.64029762, rel=1e-7)
 
 
-def test_what_if_fp8_cache_doubles_the_sequences_and_a_shorter_limit_only_the_concurrency() -> None:
+def test_what_if_an_fp8_cache_doubles_the_sequences() -> None:
     p = planner.plan(_llama8b(), mean_context_tokens=2048, context_limit_tokens=8192)
-    fp8, shorter = p.what_if
+    fp8, _ = p.what_if
     # fp8 KV: 61,248,888,832 // (16 · 65,536) = 58,411 blocks → 58,411 // 512 = 114 at 8192 and
     # 934,576 // 2048 = 456 at the mean; step(456) = the same 77,263,806,464 bytes → 2 × 7,908.49 tok/s.
     assert (fp8.change, fp8.kv_bytes_per_token, fp8.max_concurrent_sequences) == ("kv_dtype=fp8", 65_536, 114)
     assert fp8.goodput_peak_batch == 456
     assert fp8.goodput_peak_tok_s == pytest.approx(2 * 7908.48947, rel=1e-8)
+
+
+def test_what_if_a_shorter_limit_changes_only_the_concurrency() -> None:
+    p = planner.plan(_llama8b(), mean_context_tokens=2048, context_limit_tokens=8192)
+    _, shorter = p.what_if
     # Limit 4096: 256 blocks each → 29,205 // 256 = 114 sequences; the goodput peak is unchanged.
     assert (shorter.change, shorter.max_concurrent_sequences) == ("context_limit_tokens=4096", 114)
     assert shorter.goodput_peak_batch == p.goodput_peak_batch
@@ -321,7 +326,7 @@ def test_every_gpu_preset_has_consistent_figures() -> None:
         assert gpu.source, gpu.name
 
 
-def test_plan_of_a_spec_uses_its_accelerator_model_and_slo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_of_a_spec_plans_its_declared_accelerator_as_the_flags_would(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Hardware that is no preset, declared in spec.resources.accelerator, is planned as declared:
     the same figures as the flags give for a preset with those figures."""
     manifest = {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment", "metadata": {"name": "x"},

@@ -16,10 +16,14 @@ LIMITS = EngineLimits(max_num_batched_tokens=8192, max_num_seqs=256, context_lim
 SHAPE = WorkloadShape(LengthDistribution.fit(1155.0, p95=4083.0), LengthDistribution.fit(211.0, p95=451.0))
 
 
-def test_at_no_load_ttft_is_the_p95_prompts_prefill_and_itl_a_lone_decode_step() -> None:
+def test_at_no_load_ttft_is_the_p95_prompts_prefill() -> None:
     idle = predict_latency(MODEL, SHAPE, LIMITS, 1e-6)
     p95_prompt = SHAPE.prompt.quantile(0.95)
     assert idle.ttft_p95_s == pytest.approx(MODEL.prefill_time(p95_prompt), rel=0.1)
+
+
+def test_at_no_load_itl_is_a_lone_decode_step() -> None:
+    idle = predict_latency(MODEL, SHAPE, LIMITS, 1e-6)
     assert idle.itl_p95_s == pytest.approx(MODEL.decode_step_time(1, 1500), rel=0.2)
 
 
