@@ -14,7 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmscale.fleetreport import DAY_S, Deployment, Price, Recorded, build_report, window_figures
+from llmscale.fleetreport import (
+    DAY_S,
+    Deployment,
+    Figures,
+    FleetReport,
+    Price,
+    Recorded,
+    build_report,
+    window_figures,
+)
 
 NOW = 1_780_000_000.0
 HOUR = 3600.0
@@ -54,20 +63,29 @@ def test_a_steady_pool_worked_by_hand() -> None:
     assert f.verdict.startswith("build: self-hosting costs $672, 16% of the managed API's $4,234")
 
 
-def test_busy_share_and_kv_are_weighted_by_the_gpus_held() -> None:
+def _one_gpu_then_three() -> Figures:
     # One GPU at 20 % busy for the first half of the week, three at 60 % for the second half.
     half = NOW - 3.5 * DAY_S
     rec = Recorded(pools={"interactive": {
         "gpus": hourly(7, fn=lambda t: 1.0 if t <= half else 3.0),
         "busy_share": hourly(7, fn=lambda t: 0.2 if t <= half else 0.6),
         "kv_mean": hourly(7, fn=lambda t: 0.1 if t <= half else 0.5)}})
-    f = window_figures(dep(), rec, None, now=NOW, days=7, step_s=HOUR)
-    assert f.busy_share == pytest.approx((0.2 * 1 + 0.6 * 3) / 4)
-    assert f.kv_use == pytest.approx((0.1 * 1 + 0.5 * 3) / 4)
-    assert f.gpu_hours == pytest.approx(3.5 * 24 * 1 + 3.5 * 24 * 3)
+    return window_figures(dep(), rec, None, now=NOW, days=7, step_s=HOUR)
 
 
-def test_samples_outside_the_window_and_nan_do_not_count() -> None:
+def test_the_busy_share_is_weighted_by_the_gpus_held() -> None:
+    assert _one_gpu_then_three().busy_share == pytest.approx((0.2 * 1 + 0.6 * 3) / 4)
+
+
+def test_the_kv_use_is_weighted_by_the_gpus_held() -> None:
+    assert _one_gpu_then_three().kv_use == pytest.approx((0.1 * 1 + 0.5 * 3) / 4)
+
+
+def test_gpu_hours_sum_the_gpus_held() -> None:
+    assert _one_gpu_then_three().gpu_hours == pytest.approx(3.5 * 24 * 1 + 3.5 * 24 * 3)
+
+
+def test_samples_outside_the_window_or_nan_do_not_count() -> None:
     gpus = [*hourly(30, 1.0), (NOW + HOUR, 100.0)]  # after now: not in the report
     gpus = [(t, math.nan) if i == len(gpus) - 2 else (t, v) for i, (t, v) in enumerate(gpus)]
     rec = Recorded(pools={"interactive": {"gpus": gpus}})
@@ -77,15 +95,22 @@ def test_samples_outside_the_window_and_nan_do_not_count() -> None:
     assert window_figures(dep(), rec, None, now=NOW, days=30, step_s=HOUR).gpu_hours == pytest.approx(30 * 24 - 1)
 
 
-def test_batch_tokens_count_as_goodput_and_both_pools_as_gpu_hours() -> None:
+def _interactive_with_batch() -> Figures:
     rec = Recorded(pools={
         "interactive": {"gpus": hourly(7, 1.0), "tokens_per_second": hourly(7, 100.0),
                         "goodput_tokens_per_second": hourly(7, 50.0)},
         "batch": {"gpus": hourly(7, 2.0), "tokens_per_second": hourly(7, 400.0)}})
-    f = window_figures(dep(), rec, None, now=NOW, days=7, step_s=HOUR)
-    assert f.gpu_hours == pytest.approx(3 * 7 * 24)
+    return window_figures(dep(), rec, None, now=NOW, days=7, step_s=HOUR)
+
+
+def test_batch_tokens_count_as_goodput() -> None:
+    f = _interactive_with_batch()
     assert f.output_tokens == pytest.approx(500 * 7 * DAY_S)
     assert f.goodput_tokens == pytest.approx(450 * 7 * DAY_S)
+
+
+def test_both_pools_count_as_gpu_hours() -> None:
+    assert _interactive_with_batch().gpu_hours == pytest.approx(3 * 7 * 24)
 
 
 def test_the_verdicts() -> None:
@@ -109,12 +134,26 @@ def test_bad_input_is_refused() -> None:
         window_figures(dep(), Recorded(pools={}), None, now=NOW, days=7, step_s=0)
 
 
-def test_report_rows_prices_and_totals() -> None:
+def _three_deployments() -> FleetReport:
     deps = [dep("b", usd=3.0), dep("a", usd=2.0), dep("silent")]
     recorded = {("ml", "a"): steady(1, 0.2, 0.3, 100, 90), ("ml", "b"): steady(3, 0.6, 0.5, 900, 800)}
-    report = build_report(deps, recorded, {("ml", "b"): Price(1, 2)}, Price(5, 15), now=NOW, step_s=HOUR)
+    return build_report(deps, recorded, {("ml", "b"): Price(1, 2)}, Price(5, 15), now=NOW, step_s=HOUR)
+
+
+def test_the_report_has_a_row_per_deployment_by_name() -> None:
+    report = _three_deployments()
     assert [r.deployment.name for r in report.rows] == ["a", "b", "silent"]
+    assert report.rows[2].figures[7.0].gpu_hours == 0 and list(report.rows[2].busy_series) == []
+    assert report.rows[0].busy_series[0][1] == pytest.approx(0.2)
+
+
+def test_each_row_has_its_own_price_or_the_default() -> None:
+    report = _three_deployments()
     assert report.rows[1].price == Price(1, 2) and report.rows[0].price == Price(5, 15)
+
+
+def test_the_report_totals_sum_the_rows() -> None:
+    report = _three_deployments()
     for days in (7.0, 30.0):
         total = report.total[days]
         figs = [r.figures[days] for r in report.rows]
@@ -122,8 +161,6 @@ def test_report_rows_prices_and_totals() -> None:
         assert total.cost_usd == pytest.approx(sum(f.cost_usd for f in figs))
         assert total.busy_share == pytest.approx((0.2 * 1 + 0.6 * 3) / 4)
         assert total.reference_usd == pytest.approx(sum(f.reference_usd or 0 for f in figs))
-    assert report.rows[2].figures[7.0].gpu_hours == 0 and list(report.rows[2].busy_series) == []
-    assert report.rows[0].busy_series[0][1] == pytest.approx(0.2)
 
 
 @settings(max_examples=60, deadline=None)

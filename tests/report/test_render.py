@@ -16,7 +16,7 @@ from llmscale.commands.report import (
     render_markdown,
 )
 from llmscale.consolidation import Candidate
-from llmscale.fleetreport import Deployment, Price, Recorded, build_report
+from llmscale.fleetreport import Deployment, FleetReport, Price, Recorded, build_report
 
 NOW = 1_780_000_000.0
 
@@ -27,18 +27,34 @@ def fleet() -> Recorded:
                                            "tokens_per_second": [(t, 100.0) for t, _ in hours]}})
 
 
-def test_markdown_and_html_hold_every_row_verdict_and_plot(tmp_path: Path) -> None:
+def _report_with_a_candidate(tmp_path: Path) -> tuple[FleetReport, tuple[str, ...], list[Candidate]]:
     deps = [Deployment("ml", "chat", "m", "e", 1, 1, 2.0), Deployment("ml", "<b>", "m", "e", 1, 1, 2.0)]
     report = build_report(deps, {("ml", "chat"): fleet()}, {}, Price(1, 2), now=NOW, step_s=3600.0)
     found = [Candidate(("ml/chat", "ml/<b>"), "m", 2, 1, 2, 1, 2.0, 0.5)]
-    plots = plot(report, tmp_path)
+    return report, plot(report, tmp_path), found
+
+
+def test_the_markdown_holds_every_row_verdict_plot(tmp_path: Path) -> None:
+    report, plots, found = _report_with_a_candidate(tmp_path)
     md = render_markdown(report, plots, found)
     for text in ("| ml/chat | 192.0 |", "**fleet**", "- **ml/chat**: buy:", "## Consolidation candidates",
                  "$1,460.00 (floors exceed the merged peak)", "![cost.png](cost.png)"):
         assert text in md, text
+
+
+def test_the_html_escapes_what_it_shows(tmp_path: Path) -> None:
+    report, plots, found = _report_with_a_candidate(tmp_path)
     page = render_html(report, plots, found)
     assert "ml/&lt;b&gt;" in page and "<b>" not in page.replace("<b>fleet</b>", "").replace("<b>ml/", "")
+
+
+def test_the_plots_are_pngs(tmp_path: Path) -> None:
+    _, plots, _ = _report_with_a_candidate(tmp_path)
     assert all((tmp_path / p).read_bytes()[:4] == b"\x89PNG" for p in plots)
+
+
+def test_the_document_holds_the_windows_with_the_candidates(tmp_path: Path) -> None:
+    report, _, found = _report_with_a_candidate(tmp_path)
     doc = as_document(report, found)
     chat = next(d for d in doc["deployments"] if d["name"] == "chat")
     assert doc["consolidation"][0]["gpusSaved"] == 1 and chat["windows"]["7d"]["gpuHours"] == 168
