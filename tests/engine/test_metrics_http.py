@@ -112,7 +112,7 @@ def buckets(fam: Any) -> list[float]:
     ]
 
 
-def test_names_types_and_labels_are_vllms(engine_8b: Any) -> None:
+def test_the_metric_families_match_vllms_names_types_labels(engine_8b: Any) -> None:
     fams = families(engine_8b)
     for name, kind in CURRENT_TYPES.items():
         assert name in fams, name
@@ -137,7 +137,7 @@ def test_histogram_buckets_are_vllms(engine_8b: Any) -> None:
     assert buckets(fams["vllm:request_queue_time_seconds"]) == VLLM_REQUEST_LATENCY_BUCKETS
 
 
-def test_counters_and_histograms_move_with_a_request(engine_8b: Any) -> None:
+def test_every_counter_moves_by_one_requests_worth(engine_8b: Any) -> None:
     before = {
         "prompt": engine_8b.value("vllm:prompt_tokens_total"),
         "gen": engine_8b.value("vllm:generation_tokens_total"),

@@ -24,7 +24,7 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def test_completion_counts_prompt_and_output_tokens(client: openai.OpenAI) -> None:
+def test_a_completion_reports_its_token_usage(client: openai.OpenAI) -> None:
     prompt = "The quick brown fox jumps over the lazy dog."  # 44 bytes -> 11 tokens
     r = client.completions.create(model=MODEL, prompt=prompt, max_tokens=7)
     assert r.object == "text_completion" and r.model == MODEL and r.id.startswith("cmpl-")
@@ -135,12 +135,18 @@ def test_bad_requests_raise_bad_request_error(
     assert isinstance(exc.value.body, dict) and exc.value.body["type"] == "BadRequestError"
 
 
-def test_models_health_and_version(engine_8b: Any, client: openai.OpenAI) -> None:
+def test_the_models_endpoint_lists_the_served_model(client: openai.OpenAI) -> None:
     (model,) = client.models.list().data
     assert model.id == MODEL and model.owned_by == "vllm"
     assert model.model_extra is not None and model.model_extra["max_model_len"] == 8192
+
+
+def test_the_health_endpoint_answers_empty_ok(engine_8b: Any) -> None:
     status, body, _ = engine_8b.get("/health")
     assert (status, body) == (200, b"")
+
+
+def test_the_version_endpoint_answers_a_three_part_version(engine_8b: Any) -> None:
     status, body, _ = engine_8b.get("/version")
     assert status == 200 and json.loads(body)["version"].count(".") == 2
 

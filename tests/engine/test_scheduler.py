@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from llmscale.engine.scheduler import (
     EngineRequest,
+    FinishedRequest,
     Scheduler,
     SchedulerConfig,
     StepResult,
@@ -151,13 +152,24 @@ def test_queue_time_counts_from_arrival_to_first_schedule() -> None:
     assert b.queue_s == pytest.approx(a_end)
 
 
-def test_newest_running_request_is_preempted_and_recomputed() -> None:
+def _two_requests_on_four_blocks() -> tuple[Scheduler, list[StepResult]]:
     # 4 blocks (64 tokens). "a" (prompt 16) and "b" (prompt 16) each hold 1 block after prefill and
     # grow one block per 16 tokens. When "a" needs its 3rd block... worked below step by step.
     s = Scheduler(cfg(num_gpu_blocks=4, max_model_len=64), LinearCost())
     s.add(EngineRequest("a", prompt_tokens=16, max_tokens=40, arrival_s=0.0))
     s.add(EngineRequest("b", prompt_tokens=16, max_tokens=40, arrival_s=0.0))
     steps = run_to_idle(s)
+    return s, steps
+
+
+def _first_preemption(steps: list[StepResult]) -> int:
+    preempting = [r for r in steps if r.preempted]
+    assert preempting, "the cache must run out"
+    return steps.index(preempting[0])
+
+
+def test_the_newest_running_request_is_preempted() -> None:
+    _, steps = _two_requests_on_four_blocks()
     preempting = [r for r in steps if r.preempted]
     assert preempting, "the cache must run out"
     # The first preemption evicts the newest request, "b", never the oldest.
@@ -165,28 +177,48 @@ def test_newest_running_request_is_preempted_and_recomputed() -> None:
     # At that moment the cache was full (4 of 4 blocks in use just before).
     idx = steps.index(preempting[0])
     assert steps[idx - 1].kv_cache_usage == 1.0
+
+
+def test_a_preempted_request_is_recomputed() -> None:
+    _, steps = _two_requests_on_four_blocks()
+    idx = _first_preemption(steps)
     # After preemption "b" is recomputed: a prefill of its prompt plus the tokens it had produced.
     b_tokens_before = sum(1 for r in steps[:idx] for t in r.tokens if t.request_id == "b")
     recompute = next(r for r in steps[idx + 1 :] if r.prefill_tokens > 0)
     assert recompute.prefill_tokens == 16 + b_tokens_before
-    # Both still deliver every token exactly once, in order.
+
+
+def test_preempted_or_not_every_request_delivers_every_token_once_in_order() -> None:
+    _, steps = _two_requests_on_four_blocks()
     for rid in "ab":
         idxs = [t.index for r in steps for t in r.tokens if t.request_id == rid]
         assert idxs == list(range(1, 41))
+
+
+def test_every_preemption_is_counted() -> None:
+    s, steps = _two_requests_on_four_blocks()
     fin = {f.request_id: f for r in steps for f in r.finished}
     assert fin["b"].num_preemptions >= 1 and fin["a"].num_preemptions == 0
     assert s.num_preemptions_total == sum(len(r.preempted) for r in steps)
 
 
-def test_abort_frees_blocks_and_reports_abort() -> None:
+def _aborted() -> tuple[Scheduler, StepResult, FinishedRequest | None]:
     s = Scheduler(cfg(), LinearCost())
     s.add(EngineRequest("a", prompt_tokens=100, max_tokens=10, arrival_s=0.0))
     r = s.step(0.0)
     assert r is not None and s.kv_cache_usage > 0
-    f = s.abort("a", r.end_s)
+    return s, r, s.abort("a", r.end_s)
+
+
+def test_abort_reports_the_abort() -> None:
+    s, r, f = _aborted()
     assert f is not None and f.finish_reason == "abort" and f.output_tokens == 1
-    assert s.kv_cache_usage == 0 and not s.has_work(r.end_s)
     assert s.abort("a", r.end_s) is None
+
+
+def test_abort_frees_the_blocks() -> None:
+    s, r, _ = _aborted()
+    assert s.kv_cache_usage == 0 and not s.has_work(r.end_s)
 
 
 @pytest.mark.parametrize(
@@ -209,6 +241,18 @@ def test_request_over_context_limit_is_refused() -> None:
         s.add(EngineRequest("a", prompt_tokens=100, max_tokens=29, arrival_s=0.0))
 
 
+def _run_requests(
+    reqs: list[tuple[int, int, float]], blocks: int, budget: int, seqs: int
+) -> tuple[Scheduler, list[StepResult]]:
+    s = Scheduler(
+        cfg(num_gpu_blocks=blocks, max_num_batched_tokens=budget, max_num_seqs=seqs, max_model_len=16 * 20),
+        LinearCost(),
+    )
+    for i, (p, n, t) in enumerate(sorted(reqs, key=lambda r: r[2])):
+        s.add(EngineRequest(f"r{i}", prompt_tokens=p, max_tokens=n, arrival_s=t))
+    return s, run_to_idle(s)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     reqs=st.lists(
@@ -218,25 +262,35 @@ def test_request_over_context_limit_is_refused() -> None:
     budget=st.integers(16, 512),
     seqs=st.integers(1, 16),
 )
-def test_every_request_gets_exactly_its_tokens_and_blocks_never_overflow(
+def test_every_request_gets_exactly_its_tokens(
     reqs: list[tuple[int, int, float]], blocks: int, budget: int, seqs: int
 ) -> None:
-    s = Scheduler(
-        cfg(num_gpu_blocks=blocks, max_num_batched_tokens=budget, max_num_seqs=seqs, max_model_len=16 * 20),
-        LinearCost(),
-    )
-    for i, (p, n, t) in enumerate(sorted(reqs, key=lambda r: r[2])):
-        s.add(EngineRequest(f"r{i}", prompt_tokens=p, max_tokens=n, arrival_s=t))
-    steps = run_to_idle(s)
+    _, steps = _run_requests(reqs, blocks, budget, seqs)
     got: dict[str, list[int]] = {}
     for r in steps:
-        assert 0.0 <= r.kv_cache_usage <= 1.0
-        assert r.num_running <= seqs
-        assert r.prefill_tokens + r.decode_seqs <= budget
         for t in r.tokens:
             got.setdefault(t.request_id, []).append(t.index)
     by_id = {f"r{i}": n for i, (_, n, _) in enumerate(sorted(reqs, key=lambda r: r[2]))}
     assert {k: v for k, v in got.items()} == {k: list(range(1, n + 1)) for k, n in by_id.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    reqs=st.lists(
+        st.tuples(st.integers(1, 200), st.integers(1, 60), st.floats(0, 2.0)), min_size=1, max_size=25
+    ),
+    blocks=st.integers(20, 60),
+    budget=st.integers(16, 512),
+    seqs=st.integers(1, 16),
+)
+def test_the_blocks_sequences_step_budget_never_overflow(
+    reqs: list[tuple[int, int, float]], blocks: int, budget: int, seqs: int
+) -> None:
+    s, steps = _run_requests(reqs, blocks, budget, seqs)
+    for r in steps:
+        assert 0.0 <= r.kv_cache_usage <= 1.0
+        assert r.num_running <= seqs
+        assert r.prefill_tokens + r.decode_seqs <= budget
     assert s.kv_cache_usage == 0.0
 
 

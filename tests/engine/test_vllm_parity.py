@@ -164,12 +164,17 @@ def test_every_metric_the_profile_reads_exists_on_the_real_engine(real_metrics: 
     assert got == wanted
 
 
-def test_every_real_family_the_mock_lacks_is_documented_and_the_table_is_true(
+def test_every_real_family_the_mock_lacks_is_documented(
+    real_metrics: dict[str, Family], mock_metrics: dict[str, Family]
+) -> None:
+    undocumented = sorted(set(real_metrics) - set(mock_metrics) - set(documented()))
+    assert not undocumented, f"real vLLM families neither mirrored nor in docs/signals.md: {undocumented}"
+
+
+def test_the_documented_table_of_families_is_true(
     real_metrics: dict[str, Family], mock_metrics: dict[str, Family]
 ) -> None:
     table = documented()
-    undocumented = sorted(set(real_metrics) - set(mock_metrics) - set(table))
-    assert not undocumented, f"real vLLM families neither mirrored nor in docs/signals.md: {undocumented}"
     gone = sorted(set(table) - set(real_metrics))
     assert not gone, f"docs/signals.md lists families real vLLM no longer exports: {gone}"
     for name, decision in table.items():
