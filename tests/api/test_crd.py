@@ -104,17 +104,23 @@ def test_yaml_round_trips_to_the_dict() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_names_scope_and_version() -> None:
+def test_the_crd_names_the_llmdeployment_kind() -> None:
     doc = crd()
     assert doc["metadata"]["name"] == CRD_NAME == "llmdeployments.llmscale.dev"
     spec = doc["spec"]
     assert spec["group"] == "llmscale.dev"
-    assert spec["scope"] == "Namespaced"
     assert spec["names"]["kind"] == "LLMDeployment"
     assert spec["names"]["plural"] == "llmdeployments"
     assert spec["names"]["singular"] == "llmdeployment"
     assert spec["names"]["shortNames"] == ["llmdep"]
-    [version] = spec["versions"]
+
+
+def test_the_crd_is_namespaced() -> None:
+    assert crd()["spec"]["scope"] == "Namespaced"
+
+
+def test_the_crd_serves_one_version_with_a_status_subresource() -> None:
+    [version] = crd()["spec"]["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
     # The status subresource: status is written through /status only (by the operator), and a
     # write to the main resource cannot change status, nor a /status write change spec.

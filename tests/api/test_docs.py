@@ -63,7 +63,7 @@ def test_spec_table_has_one_row_per_field() -> None:
     assert "spec.scaling.scaleDown.stabilizationWindowSeconds" in rows
 
 
-def test_table_shows_defaults_bounds_and_rules() -> None:
+def test_the_table_shows_each_fields_default_bounds_rules() -> None:
     table = spec_reference_markdown()
     row = next(
         line
@@ -75,8 +75,11 @@ def test_table_shows_defaults_bounds_and_rules() -> None:
     assert "self.min <= self.max" in replicas
     timezone = next(line for line in table.splitlines() if "windows[].timezone" in line)
     assert "598" in timezone or "values" in timezone
+
+
+def test_a_pipe_inside_a_cell_is_escaped() -> None:
     # A pipe inside a cell (the HH:MM regex) is escaped so the table keeps five columns.
-    start = next(line for line in table.splitlines() if "windows[].start" in line)
+    start = next(line for line in spec_reference_markdown().splitlines() if "windows[].start" in line)
     assert len(re.split(r"(?<!\\)\|", start)) == 7
 
 
@@ -108,17 +111,22 @@ def test_unknown_block_name_is_an_error() -> None:
         replace_generated_blocks("<!-- BEGIN GENERATED: nonsense -->\n<!-- END GENERATED: nonsense -->")
 
 
-def test_a_benchmark_table_replaces_its_own_block_and_nothing_else() -> None:
-    doc = (
-        "a\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\nold\n<!-- END GENERATED: batch-day -->\n"
-        "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n"
-    )
-    assert replace_block(doc, "batch-day", "| new |\n\n") == (
+TWO_BLOCKS = (
+    "a\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\nold\n<!-- END GENERATED: batch-day -->\n"
+    "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n"
+)
+
+
+def test_a_benchmark_table_replaces_only_its_own_block() -> None:
+    assert replace_block(TWO_BLOCKS, "batch-day", "| new |\n\n") == (
         "a\n<!-- BEGIN GENERATED: batch-day (benchmarks/batch_day.py) -->\n| new |\n<!-- END GENERATED: batch-day -->\n"
         "b\n<!-- BEGIN GENERATED: benchmark -->\nkept\n<!-- END GENERATED: benchmark -->\nc\n"
     )
+
+
+def test_a_benchmark_table_without_its_block_is_refused() -> None:
     with pytest.raises(ValueError, match="no '<!-- BEGIN GENERATED: headline -->' block"):
-        replace_block(doc, "headline", "x")
+        replace_block(TWO_BLOCKS, "headline", "x")
 
 
 def test_cli_updates_docs_in_place(tmp_path: Path) -> None:

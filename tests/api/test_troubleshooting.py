@@ -22,13 +22,13 @@ def rows(name: str) -> set[tuple[str, str]]:
     return {(cond, reason) for cond, _, reason in ROW.findall((DOCS / name).read_text(encoding="utf-8"))}
 
 
-def test_every_policy_condition_and_reason_has_a_row() -> None:
+def test_every_policy_condition_reason_pair_has_a_row() -> None:
     policy = rows("policy.md")
     assert policy, "docs/policy.md lost its conditions table"
     assert policy <= rows("troubleshooting.md"), sorted(policy - rows("troubleshooting.md"))
 
 
-def test_every_shell_condition_and_reason_has_a_row() -> None:
+def test_every_shell_condition_reason_pair_has_a_row() -> None:
     shell = {("Ready", r) for r in READY_REASONS} | {("ScalingActive", r) for r in SCALING_ACTIVE_REASONS}
     shell |= {(PODS_HEALTHY, r) for r in PODS_HEALTHY_REASONS} | {(ROLLOUT_PROGRESSING, r) for r in ROLLOUT_REASONS}
     shell |= {(SOLE_JOB_MANAGER, r) for r in SOLE_JOB_MANAGER_REASONS}

@@ -59,7 +59,7 @@ def _calibrate(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.timing
-def test_calibration_of_the_mock_finds_its_efficiencies_and_writes_a_spec_the_api_takes(
+def test_calibrating_the_mock_recovers_its_efficiencies_into_a_spec_the_api_takes(
     engine_url: str, tmp_path: Path
 ) -> None:
     spec_out = tmp_path / "calibration.yaml"
@@ -116,7 +116,7 @@ def test_calibration_of_the_mock_finds_its_efficiencies_and_writes_a_spec_the_ap
         pytest.param("not-a-url", id="not-a-url"),
     ],
 )
-def test_an_unreachable_engine_is_one_line_and_exit_1(url: str) -> None:
+def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
     done = _calibrate("--url", url, "--model", "llama-3.1-8b", "--gpu", "l40s")
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()

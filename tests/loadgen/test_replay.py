@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from llmscale.loadgen import RequestResult, replay
+from llmscale.loadgen import ReplayReport, RequestResult, replay
 from llmscale.localcluster.ports import free_port
 from llmscale.sim.trace import Trace
 
@@ -64,20 +64,31 @@ def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(timeout=5)
 
 
-async def test_requests_leave_on_the_trace_schedule_and_get_their_sizes(engine_url: str) -> None:
+ARRIVALS = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+
+
+async def _replayed(engine_url: str) -> tuple[ReplayReport, list[RequestResult]]:
     # 6 requests over 2.5 trace seconds at speedup 5: they leave 0.1 s apart in wall time.
-    arrivals = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
     seen: list[RequestResult] = []
     report = await replay(
-        _trace(arrivals, prompt=64, output=8), f"{engine_url}/v1/completions", MODEL,
+        _trace(ARRIVALS, prompt=64, output=8), f"{engine_url}/v1/completions", MODEL,
         speedup=5.0, deadline_s=30, on_result=seen.append,
     )
     assert report.sent == 6 and report.dropped == 0 and report.in_flight == 0
     assert report.errors == 0, [r.status for r in report.results]
-    assert sorted(r.sent_at for r in report.results) == pytest.approx([a / 5 for a in arrivals])
+    return report, seen
+
+
+async def test_requests_leave_on_the_trace_schedule(engine_url: str) -> None:
+    report, seen = await _replayed(engine_url)
+    assert sorted(r.sent_at for r in report.results) == pytest.approx([a / 5 for a in ARRIVALS])
+    assert len(seen) == 6, "on_result is called once per finished request"
+
+
+async def test_requests_get_their_trace_sizes(engine_url: str) -> None:
+    report, _ = await _replayed(engine_url)
     assert all(r.completion_tokens == 8 and r.prompt_tokens == 64 for r in report.results)
     assert all(r.ttft_s is None for r in report.results), "non-streaming requests measure no TTFT"
-    assert len(seen) == 6, "on_result is called once per finished request"
 
 
 async def test_streaming_measures_ttft_before_the_last_token(engine_url: str) -> None:
