@@ -64,7 +64,7 @@ def test_helm_lint_strict_passes(helm: Path, sets: list[str]) -> None:
 
 
 @pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
-def test_every_rendered_object_parses_and_is_namespaced_in_the_release(helm: Path, sets: list[str]) -> None:
+def test_every_rendered_object_is_namespaced_in_the_release(helm: Path, sets: list[str]) -> None:
     docs = template(helm, *sets)
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering", "PriorityClass"}
     watched = {"serving", "batch"}
@@ -86,15 +86,18 @@ def test_defaults_render_the_expected_objects(helm: Path) -> None:
                      "ServiceAccount"]
 
 
-def test_users_roles_aggregate_into_the_built_in_ones_and_the_admission_policy_is_opt_in(helm: Path) -> None:
-    """Issue 22: llmscale-view into view/edit/admin, llmscale-edit into edit/admin (never status);
-    the ValidatingAdmissionPolicy and its binding only with admissionPolicy.enabled."""
+def test_users_roles_aggregate_into_the_built_in_ones(helm: Path) -> None:
+    """Issue 22: llmscale-view into view/edit/admin, llmscale-edit into edit/admin (never status)."""
     roles = {d["metadata"]["name"]: d for d in template(helm) if d["kind"] == "ClusterRole"}
     aggregated = {name: {k.rsplit("-", 1)[-1] for k in d["metadata"]["labels"] if "aggregate-to-" in k}
                   for name, d in roles.items()}
     assert aggregated["llmscale-view"] == {"view", "edit", "admin"}
     assert aggregated["llmscale-edit"] == {"edit", "admin"}
     assert [r["resources"] for r in roles["llmscale-edit"]["rules"]] == [["llmdeployments"]]
+
+
+def test_the_admission_policy_is_opt_in(helm: Path) -> None:
+    """The ValidatingAdmissionPolicy and its binding only with admissionPolicy.enabled."""
     assert not [d for d in template(helm) if d["kind"].startswith("ValidatingAdmissionPolicy")]
     on = template(helm, "admissionPolicy.enabled=true", "admissionPolicy.allowHostPath=true")
     (policy,) = [d for d in on if d["kind"] == "ValidatingAdmissionPolicy"]
@@ -262,18 +265,22 @@ def test_rbac_never_grants_wildcards_secrets_or_nodes(helm: Path) -> None:
 
 
 @pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
-def test_the_gpus_free_read_is_list_of_nodes_and_pods_and_off_by_default(helm: Path, sets: list[str]) -> None:
+def test_the_gpus_free_read_is_off_by_default(helm: Path, sets: list[str]) -> None:
     default = template(helm, *sets)
     assert not [r for r in by_kind(default, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
     assert _env(default)["LLMSCALE_READ_NODES"] == "false"
+    off = template(helm, *sets, "operator.readNodes=false")
+    assert not [r for r in by_kind(off, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
+    assert _env(off)["LLMSCALE_READ_NODES"] == "false"
+
+
+@pytest.mark.parametrize("sets", [pytest.param(v, id=k) for k, v in VARIANTS.items()])
+def test_the_gpus_free_read_may_only_list_nodes_with_pods(helm: Path, sets: list[str]) -> None:
     docs = template(helm, *sets, "operator.readNodes=true")
     (nodes,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
     assert rules(nodes) == NODE_RULES
     (binding,) = [b for b in by_kind(docs, "ClusterRoleBinding") if b["roleRef"]["name"] == nodes["metadata"]["name"]]
     assert binding["subjects"][0]["name"] == by_kind(docs, "ServiceAccount")[0]["metadata"]["name"]
-    off = template(helm, *sets, "operator.readNodes=false")
-    assert not [r for r in by_kind(off, "ClusterRole") if r["metadata"]["name"].endswith("-nodes")]
-    assert _env(off)["LLMSCALE_READ_NODES"] == "false"
 
 
 def test_cluster_peering_object_with_leader_election(helm: Path) -> None:
@@ -431,9 +438,17 @@ def test_scale_targets_are_listed_resources_only(helm: Path) -> None:
     assert not {r for r in rules(role) if r[0] == "argoproj.io"} - scale
 
 
-def test_placeholder_priority_class_is_below_everything_and_never_preempts(helm: Path) -> None:
+def _placeholder_priority_class(helm: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     classes = {d["metadata"]["name"]: d for d in by_kind(template(helm), "PriorityClass")}
-    pc = classes[OperatorSettings().placeholder_priority_class]
+    return classes[OperatorSettings().placeholder_priority_class], classes
+
+
+def test_placeholder_priority_class_is_below_everything(helm: Path) -> None:
+    pc, classes = _placeholder_priority_class(helm)
     assert -10 <= pc["value"] < 0 < classes["llmscale-batch"]["value"], "below both pools and the default 0"
-    assert pc["preemptionPolicy"] == "Never" and pc["globalDefault"] is False
     assert template(helm, "priorityClasses.placeholder.value=-11", ok=False).returncode != 0
+
+
+def test_placeholder_priority_class_never_preempts(helm: Path) -> None:
+    pc, _ = _placeholder_priority_class(helm)
+    assert pc["preemptionPolicy"] == "Never" and pc["globalDefault"] is False

@@ -36,7 +36,7 @@ def test_renders(kubectl: Path, target: str) -> None:
     assert kustomize(kubectl, target)
 
 
-def test_base_has_namespace_crds_rbac_and_operator(kubectl: Path) -> None:
+def test_the_base_holds_the_whole_install_without_helm_labels(kubectl: Path) -> None:
     docs = kustomize(kubectl, "manifests/base")
     kinds = sorted(d["kind"] for d in docs)
     assert kinds.count("CustomResourceDefinition") == 3
@@ -46,9 +46,17 @@ def test_base_has_namespace_crds_rbac_and_operator(kubectl: Path) -> None:
     assert operator_image(docs) == "ghcr.io/llmscale/llmscale:0.1.0"
 
 
-def test_dev_runs_local_image_and_mock_engines(kubectl: Path) -> None:
+def test_dev_runs_the_local_operator_image_with_debug_logs_on_every_namespace(kubectl: Path) -> None:
     docs = kustomize(kubectl, "manifests/overlays/dev")
     assert operator_image(docs) == "llmscale:dev"
+    (deployment,) = by_kind(docs, "Deployment")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["LLMSCALE_LOG_LEVEL"] == "DEBUG"
+    assert env["LLMSCALE_ALL_NAMESPACES"] == "1"
+
+
+def test_dev_samples_run_mock_engines(kubectl: Path) -> None:
+    docs = kustomize(kubectl, "manifests/overlays/dev")
     deps = [LLMDeployment.model_validate(d) for d in by_kind(docs, "LLMDeployment")]
     assert sorted(d.metadata["name"] for d in deps) == ["chat", "summarise"]
     for dep in deps:
@@ -58,17 +66,16 @@ def test_dev_runs_local_image_and_mock_engines(kubectl: Path) -> None:
         assert dep.spec.model.preset is not None, "the mock engine simulates presets only"
         assert dep.spec.template is None, "the samples' GPU-node templates are dropped"
     assert not by_kind(docs, "PersistentVolumeClaim")
-    (deployment,) = by_kind(docs, "Deployment")
-    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["LLMSCALE_LOG_LEVEL"] == "DEBUG"
-    assert env["LLMSCALE_ALL_NAMESPACES"] == "1"
 
 
-def test_production_pins_the_release_and_sets_prometheus(kubectl: Path) -> None:
+def test_production_pins_the_release_without_samples(kubectl: Path) -> None:
     docs = kustomize(kubectl, "manifests/overlays/production")
     assert operator_image(docs) == "ghcr.io/llmscale/llmscale:0.1.0"
     assert not by_kind(docs, "LLMDeployment")
-    (deployment,) = by_kind(docs, "Deployment")
+
+
+def test_production_sets_prometheus(kubectl: Path) -> None:
+    (deployment,) = by_kind(kustomize(kubectl, "manifests/overlays/production"), "Deployment")
     env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["LLMSCALE_PROMETHEUS_URL"] == "http://prometheus-k8s.monitoring.svc:9090"
 

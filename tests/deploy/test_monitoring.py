@@ -77,7 +77,7 @@ def test_promtool_accepts_the_rules() -> None:
 
 
 @pytest.mark.parametrize("tests_file", [ALERT_TESTS, DRIFT_TESTS], ids=lambda p: p.stem)
-def test_alerts_fire_on_their_series_and_not_on_their_neighbours(tmp_path: Path, tests_file: Path) -> None:
+def test_the_alerts_fire_on_their_own_series_only(tmp_path: Path, tests_file: Path) -> None:
     # Annotations are prose (checked below); promtool compares them too, so they are left out.
     rules = yaml.safe_load(RULES.read_text())
     for group in rules["groups"]:
@@ -92,31 +92,46 @@ def test_alerts_fire_on_their_series_and_not_on_their_neighbours(tmp_path: Path,
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_every_alert_is_tested_firing_and_quiet() -> None:
+def _tested_alerts() -> tuple[set[str], set[str]]:
+    """The alerts some unit test expects to fire, and those some test expects quiet."""
     fires: set[str] = set()
     quiet: set[str] = set()
     cases = [c for f in (ALERT_TESTS, DRIFT_TESTS) for c in yaml.safe_load(f.read_text())["tests"]]
     for case in cases:
         for check in case["alert_rule_test"]:
             (fires if check["exp_alerts"] else quiet).add(check["alertname"])
+    return fires, quiet
+
+
+def test_every_alert_is_tested_firing() -> None:
+    fires, _ = _tested_alerts()
     names = {rule["alert"] for rule in alerts()}
     assert fires == names, names ^ fires
+
+
+def test_every_alert_is_tested_quiet() -> None:
+    _, quiet = _tested_alerts()
+    names = {rule["alert"] for rule in alerts()}
     assert quiet == names, names ^ quiet
 
 
-def test_every_alert_has_a_runbook_section_and_a_severity() -> None:
+def test_every_alert_has_a_runbook_section() -> None:
     headings = {m.group(1) for m in re.finditer(r"^## (\S+)$", RUNBOOKS.read_text(), re.MULTILINE)}
     for rule in alerts():
         name = rule["alert"]
         assert name in headings, name
         # GitHub's anchor of a heading of one word: the word in lower case.
         assert rule["annotations"]["runbook_url"].endswith(f"docs/runbooks.md#{name.lower()}")
-        assert rule["labels"]["severity"] in {"critical", "warning"}
-        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
     assert headings == {rule["alert"] for rule in alerts()}
 
 
-def test_rules_and_dashboard_use_only_the_operators_metric_names() -> None:
+def test_every_alert_has_a_severity_a_summary_a_description() -> None:
+    for rule in alerts():
+        assert rule["labels"]["severity"] in {"critical", "warning"}
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+
+
+def test_every_rule_or_panel_uses_only_the_operators_metric_names() -> None:
     exposed = exposed_series()
     engine = {get_profile("vllm").ttft_histogram, get_profile("vllm").itl_histogram}
     engine |= {n for f in ("prefix_cache_hits_total", "prefix_cache_queries_total", "preemptions_total",
@@ -128,38 +143,55 @@ def test_rules_and_dashboard_use_only_the_operators_metric_names() -> None:
         assert used or any(h in expr for h in engine), expr
 
 
-def test_chart_ships_the_rules_and_the_dashboard(helm: Path) -> None:
-    docs = parse_docs(run([helm, "template", "llmscale", CHART, "--namespace", "llmscale-system",
+def _chart_with_monitoring(helm: Path) -> list[dict[str, Any]]:
+    return parse_docs(run([helm, "template", "llmscale", CHART, "--namespace", "llmscale-system",
                            *[a for s in VARIANTS["monitoring"] for a in ("--set", s)]]).stdout)
-    (rule,) = by_kind(docs, "PrometheusRule")
+
+
+def _chart_with_monitoring_values(helm: Path) -> list[dict[str, Any]]:
+    return parse_docs(run([helm, "template", "llmscale", CHART, "--set", "prometheusRule.enabled=true",
+                           "--set", "prometheusRule.notReadyFor=45m", "--set", "grafanaDashboard.enabled=true",
+                           "--set", "grafanaDashboard.namespace=monitoring",
+                           "--set", "grafanaDashboard.annotations.grafana_folder=LLM"]).stdout)
+
+
+def test_the_chart_ships_the_rules(helm: Path) -> None:
+    (rule,) = by_kind(_chart_with_monitoring(helm), "PrometheusRule")
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
+    # The not-ready alert's wait is a value; the rest is the generated file.
+    (rule,) = by_kind(_chart_with_monitoring_values(helm), "PrometheusRule")
+    waits = {r["alert"]: r["for"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert waits["LLMScalePoolNotReady"] == "45m"
+    assert waits == {r["alert"]: r["for"] for r in alerts()} | {"LLMScalePoolNotReady": "45m"}
+
+
+def test_the_chart_ships_the_dashboards(helm: Path) -> None:
+    docs = _chart_with_monitoring(helm)
     (dashboard,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["llmscale.json"]) == json.loads(DASHBOARD.read_text())
     assert json.loads(dashboard["data"]["llmscale-fleet.json"]) == json.loads(FLEET_DASHBOARD.read_text())
-
-    # The not-ready alert's wait is a value; the rest is the generated file.
-    docs = parse_docs(run([helm, "template", "llmscale", CHART, "--set", "prometheusRule.enabled=true",
-                           "--set", "prometheusRule.notReadyFor=45m", "--set", "grafanaDashboard.enabled=true",
-                           "--set", "grafanaDashboard.namespace=monitoring",
-                           "--set", "grafanaDashboard.annotations.grafana_folder=LLM"]).stdout)
-    (rule,) = by_kind(docs, "PrometheusRule")
-    waits = {r["alert"]: r["for"] for g in rule["spec"]["groups"] for r in g["rules"]}
-    assert waits["LLMScalePoolNotReady"] == "45m"
-    assert waits == {r["alert"]: r["for"] for r in alerts()} | {"LLMScalePoolNotReady": "45m"}
-    (dashboard,) = by_kind(docs, "ConfigMap")
+    (dashboard,) = by_kind(_chart_with_monitoring_values(helm), "ConfigMap")
     assert dashboard["metadata"]["namespace"] == "monitoring"
     assert dashboard["metadata"]["annotations"] == {"grafana_folder": "LLM"}
 
+
+def test_the_chart_ships_no_monitoring_by_default(helm: Path) -> None:
     defaults = parse_docs(run([helm, "template", "llmscale", CHART]).stdout)
     assert not by_kind(defaults, "PrometheusRule") and not by_kind(defaults, "ConfigMap")
 
 
-def test_kustomize_component_ships_the_rules_and_the_dashboard() -> None:
-    docs = parse_docs((ROOT / "manifests" / "components" / "monitoring" / "monitoring.yaml").read_text())
-    (rule,) = by_kind(docs, "PrometheusRule")
+def _monitoring_component() -> list[dict[str, Any]]:
+    return parse_docs((ROOT / "manifests" / "components" / "monitoring" / "monitoring.yaml").read_text())
+
+
+def test_the_kustomize_component_ships_the_rules() -> None:
+    (rule,) = by_kind(_monitoring_component(), "PrometheusRule")
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
-    (dashboard,) = by_kind(docs, "ConfigMap")
+
+
+def test_the_kustomize_component_ships_the_dashboards() -> None:
+    (dashboard,) = by_kind(_monitoring_component(), "ConfigMap")
     assert json.loads(dashboard["data"]["llmscale.json"]) == json.loads(DASHBOARD.read_text())
     assert json.loads(dashboard["data"]["llmscale-fleet.json"]) == json.loads(FLEET_DASHBOARD.read_text())
 

@@ -52,9 +52,12 @@ def _workflow() -> dict:
     return yaml.safe_load(WORKFLOW.read_text())
 
 
-def test_the_workflow_runs_on_version_tags_and_publishes_every_artifact() -> None:
+def test_the_workflow_runs_on_version_tags() -> None:
+    assert _workflow()[True]["push"]["tags"] == ["v*.*.*"]  # `on:` is YAML 1.1's true
+
+
+def test_the_workflow_publishes_every_artifact() -> None:
     wf = _workflow()
-    assert wf[True]["push"]["tags"] == ["v*.*.*"]  # `on:` is YAML 1.1's true
     jobs = wf["jobs"]
     steps = {name: [s.get("uses", "") + s.get("run", "") for s in job["steps"]] for name, job in jobs.items()}
     text = {name: "\n".join(s) for name, s in steps.items()}
@@ -69,13 +72,19 @@ def test_the_workflow_runs_on_version_tags_and_publishes_every_artifact() -> Non
     assert jobs["pypi"]["permissions"] == {"id-token": "write"}
     for asset in ("llmscale-$VERSION.yaml", "llmscale-crds-$VERSION.yaml", "llmscale-$VERSION.tgz"):
         assert asset in text["github-release"]
-    # Nothing is published before the version check and the image: every publishing job needs both.
+
+
+def test_the_workflow_publishes_nothing_before_the_version_check_with_the_image() -> None:
+    jobs = _workflow()["jobs"]
+    # Every publishing job needs both.
     for name in ("chart", "pypi", "github-release"):
         assert {"artifacts", "image"} <= set(jobs[name]["needs"]), name
-    # The workflow's Helm is the one the tests use.
+
+
+def test_the_workflows_helm_is_the_one_the_tests_use() -> None:
     helm_pin = next(line for line in (ROOT / "tools/build-helm.sh").read_text().splitlines()
                     if line.startswith("HELM_VERSION="))
-    assert helm_pin.split("=")[1].split()[0] == wf["env"]["HELM_VERSION"]
+    assert helm_pin.split("=")[1].split()[0] == _workflow()["env"]["HELM_VERSION"]
 
 
 def _version_tool(*args: str, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -145,15 +154,20 @@ def test_the_release_artifacts_are_built_with_one_version(artifacts: Path) -> No
     assert "llmscale/crds/llmdeployments.llmscale.dev.yaml" in names
 
 
-def test_the_rendered_manifest_installs_the_released_image_and_crds(artifacts: Path) -> None:
+def test_the_rendered_manifest_installs_the_released_image(artifacts: Path) -> None:
     v = __version__
     docs = [d for d in yaml.safe_load_all((artifacts / f"llmscale-{v}.yaml").read_text()) if d]
     kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert ("Namespace", "llmscale-system") in kinds
-    assert ("CustomResourceDefinition", "llmdeployments.llmscale.dev") in kinds
     (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
     images = {c["image"] for c in deploy["spec"]["template"]["spec"]["containers"]}
     assert images == {f"{IMAGE}:{v}"}
+
+
+def test_the_rendered_manifest_installs_the_charts_crds(artifacts: Path) -> None:
+    v = __version__
+    docs = [d for d in yaml.safe_load_all((artifacts / f"llmscale-{v}.yaml").read_text()) if d]
+    assert ("CustomResourceDefinition", "llmdeployments.llmscale.dev") in {(d["kind"], d["metadata"]["name"]) for d in docs}
     crds = [d for d in yaml.safe_load_all((artifacts / f"llmscale-crds-{v}.yaml").read_text()) if d]
     in_chart = [d for f in sorted((ROOT / "charts/llmscale/crds").glob("*.yaml"))
                 for d in yaml.safe_load_all(f.read_text()) if d]

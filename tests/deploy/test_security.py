@@ -54,9 +54,13 @@ def test_no_unexplained_findings(findings: list[dict[str, Any]]) -> None:
     assert not unexplained, "fix these or justify them in checkov-accepted.yaml:\n" + "\n".join(unexplained)
 
 
-def test_every_accepted_finding_has_a_reason_and_still_occurs(findings: list[dict[str, Any]]) -> None:
+def test_every_accepted_finding_has_a_reason() -> None:
     for entry in ACCEPTED:
         assert len(entry.get("reason", "")) > 40, entry
+
+
+def test_every_accepted_finding_still_occurs(findings: list[dict[str, Any]]) -> None:
+    for entry in ACCEPTED:
         assert any(f["check_id"] == entry["check"] and re.search(entry["resource"], f["resource"]) for f in findings), (
             f"stale entry in checkov-accepted.yaml: {entry['check']} {entry['resource']}"
         )
