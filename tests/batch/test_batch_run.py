@@ -87,17 +87,26 @@ def assert_exactly_once(out: Path, ids: list[str]) -> None:
     assert set(counts.values()) == {1}
 
 
-def test_runs_everything_and_a_rerun_sends_nothing(engine: Engine, tmp_path: Path) -> None:
+def _run_forty(engine: Engine, tmp_path: Path) -> tuple[Path, Path, list[str]]:
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = write_input(inp, 40, max_tokens=16)
     proc = batch_run(inp, out, engine.base_url)
     log = proc.communicate(timeout=120)[0]
     assert proc.returncode == 0, log
     assert "Completed batch" in log
+    return inp, out, ids
+
+
+def test_a_run_sends_everything(engine: Engine, tmp_path: Path) -> None:
+    _, out, ids = _run_forty(engine, tmp_path)
     assert_exactly_once(out, ids)
     for r in results(out):
         assert r["error"] is None and r["response"]["status_code"] == 200
         assert r["response"]["body"]["usage"]["completion_tokens"] == 16
+
+
+def test_a_rerun_of_a_finished_batch_sends_nothing(engine: Engine, tmp_path: Path) -> None:
+    inp, out, ids = _run_forty(engine, tmp_path)
     before = served(engine)
     again = batch_run(inp, out, engine.base_url + "/v1")  # a base URL ending in /v1 works too
     assert again.communicate(timeout=60)[0].count("40 done before") == 1
@@ -106,7 +115,7 @@ def test_runs_everything_and_a_rerun_sends_nothing(engine: Engine, tmp_path: Pat
     assert_exactly_once(out, ids)
 
 
-def test_sigterm_pauses_with_75_and_a_rerun_finishes(engine: Engine, tmp_path: Path) -> None:
+def _paused_by_sigterm(engine: Engine, tmp_path: Path) -> tuple[Path, Path, list[str], str]:
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = write_input(inp)
     proc = batch_run(inp, out, engine.base_url, "--concurrency", "4")
@@ -114,10 +123,20 @@ def test_sigterm_pauses_with_75_and_a_rerun_finishes(engine: Engine, tmp_path: P
     proc.send_signal(signal.SIGTERM)  # what the kubelet sends when the Job is suspended
     log = proc.communicate(timeout=60)[0]
     assert proc.returncode == 75, log
+    return inp, out, ids, log
+
+
+def test_sigterm_pauses_with_75(engine: Engine, tmp_path: Path) -> None:
+    _, out, _, log = _paused_by_sigterm(engine, tmp_path)
     assert "Received SIGTERM" in log and "Paused batch" in log
     paused = results(out)  # every line whole: in-flight requests finished and were written
     assert 12 <= len(paused) < N
     assert len({r["custom_id"] for r in paused}) == len(paused)
+
+
+def test_a_rerun_after_sigterm_finishes(engine: Engine, tmp_path: Path) -> None:
+    inp, out, ids, _ = _paused_by_sigterm(engine, tmp_path)
+    paused = results(out)
     rerun = batch_run(inp, out, engine.base_url, "--concurrency", "64")
     log = rerun.communicate(timeout=120)[0]
     assert rerun.returncode == 0, log
@@ -137,7 +156,7 @@ def test_sigint_stops_as_gracefully_with_130(engine: Engine, tmp_path: Path) -> 
     assert len({r["custom_id"] for r in results(out)}) == len(results(out)) < len(ids)
 
 
-def test_sigkill_and_a_torn_line_lose_nothing_and_repeat_nothing(engine: Engine, tmp_path: Path) -> None:
+def test_after_a_sigkill_with_a_torn_line_every_request_is_done_exactly_once(engine: Engine, tmp_path: Path) -> None:
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = write_input(inp)
     port = free_port()
@@ -283,7 +302,7 @@ def test_prompt_over_the_context_limit_is_a_400_result_not_a_retry(engine: Engin
         pytest.param([], ["--concurrency", "0"], "must be at least 1", id="concurrency-0"),
     ],
 )
-def test_usage_and_input_errors_exit_2(
+def test_a_usage_or_input_error_exits_2_before_starting(
     tmp_path: Path, lines: list[str], extra: list[str], message: str
 ) -> None:
     inp = tmp_path / "in.jsonl"
@@ -297,7 +316,7 @@ def test_usage_and_input_errors_exit_2(
     assert not (tmp_path / "out.jsonl").exists()  # nothing was started
 
 
-def test_damaged_output_exits_1_and_is_left_alone(tmp_path: Path) -> None:
+def _run_onto_damaged_output(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_input(inp, 2)
     out.write_text("this is not a result\n")
@@ -308,8 +327,17 @@ def test_damaged_output_exits_1_and_is_left_alone(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
+    return out, proc
+
+
+def test_damaged_output_exits_1(tmp_path: Path) -> None:
+    _, proc = _run_onto_damaged_output(tmp_path)
     assert proc.returncode == 1
     assert "out.jsonl:1: not a result line" in proc.stderr
+
+
+def test_damaged_output_is_left_alone(tmp_path: Path) -> None:
+    out, _ = _run_onto_damaged_output(tmp_path)
     assert out.read_text() == "this is not a result\n"
 
 

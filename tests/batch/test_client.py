@@ -85,7 +85,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-async def test_every_request_once_with_status_and_request_id(canned: Canned, tmp_path: Path) -> None:
+async def test_every_request_is_sent_once_with_its_status_in_its_result(canned: Canned, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     with ResultsFile.open(out) as results:
         stats = await run_batch(requests(20), results, settings(canned.url), reporter=make_reporter("off"))
@@ -169,9 +169,8 @@ async def test_retry_after_holds_the_retry_back(canned: Canned, tmp_path: Path) 
     assert second - first >= 0.3
 
 
-async def test_stop_finishes_in_flight_and_sends_nothing_new(canned: Canned, tmp_path: Path) -> None:
+async def _stopped_after_a_round(canned: Canned, out: Path) -> Any:
     canned.delay_s = 0.3
-    out = tmp_path / "out.jsonl"
     stop = asyncio.Event()
     with ResultsFile.open(out) as results:
         task = asyncio.create_task(
@@ -180,10 +179,21 @@ async def test_stop_finishes_in_flight_and_sends_nothing_new(canned: Canned, tmp
         while len(canned.attempts) < 6:  # the second round of 4 is in flight
             await asyncio.sleep(0.01)
         stop.set()
-        stats = await task
+        return await task
+
+
+async def test_stop_lets_the_requests_in_flight_finish_without_new_ones(canned: Canned, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    stats = await _stopped_after_a_round(canned, out)
     sent = len(canned.attempts)
     assert stats.stopped and stats.cancelled == 0
     assert stats.succeeded == sent == len(lines(out)) < 40  # in flight finished, nothing new started
+
+
+async def test_a_rerun_after_a_stop_sends_each_remaining_request_once(canned: Canned, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    await _stopped_after_a_round(canned, out)
+    sent = len(canned.attempts)
     with ResultsFile.open(out) as results:
         rest = await run_batch(
             requests(40), results, settings(canned.url, concurrency=40), reporter=make_reporter("off")
@@ -194,10 +204,9 @@ async def test_stop_finishes_in_flight_and_sends_nothing_new(canned: Canned, tmp
     assert all(len(v) == 1 for v in canned.attempts.values())
 
 
-async def test_grace_runs_out_in_flight_is_cancelled_and_sent_again(canned: Canned, tmp_path: Path) -> None:
+async def _stopped_past_the_grace(canned: Canned, out: Path) -> Any:
     canned.delay_s = 2.0
     stop = asyncio.Event()
-    out = tmp_path / "out.jsonl"
     with ResultsFile.open(out) as results:
         task = asyncio.create_task(
             run_batch(
@@ -211,9 +220,19 @@ async def test_grace_runs_out_in_flight_is_cancelled_and_sent_again(canned: Cann
         while len(canned.attempts) < 3:
             await asyncio.sleep(0.01)
         stop.set()
-        stats = await task
+        return await task
+
+
+async def test_once_the_grace_runs_out_the_requests_in_flight_are_cancelled(canned: Canned, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    stats = await _stopped_past_the_grace(canned, out)
     assert (stats.stopped, stats.cancelled, stats.remaining) == (True, 3, 3)
     assert out.read_text() == ""
+
+
+async def test_a_cancelled_request_is_sent_again_by_the_rerun(canned: Canned, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    await _stopped_past_the_grace(canned, out)
     canned.delay_s = 0.0
     with ResultsFile.open(out) as results:
         rest = await run_batch(requests(3), results, settings(canned.url), reporter=make_reporter("off"))

@@ -48,7 +48,7 @@ def batch_api(cluster: LocalCluster) -> Iterator[client.BatchV1Api]:
         api.delete_namespaced_job(job.metadata.name, NAMESPACE, propagation_policy="Background")
 
 
-def test_the_docs_job_is_accepted_and_parses_as_waiting(
+def test_the_docs_job_is_accepted_as_a_waiting_job(
     cluster: LocalCluster, batch_api: client.BatchV1Api
 ) -> None:
     job = doc_job()
@@ -66,7 +66,7 @@ def test_the_docs_job_is_accepted_and_parses_as_waiting(
     assert not got.get("status", {}).get("active")
 
 
-def test_llmscale_changes_spec_suspend_only_and_gitops_reapply_behaves_as_documented(
+def test_llmscale_owns_only_spec_suspend_as_the_gitops_section_documents(
     cluster: LocalCluster, batch_api: client.BatchV1Api
 ) -> None:
     job = doc_job()

@@ -22,7 +22,7 @@ def line(**fields: Any) -> str:
     return json.dumps({k: v for k, v in request.items() if v is not ...})
 
 
-def test_reads_the_three_endpoints_in_order_and_skips_blank_lines() -> None:
+def test_the_three_endpoints_are_read_in_order_past_blank_lines() -> None:
     lines = [
         line(custom_id="chat"),
         "",
@@ -80,10 +80,20 @@ def test_read_requests_file_errors(tmp_path: Path) -> None:
     assert read_requests(empty) == []
 
 
-def test_shards_split_by_position_and_cover_everything() -> None:
-    requests = parse_requests([line(custom_id=f"r{i}") for i in range(10)])
+def _ten_requests() -> list[Any]:
+    return parse_requests([line(custom_id=f"r{i}") for i in range(10)])
+
+
+def test_shards_split_by_position() -> None:
+    assert [r.custom_id for r in select_shard(_ten_requests(), 1, 3)] == ["r1", "r4", "r7"]
+
+
+def test_shards_cover_everything() -> None:
+    requests = _ten_requests()
     shards = [select_shard(requests, i, 3) for i in range(3)]
-    assert [r.custom_id for r in shards[1]] == ["r1", "r4", "r7"]
     assert sorted(r.custom_id for s in shards for r in s) == sorted(r.custom_id for r in requests)
+
+
+def test_a_shard_index_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="not in"):
-        select_shard(requests, 3, 3)
+        select_shard(_ten_requests(), 3, 3)

@@ -14,7 +14,7 @@ def result(custom_id: str) -> bytes:
     return json.dumps(response_result(custom_id, 200, "req", {"ok": True})).encode() + b"\n"
 
 
-def test_new_file_is_created_and_appended_line_by_line(tmp_path: Path) -> None:
+def test_results_are_appended_line_by_line_to_a_new_file(tmp_path: Path) -> None:
     path = tmp_path / "out.jsonl"
     with ResultsFile.open(path) as results:
         assert results.done == set()
@@ -37,19 +37,29 @@ def test_reopen_reads_back_the_done_ids(tmp_path: Path) -> None:
         assert (results.done, results.torn_bytes, results.duplicates) == ({"a", "b"}, 0, 0)
 
 
-def test_torn_last_line_is_cut_and_its_request_runs_again(tmp_path: Path) -> None:
-    path = tmp_path / "out.jsonl"
+def _with_a_torn_last_line(path: Path) -> None:
     whole = result("a")
     torn = result("b")[:37]  # a SIGKILL or crash in the middle of a write
     path.write_bytes(whole + torn)
+
+
+def test_a_torn_last_line_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    _with_a_torn_last_line(path)
+    with ResultsFile.open(path) as results:
+        assert results.torn_bytes == 37
+
+
+def test_a_torn_last_lines_request_runs_again(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    _with_a_torn_last_line(path)
     with ResultsFile.open(path) as results:
         assert results.done == {"a"}
-        assert results.torn_bytes == 37
         results.append(response_result("b", 200, "req", {}))
     assert [json.loads(x)["custom_id"] for x in path.read_text().splitlines()] == ["a", "b"]
 
 
-@pytest.mark.parametrize(
+DAMAGED = pytest.mark.parametrize(
     ("content", "message"),
     [
         pytest.param(b"not json\n" + result("a"), "out.jsonl:1: not a result line", id="garbage-first"),
@@ -61,11 +71,23 @@ def test_torn_last_line_is_cut_and_its_request_runs_again(tmp_path: Path) -> Non
         ),
     ],
 )
-def test_damaged_file_is_refused_and_left_alone(tmp_path: Path, content: bytes, message: str) -> None:
-    path = tmp_path / "out.jsonl"
+
+
+def _open_refused(path: Path, content: bytes, message: str) -> None:
     path.write_bytes(content)
     with pytest.raises(OutputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ResultsFile.open(path)
+
+
+@DAMAGED
+def test_a_damaged_file_is_refused(tmp_path: Path, content: bytes, message: str) -> None:
+    _open_refused(tmp_path / "out.jsonl", content, message)
+
+
+@DAMAGED
+def test_a_damaged_file_is_left_alone(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "out.jsonl"
+    _open_refused(path, content, message)
     assert path.read_bytes() == content
 
 
