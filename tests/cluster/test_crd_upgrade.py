@@ -51,7 +51,7 @@ def create(cluster: LocalCluster, name: str, spec: dict[str, Any]) -> dict[str, 
     return got
 
 
-def test_the_new_crd_applies_over_the_old_and_old_objects_carry_over(cluster: LocalCluster) -> None:
+def test_the_documented_crd_upgrade_carries_the_old_objects_over(cluster: LocalCluster) -> None:
     try:
         cluster.kubectl("replace", "--field-manager=helm", "-f", str(OLD))
         wait_for("the old schema served", lambda: "mode" not in schema_properties(cluster) and established(cluster))

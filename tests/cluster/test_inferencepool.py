@@ -51,7 +51,7 @@ OP_NS = "routing-op"
 SPEC = LLMDeploymentSpec.model_validate({"model": {"name": "m", "preset": "llama-3.1-8b"}, "engine": {"port": 8080}})
 
 
-def test_the_rendered_pool_selects_the_services_pods_and_port() -> None:
+def test_the_rendered_pool_targets_the_services_pods_on_its_port() -> None:
     pool = inference_pool_manifest("chat", NS, SPEC)
     service = service_manifest("chat", NS, SPEC, {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment",
                                                   "name": "chat", "uid": "u"})
@@ -139,7 +139,7 @@ def test_discovery_tells_a_served_kind_from_one_nobody_serves(cluster: LocalClus
 
 
 @pytest.mark.usefixtures("operator")
-def test_the_operator_applies_its_pool_owned_and_deletes_it_when_disabled(cluster: LocalCluster) -> None:
+def test_the_operator_owns_its_pool_for_as_long_as_routing_wants_it(cluster: LocalCluster) -> None:
     cluster.apply([llmdeployment("chat", {"endpointPicker": {"service": "shared-epp", "port": 9102}})],
                   "argocd-controller")
     pool = wait_for("InferencePool chat applied by the operator", lambda: read_pool(cluster, "chat"), 60)

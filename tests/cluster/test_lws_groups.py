@@ -41,7 +41,7 @@ def placed(lws: LocalCluster) -> Iterator[LocalCluster]:
 
 
 @pytest.mark.slow
-def test_a_worker_stuck_unschedulable_is_seen_and_the_group_billed_whole(placed: LocalCluster) -> None:
+def test_a_leader_worker_group_is_read_as_one_replica_with_its_workers_state(placed: LocalCluster) -> None:
     cluster = placed
     cluster.kubectl("apply", "--server-side", "--field-manager=kubectl", "-f", "-", input=yaml.safe_dump(LWS))
     core = kubernetes.client.CoreV1Api(cluster.api)

@@ -55,10 +55,14 @@ def quick_start_commands(text: str) -> list[list[str]]:
     return commands
 
 
-def test_the_quick_start_parses_into_one_install_and_one_sample() -> None:
+def test_the_quick_start_parses_into_one_install() -> None:
     commands = quick_start_commands(README.read_text())
     assert commands[0][:2] == ["git", "clone"]
     assert [c[:2] for c in commands].count(["helm", "install"]) == 1
+
+
+def test_the_quick_start_applies_one_sample() -> None:
+    commands = quick_start_commands(README.read_text())
     applied = [w for c in commands if c[:2] == ["kubectl", "apply"] for w in c if w.startswith("manifests/")]
     assert applied == ["manifests/samples/namespace.yaml", "manifests/samples/chat.yaml"]
     assert not [c for c in commands if "-k" in c], "no kustomize directory: one sample, not every sample"

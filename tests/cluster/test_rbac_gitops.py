@@ -290,7 +290,7 @@ def clusterwide(cluster: LocalCluster, helm: Path, tmp_path_factory: pytest.Temp
 class TestClusterWideInstall:
     """Ordered steps of one story: Argo CD creates and changes the LLMDeployment, Flux takes over."""
 
-    def test_children_status_and_events_as_the_service_account(self, cluster: LocalCluster) -> None:
+    def test_the_service_accounts_rights_suffice_for_children_with_status(self, cluster: LocalCluster) -> None:
         cluster.apply([llmdeployment(SERVING)], "argocd-controller", force=True)
         svc = kubernetes.client.CoreV1Api(cluster.api)
         wait_for("Service serving/chat", lambda: svc.read_namespaced_service("chat", SERVING))
@@ -312,7 +312,7 @@ class TestClusterWideInstall:
         assert conditions["BatchWindowOpen"]["status"] == "True"
         assert conditions["BatchBacklog"]["status"] == "False", conditions["BatchBacklog"]
 
-    def test_one_of_two_peered_replicas_works_and_the_other_takes_over(self, cluster: LocalCluster,
+    def test_the_standby_peered_replica_takes_over_when_the_working_one_stops(self, cluster: LocalCluster,
                                                                        clusterwide: Install) -> None:
         """Each replica drew its own priority (the peering object's status lists both); the lower
         one stands by (Kopf pauses it) and resumes when the higher one stops. Whether a replica
@@ -380,7 +380,7 @@ class TestClusterWideInstall:
         assert deployment(cluster, SERVING, "chat").spec.replicas == 3
         assert get_llmdep(cluster, SERVING)["status"]["replicas"]["desired"] == 3
 
-    def test_managed_fields_split_spec_from_status_and_replicas(self, cluster: LocalCluster) -> None:
+    def test_managed_fields_split_ownership_between_gitops_and_llmscale(self, cluster: LocalCluster) -> None:
         objects = kubernetes.client.CustomObjectsApi(cluster.api)
         body = objects.get_namespaced_custom_object(GROUP, VERSION, SERVING, PLURAL, "chat")
         entries = body["metadata"]["managedFields"]
@@ -403,7 +403,7 @@ class TestClusterWideInstall:
         child = deployment(cluster, SERVING, "chat")
         assert owners_of(child, "spec", "replicas") == {"llmscale"}
 
-    def test_pods_and_deployments_are_selected_by_the_api_server(self, cluster: LocalCluster,
+    def test_every_pod_or_deployment_read_is_selected_by_the_api_server(self, cluster: LocalCluster,
                                                                 clusterwide: Install) -> None:
         """Issue 11, case 11: the pod and Deployment indexes filtered labels in the operator, so
         every pod event of the cluster streamed to it. Every list and watch of pods and Deployments
@@ -423,8 +423,10 @@ class TestClusterWideInstall:
                       and query(e).get("labelSelector") != ["app.kubernetes.io/managed-by=llmscale"]]
         assert unselected == [], unselected
 
-    def test_no_request_was_refused_and_every_permission_was_used(self, cluster: LocalCluster, clusterwide: Install) -> None:
+    def test_no_request_was_refused(self, cluster: LocalCluster, clusterwide: Install) -> None:
         assert_no_request_refused(cluster, clusterwide)
+
+    def test_every_permission_was_used(self, cluster: LocalCluster, clusterwide: Install) -> None:
         assert_every_permission_used(cluster, clusterwide)
 
     @pytest.mark.parametrize(
@@ -483,7 +485,7 @@ class TestClusterWideInstall:
     def test_rbac_cannot_keep_the_operator_off_the_spec(self, clusterwide: Install) -> None:
         """Kopf's annotations and finalizer need ``patch`` on the LLMDeployment, and RBAC has no
         field-level rules, so the same verb could write spec: what keeps the operator off the spec is
-        its code, shown by managedFields (test_managed_fields_split_spec_from_status_and_replicas)."""
+        its code, shown by managedFields (test_managed_fields_split_ownership_between_gitops_and_llmscale)."""
         review = kubernetes.client.AuthorizationV1Api(clusterwide.client()).create_self_subject_access_review({
             "spec": {"resourceAttributes": {"verb": "patch", "group": GROUP, "resource": PLURAL, "namespace": SERVING}}})
         assert review.status.allowed is True

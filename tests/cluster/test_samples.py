@@ -48,7 +48,7 @@ def delete_namespace(cluster: LocalCluster, name: str) -> None:
             raise
 
 
-def test_every_sample_applies_and_reads_back_as_the_models_fill_it(cluster: LocalCluster) -> None:
+def test_every_sample_reads_back_as_the_models_fill_it(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "--server-side", "--field-manager=argocd-controller", "-k", str(SAMPLES))
     try:
         objects = kubernetes.client.CustomObjectsApi(cluster.api)

@@ -15,7 +15,7 @@ from tests.cluster.helpers import ROOT
 pytestmark = pytest.mark.slow
 
 
-def test_the_scale_benchmark_prints_its_figures_and_the_shards_keep_to_their_namespaces(tmp_path: Path) -> None:
+def test_the_scale_benchmark_reports_its_figures_for_shards_kept_to_their_namespaces(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     # Wide enough that rich wraps none of the figures' labels.
     env = {**{k: v for k, v in os.environ.items() if k != "KUBECONFIG"}, "COLUMNS": "200"}

@@ -165,7 +165,7 @@ class TestKubectlDeployment:
             status(cluster, NS_DEPLOY, "chat").get("pools", {}).get("interactive", {}).get("coldStartsMeasured") == 2))
         assert status(cluster, NS_DEPLOY, "chat")["pools"]["interactive"]["coldStartP90Seconds"] >= 0
 
-    def test_advisory_reports_the_advice_and_writes_nothing(self, cluster: LocalCluster) -> None:
+    def test_advisory_reports_the_advice_without_writing(self, cluster: LocalCluster) -> None:
         since = cluster.audit_offset()
         cluster.apply([llmdeployment("chat", NS_DEPLOY, DEPLOYMENT_REF, mode="Advisory", least=3)], "argocd-controller")
         wait_for("status: advice 3, current 2, ScalingActive=False/Advisory", lambda: (
@@ -178,7 +178,7 @@ class TestKubectlDeployment:
         assert workload_writes(cluster, NS_DEPLOY, since) == []
         assert status_writes(cluster, NS_DEPLOY, since) > 0, "the audit log saw no request of the operator at all"
 
-    def test_paused_holds_and_writes_nothing(self, cluster: LocalCluster) -> None:
+    def test_paused_holds_without_writing(self, cluster: LocalCluster) -> None:
         since = cluster.audit_offset()
         cluster.apply([llmdeployment("chat", NS_DEPLOY, DEPLOYMENT_REF, mode="Paused", least=4)], "argocd-controller")
         wait_for("status: held at 2, the policy would set 4, ScalingActive=False/Paused", lambda: (
@@ -190,7 +190,7 @@ class TestKubectlDeployment:
         assert workload_writes(cluster, NS_DEPLOY, since) == []
         assert status_writes(cluster, NS_DEPLOY, since) > 0
 
-    def test_active_again_writes_and_the_audit_check_sees_it(self, cluster: LocalCluster) -> None:
+    def test_active_again_writes_where_the_audit_check_sees_it(self, cluster: LocalCluster) -> None:
         since = cluster.audit_offset()
         cluster.apply([llmdeployment("chat", NS_DEPLOY, DEPLOYMENT_REF, least=3)], "argocd-controller")
         wait_for("Deployment vllm at 3 replicas", lambda: deployment(cluster, "vllm")["spec"]["replicas"] == 3)
@@ -300,7 +300,7 @@ class TestLeaderWorkerSet:
         assert leaders(cluster) == ["llama-405b-0", "llama-405b-1"]
         assert workload_writes(cluster, NS_LWS, since) == []
 
-    def test_the_scale_permissions_were_used_and_never_refused(self, cluster: LocalCluster) -> None:
+    def test_the_scale_permissions_were_each_used_without_refusal(self, cluster: LocalCluster) -> None:
         used = {((e.get("objectRef") or {}).get("resource"), e["verb"], (e.get("responseStatus") or {}).get("code"))
                 for e in cluster.audit_events(USER) if (e.get("objectRef") or {}).get("subresource") == "scale"}
         assert {("deployments", "get", 200), ("deployments", "patch", 200),

@@ -215,7 +215,7 @@ class TestOnASharedCluster:
         objects(cluster).delete_namespaced_custom_object("keda.sh", "v1alpha1", NS, "scaledobjects", "queue")
         wait_for("SoleAutoscaler=True", lambda: (condition(cluster, "hpa", "SoleAutoscaler") or {}).get("status") == "True")
 
-    def test_a_refused_child_gets_a_condition_an_event_and_a_retry(self, cluster: LocalCluster) -> None:
+    def test_a_refused_child_is_reported_then_applied_on_retry(self, cluster: LocalCluster) -> None:
         """The kind of case 10: any refused apply. A ResourceQuota of 0 Services refuses the
         Service of LLMDeployment ``quota`` (403, exceeded quota): ChildrenApplied=False with the API
         server's answer, an ApplyFailed Warning Event, and the children once the quota goes."""

@@ -83,7 +83,7 @@ def tenancy(cluster: LocalCluster, helm: Path) -> LocalCluster:
     return cluster
 
 
-def test_edit_and_view_carry_llmdeployment_rights_in_their_namespace_only(tenancy: LocalCluster) -> None:
+def test_the_built_in_roles_carry_llmdeployment_rights_in_their_namespace_only(tenancy: LocalCluster) -> None:
     def can(user: str, verb: str, resource: str, ns: str, subresource: str = "") -> bool:
         extra = [f"--subresource={subresource}"] if subresource else []
         return as_user(tenancy, user, "auth", "can-i", verb, resource, "-n", ns, *extra).returncode == 0
