@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -77,7 +78,7 @@ def _sample(t: float, gpus: int, backlog: float | None = None, done: int | None 
     return Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, gpus, gpus, 1, 0, 0, gpus, backlog, None, None, done)
 
 
-def test_summary_counts_slo_attainment_goodput_and_cost_per_million_tokens() -> None:
+def _summary() -> dict[str, Any]:
     results = [
         _result(0.5, 0.5 + 99 * 0.05, 100),   # meets both: TTFT 0.5 s, ITL 50 ms
         _result(3.0, 3.0 + 99 * 0.05, 100),   # TTFT over the 2 s SLO
@@ -89,17 +90,36 @@ def test_summary_counts_slo_attainment_goodput_and_cost_per_million_tokens() -> 
     samples = [_sample(0, 2, 0.0, 0), _sample(1800, 4, 5000.0, 0), _sample(3600, 4, 0.0, 2)]
     s = summarize(results, batch, samples, duration_s=100.0, ttft_slo_s=2.0, itl_slo_s=0.1,
                   gpu_hour_usd=2.5, sent=5, dropped=1, start_hour=6.0, speedup=12.0)
+    return s
+
+
+def test_the_summary_counts_the_slo_attainment() -> None:
+    s = _summary()
     assert s["slo_attainment"] == pytest.approx(1 / 5)
-    assert s["goodput_tok_s"] == pytest.approx(100 / 100.0)
     assert s["requests_ok"] == 3 and s["requests_failed"] == 1 and s["requests_dropped"] == 1
+
+
+def test_the_summary_counts_the_goodput() -> None:
+    assert _summary()["goodput_tok_s"] == pytest.approx(100 / 100.0)
+
+
+def test_the_summary_counts_the_cost_per_million_tokens() -> None:
+    s = _summary()
     assert s["gpu_hours"] == pytest.approx(3.0)
     assert s["cost_usd"] == pytest.approx(7.5)
     assert s["cost_per_million_tokens_usd"] == pytest.approx(7.5 / 550 * 1e6, rel=1e-3)
-    assert "Patel et al." in s["trace"]
+
+
+def test_the_summary_follows_the_batch_backlog_until_drained() -> None:
+    s = _summary()
     assert (s["batch_jobs"], s["batch_jobs_done"], s["batch_results"], s["batch_results_unique"]) == (2, 2, 10, 10)
     assert s["batch_backlog_peak_tokens"] == 5000
     # Drained at wall 3,600 s: 6:00 + 3,600 s × 12 = 18:00 of the compressed day.
     assert s["batch_drained_at_hour"] == pytest.approx(18.0)
+
+
+def test_the_summary_credits_the_trace() -> None:
+    assert "Patel et al." in _summary()["trace"]
 
 
 def test_a_backlog_never_drained_has_no_drain_hour() -> None:
@@ -131,8 +151,11 @@ def test_the_days_jobs_are_suspended_batch_clients_on_their_hostpath_folder(tmp_
     assert batch_outcome(tmp_path, ["batch-09h", "batch-17h"], 5) == BatchOutcome(2, 10, 1, 1, 64)
 
 
-def test_the_repository_is_found_from_below_and_refused_outside(tmp_path: Path) -> None:
+def test_the_repository_is_found_from_below() -> None:
     assert find_repo(REPO / "operator" / "llmscale") == REPO
+
+
+def test_a_folder_outside_the_repository_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DemoError, match="no llmscale checkout"):
         find_repo(tmp_path)
 
@@ -159,15 +182,24 @@ def test_the_cold_start_is_compressed_with_the_day(minutes: float) -> None:
     assert compressed_cold_start(DemoConfig(minutes=1.0, cold_start_real_s=10.0)) == 0.5
 
 
-def test_the_demos_llmdeployment_carries_the_compressed_cold_start_and_the_warm_replicas() -> None:
+def _demo_spec() -> Any:
     from llmscale.api import LLMDeploymentSpec
 
     opens = datetime(2026, 1, 1, 12, 6, tzinfo=UTC)
-    cfg = DemoConfig(minutes=14.0, headroom_replicas=3)
-    manifest = demo_manifest(opens, opens.replace(minute=7), cfg)
-    spec = LLMDeploymentSpec.model_validate(manifest["spec"])  # what the API server would admit
-    assert spec.headroom.cold_start_seconds == compressed_cold_start(cfg)
-    assert spec.headroom.replicas == 3
+    manifest = demo_manifest(opens, opens.replace(minute=7), DemoConfig(minutes=14.0, headroom_replicas=3))
+    return LLMDeploymentSpec.model_validate(manifest["spec"])  # what the API server would admit
+
+
+def test_the_demos_llmdeployment_carries_the_compressed_cold_start() -> None:
+    assert _demo_spec().headroom.cold_start_seconds == compressed_cold_start(DemoConfig(minutes=14.0, headroom_replicas=3))
+
+
+def test_the_demos_llmdeployment_keeps_the_warm_replicas() -> None:
+    assert _demo_spec().headroom.replicas == 3
+
+
+def test_the_demos_batch_window_opens_when_asked() -> None:
+    spec = _demo_spec()
     assert spec.batch is not None and spec.batch.windows[0].start == "12:06"
 
 
@@ -182,23 +214,30 @@ def test_the_rolling_p95_counts_a_request_without_a_first_token_as_late() -> Non
     assert np.isnan(p95[4])  # nothing sent in the 30 s before t = 100
 
 
-def test_the_live_side_counts_the_days_requests_and_the_interactive_pods() -> None:
+LIVE_SAMPLES = [Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, 2, 2, 1, 1, 1, 4, interactive_pods=n)
+                for t, n in ((0.0, 2), (180.0, 3), (360.0, 3))]
+
+
+def _live_side() -> Any:
     results = [_result(0.5, 0.5 + 99 * 0.05, 100), _result(3.0, 3.0 + 99 * 0.05, 100),
                RequestResult(500.0, 100, 10, 200, 1.0, 0.1, 10)]  # sent after the day: not counted
-    samples = [Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, 2, 2, 1, 1, 1, 4, interactive_pods=n)
-               for t, n in ((0.0, 2), (180.0, 3), (360.0, 3))]
-    side = live_side(results, samples, day_s=360.0, ttft_slo_s=2.0, itl_slo_s=0.1, gpus_per_replica=2)
+    return live_side(results, LIVE_SAMPLES, day_s=360.0, ttft_slo_s=2.0, itl_slo_s=0.1, gpus_per_replica=2)
+
+
+def test_the_live_side_counts_the_days_requests() -> None:
+    side = _live_side()
     assert side.mode == "live" and side.slo_attainment == pytest.approx(0.5)
-    # 2 pods × 180 s + 3 pods × 180 s, 2 GPUs each: batch pods (gpus 4) are not counted.
-    assert side.gpu_hours == pytest.approx((2 * 180 + 3 * 180) * 2 / 3600)
     assert side.figures()["slo_attainment"] == 0.5
-    assert live_side([], samples, 360.0, 2.0, 0.1, 1).figures()["slo_attainment"] is None
+    assert live_side([], LIVE_SAMPLES, 360.0, 2.0, 0.1, 1).figures()["slo_attainment"] is None
 
 
-def test_the_same_day_runs_under_the_baselines_in_the_simulator_and_is_drawn_beside_the_live_run(
-        tmp_path: Path) -> None:
-    """A one-minute day at a small rate: every side has figures and curves on the same wall time,
-    and the figure is written."""
+def test_the_live_side_counts_the_interactive_pods_gpus() -> None:
+    # 2 pods × 180 s + 3 pods × 180 s, 2 GPUs each: batch pods (gpus 4) are not counted.
+    assert _live_side().gpu_hours == pytest.approx((2 * 180 + 3 * 180) * 2 / 3600)
+
+
+def _simulated_one_minute_day() -> tuple[DemoConfig, dict[str, Any], float, list[Any]]:
+    """A one-minute day at a small rate under llmscale, HPA and KEDA in the simulator."""
     cfg = DemoConfig(minutes=1.0, peak_rps=1.0)
     opens = datetime(2026, 1, 1, 12, 6, tzinfo=UTC)
     spec = demo_manifest(opens, opens.replace(minute=7), cfg)["spec"]
@@ -208,6 +247,12 @@ def test_the_same_day_runs_under_the_baselines_in_the_simulator_and_is_drawn_bes
     capacity = Capacity(rate_rps=0.75, concurrency=4.8, running=4.7, waiting=0.02, minutes_meeting=1.0, replicas=4,
                         kv_cache_utilization=0.02)
     sides = simulated_sides(spec, day, speedup, base, ("llmscale", "hpa", "keda-queue"), capacity=capacity)
+    return cfg, spec, speedup, sides
+
+
+def test_the_same_day_runs_under_the_baselines_in_the_simulator() -> None:
+    """Every side has figures and curves on the same wall time."""
+    _, spec, _, sides = _simulated_one_minute_day()
     assert [(s.policy, s.mode) for s in sides] == [("llmscale", "simulated"), ("hpa", "simulated"),
                                                    ("keda-queue", "simulated")]
     for side in sides:
@@ -219,6 +264,10 @@ def test_the_same_day_runs_under_the_baselines_in_the_simulator_and_is_drawn_bes
     assert "target 4.7 running requests" in sides[1].setting
     # The simulated day's GPU-hours lie between min and max replicas held all the day long.
     assert spec["replicas"]["min"] * 60 / 3600 <= sides[1].gpu_hours <= spec["replicas"]["max"] * 60 / 3600
+
+
+def test_the_simulated_days_are_drawn_beside_the_live_run(tmp_path: Path) -> None:
+    cfg, _, speedup, sides = _simulated_one_minute_day()
     samples = [Sample(t, 0.0, 0.0, 0.0, 0.0, 0.0, 3, 3, 2, 0, 0, 3, interactive_pods=3) for t in (0.0, 30.0, 60.0)]
     live = live_side([_result(0.2, 1.0, 20)], samples, 60.0, 2.0, 0.1, 1)
     path = plot_compare([live, *sides], tmp_path / "demo-compare.png", 2.0, cfg.minutes, speedup)
