@@ -36,12 +36,12 @@ def test_service_urls_go_to_the_router() -> None:
         f"{ROUTER}/ns/other/svc/chat-batch/v1")
 
 
-def test_host_paths_longest_mount_first_and_only_host_paths() -> None:
+def test_host_paths_list_only_host_path_mounts_longest_first() -> None:
     p = pod([])
     assert host_paths(p, p.spec.containers[0]) == [("/data/in", "/srv/inputs/"), ("/data", "/srv/batch")]
 
 
-def test_the_command_is_the_pods_with_urls_and_mounted_paths_made_local() -> None:
+def test_the_command_is_the_pods_with_its_urls_mounted_paths_made_local() -> None:
     p = pod(["--input=/data/in/requests.jsonl", "--output", "/data/out/results-{shard}.jsonl", "--url",
              "http://chat-batch:8000", "--concurrency=8", "--checkpoint=/scratch/x", "--shards=4"],
             annotations={"batch.kubernetes.io/job-completion-index": "2"})

