@@ -10,9 +10,13 @@ from llmscale import __version__
 from llmscale.cli import VERBS, command, main
 
 
-def test_no_verb_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 2
+def test_no_verb_prints_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    main([])
     assert "VERB" in capsys.readouterr().out
+
+
+def test_no_verb_fails_with_exit_2() -> None:
+    assert main([]) == 2
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

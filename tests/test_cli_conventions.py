@@ -49,14 +49,17 @@ def _options(verb: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
-def test_output_is_a_format_with_its_short_flag_and_yaml_wherever_json_is(verb: str) -> None:
+def test_output_is_a_format_flag_with_its_short_form_on_document_verbs_only(verb: str) -> None:
     options = _options(verb)
     if verb not in DOCUMENT_VERBS:
         assert "--output" not in options and "-o" not in options
         return
-    action = options["--output"]
-    assert options["-o"] is action, "-o must be --output"
-    choices = set(action.choices)  # type: ignore[attr-defined]
+    assert options["-o"] is options["--output"], "-o must be --output"
+
+
+@pytest.mark.parametrize("verb", sorted(DOCUMENT_VERBS))
+def test_output_offers_yaml_wherever_it_offers_json(verb: str) -> None:
+    choices = set(_options(verb)["--output"].choices)  # type: ignore[attr-defined]
     assert choices == DOCUMENT_VERBS[verb]
     assert "json" not in choices or "yaml" in choices
 
@@ -69,7 +72,7 @@ def test_output_is_a_format_with_its_short_flag_and_yaml_wherever_json_is(verb: 
         pytest.param(SIMULATE, id="simulate"),
     ],
 )
-def test_json_and_yaml_hold_the_same_document(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_json_document_equals_the_yaml_one(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "-o", "json"]) == 0
     as_json = json.loads(capsys.readouterr().out)
     assert main([*argv, "-o", "yaml"]) == 0
@@ -80,16 +83,20 @@ def test_json_and_yaml_hold_the_same_document(argv: list[str], capsys: pytest.Ca
     assert as_yaml == as_json and as_json
 
 
-def test_crd_yaml_is_the_checked_in_text_and_goes_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+def test_crd_yaml_on_stdout_is_the_checked_in_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crd", "-o", "yaml"]) == 0
     assert capsys.readouterr().out == crd_yaml()
 
 
-def test_the_old_crd_output_file_flag_is_refused_and_writes_nothing(tmp_path: Path) -> None:
-    target = tmp_path / "crd.yaml"
-    proc = llmscale("crd", "--output", str(target))
+def test_the_old_crd_output_file_flag_is_refused(tmp_path: Path) -> None:
+    proc = llmscale("crd", "--output", str(tmp_path / "crd.yaml"))
     assert proc.returncode == 2
     assert "invalid choice" in proc.stderr and "llmscale crd" in proc.stderr
+
+
+def test_the_old_crd_output_file_flag_writes_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "crd.yaml"
+    llmscale("crd", "--output", str(target))
     assert not target.exists()
 
 
@@ -198,13 +205,20 @@ def test_a_closed_stdout_ends_quietly_with_status_1(argv: list[str]) -> None:
     assert proc.returncode == 1
 
 
-def test_head_gets_its_line_and_llmscale_says_nothing() -> None:
+def _crd_json_through_head() -> subprocess.CompletedProcess[str]:
     """The documented pipeline, through a real shell and ``head``."""
     llmscale_cmd = f"{sys.executable} -m llmscale.cli"
-    proc = subprocess.run(["bash", "-c", f"{llmscale_cmd} crd -o json | head -1"], cwd=ROOT,
+    return subprocess.run(["bash", "-c", f"{llmscale_cmd} crd -o json | head -1"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_head_gets_its_line() -> None:
+    proc = _crd_json_through_head()
     assert proc.returncode == 0 and proc.stdout == "{\n"
-    assert proc.stderr == ""
+
+
+def test_llmscale_says_nothing_when_head_closes_the_pipe() -> None:
+    assert _crd_json_through_head().stderr == ""
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))

@@ -49,12 +49,18 @@ def _complete(words: list[str]) -> list[str]:
     return sorted(w.strip() for w in proc.stdout.splitlines() if w.strip())
 
 
-def test_bash_completes_verbs_flags_and_choices() -> None:
+def test_bash_completes_verbs() -> None:
     assert _complete(["llmscale", "sim"]) == ["simulate"]
     assert _complete(["llmscale", "ren"]) == ["render"]
     assert _complete(["llmscale", "re"]) == ["render", "report"]
     assert sorted(VERBS) == sorted(v for v in _complete(["llmscale", ""]) if not v.startswith("-"))
+
+
+def test_bash_completes_flags() -> None:
     assert "--filename" in _complete(["llmscale", "render", "--f"])
+
+
+def test_bash_completes_choices() -> None:
     assert _complete(["llmscale", "engine", "--gpu", "h2"]) == ["h200"]
     assert _complete(["llmscale", "engine", "--gpu", "h100-s"]) == ["h100-sxm"]
     assert _complete(["llmscale", "completion", "f"]) == ["fish"]

@@ -126,24 +126,29 @@ def test_the_alone_scenarios_run_before_any_other_on_one_worker(run: tuple[Ledge
     assert min(t for t, _, what, *_ in shared if what == "enter") >= max(t for t, *_ in alone)
 
 
-def test_the_beside_cpu_scenario_runs_beside_the_cpu_ones_and_no_other_alone_one(run: tuple[Ledger, Path]) -> None:
+def _spans(rows: Ledger, mode: str) -> list[tuple[float, float]]:
+    """Each hold of the lock in ``mode``: (enter, leave), a class's from its first test to its last."""
+    entered: dict[str, float] = {}
+    out = []
+    for t, pid, what, m, _ in rows:
+        if m == mode and what == "enter":
+            entered[pid] = t
+        elif m == mode and what == "leave":
+            out.append((entered.pop(pid), t))
+    return out
+
+
+def test_the_beside_cpu_scenario_runs_beside_the_cpu_ones(run: tuple[Ledger, Path]) -> None:
     rows, _ = run
+    ((begin, end),) = _spans(rows, "beside-cpu")
+    assert any(b < end and begin < e for b, e in _spans(rows, "cpu")), rows  # the cpu stand-in waited for it
 
-    def span(mode: str) -> list[tuple[float, float]]:
-        """Each hold of the lock in ``mode``: (enter, leave), a class's from its first test to its last."""
-        entered: dict[str, float] = {}
-        out = []
-        for t, pid, what, m, _ in rows:
-            if m == mode and what == "enter":
-                entered[pid] = t
-            elif m == mode and what == "leave":
-                out.append((entered.pop(pid), t))
-        return out
 
-    ((begin, end),) = span("beside-cpu")
-    assert any(b < end and begin < e for b, e in span("cpu")), rows  # the cpu stand-in waited for it
-    # Beside no other alone one (the ledger's times are rounded to 0.1 s).
-    assert all(e <= begin + 0.1 or end <= b + 0.1 for b, e in span("alone")), rows
+def test_the_beside_cpu_scenario_runs_beside_no_other_alone_one(run: tuple[Ledger, Path]) -> None:
+    rows, _ = run
+    ((begin, end),) = _spans(rows, "beside-cpu")
+    # The ledger's times are rounded to 0.1 s.
+    assert all(e <= begin + 0.1 or end <= b + 0.1 for b, e in _spans(rows, "alone")), rows
 
 
 def test_the_cpu_scenarios_come_first(run: tuple[Ledger, Path]) -> None:
@@ -285,7 +290,7 @@ def test_every_selected_test_runs_once(tmp_path: Path, selection: slice) -> None
 
 
 @pytest.mark.parametrize("crash_at", TESTS, ids=[t.removeprefix(P) for t in TESTS])
-def test_a_worker_that_dies_is_replaced_and_every_test_runs(tmp_path: Path, crash_at: str) -> None:
+def test_every_test_runs_when_a_worker_dies(tmp_path: Path, crash_at: str) -> None:
     ran = _drive(tmp_path, TESTS, 3, crash_at=crash_at)
     assert set(ran) == set(TESTS), sorted(set(TESTS) - set(ran))
 

@@ -98,7 +98,7 @@ def llmscale(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
                           cwd=ROOT, timeout=timeout, check=False)
 
 
-def test_simulate_and_render_print_one_line_per_field_on_stderr(tmp_path: Path) -> None:
+def test_each_spec_reading_verb_prints_one_line_per_field_on_stderr(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment",
                                    "metadata": {"name": "chat"},
@@ -173,22 +173,32 @@ def test_not_a_duration(text: str) -> None:
         parse_duration(text)
 
 
-def test_simulate_takes_weeks_and_decimal_minutes() -> None:
+def _simulate_args(duration: str, warmup: str) -> Any:
     from llmscale.cli import build_parser
 
-    args = build_parser("simulate").parse_args(["simulate", "--spec", str(SPEC), "--duration", "1w",
-                                                "--warmup", "1.5m"])
-    assert (args.duration, args.warmup) == (604800.0, 90.0)
+    return build_parser("simulate").parse_args(["simulate", "--spec", str(SPEC), "--duration", duration,
+                                                "--warmup", warmup])
 
 
-def test_the_operators_rate_window_takes_the_same_grammar_and_prometheus_gets_promql() -> None:
+def test_simulate_takes_a_duration_in_weeks() -> None:
+    assert _simulate_args("1w", "1.5m").duration == 604800.0
+
+
+def test_simulate_takes_decimal_minutes() -> None:
+    assert _simulate_args("1w", "1.5m").warmup == 90.0
+
+
+def test_the_operators_rate_window_takes_the_same_grammar() -> None:
     from llmscale.cli import build_parser
     from llmscale.controller.settings import load_settings
-    from llmscale.signals.config import ReaderSettings
 
     args = build_parser("run").parse_args(["run", "--all-namespaces", "--prometheus-rate-window", "1.5m"])
-    settings = load_settings(args, {})
-    assert settings.prometheus_rate_window == "1.5m"
+    assert load_settings(args, {}).prometheus_rate_window == "1.5m"
+
+
+def test_prometheus_gets_the_rate_window_in_promql() -> None:
+    from llmscale.signals.config import ReaderSettings
+
     assert ReaderSettings(rate_window="1.5m").rate_window == "90s"
     assert ReaderSettings(rate_window="1m30s").rate_window == "1m30s"  # PromQL's own, unchanged
     assert ReaderSettings(rate_window="1w").rate_window == "1w"

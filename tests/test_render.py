@@ -57,7 +57,7 @@ def test_every_sample_renders_as_the_operator_builds_it(sample: Path, capsys: py
     assert json.loads(out) == {"apiVersion": "v1", "kind": "List", "items": want}
 
 
-def test_the_chat_sample_shows_the_command_probes_and_grace_period(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_chat_sample_renders_what_a_reviewer_checks_before_gpus_are_spent(capsys: pytest.CaptureFixture[str]) -> None:
     """What a reviewer wants to see before GPUs are spent is in the output."""
     _, out, _ = _render(capsys, "-f", str(ROOT / "manifests/samples/chat.yaml"), "-n", "llm-serving")
     docs = [d for d in yaml.safe_load_all(out) if d]
@@ -109,13 +109,23 @@ def _doc(**spec: Any) -> dict[str, Any]:
             "spec": {"model": {"name": "m", "preset": "llama-3.1-8b"}, **spec}}
 
 
-@pytest.mark.parametrize("mode", ["Advisory", "Paused"])
-def test_a_mode_that_writes_nothing_renders_nothing_and_says_why(mode: str, tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def _render_mode(mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     f = tmp_path / "m.yaml"
     f.write_text(yaml.safe_dump(_doc(mode=mode)))
-    status, out, err = _render(capsys, "-f", str(f))
+    return _render(capsys, "-f", str(f))
+
+
+@pytest.mark.parametrize("mode", ["Advisory", "Paused"])
+def test_a_mode_that_writes_nothing_renders_nothing(mode: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _render_mode(mode, tmp_path, capsys)
     assert (status, out) == (0, "")
+
+
+@pytest.mark.parametrize("mode", ["Advisory", "Paused"])
+def test_a_mode_that_writes_nothing_says_why_it_renders_nothing(mode: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, err = _render_mode(mode, tmp_path, capsys)
     assert f"spec.mode is {mode}" in err
 
 
@@ -137,7 +147,7 @@ def test_an_invalid_spec_is_one_line_naming_the_field(spec: dict[str, Any], fiel
     assert field in line and "Traceback" not in err
 
 
-def test_stdin_and_other_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_stdin_is_read_skipping_other_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 

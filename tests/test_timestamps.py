@@ -54,7 +54,7 @@ def test_what_is_not_rfc3339_is_refused(text: str, message: str) -> None:
         parse_rfc3339(text)
 
 
-def test_a_naive_time_is_utc_only_when_asked_and_never_the_hosts_zone() -> None:
+def test_a_naive_time_is_read_as_utc_when_asked_never_in_the_hosts_zone() -> None:
     # Kopf writes its peering lastseen from datetime.utcnow(): no offset.
     assert parse_rfc3339("2025-01-06T06:00:00", naive_is_utc=True) == T
     assert lenient.parse_rfc3339("2025-01-06T06:00:00") == T
