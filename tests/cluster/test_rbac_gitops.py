@@ -380,7 +380,7 @@ class TestClusterWideInstall:
         assert deployment(cluster, SERVING, "chat").spec.replicas == 3
         assert get_llmdep(cluster, SERVING)["status"]["replicas"]["desired"] == 3
 
-    def test_managed_fields_split_ownership_between_gitops_and_llmscale(self, cluster: LocalCluster) -> None:
+    def test_managed_fields_give_spec_to_gitops_status_to_llmscale(self, cluster: LocalCluster) -> None:
         objects = kubernetes.client.CustomObjectsApi(cluster.api)
         body = objects.get_namespaced_custom_object(GROUP, VERSION, SERVING, PLURAL, "chat")
         entries = body["metadata"]["managedFields"]
@@ -485,7 +485,7 @@ class TestClusterWideInstall:
     def test_rbac_cannot_keep_the_operator_off_the_spec(self, clusterwide: Install) -> None:
         """Kopf's annotations and finalizer need ``patch`` on the LLMDeployment, and RBAC has no
         field-level rules, so the same verb could write spec: what keeps the operator off the spec is
-        its code, shown by managedFields (test_managed_fields_split_ownership_between_gitops_and_llmscale)."""
+        its code, shown by managedFields (test_managed_fields_give_spec_to_gitops_status_to_llmscale)."""
         review = kubernetes.client.AuthorizationV1Api(clusterwide.client()).create_self_subject_access_review({
             "spec": {"resourceAttributes": {"verb": "patch", "group": GROUP, "resource": PLURAL, "namespace": SERVING}}})
         assert review.status.allowed is True
