@@ -103,7 +103,7 @@ def job_events(cluster: Cluster, namespace: str, job: str, reason: str) -> list[
 @pytest.mark.long(300)  # seconds beside others (fresh-clone CI): started first of them
 @pytest.mark.beside_cpu  # it waits for minutes on the clock: beside the real-vLLM scenarios
 @pytest.mark.timeout(600)
-def test_16_jobs_wait_for_their_window_a_near_deadline_goes_first_and_a_closing_window_pauses_without_loss(
+def test_16_batch_jobs_run_in_deadline_order_around_their_window_without_loss(
     cluster: Cluster, namespace: str
 ) -> None:
     if cluster.local_state is None:
@@ -234,7 +234,7 @@ GPU = "nvidia.com/gpu"
 
 @pytest.mark.alone  # holds every free GPU with pods of its own
 @pytest.mark.timeout(300)
-def test_16b_a_job_runs_early_on_idle_gpus_only_when_gpus_are_free_and_the_pool_stays_within_them(
+def test_16b_a_job_runs_early_only_on_idle_gpus_within_the_gpus_free(
     cluster: Cluster, namespace: str
 ) -> None:
     """Issue 13, idle capacity: outside any window, with the interactive SLO safe, a suspended Job
@@ -310,7 +310,7 @@ def test_16b_a_job_runs_early_on_idle_gpus_only_when_gpus_are_free_and_the_pool_
     load.cancel()
 
 
-def test_16c_without_rbac_on_nodes_the_gpus_free_stay_unknown_and_say_why(cluster: Cluster, namespace: str) -> None:
+def test_16c_without_rbac_on_nodes_the_gpus_free_stay_unknown_saying_why(cluster: Cluster, namespace: str) -> None:
     """The operator's read of the GPUs free as a ServiceAccount with no ClusterRole: refused (403),
     no answer rather than a guess, and the reason names the RBAC; with the session's credentials it
     reads every GPU node."""

@@ -176,7 +176,7 @@ FLAPS = 3
 HELD_S = 5.0
 
 
-def test_18_prometheus_flapping_holds_replicas_counts_read_errors_and_scaling_resumes(
+def test_18_prometheus_flapping_holds_the_replicas_counting_read_errors_until_it_recovers(
     cluster: Cluster, namespace: str,
 ) -> None:
     # No scale-down window: right after the load, while its arrivals leave the rate window, the

@@ -14,7 +14,7 @@ core, so the pods' cold start (``headroom.coldStartSeconds``) is 40 s: KWOK turn
   --max-num-seqs 8`` (3,072 tokens of cache) and 1,000 + 800-token requests: vLLM preempts, the
   preemption rate llmscale reads is above its target and its proposal asks for more replicas,
   with the queue and KV-cache targets set out of reach so that they propose nothing.
-- ``test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down``: one replica with
+- ``test_real_engines_scale_up_on_queue_with_kv_cache_pressure_then_back_down``: one replica with
   ``--max-num-seqs 4`` and 64 blocks; an open-loop load of long answers keeps 12 requests in flight:
   the queue and the KV cache pass their targets, llmscale scales 1 -> 2 with every signal known
   (``MetricsAvailable`` True, ``MetricsFresh`` under load, never ``False``), the second engine
@@ -169,7 +169,7 @@ def test_squeezed_cache_preemptions_drive_the_preemption_signal(cluster: Cluster
     print(f"\n[real vLLM] {line}; scenario {time.monotonic() - t0:.0f} s")
 
 
-def test_real_engines_scale_up_on_queue_and_kv_cache_and_back_down(
+def test_real_engines_scale_up_on_queue_with_kv_cache_pressure_then_back_down(
     cluster: Cluster, namespace: str, cpu_work_over: Callable[[], None]
 ) -> None:
     ns = namespace

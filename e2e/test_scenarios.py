@@ -104,7 +104,7 @@ def is_ready(pod: Any) -> bool:
 # ------------------------------------------------------------------------------------------ 1
 
 
-def test_1_apply_creates_owned_labelled_children_and_printer_columns(cluster: Cluster, namespace: str) -> None:
+def test_1_apply_creates_owned_labelled_children_shown_in_printer_columns(cluster: Cluster, namespace: str) -> None:
     cluster.apply(namespace, sample())
     body = cluster.llmdep(namespace, "chat")
     uid = body["metadata"]["uid"]
@@ -174,7 +174,7 @@ class TestLoadCycle:
     load: Future[ReplayReport]
     recorder: Recorder
 
-    def test_2_load_ramp_raises_the_queue_and_scales_up_with_a_reason(self, cluster: Cluster,
+    def test_2_load_ramp_raises_the_queue_scaling_up_with_a_reason(self, cluster: Cluster,
                                                                        class_namespace: str) -> None:
         ns = class_namespace
         # A lenient TTFT SLO: this cycle checks the leading signals. With the sample's 2 s, the
@@ -296,7 +296,7 @@ class TestLoadCycle:
 
 
 @pytest.mark.long(110)  # seconds beside others (fresh-clone CI)
-def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluster, namespace: str) -> None:
+def test_5_batch_pool_runs_in_the_trough_window_draining_after(cluster: Cluster, namespace: str) -> None:
     """The batch pool follows the backlog inside the window: with no Job it stays at 0 even while the
     window is open; a suspended Job (of unknown size, so the pool runs at its bound) gives it one
     replica in the window, reached through Service ``chat-batch``; the window closes, the Job is
@@ -367,7 +367,7 @@ def test_5_batch_pool_runs_in_the_trough_window_and_drains_after(cluster: Cluste
 
 
 @pytest.mark.alone  # fills every GPU of the cluster
-def test_6_not_enough_gpus_leaves_pods_pending_and_the_operator_stops_adding(cluster: Cluster, namespace: str) -> None:
+def test_6_not_enough_gpus_leaves_pods_pending_while_the_operator_stops_adding(cluster: Cluster, namespace: str) -> None:
     nodes = cluster.core.list_node().items
     gpus = sum(int(n.status.allocatable.get("nvidia.com/gpu", "0")) for n in nodes)
     per_replica = max(int(n.status.allocatable.get("nvidia.com/gpu", "0")) for n in nodes)
@@ -507,7 +507,7 @@ def completion(cluster: Cluster, namespace: str, timeout_s: float = 90.0) -> tup
 
 @pytest.mark.long(140)  # seconds beside others (fresh-clone CI)
 @pytest.mark.timeout(600)  # three rate windows to read 0, the scale-down window, then a cold start
-def test_11_scale_from_zero_wakes_on_the_routers_queue_and_returns_to_zero(cluster: Cluster, namespace: str) -> None:
+def test_11_scale_to_zero_round_trip_wakes_on_the_routers_queue(cluster: Cluster, namespace: str) -> None:
     """``replicas.min: 0`` with a wake query on the router's metrics: after a little load the pool
     goes to zero once the scale-down window has passed; a request held by the router wakes it; the
     request is served once the new replica is Ready."""
