@@ -137,7 +137,10 @@ def test_client_certificates_are_kept() -> None:
     assert (info.certificate_path, info.private_key_path, info.ca_path) == ("/c.crt", "/c.key", "/ca.crt")
 
 
-async def test_a_relogin_closes_the_old_session_never_reopening_failed_credentials() -> None:
+@contextlib.asynccontextmanager
+async def _after_a_401() -> AsyncIterator[tuple[Any, Any, Vault, Any, asyncio.Task[Any]]]:
+    """A login handed to Kopf's vault, then a 401 on its credentials: the config, the login, the
+    vault, the first session's context and the vault's wait for a re-login. Closes the vault."""
     config = _config("first")
     login = session_login(lambda memo: config, lambda: ConnectionBudget(4, 1))
     vault = Vault()
@@ -148,7 +151,16 @@ async def test_a_relogin_closes_the_old_session_never_reopening_failed_credentia
     # A 401: Kopf's vault drops the credentials, closes their session and waits for a re-login.
     waiting = asyncio.create_task(vault.invalidate(key, info, exc=RuntimeError("401 Unauthorized")))
     await asyncio.sleep(0)
-    assert first.aiohttp_session.closed
+    try:
+        yield config, login, vault, first, waiting
+    finally:
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, kopf.LoginError):
+            await waiting
+        await vault.close()
+
+
+async def _fail_the_same_credentials(login: Any, vault: Vault, first: Any, waiting: asyncio.Task[Any]) -> None:
     # The same credentials again: the session already handed out (closed), which the vault ignores,
     # as it ignores a ConnectionInfo returned twice; no new session is opened for them.
     assert await login(memo=None) is first
@@ -156,16 +168,30 @@ async def test_a_relogin_closes_the_old_session_never_reopening_failed_credentia
     assert vault.is_empty()
     with pytest.raises(kopf.LoginError):
         await waiting
-    # A refreshed token: a new, open session with the same limit.
-    config.api_key = {"authorization": "second"}
-    second = await login(memo=None)
-    assert second is not first and not second.aiohttp_session.closed
-    assert second.aiohttp_session.connector is not None and second.aiohttp_session.connector.limit == 5
-    await vault.populate({"login": second})
-    _, _, context = await anext(aiter(vault.extended(APIContext, "contexts")))
-    assert context.session is second.aiohttp_session
-    await vault.close()  # the operator's exit
-    assert second.aiohttp_session.closed
+
+
+async def test_a_relogin_closes_the_old_session() -> None:
+    async with _after_a_401() as (_, _, _, first, _):
+        assert first.aiohttp_session.closed
+
+
+async def test_a_relogin_never_reopens_failed_credentials() -> None:
+    async with _after_a_401() as (_, login, vault, first, waiting):
+        await _fail_the_same_credentials(login, vault, first, waiting)
+
+
+async def test_a_refreshed_token_gets_a_new_open_session_with_the_same_limit() -> None:
+    async with _after_a_401() as (config, login, vault, first, waiting):
+        await _fail_the_same_credentials(login, vault, first, waiting)
+        config.api_key = {"authorization": "second"}
+        second = await login(memo=None)
+        assert second is not first and not second.aiohttp_session.closed
+        assert second.aiohttp_session.connector is not None and second.aiohttp_session.connector.limit == 5
+        await vault.populate({"login": second})
+        _, _, context = await anext(aiter(vault.extended(APIContext, "contexts")))
+        assert context.session is second.aiohttp_session
+        await vault.close()  # the operator's exit
+        assert second.aiohttp_session.closed
 
 
 @contextlib.asynccontextmanager

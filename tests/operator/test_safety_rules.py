@@ -33,7 +33,7 @@ T0 = 1717416000.0
 # ------------------------------------------------------------------------------------------ deletion cost
 
 
-def test_each_pod_costs_its_requests_in_flight_with_an_unknown_one_never_idle() -> None:
+def _costs_of_every_kind_of_pod() -> dict[str, int] | None:
     snapshot = SignalSnapshot(observed_at=T0, pods=(
         PodSignals("a", queue_depth=2.0, running_requests=4.0),
         PodSignals("b", queue_depth=0.0, running_requests=0.0),
@@ -42,9 +42,19 @@ def test_each_pod_costs_its_requests_in_flight_with_an_unknown_one_never_idle() 
         PodSignals("e", queue_depth=None, running_requests=1.4),
         PodSignals("g", queue_depth=5000.0, running_requests=256.0),
     ))
-    assert pod_costs(snapshot, ["a", "b", "c", "d", "e", "f", "g"]) == {
-        "a": 6000, "b": 0, "c": UNKNOWN_COST, "d": UNKNOWN_COST, "e": 1000, "f": UNKNOWN_COST,
-        "g": LOAD_MAX * CACHE_SCALE}
+    return pod_costs(snapshot, ["a", "b", "c", "d", "e", "f", "g"])
+
+
+def test_each_pod_costs_its_requests_in_flight() -> None:
+    costs = _costs_of_every_kind_of_pod()
+    assert costs is not None and set(costs) == set("abcdefg")
+    assert {k: costs[k] for k in "abeg"} == {"a": 6000, "b": 0, "e": 1000, "g": LOAD_MAX * CACHE_SCALE}
+
+
+def test_a_pod_of_unknown_load_is_never_idle() -> None:
+    costs = _costs_of_every_kind_of_pod()
+    assert costs is not None
+    assert {k: costs[k] for k in "cdf"} == {"c": UNKNOWN_COST, "d": UNKNOWN_COST, "f": UNKNOWN_COST}
 
 
 def test_among_pods_equally_loaded_the_one_whose_cache_serves_least_goes_first() -> None:
