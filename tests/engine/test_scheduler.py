@@ -253,8 +253,8 @@ def _run_requests(
     return s, run_to_idle(s)
 
 
-@settings(max_examples=60, deadline=None)
-@given(
+#: Requests ``(prompt tokens, max tokens, arrival s)`` and an engine's blocks, step budget and sequences.
+REQUEST_RUNS = given(
     reqs=st.lists(
         st.tuples(st.integers(1, 200), st.integers(1, 60), st.floats(0, 2.0)), min_size=1, max_size=25
     ),
@@ -262,6 +262,10 @@ def _run_requests(
     budget=st.integers(16, 512),
     seqs=st.integers(1, 16),
 )
+
+
+@settings(max_examples=60, deadline=None)
+@REQUEST_RUNS
 def test_every_request_gets_exactly_its_tokens(
     reqs: list[tuple[int, int, float]], blocks: int, budget: int, seqs: int
 ) -> None:
@@ -275,14 +279,7 @@ def test_every_request_gets_exactly_its_tokens(
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    reqs=st.lists(
-        st.tuples(st.integers(1, 200), st.integers(1, 60), st.floats(0, 2.0)), min_size=1, max_size=25
-    ),
-    blocks=st.integers(20, 60),
-    budget=st.integers(16, 512),
-    seqs=st.integers(1, 16),
-)
+@REQUEST_RUNS
 def test_the_blocks_sequences_step_budget_never_overflow(
     reqs: list[tuple[int, int, float]], blocks: int, budget: int, seqs: int
 ) -> None:

@@ -162,12 +162,21 @@ FREE_CASES = given(
 )
 
 
+def _listed_nodes(nodes: list[tuple[int, bool]]) -> list[dict[str, Any]]:
+    """Nodes ``n0``, ``n1``, … of ``(GPUs, ready)``."""
+    return [node(f"n{i}", gpus, ready=ready) for i, (gpus, ready) in enumerate(nodes)]
+
+
+def _bound_pods(pods: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Pods of ``(node index, GPUs)``, bound to those nodes."""
+    return [pod(f"n{i}", gpus) for i, gpus in pods]
+
+
 @FREE_CASES
 def test_free_is_within_the_allocatable(
     nodes: list[tuple[int, bool]], pods: list[tuple[int, int]], interactive: int, batch: int
 ) -> None:
-    listed = [node(f"n{i}", gpus, ready=ready) for i, (gpus, ready) in enumerate(nodes)]
-    bound = [pod(f"n{i}", gpus) for i, gpus in pods]
+    listed, bound = _listed_nodes(nodes), _bound_pods(pods)
     total = sum(gpus for gpus, ready in nodes if ready)
     free = pool_gpus_free(cluster_gpus(listed, bound), spec(), "ns", "chat", interactive, batch)
     assert 0 <= free <= total
@@ -177,8 +186,7 @@ def test_free_is_within_the_allocatable(
 def test_free_falls_as_pods_are_bound(
     nodes: list[tuple[int, bool]], pods: list[tuple[int, int]], interactive: int, batch: int
 ) -> None:
-    listed = [node(f"n{i}", gpus, ready=ready) for i, (gpus, ready) in enumerate(nodes)]
-    bound = [pod(f"n{i}", gpus) for i, gpus in pods]
+    listed, bound = _listed_nodes(nodes), _bound_pods(pods)
     free = pool_gpus_free(cluster_gpus(listed, bound), spec(), "ns", "chat", interactive, batch)
     fewer = pool_gpus_free(cluster_gpus(listed, bound[:-1]), spec(), "ns", "chat", interactive, batch)
     assert fewer >= free

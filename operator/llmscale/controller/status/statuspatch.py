@@ -6,9 +6,9 @@ each condition's status, reason and message with its numbers masked (``newest sa
 and ``newest sample 3 s old`` are the same message), the decision's reasons by their subject and
 verdict with numbers masked (:func:`_verdict`: the text before a reason's first ``": "`` and after
 its last; the arithmetic between them is volatile),
-``status.usageLedger`` (it changes only when a pod goes away), a new scale event or a new
-recommended replica count in ``policyState`` (:func:`memory_material`), and a pool or a headline
-figure of ``status.pools`` appearing or going away (:func:`figures_appeared`).
+``status.usageLedger`` (it changes only when a pod goes away), a new scale event, a new
+recommended replica count or another size in ``policyState`` (:func:`memory_material`), and a
+pool or a headline figure of ``status.pools`` appearing or going away (:func:`figures_appeared`).
 
 What *settles* (written with a material change, or on its own :data:`FIGURES_SETTLE_SECONDS` after
 the last status write): a headline figure moving past its deadband (:func:`figures_material`). A
@@ -129,8 +129,8 @@ def memory_material(old: object, new: object) -> bool:
     """Whether the policy memory ``new`` must be saved over ``old`` (both ``status.policyState``).
 
     Material: a scale event ``old`` lacks, a newest recommendation whose replica count differs
-    from ``old``'s newest, or another ``replicas`` (the size the memory's scale events end at). Not material: more recommendations of the same count, and entries pruned
-    as they age. Safe across a restart because :meth:`ObjectMemory.restored_policy_memory` reads the
+    from ``old``'s newest, or another ``replicas`` (the size the memory's scale events end at). Not
+    material: more recommendations of the same count, and entries pruned as they age. Safe across a restart because :meth:`ObjectMemory.restored_policy_memory` reads the
     saved memory's newest recommendation as held until the restart: every recommendation made since
     the write had that count (else it would have been written), so the restored stabilisation
     windows see the same counts, held at least as long.
