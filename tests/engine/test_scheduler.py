@@ -29,7 +29,7 @@ class LinearCost:
 
     kv_cache_capacity_tokens: int = 16 * 1000
 
-    def step_time(self, decode_seqs: int, kv_tokens_read: int, prefill_tokens: int = 0) -> float:
+    def step_time(self, decode_seqs: int, kv_tokens_read: int, prefill_tokens: int = 0, prefill_pairs: float | None = None) -> float:
         return 0.010 + 1e-6 * kv_tokens_read + 1e-4 * prefill_tokens
 
 

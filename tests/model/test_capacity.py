@@ -41,7 +41,7 @@ class Linear:
 
     kv_cache_capacity_tokens = 10_000_000
 
-    def step_time(self, decode_seqs: Any, kv_tokens_read: Any, prefill_tokens: Any = 0) -> Any:
+    def step_time(self, decode_seqs: Any, kv_tokens_read: Any, prefill_tokens: Any = 0, prefill_pairs: Any = None) -> Any:
         return np.maximum(0.010, (decode_seqs + np.asarray(prefill_tokens, dtype=float)) * 5e-5)
 
 

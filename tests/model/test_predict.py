@@ -41,3 +41,21 @@ def test_latencies_grow_with_the_rate_until_the_prefills_cannot_keep_up(shape: W
         last_ttft, last_itl = p.ttft_p95_s, p.itl_p95_s
         rate *= 2
         assert rate < 1e5
+
+
+@pytest.mark.parametrize("budget", [1024, 2048, 8192])
+def test_at_no_load_a_chunked_prompt_pays_its_whole_attention(budget: int) -> None:
+    """With an attention term, the p95 prompt's TTFT is its chunk steps with each chunk attending to
+    the ones before it: the same attention whatever the step budget."""
+    model = MODEL.with_changes(attention_efficiency=0.05)
+    limits = EngineLimits(max_num_batched_tokens=budget, max_num_seqs=256, context_limit_tokens=8192)
+    idle = predict_latency(model, SHAPE, limits, 1e-6)
+    p = SHAPE.prompt.quantile(0.95)
+    done, want = 0.0, 0.0
+    while done < p - 1e-9:
+        c = min(budget - 1.0, p - done)  # a step's budget less the one decode beside it
+        want += model.step_time(1, 1500, c, c * done + c * c / 2.0)
+        done += c
+    attention_alone = p * p / 2.0 * model.attention_flops_per_token_pair / (model.peak_flops * model.attention_efficiency)
+    assert idle.ttft_p95_s == pytest.approx(want, rel=0.1)
+    assert idle.ttft_p95_s > attention_alone

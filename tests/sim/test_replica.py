@@ -106,8 +106,10 @@ def _poisson(rate: float, seconds: float, seed: int) -> tuple[list[float], list[
     return t.tolist(), prompt.tolist(), out.tolist()
 
 
-def _run_mock_engine(arrival: list[float], prompt: list[int], output: list[int], **cfg: int) -> tuple[np.ndarray, np.ndarray]:
-    sched = Scheduler(SchedulerConfig.from_cost_model(MODEL, **cfg), MODEL)
+def _run_mock_engine(
+    arrival: list[float], prompt: list[int], output: list[int], model: ReplicaModel = MODEL, **cfg: int
+) -> tuple[np.ndarray, np.ndarray]:
+    sched = Scheduler(SchedulerConfig.from_cost_model(model, **cfg), model)
     for i, (a, pr, o) in enumerate(zip(arrival, prompt, output, strict=True)):
         sched.add(EngineRequest(str(i), pr, o, a))
     ttft = np.full(len(arrival), np.nan)
@@ -267,7 +269,7 @@ class _Quadratic:
 
     kv_cache_capacity_tokens = 10_000
 
-    def step_time(self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0) -> float:
+    def step_time(self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0, prefill_pairs: float | None = None) -> float:
         return 0.01 + 1e-12 * kv_tokens_read**2 + 1e-5 * (decode_seqs + prefill_tokens)
 
 
@@ -286,3 +288,46 @@ def test_a_replica_runs_a_model_of_another_form() -> None:
     # It calls step_time itself.
     table, _ = _run_replica([0.0, 0.1], [100, 100], [10, 10], model=_Quadratic())
     assert all(f > 0 for f in table.finish)
+
+
+#: MODEL with an attention term (a calibration of a small model fits one): attention is no longer
+#: free, so how a chunk counts the tokens of its prompt before it shows in every TTFT.
+ATTENTION = MODEL.with_changes(attention_efficiency=0.05)
+
+
+def _lone_prompt_time(model: ReplicaModel, prompt: int, budget: int) -> float:
+    """A lone prompt's chunk steps, each attending to the chunks before it."""
+    total, done = 0.0, 0
+    while done < prompt:
+        c = min(budget, prompt - done)
+        total += model.step_time(0, 0, c, c * done + c * c / 2.0)
+        done += c
+    return total
+
+
+@pytest.mark.parametrize("prompt", [1000, 2048, 5000, 8000])
+def test_a_lone_long_prompts_chunks_attend_to_the_ones_before_them(prompt: int) -> None:
+    table, _ = _run_replica([0.0], [prompt], [2], model=ATTENTION, max_num_batched_tokens=2048)
+    ttft_ref, _ = _run_mock_engine([0.0], [prompt], [2], model=ATTENTION, max_num_batched_tokens=2048)
+    want = _lone_prompt_time(ATTENTION, prompt, 2048)
+    assert table.first_token[0] == pytest.approx(want, rel=1e-9)
+    assert ttft_ref[0] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("budget", [512, 2048, 4096])
+def test_chunking_leaves_a_prompts_attention_as_a_whole_prompts(budget: int) -> None:
+    """The attention of 8,000 tokens in chunks is the attention of 8,000 tokens at once."""
+    def attention(chunk: int) -> float:
+        return _lone_prompt_time(ATTENTION, 8000, chunk) - _lone_prompt_time(MODEL, 8000, chunk)
+
+    assert attention(budget) == pytest.approx(attention(8000), rel=1e-9)
+
+
+@pytest.mark.parametrize("rate", [pytest.param(4.0, id="light"), pytest.param(9.0, id="busy")])
+def test_with_attention_latencies_agree_with_the_mock_engines_scheduler(rate: float) -> None:
+    arrival, prompt, output = _poisson(rate, 120.0, seed=5)
+    table, _ = _run_replica(arrival, prompt, output, model=ATTENTION, max_num_batched_tokens=2048)
+    ttft_ref, _ = _run_mock_engine(arrival, prompt, output, model=ATTENTION, max_num_batched_tokens=2048)
+    ttft = np.array(table.first_token) - np.array(arrival)
+    assert float(np.mean(ttft)) == pytest.approx(float(np.mean(ttft_ref)), rel=0.10)
+    assert float(np.percentile(ttft, 95)) == pytest.approx(float(np.percentile(ttft_ref, 95)), rel=0.10)

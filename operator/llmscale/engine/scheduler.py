@@ -64,9 +64,12 @@ class StepCostModel(Protocol):
         """Tokens of KV cache that fit in GPU memory after weights and activations."""
         ...
 
-    def step_time(self, decode_seqs: int, kv_tokens_read: int, prefill_tokens: int = 0) -> float:
+    def step_time(
+        self, decode_seqs: int, kv_tokens_read: int, prefill_tokens: int = 0, prefill_pairs: float | None = None
+    ) -> float:
         """Seconds of one engine step: ``decode_seqs`` decodes reading ``kv_tokens_read`` tokens
-        of KV cache in total, plus ``prefill_tokens`` prompt tokens (chunked prefill)."""
+        of KV cache in total, plus ``prefill_tokens`` prompt tokens (chunked prefill) with
+        ``prefill_pairs`` query-key pairs (``Σ c·e + c²/2`` over the chunks; ``None``: one chunk alone)."""
         ...
 
 
@@ -364,13 +367,15 @@ class Scheduler:
         decode_seqs = 0
         kv_read = 0
         prefill = 0
+        pairs = 0.0  # a chunk attends to its prompt's earlier tokens and to itself
         for seq, n in scheduled:
             if n == 1 and seq.output_tokens > 0 and seq.num_computed == seq.num_tokens - 1:
                 decode_seqs += 1
                 kv_read += seq.num_tokens
             else:
                 prefill += n
-        end = now + self.cost.step_time(decode_seqs, kv_read, prefill)
+                pairs += n * seq.num_computed + n * n / 2.0
+        end = now + self.cost.step_time(decode_seqs, kv_read, prefill, pairs)
 
         tokens: list[TokenEvent] = []
         finished: list[FinishedRequest] = []

@@ -74,8 +74,9 @@ class StepModel(Protocol):
         """Tokens the paged KV cache holds."""
         ...
 
-    def step_time(self, decode_seqs: Any, kv_tokens_read: Any, prefill_tokens: Any = 0) -> Any:
-        """Seconds of one engine step (floats, or arrays broadcast together)."""
+    def step_time(self, decode_seqs: Any, kv_tokens_read: Any, prefill_tokens: Any = 0, prefill_pairs: Any = None) -> Any:
+        """Seconds of one engine step (floats, or arrays broadcast together; ``prefill_pairs`` as
+        :meth:`~llmscale.model.ReplicaModel.step_time` takes it)."""
         ...
 
 
@@ -458,32 +459,50 @@ def bucket_weights(target_s: float, bounds: Sequence[float]) -> tuple[float, flo
 
 def _prefill(
     model: StepModel,
-    computed: NDArray[np.float64],
+    grid: _Grid,
     running: float,
-    context: float,
     budget: int,
     itl: tuple[float, float, float] | None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64] | None, float, float]:
-    """Per prompt: chunk steps, their total time and their slow count (the bucket-weighted count of
-    steps over the ITL target, :func:`bucket_weights`; ``None`` without ``itl``); and the full
-    chunk's size and time."""
+    """Per prompt of ``grid``: chunk steps, their total time and their slow count (the
+    bucket-weighted count of steps over the ITL target, :func:`bucket_weights`; ``None`` without
+    ``itl``); and the full chunk's size and mean time. Each chunk rides beside ``running`` decodes
+    at the grid's context and attends to the tokens of its prompt before it (a cached prefix, the
+    earlier chunks): full chunk ``k`` to ``cached + k·room`` of them, so a prompt's attention is
+    its whole length's, however it is chunked."""
+    computed = grid.computed
     room = max(float(budget) - running, 1.0)
     full = np.floor(computed / room)
     rest = computed - full * room
-    t_full = chunk_step_time(model, room, running, context)
-    t_rest = np.asarray(model.step_time(running, running * context, rest), dtype=np.float64)
+    kv = running * grid.context
     has_rest = rest > 1e-9
     steps = full + has_rest
+    t_alone = chunk_step_time(model, room, running, grid.context)  # a full chunk with nothing before it
+    t_full: NDArray[np.float64] | float
+    if model.step_time(running, kv, room, 0.0) == t_alone:
+        # No attention term (the planning model): where a chunk sits in its prompt changes nothing.
+        t_full = t_full_mean = t_alone
+        t_rest = np.asarray(model.step_time(running, kv, rest), dtype=np.float64)
+    else:
+        cached = grid.prompt - computed
+        # The full chunks' mean earlier tokens, cached + (full − 1)·room/2: attention is linear in them.
+        earlier = cached + np.maximum(full - 1.0, 0.0) * room / 2.0
+        t_full = np.asarray(model.step_time(running, kv, room, room * room / 2.0 + room * earlier), dtype=np.float64)
+        t_rest = np.asarray(
+            model.step_time(running, kv, rest, rest * rest / 2.0 + rest * (cached + full * room)), dtype=np.float64
+        )
+        chunks = float(full.sum())
+        t_full_mean = float((full * t_full).sum() / chunks) if chunks > 0 else t_alone
     time = full * t_full + np.where(has_rest, t_rest, 0.0)
     if itl is None:
-        return steps, time, None, room, t_full
+        return steps, time, None, room, t_full_mean
     lo, hi, w = itl
 
     def over(bound: float) -> NDArray[np.float64]:
         return (full * (t_full > bound) + (has_rest & (t_rest > bound))).astype(np.float64)
 
     slow = w * over(lo) + (1.0 - w) * over(hi)
-    return steps, time, slow, room, t_full
+    return steps, time, slow, room, t_full_mean
 
 
 def replica_point(
@@ -512,7 +531,7 @@ def replica_point(
 
     def excess(b: float) -> float:
         """``λ(E[G] − 1)/S(B) − B``: zero at the running batch Little's law gives."""
-        steps, time, _, _, _ = _prefill(model, grid.computed, b, ctx, budget, None)
+        steps, time, _, _, _ = _prefill(model, grid, b, budget, None)
         t_d = model.step_time(b, b * ctx, 0)
         busy = lam * _mean(time)
         s_rate = lam * _mean(steps) / busy if busy >= 1.0 else lam * _mean(steps) + (1.0 - busy) / t_d
@@ -540,7 +559,7 @@ def replica_point(
         else:
             hi, f_hi = mid, f_mid
         running = (lo + hi) / 2
-    steps, time, slow, room, t_full = _prefill(model, grid.computed, running, ctx, budget, itl)
+    steps, time, slow, room, t_full = _prefill(model, grid, running, budget, itl)
     assert slow is not None
     t_d = model.step_time(running, running * ctx, 0)
     busy = lam * _mean(time)

@@ -64,14 +64,7 @@ def predict_latency(
     # The targets only shape the slow-step counts, which are not used here.
     point = replica_point(model, shape, limits, 1.0, 1.0, rate_rps)
     grid = _grid(shape, limits.context_limit_tokens)
-    _, time, _, _, _ = _prefill(
-        model,
-        grid.computed,
-        point.running,
-        grid.context,
-        limits.max_num_batched_tokens,
-        None,
-    )
+    _, time, _, _, _ = _prefill(model, grid, point.running, limits.max_num_batched_tokens, None)
     t_d = point.decode_step_s
     lam = rate_rps
     busy = point.prefill_busy

@@ -8,9 +8,11 @@ FLOPs per active parameter per token (one multiply, one add; Kaplan et al., "Sca
 Neural Language Models", 2020, §2.1). The step takes the larger of the two times (the roofline:
 Williams, Waterman, Patterson, CACM 2009).
 
-Not modelled (each makes the model optimistic by a few per cent in its regime): attention FLOPs
-(``4·layers·heads·head_dim`` per token of context, ~10 % of prefill FLOPs at an 8k prompt on
-Llama-3.1-8B), tensor-parallel all-reduce time, scheduler and sampling overhead, and the
+Attention FLOPs (``4·layers·heads·head_dim`` per query-key pair, ~10 % of prefill FLOPs at an 8k
+prompt on Llama-3.1-8B) count only when ``attention_efficiency`` is set (a calibration fits it where
+they show). Not modelled (each makes the model optimistic by a few per cent in its regime):
+tensor-parallel all-reduce time, scheduler and sampling overhead (0 until a calibration fits
+``step_overhead_s`` and ``seq_overhead_s``), and the
 mixture-of-experts saving at tiny batches (all experts are counted as read each step, exact once
 a batch touches every expert, i.e. from about 16 sequences for Mixtral's top-2 of 8).
 
@@ -100,8 +102,10 @@ class ReplicaModel:
         attention_efficiency: achieved share of peak FLOP/s in attention (``QKᵀ`` and ``AV``),
             0–1; ``None`` (default): attention FLOPs are not modelled (a few per cent of a large
             model's step). When set, a step adds ``4 × layers × heads × head_dim × (KV tokens read
-            + prefill tokens² / 2)`` FLOPs at that efficiency — what dominates a small model's long
-            prompts (a prompt's chunk is counted as if it had no earlier chunk before it).
+            + prefill pairs)`` FLOPs at that efficiency — what dominates a small model's long
+            prompts. A prompt chunk of ``c`` tokens after ``e`` earlier tokens of its prompt (its
+            earlier chunks, a cached prefix) has ``c·e + c²/2`` pairs, so a prompt's attention
+            grows with the square of its whole length however it is chunked.
     """
 
     arch: ModelArch
@@ -281,7 +285,9 @@ class ReplicaModel:
     # ---------------------------------------------------------------- times (seconds)
 
     @overload
-    def step_time(self, decode_seqs: Number, kv_tokens_read: Number, prefill_tokens: Number = 0) -> float: ...
+    def step_time(
+        self, decode_seqs: Number, kv_tokens_read: Number, prefill_tokens: Number = 0, prefill_pairs: Number | None = None
+    ) -> float: ...
 
     @overload
     def step_time(
@@ -289,6 +295,7 @@ class ReplicaModel:
         decode_seqs: NDArray[Any] | Number,
         kv_tokens_read: NDArray[Any] | Number,
         prefill_tokens: NDArray[Any] | Number = 0,
+        prefill_pairs: NDArray[Any] | Number | None = None,
     ) -> NDArray[np.float64] | float: ...
 
     def step_time(
@@ -296,6 +303,7 @@ class ReplicaModel:
         decode_seqs: NDArray[Any] | Number,
         kv_tokens_read: NDArray[Any] | Number,
         prefill_tokens: NDArray[Any] | Number = 0,
+        prefill_pairs: NDArray[Any] | Number | None = None,
     ) -> NDArray[np.float64] | float:
         """Seconds of one engine step.
 
@@ -308,6 +316,10 @@ class ReplicaModel:
             decode_seqs: sequences producing one token this step.
             kv_tokens_read: KV-cache tokens the step reads (sum of the decode sequences' contexts).
             prefill_tokens: prompt tokens computed this step (chunked prefill), 0 for pure decode.
+            prefill_pairs: query-key pairs of those prompt tokens, ``Σ c·e + c²/2`` over the
+                step's chunks (``c`` tokens after ``e`` earlier tokens of the same prompt); ``None``
+                (default): one chunk with nothing before it, ``prefill_tokens² / 2``. Only the
+                attention term reads it.
 
         Returns:
             A float for scalar arguments (plain float arithmetic, cheap enough for every engine
@@ -317,10 +329,12 @@ class ReplicaModel:
             isinstance(decode_seqs, (int, float))
             and isinstance(kv_tokens_read, (int, float))
             and isinstance(prefill_tokens, (int, float))
+            and (prefill_pairs is None or isinstance(prefill_pairs, (int, float)))
         ):
             memory = self._weight_time_s + kv_tokens_read * self._kv_time_per_token_s
             compute = (decode_seqs + prefill_tokens) * self._compute_time_per_token_s
-            attention = (kv_tokens_read + prefill_tokens * prefill_tokens / 2.0) * self._attention_time_per_pair_s
+            pairs = prefill_tokens * prefill_tokens / 2.0 if prefill_pairs is None else prefill_pairs
+            attention = (kv_tokens_read + pairs) * self._attention_time_per_pair_s
             return (
                 float(memory if memory >= compute else compute)
                 + self.step_overhead_s
@@ -337,7 +351,8 @@ class ReplicaModel:
         if self._attention_time_per_pair_s:
             p = np.asarray(prefill_tokens, dtype=np.float64)
             kv = np.asarray(kv_tokens_read, dtype=np.float64)
-            overhead = overhead + (kv + p * p / 2.0) * self._attention_time_per_pair_s
+            pairs_a = p * p / 2.0 if prefill_pairs is None else np.asarray(prefill_pairs, dtype=np.float64)
+            overhead = overhead + (kv + pairs_a) * self._attention_time_per_pair_s
         return np.maximum(memory_a, compute_a) + overhead
 
     @overload

@@ -75,7 +75,9 @@ class StepCostModel(Protocol):
         """Tokens of KV cache the replica holds."""
         ...
 
-    def step_time(self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0) -> float:
+    def step_time(
+        self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0, prefill_pairs: float | None = None
+    ) -> float:
         """Seconds of one engine step (see :meth:`llmscale.model.ReplicaModel.step_time`)."""
         ...
 
@@ -561,7 +563,13 @@ class ReplicaEngine:
                 comp = (ndec + p) * lin[2]
                 self.busy_until = t + (mem if mem >= comp else comp)
             else:
-                self.busy_until = t + self._step_time(ndec, kv_dec, p)
+                # Each chunk attends to the tokens of its prompt before it (earlier chunks, a
+                # cached prefix) and to itself; ``pre`` holds what is left to compute.
+                need_col = tab.need
+                pairs = 0.0
+                for r, take in chunks:
+                    pairs += take * (need_col[r] - pre[r]) + take * take / 2.0
+                self.busy_until = t + self._step_time(ndec, kv_dec, p, pairs)
             return self.busy_until
         if ndec == 0:
             self._act = IDLE

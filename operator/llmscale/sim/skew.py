@@ -54,8 +54,11 @@ class SkewedCost:
         """The base model's KV cache: the skew is in time, not memory."""
         return self.base.kv_cache_capacity_tokens
 
-    def step_time(self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0) -> float:
-        """Seconds of one engine step (the roofline with the skewed efficiencies, plus the overhead)."""
+    def step_time(
+        self, decode_seqs: int, kv_tokens_read: float, prefill_tokens: int = 0, prefill_pairs: float | None = None
+    ) -> float:
+        """Seconds of one engine step (the roofline with the skewed efficiencies, plus the overhead;
+        the base has no attention term, so ``prefill_pairs`` changes nothing)."""
         w, kv, comp = self._coeffs  # type: ignore[attr-defined]
         memory = (w + kv_tokens_read * kv) / self.bandwidth
         compute = (decode_seqs + prefill_tokens) * comp / self.compute
