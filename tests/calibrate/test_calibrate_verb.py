@@ -67,7 +67,7 @@ def test_calibrating_the_mock_recovers_its_efficiencies_into_a_spec_the_api_take
         "--url", engine_url, "--model", "llama-3.1-8b", "--gpu", "l40s",
         "--prompt-lengths", "256,2048", "--repeats", "2",
         "--concurrency", "1,8,32", "--point-seconds", "1.5", "--warmup-seconds", "0.5",
-        "--rates", "3", "--rate-seconds", "4", "-o", "json", "--spec-out", str(spec_out),
+        "--rates", "3", "--rate-seconds", "4", "--rate-requests", "12", "-o", "json", "--spec-out", str(spec_out),
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -131,6 +131,8 @@ def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
         pytest.param(["--model", "nope", "--gpu", "l40s"], "unknown model preset", id="unknown-model"),
         pytest.param(["--model", "llama-3.1-8b", "--accelerator", "name=cpu,memory=1e9"], "lacks", id="short-accelerator"),
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--concurrency", "0,2"], "at least 1", id="zero-clients"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--rate-requests", "0"], "at least 1", id="zero-requests"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--repeats", "x"], "an integer", id="repeats-not-a-number"),
     ],
 )
 def test_usage_errors_exit_2_before_any_request(args: list[str], message: str) -> None:

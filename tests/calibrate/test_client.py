@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from llmscale.calibrate.client import EngineClient
+from llmscale.calibrate.client import PROMPT_ID_HIGH, PROMPT_ID_LOW, EngineClient
 
 pytestmark = pytest.mark.timing
 
@@ -101,7 +101,7 @@ async def _gaps(base_url: str, stall_s: float = 0.0) -> tuple[float, ...]:
         if stall_s:
             stalls.append(loop.call_later(0.03, stall))
         try:
-            stream = await EngineClient(base_url, session, "m").complete(4, TOKENS, np.random.default_rng(0))
+            stream = await EngineClient(base_url, session, "m").complete(4, TOKENS)
         finally:
             for handle in stalls:
                 handle.cancel()
@@ -127,3 +127,11 @@ async def test_a_client_off_the_cpu_still_reads_one_step_a_token(server_url: str
     # While the loop is blocked the server streams on; the events waiting in the socket are one read.
     assert 0.5 * STEP_S <= float(np.median(gaps)) <= 2 * STEP_S
     assert float(np.sum(gaps)) == pytest.approx((TOKENS - 1) * STEP_S, rel=0.3)
+
+
+def test_two_runs_never_send_the_same_prompt() -> None:
+    """An engine that served an earlier run would answer a repeated prompt from its prefix cache."""
+    first, second = (EngineClient("http://127.0.0.1:1", None, "m") for _ in range(2))  # type: ignore[arg-type]
+    a = first.prompt_rng.integers(PROMPT_ID_LOW, PROMPT_ID_HIGH, size=16)
+    b = second.prompt_rng.integers(PROMPT_ID_LOW, PROMPT_ID_HIGH, size=16)
+    assert not np.array_equal(a, b)

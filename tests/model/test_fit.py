@@ -269,3 +269,53 @@ def test_recovers_attention_that_dominates_a_small_models_long_prompts() -> None
     without = fit_efficiencies(prior, obs, attention=False)
     assert without.attention_efficiency is None
     assert without.rms_relative_error > 5 * fit.rms_relative_error
+
+
+def _tiny() -> ReplicaModel:
+    from llmscale.model.presets import ModelArch
+
+    arch = ModelArch.from_hf_config(
+        {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 2048},
+        name="tiny",
+    )
+    return ReplicaModel(arch=arch, gpu=CPU)
+
+
+def test_recovers_attention_from_prompts_longer_than_the_step_budget() -> None:
+    """Lone prompts up to the context limit in chunks of a 2,048-token budget: each chunk attends to
+    the ones before it, so the TTFT grows with the square of the whole prompt."""
+    prior = _tiny()
+    truth = prior.with_changes(bandwidth_efficiency=0.2, compute_efficiency=0.3, step_overhead_s=0.001,
+                               attention_efficiency=0.02)
+    obs = [StepObservation(b, b * 128, 0, truth.step_time(b, b * 128, 0)) for b in (1, 4, 16, 32)]
+    for p in (256, 1024, 2048, 3072, 4080):
+        n = -(-p // 2048)
+        c = p / n
+        obs.append(StepObservation(0, 0, c, truth.step_time(0, 0, c, n * c * c / 2), prefill_pairs=n * c * c / 2))
+    fit = fit_efficiencies(prior, obs)
+    assert fit.attention_efficiency == pytest.approx(0.02, rel=0.05)
+    assert fit.rms_relative_error < 0.01
+
+
+def test_tells_a_per_request_cost_from_the_per_step_one() -> None:
+    """A lone prompt's TTFT carries what the request pays once (HTTP, tokenising, streaming the
+    token back); a decode step does not. The fit finds both and puts neither in the other."""
+    truth = _tiny().with_changes(bandwidth_efficiency=0.2, compute_efficiency=0.3, step_overhead_s=0.001)
+    q = 0.004
+    obs = [StepObservation(b, b * 128, 0, truth.step_time(b, b * 128, 0)) for b in (1, 4, 16, 32)]
+    obs += [StepObservation(0, 0, p, truth.step_time(0, 0, p) + q, request_share=1.0) for p in (16, 256, 1024, 2048)]
+    fit = fit_efficiencies(_tiny(), obs)
+    assert fit.request_overhead_s == pytest.approx(q, rel=0.02)
+    assert fit.step_overhead_s == pytest.approx(0.001, rel=0.02)
+    assert fit.rms_relative_error < 0.01
+    # Decode steps alone carry no request: the cost is 0, not a guess.
+    decode_only = fit_efficiencies(_tiny(), [o for o in obs if o.request_share == 0])
+    assert decode_only.request_overhead_s == 0.0
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan")])
+def test_refuses_a_request_share_outside_zero_to_one(share: float) -> None:
+    obs = [StepObservation(1, 128, 0, 0.002), StepObservation(0, 0, 256, 0.005, request_share=share)]
+    with pytest.raises(ValueError, match="request_share"):
+        fit_efficiencies(_tiny(), obs)

@@ -69,12 +69,24 @@ class Stream:
 
 
 class EngineClient:
-    """One engine at ``base_url`` (``http://host:port``), over ``session``."""
+    """One engine at ``base_url`` (``http://host:port``), over ``session``.
 
-    def __init__(self, base_url: str, session: aiohttp.ClientSession, model: str | None = None) -> None:
+    Prompts are random token ids from ``prompt_rng``, by default fresh entropy for each client: a
+    prompt an engine served before (an earlier run with the same seed) would be answered from its
+    prefix cache and time a prefill that never ran.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        session: aiohttp.ClientSession,
+        model: str | None = None,
+        prompt_rng: np.random.Generator | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.session = session
         self.model = model or ""
+        self.prompt_rng = prompt_rng if prompt_rng is not None else np.random.default_rng()
 
     async def probe(self, timeout_s: float = 10.0) -> EngineInfo:
         """Read ``/v1/models``; remember the served model (the first, unless one was given).
@@ -104,13 +116,12 @@ class EngineClient:
         self,
         prompt_tokens: int,
         output_tokens: int,
-        rng: np.random.Generator,
         on_gap: Callable[[float, float], None] | None = None,
     ) -> Stream:
         """Send one streamed completion and time its tokens; ``on_gap(now, gap_s)`` is called for
         each token after the first as it arrives (so a caller that cancels keeps what came)."""
         loop = asyncio.get_running_loop()
-        ids = rng.integers(PROMPT_ID_LOW, PROMPT_ID_HIGH, size=max(1, prompt_tokens)).tolist()
+        ids = self.prompt_rng.integers(PROMPT_ID_LOW, PROMPT_ID_HIGH, size=max(1, prompt_tokens)).tolist()
         body = {
             "model": self.model,
             "prompt": ids,

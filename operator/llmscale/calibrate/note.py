@@ -27,7 +27,9 @@ __all__ = [
     "Figure",
     "Measurement",
     "fit_measurement",
+    "itl_spread",
     "knee_batch",
+    "lone_prompt_steps",
     "note_figures",
     "observations",
     "shape_of",
@@ -66,19 +68,28 @@ class Measurement:
     mix: str = ""
 
 
+def lone_prompt_steps(prompt_tokens: int, budget: int) -> tuple[int, float, float]:
+    """How a lone prompt is computed: ``(n, c, pairs)``, ``n`` chunk steps of ``c = P/n`` tokens
+    (the step budget bounds a chunk), chunk ``k`` after ``k·c`` earlier tokens, so ``pairs = n·c²/2``
+    query-key pairs a step on average (``P²/2`` in all, however it is chunked)."""
+    n = max(1, math.ceil(prompt_tokens / max(budget, 1)))
+    c = prompt_tokens / n
+    return n, c, n * c * c / 2.0
+
+
 def observations(m: Measurement) -> list[StepObservation]:
     """The step times the fit explains: each decode point's median ITL is one decode step of its
-    running batch; each lone prompt within the step budget's median TTFT is one prefill step."""
+    running batch; each lone prompt's median TTFT is its chunk steps (:func:`lone_prompt_steps`)
+    and the per-request cost once."""
     out: list[StepObservation] = []
     for d in m.decode:
         if d.itl.samples and math.isfinite(d.itl.p50_s) and d.itl.p50_s > 0:
             b = max(d.running, 1.0)
             out.append(StepObservation(b, b * d.context_tokens, 0.0, d.itl.p50_s))
     for p in m.prefill:
-        # One step each: a longer prompt's later chunks attend to the earlier ones, which a step's
-        # shape does not carry; those prompts are shown beside the model, not fitted.
-        if p.prompt_tokens <= m.max_num_batched_tokens and p.ttft.samples and p.ttft.p50_s > 0:
-            out.append(StepObservation(0.0, 0.0, p.prompt_tokens, p.ttft.p50_s))
+        if p.ttft.samples and math.isfinite(p.ttft.p50_s) and p.ttft.p50_s > 0:
+            n, c, pairs = lone_prompt_steps(p.prompt_tokens, m.max_num_batched_tokens)
+            out.append(StepObservation(0.0, 0.0, c, p.ttft.p50_s / n, prefill_pairs=pairs, request_share=1.0 / n))
     return out
 
 
@@ -89,6 +100,27 @@ def fit_measurement(prior: ReplicaModel, m: Measurement) -> EfficiencyFit:
         ValueError: fewer than two usable points.
     """
     return fit_efficiencies(prior, observations(m))
+
+
+def itl_spread(m: Measurement, batch: float) -> float:
+    """How far a steady batch's ITL p95 lies above its median on this engine, at a running batch of
+    ``batch``: the decode sweep's p95 / p50 (the batch sweep, at its one context), linearly
+    interpolated in the running batch and held at the ends; 1 without a usable point.
+
+    The model and the simulator time a step as a constant; a real engine's steps at one batch
+    scatter (the scheduler, sampling, streaming, the host's other work: on a 2-core CPU host the
+    load generator too), and an ITL p95 is read from that scatter. Measured, not modelled: the
+    calibrated model's ITL p95 is its step times this ratio.
+    """
+    ctx = m.decode[0].context_tokens if m.decode else 0.0
+    pts = sorted(
+        (max(d.running, 1.0), d.itl.p95_s / d.itl.p50_s)
+        for d in m.decode
+        if d.context_tokens == ctx and d.itl.samples and d.itl.p50_s > 0 and math.isfinite(d.itl.p95_s)
+    )
+    if not pts:
+        return 1.0
+    return max(float(np.interp(batch, [b for b, _ in pts], [r for _, r in pts])), 1.0)
 
 
 def shape_of(lengths: Sequence[tuple[int, int]], source: str) -> WorkloadShape:
@@ -184,15 +216,26 @@ def simulated_latency(
     seconds: float = 600.0,
     warmup_s: float = 60.0,
     seed: int = 0,
+    arrivals: Sequence[tuple[float, int, int]] = (),
 ) -> tuple[float, float]:
-    """``(ITL p95, TTFT p95)`` of one simulated replica under Poisson arrivals at ``rate_rps`` with
-    lengths drawn from ``lengths``, seconds, read from fine histograms (:data:`FINE_BOUNDS_S`)."""
-    rng = np.random.default_rng(seed)
-    n = max(1, int(rng.poisson(rate_rps * seconds)))
-    arrival = np.sort(rng.uniform(0.0, seconds, n))
-    pick = rng.integers(len(lengths), size=n)
-    prompt = np.array([lengths[i][0] for i in pick], dtype=np.int64)
-    output = np.array([lengths[i][1] for i in pick], dtype=np.int64)
+    """``(ITL p95, TTFT p95)`` of one simulated replica, seconds, read from fine histograms
+    (:data:`FINE_BOUNDS_S`): under ``arrivals`` when given (``(seconds, prompt, output)`` of each
+    request: the very requests an engine got, so that the comparison carries no sampling noise of
+    its own), else under Poisson arrivals at ``rate_rps`` for ``seconds`` with lengths drawn from
+    ``lengths``. Latencies of the first ``warmup_s`` (in 15 s windows) are not counted."""
+    if arrivals:
+        arrival = np.array([a for a, _, _ in arrivals], dtype=np.float64)
+        prompt = np.array([p for _, p, _ in arrivals], dtype=np.int64)
+        output = np.array([g for _, _, g in arrivals], dtype=np.int64)
+        seconds = float(arrival.max()) + 1e-3
+    else:
+        rng = np.random.default_rng(seed)
+        n = max(1, int(rng.poisson(rate_rps * seconds)))
+        arrival = np.sort(rng.uniform(0.0, seconds, n))
+        pick = rng.integers(len(lengths), size=n)
+        prompt = np.array([lengths[i][0] for i in pick], dtype=np.int64)
+        output = np.array([lengths[i][1] for i in pick], dtype=np.int64)
+    n = len(arrival)
     trace = Trace(arrival, prompt, output, np.zeros(n, dtype=bool), 0.0, seconds, source="calibration rate point")
     engine = EngineConfig(
         max_num_seqs=limits.max_num_seqs,
@@ -215,12 +258,20 @@ def simulated_latency(
 
 
 def note_figures(
-    m: Measurement, prior: ReplicaModel, fitted: ReplicaModel, *, simulate_rates: bool = True
+    m: Measurement,
+    prior: ReplicaModel,
+    fitted: ReplicaModel,
+    *,
+    simulate_rates: bool = True,
+    request_s: float = 0.0,
 ) -> list[Figure]:
     """The capacity note's figures, measured beside the roofline before and after calibration:
     ITL at each measured batch, each lone prompt's TTFT, the knee, the peak decode throughput
     (all fitted), and at each fixed rate the ITL and TTFT p95 (out of sample; with the simulator
-    when ``simulate_rates``)."""
+    when ``simulate_rates``; the calibrated model's and the simulator's ITL p95 times the engine's
+    measured spread, :func:`itl_spread`). ``request_s``: the fit's per-request cost
+    (:attr:`~llmscale.model.fit.EfficiencyFit.request_overhead_s`), seconds, added to every TTFT
+    the calibrated model and the simulator give (a constant shifts a quantile by itself)."""
     figs: list[Figure] = []
     for d in m.decode:
         b = max(d.running, 1.0)
@@ -234,15 +285,14 @@ def note_figures(
             )
         )
     for p in m.prefill:
-        n = max(1, math.ceil(p.prompt_tokens / m.max_num_batched_tokens))
+        n, c, pairs = lone_prompt_steps(p.prompt_tokens, m.max_num_batched_tokens)
         figs.append(
             Figure(
                 f"TTFT of a lone {p.prompt_tokens:,}-token prompt",
                 "ms",
                 p.ttft.p50_s * 1e3,
-                n * prior.step_time(0, 0, p.prompt_tokens / n) * 1e3,
-                n * fitted.step_time(0, 0, p.prompt_tokens / n) * 1e3,
-                fitted=n == 1,
+                n * prior.step_time(0, 0, c, pairs) * 1e3,
+                (n * fitted.step_time(0, 0, c, pairs) + request_s) * 1e3,
             )
         )
     if m.decode:
@@ -268,10 +318,16 @@ def note_figures(
         for r in m.rates:
             before = predict_latency(prior, shape, limits, r.rate_rps)
             after = predict_latency(fitted, shape, limits, r.rate_rps)
-            sim = simulated_latency(fitted, m.lengths, r.rate_rps, limits) if simulate_rates else (None, None)
+            sim = (
+                simulated_latency(fitted, m.lengths, r.rate_rps, limits, warmup_s=r.warmup_s, arrivals=r.arrivals)
+                if simulate_rates
+                else (None, None)
+            )
+            spread = itl_spread(m, after.running)
             figs.append(Figure(f"ITL p95 at {r.rate_rps:.2f} req/s", "ms", r.itl.p95_s * 1e3, before.itl_p95_s * 1e3,
-                               after.itl_p95_s * 1e3, None if sim[0] is None else sim[0] * 1e3, fitted=False))
+                               after.itl_p95_s * spread * 1e3, None if sim[0] is None else sim[0] * spread * 1e3,
+                               fitted=False))
             figs.append(Figure(f"TTFT p95 at {r.rate_rps:.2f} req/s", "ms", r.ttft.p95_s * 1e3,
-                               before.ttft_p95_s * 1e3, after.ttft_p95_s * 1e3,
-                               None if sim[1] is None else sim[1] * 1e3, fitted=False))
+                               before.ttft_p95_s * 1e3, (after.ttft_p95_s + request_s) * 1e3,
+                               None if sim[1] is None else (sim[1] + request_s) * 1e3, fitted=False))
     return figs

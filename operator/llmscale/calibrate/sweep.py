@@ -89,6 +89,9 @@ class RatePoint:
         errors: of those, the ones that failed.
         running: mean running requests the engine reported.
         ttft / itl: the latencies of the counted requests.
+        warmup_s: seconds from the point's start before requests counted.
+        arrivals: every request sent, warm-up included: ``(seconds after the point's start, prompt
+            tokens, output tokens)``, so that a model can be run on the very requests the engine got.
     """
 
     rate_rps: float
@@ -97,6 +100,8 @@ class RatePoint:
     running: float
     ttft: LatencyStats
     itl: LatencyStats
+    warmup_s: float = 0.0
+    arrivals: tuple[tuple[float, int, int], ...] = ()
 
 
 class _Sampler:
@@ -129,7 +134,6 @@ async def measure_prefill(
     client: EngineClient,
     lengths: Sequence[int],
     repeats: int,
-    rng: np.random.Generator,
     progress: Callable[[str], None] = lambda _: None,
 ) -> list[PrefillPoint]:
     """TTFT of lone requests at each prompt length, ``repeats`` times each."""
@@ -137,7 +141,7 @@ async def measure_prefill(
     for n in lengths:
         ttfts = []
         for _ in range(repeats):
-            s = await client.complete(n, 2, rng)
+            s = await client.complete(n, 2)
             if s.ok and s.ttft_s is not None:
                 ttfts.append(s.ttft_s)
         point = PrefillPoint(n, LatencyStats.of(ttfts))
@@ -153,7 +157,6 @@ async def measure_decode(
     output_tokens: int,
     seconds: float,
     warmup_s: float,
-    rng: np.random.Generator,
     progress: Callable[[str], None] = lambda _: None,
 ) -> DecodePoint:
     """``concurrency`` closed-loop clients for ``warmup_s + seconds``; the gaps of the tokens that
@@ -171,7 +174,7 @@ async def measure_decode(
 
     async def worker() -> None:
         while loop.time() < end:
-            await client.complete(prompt_tokens, output_tokens, rng, on_gap)
+            await client.complete(prompt_tokens, output_tokens, on_gap)
 
     async def start_sampling() -> None:
         await asyncio.sleep(warmup_s)
@@ -215,6 +218,7 @@ async def measure_rate(
     t0 = loop.time()
     begin, end = t0 + warmup_s, t0 + warmup_s + seconds
     tasks: list[asyncio.Task[Stream]] = []
+    sent: list[tuple[float, int, int]] = []
     sampler = _Sampler(client)
     sampling = False
     at = t0
@@ -229,7 +233,8 @@ async def measure_rate(
             sampler.start()
             sampling = True
         p, g = lengths[int(rng.integers(len(lengths)))]
-        tasks.append(asyncio.create_task(client.complete(p, g, rng)))
+        sent.append((loop.time() - t0, p, g))
+        tasks.append(asyncio.create_task(client.complete(p, g)))
     done, pending = await asyncio.wait(tasks, timeout=drain_s) if tasks else (set(), set())
     for task in pending:
         task.cancel()
@@ -244,6 +249,8 @@ async def measure_rate(
         running=running if running is not None else math.nan,
         ttft=LatencyStats.of([s.ttft_s for s in ok if s.ttft_s is not None]),
         itl=LatencyStats.of([g for s in ok for g in s.gaps_s]),
+        warmup_s=warmup_s,
+        arrivals=tuple(sent),
     )
     progress(
         f"rate {rate_rps:7.2f} req/s: {point.requests} requests ({point.errors} failed), running {point.running:5.1f}, "

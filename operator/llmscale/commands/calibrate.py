@@ -29,7 +29,7 @@ from typing import Any
 
 from llmscale.commands.output import add_output_argument, write_document
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_arguments", "default_prompt_lengths", "main"]
 
 
 def _ints(text: str) -> list[int]:
@@ -40,6 +40,16 @@ def _ints(text: str) -> list[int]:
     if any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"values must be at least 1, got {text!r}")
     return values
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
 
 
 def _floats(text: str) -> list[float]:
@@ -71,6 +81,19 @@ def _accelerator(text: str) -> dict[str, Any]:
     return out
 
 
+def default_prompt_lengths(limit: int) -> list[int]:
+    """The lone prompts measured by default for a context limit of ``limit`` tokens: 16, 64, 256,
+    1,024, then 2,048 doubling below the limit, three quarters of it and the limit less 16
+    (room for the output), ascending and each below ``limit − 2``. E.g. 4,096: 16, 64, 256,
+    1,024, 2,048, 3,072, 4,080."""
+    lengths = {16, 64, 256, 1024, limit * 3 // 4, limit - 16}
+    n = 2048
+    while n < limit - 16:
+        lengths.add(n)
+        n *= 2
+    return sorted(x for x in lengths if 1 <= x < limit - 2)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``calibrate`` options to ``parser``."""
     from llmscale.data import BUNDLED_TRACES, DEFAULT_TRACE
@@ -96,10 +119,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the engine's step token budget (default: vLLM's for the accelerator)")
     parser.add_argument("--max-num-seqs", type=int, default=None, metavar="S",
                         help="the engine's most running requests (default: vLLM's for the accelerator)")
-    parser.add_argument("--prompt-lengths", type=_ints, default=[16, 64, 256, 1024, 2048, 4000], metavar="N,N,…",
-                        help="lone prompts measured, tokens (default 16,64,256,1024,2048,4000; below the context); "
-                        "those over the step budget are shown, not fitted")
-    parser.add_argument("--repeats", type=int, default=5, help="requests per prompt length (default 5)")
+    parser.add_argument("--prompt-lengths", type=_ints, default=None, metavar="N,N,…",
+                        help="lone prompts measured, tokens (default 16,64,256,1,024, then doubling from 2,048 "
+                        "up to the context limit, with three quarters of it and the limit itself: a long "
+                        "prompt's attention grows with its square, and only long prompts show it)"),
+    parser.add_argument("--repeats", type=_count, default=5, help="requests per prompt length (default 5)")
     parser.add_argument("--concurrency", type=_ints, default=[1, 2, 4, 8, 16, 32], metavar="N,N,…",
                         help="closed-loop clients of the batch sweep (the knee) (default 1,2,4,8,16,32)")
     parser.add_argument("--decode-prompt-tokens", type=int, default=64, help="prompt of the decode sweep (default 64)")
@@ -117,8 +141,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rates.add_argument("--rate-fractions", type=_floats, default=[0.3, 0.6, 0.85], metavar="F,F,…",
                        help="fixed rates as fractions of the fitted saturation rate (default 0.3,0.6,0.85)")
     rates.add_argument("--no-rates", action="store_true", help="skip the fixed-rate points")
-    parser.add_argument("--rate-seconds", type=float, default=30.0, help="measured seconds per rate point (default 30)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of prompts, lengths and arrivals (default 0)")
+    parser.add_argument("--rate-seconds", type=float, default=30.0,
+                        help="measured seconds per rate point, at least (default 30)")
+    parser.add_argument("--rate-requests", type=_count, default=200,
+                        help="requests each rate point counts, at least: it runs max(--rate-seconds, N / rate) "
+                        "seconds (default 200; a p95 of a few dozen requests is one long prompt more or less)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the rate points' lengths and arrivals (default 0); the prompts' tokens are fresh "
+                        "each run, so that an engine's prefix cache cannot answer them")
     parser.add_argument("--spec-out", type=Path, default=None, metavar="FILE",
                         help="write the spec fragment (spec.model.calibration, spec.resources.accelerator) as YAML")
     add_output_argument(parser, ("table", "json", "yaml"), "table")
@@ -205,20 +234,21 @@ async def _run(args: argparse.Namespace, prior: Any, budget: int, max_seqs: int)
         print(f"Calibrating {info.model} at {args.url} (context {limit:,} tokens)", file=sys.stderr, flush=True)
         _progress("warm-up: 3 requests, discarded")
         for _ in range(3):
-            await client.complete(32, 8, rng)
-        lengths = [n for n in args.prompt_lengths if n < limit - 2]
-        prefill = await measure_prefill(client, lengths, args.repeats, rng, _progress)
+            await client.complete(32, 8)
+        wanted_lengths = args.prompt_lengths if args.prompt_lengths is not None else default_prompt_lengths(limit)
+        lengths = [n for n in wanted_lengths if n < limit - 2]
+        prefill = await measure_prefill(client, lengths, args.repeats, _progress)
         decode = []
         for n in args.concurrency:
             decode.append(
                 await measure_decode(client, n, args.decode_prompt_tokens, args.decode_output_tokens,
-                                     args.point_seconds, args.warmup_seconds, rng, _progress)
+                                     args.point_seconds, args.warmup_seconds, _progress)
             )
         for p in args.context_prompt_tokens:
             if p + args.decode_output_tokens < limit:
                 decode.append(
                     await measure_decode(client, args.context_concurrency, p, args.decode_output_tokens,
-                                         args.point_seconds, args.warmup_seconds, rng, _progress)
+                                         args.point_seconds, args.warmup_seconds, _progress)
                 )
         m = Measurement(args.url, info.model, limit, budget, max_seqs, prefill, decode)
         fit = fit_measurement(prior, m)
@@ -240,16 +270,17 @@ async def _run(args: argparse.Namespace, prior: Any, budget: int, max_seqs: int)
                 _progress(f"saturation estimate from the fit: {sat:.2f} req/s")
                 wanted = [f * sat for f in args.rate_fractions]
             for r in wanted:
-                rates.append(await measure_rate(client, r, pairs, args.rate_seconds, args.warmup_seconds, rng, _progress))
+                seconds = max(args.rate_seconds, args.rate_requests / r)
+                rates.append(await measure_rate(client, r, pairs, seconds, args.warmup_seconds, rng, _progress))
         m = Measurement(args.url, info.model, limit, budget, max_seqs, prefill, decode, rates, pairs,
                         f"{Path(str(args.trace)).name} lengths (outputs ≤ {limit // 4:,}, prompts clipped to the context)")
         _progress("simulating the rate points with the calibrated model")
-        figures = note_figures(m, prior, fitted)
+        figures = note_figures(m, prior, fitted, request_s=fit.request_overhead_s)
     return m, prior, fit, figures
 
 
 def _document(args: argparse.Namespace, m: Any, prior: Any, fit: Any, figures: list[Any]) -> dict[str, Any]:
-    from llmscale.calibrate.note import Figure
+    from llmscale.calibrate.note import Figure, itl_spread
 
     def num(x: float | None, digits: int = 4) -> float | None:
         return None if x is None or not math.isfinite(x) else round(float(x), digits)
@@ -287,6 +318,7 @@ def _document(args: argparse.Namespace, m: Any, prior: Any, fit: Any, figures: l
             "step_overhead_s": num(fit.step_overhead_s, 6),
             "seq_overhead_s": num(fit.seq_overhead_s, 7),
             "attention_efficiency": None if fit.attention_efficiency is None else num(fit.attention_efficiency, 5),
+            "request_overhead_s": num(fit.request_overhead_s, 6),
             "bandwidth_identified": fit.bandwidth_identified,
             "compute_identified": fit.compute_identified,
             "rms_relative_error": num(fit.rms_relative_error),
@@ -295,6 +327,13 @@ def _document(args: argparse.Namespace, m: Any, prior: Any, fit: Any, figures: l
             "prior_bandwidth_efficiency": prior.bandwidth_efficiency,
             "prior_compute_efficiency": prior.compute_efficiency,
         },
+        # ITL p95 / p50 of a steady batch (the batch sweep): the scatter the rate points' ITL p95
+        # figures are multiplied by (llmscale.calibrate.note.itl_spread).
+        "itl_spread": [
+            [num(max(d.running, 1.0), 2), num(itl_spread(m, max(d.running, 1.0)), 3)]
+            for d in m.decode
+            if m.decode and d.context_tokens == m.decode[0].context_tokens
+        ],
         "figures": [
             {
                 "name": f.name,
@@ -376,7 +415,8 @@ def _render(doc: dict[str, Any]) -> None:
             f"{f['compute_efficiency']} (prior {f['prior_compute_efficiency']}"
             f"{'' if f['compute_identified'] else ', not reached by the data'}), per-step overhead "
             f"{f['step_overhead_s'] * 1e3:.3f} ms, per-sequence {f['seq_overhead_s'] * 1e3:.4f} ms, attention "
-            f"efficiency {f['attention_efficiency'] if f['attention_efficiency'] is not None else 'not needed'}; rms error {f['rms_relative_error']:.1%} over {f['observations']} points. "
+            f"efficiency {f['attention_efficiency'] if f['attention_efficiency'] is not None else 'not needed'}, "
+            f"per-request {(f.get('request_overhead_s') or 0.0) * 1e3:.2f} ms (added to TTFT); rms error {f['rms_relative_error']:.1%} over {f['observations']} points. "
             "* out of sample (not fitted)."
         ),
     )

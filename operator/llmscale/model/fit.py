@@ -2,7 +2,7 @@
 
 The model (:meth:`~llmscale.model.ReplicaModel.step_time`) says one engine step takes
 
-    ``t = o + s·d + a·A + max(u·m, v·f)``,
+    ``t = o + s·d + a·A + max(u·m, v·f)``  (``+ q`` when the figure is a request's TTFT),
 
 with ``m`` the step's bytes (weights + KV reads) over the accelerator's *peak* bandwidth and ``f``
 its FLOPs (``2 × active parameters × tokens``) over the *peak* FLOP/s, both in seconds; ``u = 1 /
@@ -10,11 +10,14 @@ bandwidth efficiency`` and ``v = 1 / compute efficiency`` (each ≥ 1: no engine
 datasheet), ``o ≥ 0`` the per-step overhead and ``s ≥ 0`` what each of the ``d`` decoding
 sequences adds (sampling, detokenising, streaming); ``A`` is the step's attention FLOPs over the
 peak FLOP/s and ``a = 1 / attention efficiency`` (kept only when attention explains a visible share
-of some step: small models, long prompts). Given measured steps (a decode batch's median ITL,
-a lone prompt's TTFT), this finds ``(o, u, v)`` by weighted least squares on the *relative* error
+of some step: small models, long prompts). ``q ≥ 0`` is what a request pays once on its way to
+the first token beyond its prefill steps (HTTP, tokenising, queueing in the API server, streaming
+the token back): a lone prompt's TTFT carries it, a decode step does not, so the two kinds of
+measurement tell it from ``o``. Given measured steps (a decode batch's median ITL, a lone prompt's
+TTFT), this finds ``(o, s, a, q, u, v)`` by weighted least squares on the *relative* error
 (an error of 1 ms matters at a 2 ms step, not at a 2 s prefill).
 
-For a fixed ratio ``r = v/u`` the model is ``o + s·d + a·A + u·max(m, r·f)``: linear in ``(o, s, a, u)``,
+For a fixed ratio ``r = v/u`` the model is ``o + s·d + a·A + q + u·max(m, r·f)``: linear in ``(o, s, a, q, u)``,
 solved by least squares with the bounds kept; the ratio is searched on a log grid, then refined
 around the best point. Where no
 measured step is compute-bound the data cannot say how fast compute is (only that it is at least
@@ -49,6 +52,11 @@ class StepObservation:
         prefill_tokens: prompt tokens computed in the step.
         seconds: measured duration of one such step, seconds (> 0).
         weight: relative weight in the fit (e.g. how many samples the figure stands on), > 0.
+        prefill_pairs: query-key pairs of the prompt tokens (``Σ c·e + c²/2`` over the chunks,
+            :meth:`~llmscale.model.ReplicaModel.step_time`); ``None``: one chunk alone.
+        request_share: the share of a request's per-request cost ``q`` the figure carries: 1 for
+            a lone prompt's TTFT, ``1/n`` for one of its ``n`` chunk steps' share of it, 0 for a
+            step the engine timed (a decode step, an engine-side prefill time).
     """
 
     decode_seqs: float
@@ -56,6 +64,8 @@ class StepObservation:
     prefill_tokens: float
     seconds: float
     weight: float = 1.0
+    prefill_pairs: float | None = None
+    request_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,9 @@ class EfficiencyFit:
         seq_overhead_s: seconds each decoding sequence adds to a step, ≥ 0.
         attention_efficiency: achieved share of peak FLOP/s in attention, or ``None`` when attention
             explains no visible share of any step (then it is left out of the model).
+        request_overhead_s: seconds a request pays once before its first token beyond its prefill
+            steps, ≥ 0 (0 without TTFT observations). Not a model field: whoever predicts a TTFT
+            adds it (:mod:`llmscale.calibrate.note`).
         rms_relative_error: root mean square of (model − measured) / measured over the observations.
         max_relative_error: the largest |model − measured| / measured.
         bandwidth_identified: some observation is memory-bound under the fit (else the figure is
@@ -82,6 +95,7 @@ class EfficiencyFit:
     step_overhead_s: float
     seq_overhead_s: float
     attention_efficiency: float | None
+    request_overhead_s: float
     rms_relative_error: float
     max_relative_error: float
     bandwidth_identified: bool
@@ -117,22 +131,24 @@ def _solve(
     x: NDArray[np.float64],
     d: NDArray[np.float64],
     att: NDArray[np.float64],
+    req: NDArray[np.float64],
     y: NDArray[np.float64],
     w: NDArray[np.float64],
-) -> tuple[float, float, float, float, float]:
-    """Weighted least squares of ``y ≈ o + s·d + a·att + u·x`` with ``o, s, a ≥ 0`` and ``u ≥ 1``
-    (a small active set: a coefficient that leaves its bound is fixed there and the rest re-solved);
-    returns ``(o, s, a, u, loss)``."""
+) -> tuple[float, float, float, float, float, float]:
+    """Weighted least squares of ``y ≈ o + s·d + a·att + q·req + u·x`` with ``o, s, a, q ≥ 0`` and
+    ``u ≥ 1`` (a small active set: a coefficient that leaves its bound is fixed there and the rest
+    re-solved); returns ``(o, s, a, q, u, loss)``."""
     sw = np.sqrt(w)
-    cols = np.stack([np.ones_like(x), d, att, x], axis=1)
-    bounds = (0.0, 0.0, 0.0, 1.0)
+    cols = np.stack([np.ones_like(x), d, att, req, x], axis=1)
+    bounds = (0.0, 0.0, 0.0, 0.0, 1.0)
+    k = len(bounds)
     fixed: dict[int, float] = {}
-    coef = np.zeros(4)
-    for _ in range(5):
-        free = [i for i in range(4) if i not in fixed]
+    coef = np.zeros(k)
+    for _ in range(k + 1):
+        free = [i for i in range(k) if i not in fixed]
         target = y - sum((cols[:, i] * v for i, v in fixed.items()), np.zeros_like(y))
         sol = np.linalg.lstsq(cols[:, free] * sw[:, None], target * sw, rcond=None)[0] if free else np.zeros(0)
-        coef = np.zeros(4)
+        coef = np.zeros(k)
         for i, v in fixed.items():
             coef[i] = v
         for i, v in zip(free, sol, strict=True):
@@ -143,14 +159,18 @@ def _solve(
         for i in low:
             fixed[i] = bounds[i]
     resid = cols @ coef - y
-    return float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]), float((w * resid * resid).sum())
+    o, s, a, q, u = (float(c) for c in coef)
+    return o, s, a, q, u, float((w * resid * resid).sum())
 
 
 def _attention_units(model: ReplicaModel, obs: Sequence[StepObservation]) -> NDArray[np.float64]:
     """Each step's attention time at the peak FLOP/s, seconds (the roofline's attention term)."""
     kv = np.array([o.kv_tokens_read for o in obs], dtype=np.float64)
-    p = np.array([o.prefill_tokens for o in obs], dtype=np.float64)
-    return (kv + p * p / 2.0) * model.attention_flops_per_token_pair / (model.peak_flops * model.gpus)
+    pairs = np.array(
+        [o.prefill_tokens * o.prefill_tokens / 2.0 if o.prefill_pairs is None else o.prefill_pairs for o in obs],
+        dtype=np.float64,
+    )
+    return (kv + pairs) * model.attention_flops_per_token_pair / (model.peak_flops * model.gpus)
 
 
 def fit_efficiencies(
@@ -162,7 +182,8 @@ def fit_efficiencies(
     (kept only when it explains a visible share of some step).
 
     Raises:
-        ValueError: fewer than two observations, or a non-positive or non-finite duration or weight.
+        ValueError: fewer than two observations, a non-positive or non-finite duration or weight, or
+            a request share outside [0, 1].
     """
     obs = list(observations)
     if len(obs) < 2:
@@ -170,6 +191,8 @@ def fit_efficiencies(
     for ob in obs:
         if not (math.isfinite(ob.seconds) and ob.seconds > 0 and math.isfinite(ob.weight) and ob.weight > 0):
             raise ValueError(f"observation durations and weights must be positive and finite: {ob}")
+        if not 0.0 <= ob.request_share <= 1.0:
+            raise ValueError(f"an observation's request_share must be in [0, 1]: {ob}")
     m, f = _unit_times(model, obs)
     y = np.array([ob.seconds for ob in obs], dtype=np.float64)
     # Relative error: weight each squared residual by 1/y².
@@ -182,29 +205,31 @@ def fit_efficiencies(
     else:
         lo, hi = 0.0, 1.0
     d = np.array([ob.decode_seqs for ob in obs], dtype=np.float64)
-    def search(att: NDArray[np.float64]) -> tuple[float, float, float, float, float, float]:
+    req = np.array([ob.request_share for ob in obs], dtype=np.float64)
+
+    def search(att: NDArray[np.float64]) -> tuple[float, float, float, float, float, float, float]:
         lo_, hi_ = lo, hi
         grid = np.logspace(lo_, hi_, 121)
-        best = (math.inf, 1.0, 0.0, 0.0, 0.0, 1.0)  # loss, r, o, s, a, u
+        best = (math.inf, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)  # loss, r, o, s, a, q, u
         for _ in range(5):  # refine around the best ratio, four times
             for r in grid:
-                o_r, s_r, a_r, u_r, loss = _solve(np.maximum(m, r * f), d, att, y, w)
+                o_r, s_r, a_r, q_r, u_r, loss = _solve(np.maximum(m, r * f), d, att, req, y, w)
                 if r * u_r >= 1.0 - 1e-12 and loss < best[0]:  # v = r·u ≥ 1
-                    best = (loss, float(r), o_r, s_r, a_r, u_r)
+                    best = (loss, float(r), o_r, s_r, a_r, q_r, u_r)
             step = (hi_ - lo_) / (len(grid) - 1)
             lo_, hi_ = math.log10(best[1]) - 2 * step, math.log10(best[1]) + 2 * step
             grid = np.logspace(lo_, hi_, 17)
         return best
 
     no_att = np.zeros_like(y)
-    loss, r, o, seq, a, u = search(no_att)
+    loss, r, o, seq, a, q, u = search(no_att)
     att = _attention_units(model, obs) if attention else no_att
     if attention:
         # Attention is one more free coefficient: keep it only when it explains much more (a fifth
         # of the squared error) and a visible share (1 %) of some step; its efficiency is 1/a.
         with_att = search(att)
         if with_att[0] < 0.8 * loss and bool((with_att[4] * att > 0.01 * y).any()):
-            loss, r, o, seq, a, u = with_att
+            loss, r, o, seq, a, q, u = with_att
     v = r * u
     attention_efficiency = min(1.0 / a, 1.0) if a > 0 else None
     if attention_efficiency is None:
@@ -221,7 +246,7 @@ def fit_efficiencies(
     if not bandwidth_identified:
         u_max = float((v * f / m).min())
         u = max(min(prior_u, u_max), 1.0)
-    pred = o + seq * d + a * att + np.maximum(u * m, v * f)
+    pred = o + seq * d + a * att + q * req + np.maximum(u * m, v * f)
     rel = (pred - y) / y
     return EfficiencyFit(
         bandwidth_efficiency=min(1.0 / u, 1.0),
@@ -229,6 +254,7 @@ def fit_efficiencies(
         step_overhead_s=max(o, 0.0),
         seq_overhead_s=max(seq, 0.0),
         attention_efficiency=attention_efficiency,
+        request_overhead_s=max(q, 0.0),
         rms_relative_error=float(np.sqrt(np.mean(rel * rel))),
         max_relative_error=float(np.abs(rel).max()),
         bandwidth_identified=bandwidth_identified,
@@ -289,5 +315,7 @@ def live_observations(windows: Sequence[LiveWindow]) -> list[StepObservation]:
             obs.append(StepObservation(w.running, w.running * w.context_tokens, 0.0, w.itl_mean_s, weight))
         if w.prompt_tokens >= 1 and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:
             n = max(1, math.ceil(w.prompt_tokens / max(w.budget_tokens, 1)))
-            obs.append(StepObservation(0.0, 0.0, w.prompt_tokens / n, w.prefill_mean_s / n, weight))
+            # n chunks of c = P/n, chunk k after k·c earlier tokens: n·c²/2 pairs a chunk on average.
+            c = w.prompt_tokens / n
+            obs.append(StepObservation(0.0, 0.0, c, w.prefill_mean_s / n, weight, prefill_pairs=n * c * c / 2.0))
     return obs

@@ -281,7 +281,8 @@ def calibrate(spec: LLMDeploymentSpec, record: LiveRecord) -> LiveCalibration | 
         if not kind:
             return None
         return math.exp(sum(o.weight * math.log(o.seconds / model.step_time(o.decode_seqs, o.kv_tokens_read,
-                                                                           o.prefill_tokens)) for o in kind)
+                                                                           o.prefill_tokens, o.prefill_pairs))
+                            for o in kind)
                         / sum(o.weight for o in kind))
 
     decode_ratio, prefill_ratio = ratio(False), ratio(True)
@@ -294,7 +295,7 @@ def calibrate(spec: LLMDeploymentSpec, record: LiveRecord) -> LiveCalibration | 
     fit = fit_efficiencies(model, live + prior, attention=model.attention_efficiency is not None)
     # The error that matters is on what the engines measured, not on the prior's own points.
     fitted = fit.apply(model)
-    rel = [(fitted.step_time(o.decode_seqs, o.kv_tokens_read, o.prefill_tokens) - o.seconds) / o.seconds for o in live]
+    rel = [(fitted.step_time(o.decode_seqs, o.kv_tokens_read, o.prefill_tokens, o.prefill_pairs) - o.seconds) / o.seconds for o in live]
     rms = math.sqrt(sum(r * r for r in rel) / len(rel))
     fit = replace(fit, rms_relative_error=rms, max_relative_error=max(abs(r) for r in rel), observations=len(live))
     minutes = len(windows)
