@@ -24,6 +24,11 @@ def test_the_docs_hold_the_table_of_the_stored_run() -> None:
     assert (ROOT / "benchmarks" / "results" / "fidelity-vllm-cpu.md").read_text().strip() == table
 
 
+def test_the_readme_holds_the_rate_points_of_the_stored_run() -> None:
+    doc = json.loads((ROOT / "benchmarks" / "results" / "fidelity-vllm-cpu.json").read_text())
+    assert _fidelity().rate_table(doc, 0.15) in (ROOT / "README.md").read_text()
+
+
 def _doc(errors: list[float]) -> dict[str, Any]:
     figures = [
         {"name": f"ITL p95 at {i + 1}.00 req/s", "unit": "ms", "measured": 10.0, "roofline": 5.0,
@@ -40,3 +45,4 @@ def test_the_verdict_follows_the_largest_error_after_calibration() -> None:
     fidelity = _fidelity()
     assert fidelity.table(_doc([0.05, -0.14]), 0.15).endswith("target 15%: met.")
     assert fidelity.table(_doc([0.05, -0.16]), 0.15).endswith("target 15%: NOT met.")
+    assert fidelity.rate_table(_doc([0.05, -0.16]), 0.15).endswith("target 15%: NOT met.")
