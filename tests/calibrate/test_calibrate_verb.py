@@ -20,6 +20,8 @@ import pytest
 import yaml
 
 from llmscale.api import LLMDeploymentSpec
+from llmscale.calibrate.sweep import DecodePoint, LatencyStats, RatePoint
+from llmscale.commands.calibrate import MeasurementFailed, _check_points
 from llmscale.localcluster.ports import free_port
 from llmscale.model import ReplicaModel
 
@@ -87,6 +89,7 @@ def test_calibrating_the_mock_recovers_its_efficiencies_into_a_spec_the_api_take
     assert fit["rms_relative_error"] < 0.1
     # Progress for each point went to stderr; the batch grew with the clients.
     assert "decode   32 clients" in done.stderr and "rate" in done.stderr
+    assert "rate    3.00 req/s: sending for 4 s" in done.stderr  # 12 requests at 3 req/s: the 4 s asked
     running = [d["running"] for d in doc["decode"][:3]]  # the batch sweep; the context sweep follows
     assert running == sorted(running) and running[-1] > 8
     assert [d["context_tokens"] for d in doc["decode"][3:]] == [512 + 64, 2048 + 64]
@@ -132,6 +135,18 @@ def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
         pytest.param(["--model", "llama-3.1-8b", "--accelerator", "name=cpu,memory=1e9"], "lacks", id="short-accelerator"),
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--concurrency", "0,2"], "at least 1", id="zero-clients"),
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--rate-requests", "0"], "at least 1", id="zero-requests"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--rate-seconds", "-3"], "must be positive", id="negative-seconds"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--rate-max-seconds", "inf"], "must be positive", id="endless-point"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--warmup-seconds", "-5"], "must be 0 or more", id="negative-warm-up"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--decode-output-tokens", "0"], "at least 1", id="no-output"),
+        pytest.param(["--model", "llama-3.1-8b", "--accelerator", "name=cpu,memory=1e9,bandwidth=1e10,flops=inf"],
+                     "positive finite", id="infinite-flops"),
+        pytest.param(["--model", "llama-3.1-8b", "--accelerator", "name=,memory=1e9,bandwidth=1e10,flops=1e12"],
+                     "name must not be empty", id="unnamed-accelerator"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--spec-out", "/nonexistent/x.yaml"],
+                     "not a file in an existing folder", id="spec-out-nowhere"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--trace", "/nonexistent/trace.csv"], "--trace",
+                     id="missing-trace"),
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--repeats", "x"], "an integer", id="repeats-not-a-number"),
     ],
 )
@@ -140,3 +155,17 @@ def test_usage_errors_exit_2_before_any_request(args: list[str], message: str) -
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _point(concurrency: int, samples: int) -> DecodePoint:
+    return DecodePoint(concurrency, float(concurrency), 128.0, LatencyStats(samples, 0.002, 0.003, 0.004), 100.0)
+
+
+def test_a_point_that_measured_nothing_fails_the_run_naming_it() -> None:
+    """An engine that stopped answering mid-sweep, or refused the sweep's requests: no spec."""
+    with pytest.raises(MeasurementFailed, match="decode at 8 clients"):
+        _check_points([], [_point(1, 50), _point(8, 0)], [])
+    rate = RatePoint(2.0, 10, 9, 1.0, LatencyStats(1, 0.1, 0.1, 0.1), LatencyStats(1, 0.002, 0.002, 0.002))
+    with pytest.raises(MeasurementFailed, match="9 of 10 requests failed"):
+        _check_points([], [], [rate])
+    _check_points([], [_point(1, 50), _point(8, 20)], [])  # every point measured: no error

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from llmscale.calibrate.client import PROMPT_ID_HIGH, PROMPT_ID_LOW, EngineClient
+from llmscale.calibrate.client import PROMPT_ID_HIGH, PROMPT_ID_LOW, EngineClient, EngineUnreachable
 
 pytestmark = pytest.mark.timing
 
@@ -55,6 +55,23 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+#: /v1/models answers an engine should not give: each must read as "no model", not a crash.
+ODD_MODELS = {
+    "strings": {"data": ["a"]},
+    "empty-card": {"data": [{}]},
+    "not-a-list": {"data": 5},
+    "a-list": [{"id": "m"}],
+}
+
+
+async def _odd_models(request: web.Request) -> web.Response:
+    return web.json_response(ODD_MODELS[request.match_info["kind"]])
+
+
+async def _html(request: web.Request) -> web.Response:
+    return web.Response(text="<html><body>not metrics</body></html>", content_type="text/html")
+
+
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     """The stand-in server on 127.0.0.1, in a thread of its own (so it streams on while the test's
@@ -67,6 +84,8 @@ def server_url() -> Iterator[str]:
     async def start() -> None:
         app = web.Application()
         app.router.add_post("/{burst}/{logprobs}/v1/completions", _stream)
+        app.router.add_get("/odd/{kind}/v1/models", _odd_models)
+        app.router.add_get("/odd/{kind}/metrics", _html)
         r = web.AppRunner(app)
         await r.setup()
         site = web.TCPSite(r, "127.0.0.1", 0)
@@ -135,3 +154,21 @@ def test_two_runs_never_send_the_same_prompt() -> None:
     a = first.prompt_rng.integers(PROMPT_ID_LOW, PROMPT_ID_HIGH, size=16)
     b = second.prompt_rng.integers(PROMPT_ID_LOW, PROMPT_ID_HIGH, size=16)
     assert not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("kind", sorted(ODD_MODELS))
+def test_an_odd_model_list_reads_as_no_model(server_url: str, kind: str) -> None:
+    async def probe() -> None:
+        async with aiohttp.ClientSession() as session:
+            await EngineClient(f"{server_url}/odd/{kind}", session).probe()
+
+    with pytest.raises(EngineUnreachable, match="lists no model"):
+        asyncio.run(probe())
+
+
+def test_metrics_that_are_not_prometheus_text_read_as_unknown(server_url: str) -> None:
+    async def running() -> float | None:
+        async with aiohttp.ClientSession() as session:
+            return await EngineClient(f"{server_url}/odd/html", session, "m").running()
+
+    assert asyncio.run(running()) is None

@@ -102,15 +102,16 @@ class EngineClient:
                 body = await resp.json(content_type=None)
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             raise EngineUnreachable(f"cannot reach {url}: {exc or type(exc).__name__}") from None
-        cards = body.get("data") if isinstance(body, dict) else None
+        data = body.get("data") if isinstance(body, dict) else None
+        cards = [c for c in data if isinstance(c, dict) and c.get("id")] if isinstance(data, list) else []
         if not cards:
-            raise EngineUnreachable(f"GET {url} lists no model")
+            raise EngineUnreachable(f"GET {url} lists no model (no data[].id in its answer)")
         card = next((c for c in cards if c.get("id") == self.model), None) if self.model else cards[0]
         if card is None:
             raise EngineUnreachable(f"{url} does not serve {self.model!r}; it serves {[c.get('id') for c in cards]}")
         self.model = str(card["id"])
         limit = card.get("max_model_len")
-        return EngineInfo(self.model, int(limit) if isinstance(limit, int) else None)
+        return EngineInfo(self.model, limit if isinstance(limit, int) and limit > 0 else None)
 
     async def complete(
         self,
@@ -157,7 +158,7 @@ class EngineClient:
                                 for _ in range(n):
                                     on_gap(now, (now - last) / n)
                         last = now
-        except (aiohttp.ClientError, TimeoutError):
+        except (aiohttp.ClientError, TimeoutError, ValueError):  # ValueError: an event that is not JSON
             status = 0
         return Stream(start, prompt_tokens, output_tokens, status, ttft, tuple(gaps))
 
@@ -171,10 +172,13 @@ class EngineClient:
         except (aiohttp.ClientError, TimeoutError):
             return None
         total: float | None = None
-        for family in text_string_to_metric_families(text):
-            if family.name in RUNNING_GAUGES:
-                for sample in family.samples:
-                    total = (total or 0.0) + float(sample.value)
+        try:
+            for family in text_string_to_metric_families(text):
+                if family.name in RUNNING_GAUGES:
+                    for sample in family.samples:
+                        total = (total or 0.0) + float(sample.value)
+        except ValueError:  # not Prometheus text (an HTML page at /metrics): unreadable, not fatal
+            return None
         return total
 
 

@@ -52,6 +52,24 @@ def _count(text: str) -> int:
     return value
 
 
+def _seconds(text: str, *, zero: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+        raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'positive'}, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> float:
+    return _seconds(text, zero=False)
+
+
+def _non_negative(text: str) -> float:
+    return _seconds(text, zero=True)
+
+
 def _floats(text: str) -> list[float]:
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
@@ -78,6 +96,11 @@ def _accelerator(text: str) -> dict[str, Any]:
     missing = set(keys) - set(out)
     if missing:
         raise argparse.ArgumentTypeError(f"--accelerator lacks {', '.join(sorted(missing))}")
+    if not out["name"].strip():
+        raise argparse.ArgumentTypeError("--accelerator name must not be empty")
+    for key in ("memory", "bandwidth", "flops"):
+        if not (math.isfinite(out[key]) and out[key] > 0):
+            raise argparse.ArgumentTypeError(f"--accelerator {key} must be a positive finite number, got {out[key]!r}")
     return out
 
 
@@ -115,9 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, default=1, help="devices per replica, tensor parallel (default 1)")
     parser.add_argument("--weight-dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="(default bf16)")
     parser.add_argument("--kv-dtype", choices=("bf16", "fp16", "fp8"), default="bf16", help="(default bf16)")
-    parser.add_argument("--max-num-batched-tokens", type=int, default=None, metavar="T",
+    parser.add_argument("--max-num-batched-tokens", type=_count, default=None, metavar="T",
                         help="the engine's step token budget (default: vLLM's for the accelerator)")
-    parser.add_argument("--max-num-seqs", type=int, default=None, metavar="S",
+    parser.add_argument("--max-num-seqs", type=_count, default=None, metavar="S",
                         help="the engine's most running requests (default: vLLM's for the accelerator)")
     parser.add_argument("--prompt-lengths", type=_ints, default=None, metavar="N,N,…",
                         help="lone prompts measured, tokens (default 16,64,256,1,024, then doubling from 2,048 "
@@ -126,14 +149,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=_count, default=5, help="requests per prompt length (default 5)")
     parser.add_argument("--concurrency", type=_ints, default=[1, 2, 4, 8, 16, 32], metavar="N,N,…",
                         help="closed-loop clients of the batch sweep (the knee) (default 1,2,4,8,16,32)")
-    parser.add_argument("--decode-prompt-tokens", type=int, default=64, help="prompt of the decode sweep (default 64)")
-    parser.add_argument("--decode-output-tokens", type=int, default=128, help="output of the decode sweep (default 128)")
+    parser.add_argument("--decode-prompt-tokens", type=_count, default=64, help="prompt of the decode sweep (default 64)")
+    parser.add_argument("--decode-output-tokens", type=_count, default=128, help="output of the decode sweep (default 128)")
     parser.add_argument("--context-prompt-tokens", type=_ints, default=[512, 2048], metavar="N,N,…",
                         help="prompts of the context sweep: decode at a fixed batch, longer contexts (default 512,2048)")
-    parser.add_argument("--context-concurrency", type=int, default=8,
+    parser.add_argument("--context-concurrency", type=_count, default=8,
                         help="closed-loop clients of the context sweep (default 8)")
-    parser.add_argument("--point-seconds", type=float, default=10.0, help="measured seconds per decode point (default 10)")
-    parser.add_argument("--warmup-seconds", type=float, default=3.0, help="discarded seconds before each point (default 3)")
+    parser.add_argument("--point-seconds", type=_positive, default=10.0, help="measured seconds per decode point (default 10)")
+    parser.add_argument("--warmup-seconds", type=_non_negative, default=3.0, help="discarded seconds before each point (default 3)")
     parser.add_argument("--trace", default=DEFAULT_TRACE,
                         help=f"lengths of the rate points: a bundled trace ({', '.join(BUNDLED_TRACES)}) or a file")
     rates = parser.add_mutually_exclusive_group()
@@ -141,16 +164,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rates.add_argument("--rate-fractions", type=_floats, default=[0.3, 0.6, 0.85], metavar="F,F,…",
                        help="fixed rates as fractions of the fitted saturation rate (default 0.3,0.6,0.85)")
     rates.add_argument("--no-rates", action="store_true", help="skip the fixed-rate points")
-    parser.add_argument("--rate-seconds", type=float, default=30.0,
+    parser.add_argument("--rate-seconds", type=_positive, default=30.0,
                         help="measured seconds per rate point, at least (default 30)")
     parser.add_argument("--rate-requests", type=_count, default=200,
-                        help="requests each rate point counts, at least: it runs max(--rate-seconds, N / rate) "
+                        help="requests each rate point should count: it runs max(--rate-seconds, N / rate) "
                         "seconds (default 200; a p95 of a few dozen requests is one long prompt more or less)")
+    parser.add_argument("--rate-max-seconds", type=_positive, default=600.0,
+                        help="the longest a rate point runs, whatever --rate-requests asks (default 600)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the rate points' lengths and arrivals (default 0); the prompts' tokens are fresh "
                         "each run, so that an engine's prefix cache cannot answer them")
     parser.add_argument("--spec-out", type=Path, default=None, metavar="FILE",
                         help="write the spec fragment (spec.model.calibration, spec.resources.accelerator) as YAML")
     add_output_argument(parser, ("table", "json", "yaml"), "table")
+
+
+#: Seconds an engine may send nothing on a request before it counts as failed (a long prompt's
+#: prefill on a large model takes seconds, not minutes).
+READ_TIMEOUT_S = 300.0
+
+#: The rms relative error above which the fit is reported as explaining the measurement poorly.
+POOR_FIT = 0.25
+
+
+class MeasurementFailed(RuntimeError):
+    """A sweep point measured nothing usable: no calibration is written from it."""
 
 
 def _error(message: str, status: int) -> int:
@@ -184,17 +221,36 @@ def main(args: argparse.Namespace) -> int:
             a = args.accelerator
             gpu = GPU(a["name"], int(a["memory"]), a["bandwidth"], a["flops"], a["flops"], "--accelerator")
         prior = ReplicaModel(arch=arch, gpu=gpu, gpus=args.gpus, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype)
-    except (OSError, json.JSONDecodeError, ValueError, ModelDoesNotFit) as exc:
-        return _error(str(exc), 2)
+    except (OSError, json.JSONDecodeError, ValueError, TypeError, AttributeError, ModelDoesNotFit) as exc:
+        return _error(str(exc) or type(exc).__name__, 2)
+    # What would fail only after the whole measurement fails now: where the spec goes, the trace.
+    if args.spec_out is not None and (args.spec_out.is_dir() or not args.spec_out.parent.is_dir()):
+        return _error(f"--spec-out {args.spec_out}: not a file in an existing folder", 2)
+    trace = None
+    if not args.no_rates:
+        from llmscale.data import resolve_trace
+        from llmscale.sim.trace import load_trace
+
+        try:
+            trace = load_trace(resolve_trace(args.trace))
+        except (OSError, ValueError, KeyError) as exc:
+            return _error(f"--trace {args.trace}: {exc or type(exc).__name__}", 2)
+        if not len(trace.prompt_tokens):
+            return _error(f"--trace {args.trace}: no requests", 2)
     seqs, tokens = vllm_batch_defaults(gpu)
     budget = args.max_num_batched_tokens or tokens
     max_seqs = args.max_num_seqs or seqs
     try:
-        result = asyncio.run(_run(args, prior, budget, max_seqs))
+        result = asyncio.run(_run(args, prior, budget, max_seqs, trace))
     except EngineUnreachable as exc:
         return _error(str(exc), 1)
+    except MeasurementFailed as exc:
+        return _error(f"no calibration written: {exc}", 1)
     except ValueError as exc:
         return _error(f"nothing to fit: {exc}", 1)
+    if result[2].rms_relative_error > POOR_FIT:
+        _progress(f"warning: the fit explains the measurements poorly (rms error {result[2].rms_relative_error:.0%}): "
+                  "check --max-num-batched-tokens, --max-num-seqs and the model against the engine's")
     doc = _document(args, *result)
     if args.spec_out is not None:
         import yaml
@@ -214,19 +270,31 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run(args: argparse.Namespace, prior: Any, budget: int, max_seqs: int) -> tuple[Any, ...]:
+def _check_points(prefill: list[Any], decode: list[Any], rates: list[Any]) -> None:
+    """Raise :class:`MeasurementFailed` naming every point that measured nothing (the engine
+    stopped answering, or refused the requests) or whose rate requests mostly failed."""
+    empty = [f"lone {p.prompt_tokens:,}-token prompts" for p in prefill if not p.ttft.samples]
+    empty += [f"decode at {d.concurrency} clients, context {d.context_tokens:,.0f}" for d in decode if not d.itl.samples]
+    empty += [f"{r.rate_rps:.3g} req/s ({r.errors} of {r.requests} requests failed)" for r in rates
+              if r.requests and r.errors > r.requests / 2]
+    empty += [f"{r.rate_rps:.3g} req/s (no request counted: raise --rate-requests or --rate-seconds)" for r in rates
+              if not r.requests]
+    if empty:
+        raise MeasurementFailed(f"these points measured nothing usable: {'; '.join(empty)}")
+
+
+async def _run(args: argparse.Namespace, prior: Any, budget: int, max_seqs: int, trace: Any) -> tuple[Any, ...]:
     import aiohttp
     import numpy as np
 
     from llmscale.calibrate.client import EngineClient
     from llmscale.calibrate.note import Measurement, fit_measurement, note_figures
     from llmscale.calibrate.sweep import measure_decode, measure_prefill, measure_rate
-    from llmscale.data import resolve_trace
     from llmscale.model.batch import batch_throughput
-    from llmscale.sim.trace import load_trace
 
     rng = np.random.default_rng(args.seed)
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+    # An engine that sends nothing for READ_TIMEOUT_S is stuck: the request fails, the run goes on.
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=READ_TIMEOUT_S)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         client = EngineClient(args.url, session, args.served_model_name)
         info = await client.probe()
@@ -236,7 +304,10 @@ async def _run(args: argparse.Namespace, prior: Any, budget: int, max_seqs: int)
         for _ in range(3):
             await client.complete(32, 8)
         wanted_lengths = args.prompt_lengths if args.prompt_lengths is not None else default_prompt_lengths(limit)
-        lengths = [n for n in wanted_lengths if n < limit - 2]
+        lengths = [n for n in wanted_lengths if n < limit - 1]
+        if len(lengths) < len(wanted_lengths):
+            _progress(f"skipped lone prompts of {', '.join(f'{n:,}' for n in wanted_lengths if n >= limit - 1)} tokens: "
+                      f"a prompt and its 2 tokens out must fit the context ({limit:,})")
         prefill = await measure_prefill(client, lengths, args.repeats, _progress)
         decode = []
         for n in args.concurrency:
@@ -245,18 +316,21 @@ async def _run(args: argparse.Namespace, prior: Any, budget: int, max_seqs: int)
                                      args.point_seconds, args.warmup_seconds, _progress)
             )
         for p in args.context_prompt_tokens:
-            if p + args.decode_output_tokens < limit:
+            if p + args.decode_output_tokens <= limit:
                 decode.append(
                     await measure_decode(client, args.context_concurrency, p, args.decode_output_tokens,
                                          args.point_seconds, args.warmup_seconds, _progress)
                 )
+            else:
+                _progress(f"skipped the context point of {p:,} tokens: with {args.decode_output_tokens:,} out it "
+                          f"exceeds the context ({limit:,})")
+        _check_points(prefill, decode, [])
         m = Measurement(args.url, info.model, limit, budget, max_seqs, prefill, decode)
         fit = fit_measurement(prior, m)
         fitted = fit.apply(prior)
         rates: list[Any] = []
         pairs: list[tuple[int, int]] = []
-        if not args.no_rates:
-            trace = load_trace(resolve_trace(args.trace))
+        if trace is not None:
             for p, g in zip(trace.prompt_tokens.tolist(), trace.output_tokens.tolist(), strict=True):
                 g = max(1, min(int(g), limit // 4))
                 pairs.append((max(1, min(int(p), limit - g - 1)), g))
@@ -270,11 +344,15 @@ async def _run(args: argparse.Namespace, prior: Any, budget: int, max_seqs: int)
                 _progress(f"saturation estimate from the fit: {sat:.2f} req/s")
                 wanted = [f * sat for f in args.rate_fractions]
             for r in wanted:
-                seconds = max(args.rate_seconds, args.rate_requests / r)
+                seconds = min(max(args.rate_seconds, args.rate_requests / r), max(args.rate_max_seconds, args.rate_seconds))
+                _progress(f"rate {r:7.2f} req/s: sending for {seconds:,.0f} s after a {args.warmup_seconds:g} s warm-up "
+                          f"(about {r * seconds:,.0f} requests)")
                 rates.append(await measure_rate(client, r, pairs, seconds, args.warmup_seconds, rng, _progress))
+            _check_points([], [], rates)
         m = Measurement(args.url, info.model, limit, budget, max_seqs, prefill, decode, rates, pairs,
                         f"{Path(str(args.trace)).name} lengths (outputs ≤ {limit // 4:,}, prompts clipped to the context)")
-        _progress("simulating the rate points with the calibrated model")
+        if rates:
+            _progress("simulating the rate points with the calibrated model")
         figures = note_figures(m, prior, fitted, request_s=fit.request_overhead_s)
     return m, prior, fit, figures
 
