@@ -539,7 +539,12 @@ async def amain(args: argparse.Namespace) -> None:
     runner.jobs = BatchClients(core, Path(args.state_dir), f"http://127.0.0.1:{args.router_port}", sys.executable)
     app = web.Application()
     app["runner"] = runner
-    app["session"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
+    # A fresh upstream connection per request, as kube-proxy forwards each connection on its own: a
+    # pooled keep-alive connection that the engine's server has just closed (uvicorn closes an idle
+    # one after 5 s) would turn a request into a 502.
+    app["session"] = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(force_close=True), timeout=aiohttp.ClientTimeout(total=None, sock_connect=5)
+    )
     app.router.add_get("/status", status_handler)
     app.router.add_get("/sd", sd_handler)
     app.router.add_get("/metrics", metrics_handler)
