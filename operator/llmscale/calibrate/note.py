@@ -16,7 +16,7 @@ import numpy as np
 from llmscale.calibrate.sweep import DecodePoint, PrefillPoint, RatePoint
 from llmscale.model import LengthDistribution, ReplicaModel, WorkloadShape
 from llmscale.model.capacity import EngineLimits
-from llmscale.model.fit import EfficiencyFit, StepObservation, fit_efficiencies
+from llmscale.model.fit import EfficiencyFit, StepObservation, fit_efficiencies, lone_prompt_steps
 from llmscale.model.predict import predict_latency
 from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, simulate
 from llmscale.sim.latency import histogram_quantile
@@ -66,15 +66,6 @@ class Measurement:
     rates: list[RatePoint] = field(default_factory=list)
     lengths: list[tuple[int, int]] = field(default_factory=list)
     mix: str = ""
-
-
-def lone_prompt_steps(prompt_tokens: int, budget: int) -> tuple[int, float, float]:
-    """How a lone prompt is computed: ``(n, c, pairs)``, ``n`` chunk steps of ``c = P/n`` tokens
-    (the step budget bounds a chunk), chunk ``k`` after ``k·c`` earlier tokens, so ``pairs = n·c²/2``
-    query-key pairs a step on average (``P²/2`` in all, however it is chunked)."""
-    n = max(1, math.ceil(prompt_tokens / max(budget, 1)))
-    c = prompt_tokens / n
-    return n, c, n * c * c / 2.0
 
 
 def observations(m: Measurement) -> list[StepObservation]:

@@ -145,7 +145,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-lengths", type=_ints, default=None, metavar="N,N,…",
                         help="lone prompts measured, tokens (default 16,64,256,1,024, then doubling from 2,048 "
                         "up to the context limit, with three quarters of it and the limit itself: a long "
-                        "prompt's attention grows with its square, and only long prompts show it)"),
+                        "prompt's attention grows with its square, and only long prompts show it)")
     parser.add_argument("--repeats", type=_count, default=5, help="requests per prompt length (default 5)")
     parser.add_argument("--concurrency", type=_ints, default=[1, 2, 4, 8, 16, 32], metavar="N,N,…",
                         help="closed-loop clients of the batch sweep (the knee) (default 1,2,4,8,16,32)")

@@ -39,7 +39,15 @@ from numpy.typing import NDArray
 
 from llmscale.model.roofline import ReplicaModel
 
-__all__ = ["EfficiencyFit", "LiveWindow", "StepObservation", "fit_efficiencies", "fit_live", "live_observations"]
+__all__ = [
+    "EfficiencyFit",
+    "LiveWindow",
+    "StepObservation",
+    "fit_efficiencies",
+    "fit_live",
+    "live_observations",
+    "lone_prompt_steps",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +271,15 @@ def fit_efficiencies(
     )
 
 
+def lone_prompt_steps(prompt_tokens: float, budget: int) -> tuple[int, float, float]:
+    """How a lone prompt is computed: ``(n, c, pairs)``, ``n`` chunk steps of ``c = P/n`` tokens
+    (the step budget bounds a chunk), chunk ``k`` after ``k·c`` earlier tokens, so ``pairs = n·c²/2``
+    query-key pairs a step on average (``P²/2`` in all, however it is chunked)."""
+    n = max(1, math.ceil(prompt_tokens / max(budget, 1)))
+    c = prompt_tokens / n
+    return n, c, n * c * c / 2.0
+
+
 @dataclass(frozen=True, slots=True)
 class LiveWindow:
     """What a deployment's engines' own histograms say over one window (e.g. five minutes).
@@ -314,8 +331,6 @@ def live_observations(windows: Sequence[LiveWindow]) -> list[StepObservation]:
         if w.running >= 1.0 and math.isfinite(w.itl_mean_s) and w.itl_mean_s > 0 and math.isfinite(w.context_tokens):
             obs.append(StepObservation(w.running, w.running * w.context_tokens, 0.0, w.itl_mean_s, weight))
         if w.prompt_tokens >= 1 and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:
-            n = max(1, math.ceil(w.prompt_tokens / max(w.budget_tokens, 1)))
-            # n chunks of c = P/n, chunk k after k·c earlier tokens: n·c²/2 pairs a chunk on average.
-            c = w.prompt_tokens / n
-            obs.append(StepObservation(0.0, 0.0, c, w.prefill_mean_s / n, weight, prefill_pairs=n * c * c / 2.0))
+            n, c, pairs = lone_prompt_steps(w.prompt_tokens, w.budget_tokens)
+            obs.append(StepObservation(0.0, 0.0, c, w.prefill_mean_s / n, weight, prefill_pairs=pairs))
     return obs
