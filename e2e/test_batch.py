@@ -28,7 +28,7 @@ from conftest import Cluster, sample, wait_for
 from llmscale.api import LLMDeploymentSpec
 from llmscale.batch.requests import read_requests
 from llmscale.batch.size import batch_size
-from llmscale.controller.gpusfree import READ_PERIOD_S, GpuReader, pool_gpus_free
+from llmscale.controller.gpusfree import GpuReader, pool_gpus_free
 from llmscale.policy import Reason
 from test_scenarios import start_load
 
@@ -266,9 +266,12 @@ def test_16b_a_job_runs_early_only_on_idle_gpus_within_the_gpus_free(
             cluster.core.create_namespaced_pod(namespace, hog(f"hog-{i}-one", node, 1))
             ones.append(f"hog-{i}-one")
     wait_for("no GPU free", lambda: sum(free_gpus_by_node(cluster).values()) == 0, 30)
-    # The operator reads the GPUs every READ_PERIOD_S: a read from before the hogs would still show
-    # GPUs free (the documented lag; docs/batch.md, "Limits"). The Job comes after a newer read.
-    time.sleep(READ_PERIOD_S + 3)
+    # The operator reads the GPUs every READ_PERIOD_S or longer (a slow read stretches the period): a
+    # read from before the hogs would still show GPUs free (the documented lag; docs/batch.md,
+    # "Limits"). The Job comes after a read that started once every hog was bound.
+    hogs_bound = time.time()
+    wait_for("the operator's read of the GPUs after the hogs", lambda: (
+        cluster.operator_metric("llmscale_gpus_free_read_timestamp_seconds") or 0.0) > hogs_bound + 0.5, 120)
 
     load = start_load(cluster, namespace, rate_rps=0.5, duration_s=170)
     size = batch_size(read_requests(data / "early" / "requests.jsonl")).annotations()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client
@@ -203,8 +205,8 @@ class _Listed(GpuReader):
     """The reader with its two lists answered from memory (the lists themselves run against the real
     API server in e2e/test_batch.py::test_16c): what the reader does with an answer or a refusal."""
 
-    def __init__(self, now: list[float]) -> None:
-        super().__init__(kubernetes.client.ApiClient(), period_s=15.0, loop_time=lambda: now[0])
+    def __init__(self, now: list[float], on_read: Callable[[float], None] | None = None) -> None:
+        super().__init__(kubernetes.client.ApiClient(), period_s=15.0, loop_time=lambda: now[0], on_read=on_read)
         self.answer: ClusterGPUs | ApiException = cluster_gpus([node("a", 8)], [pod("a", 2)])
 
     def _read_sync(self) -> ClusterGPUs:
@@ -250,6 +252,20 @@ async def test_a_refused_read_is_logged_once_as_is_its_recovery(caplog: pytest.L
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and lines[1].startswith("Read the GPUs free on 1 nodes again"), lines
     assert reader.unknown_because is None
+
+
+async def test_the_start_of_each_successful_read_is_reported_refusals_are_not() -> None:
+    reads: list[float] = []
+    reader = _Listed([0.0], on_read=reads.append)
+    before = time.time()
+    assert await reader.read_once() is not None
+    assert len(reads) == 1 and before <= reads[0] <= time.time()
+    reader.answer = ApiException(status=403, reason="Forbidden")
+    assert await reader.read_once() is None
+    assert len(reads) == 1
+    reader.answer = cluster_gpus([node("a", 8)], [])
+    assert await reader.read_once() is not None
+    assert len(reads) == 2 and reads[1] >= reads[0]
 
 
 def test_a_template_of_the_wrong_shape_reads_as_no_placement() -> None:

@@ -203,7 +203,7 @@ async def serve(
             api_client, settings.field_manager,
             opt_in=tuple(settings.scale_target_label.split("=", 1)) if settings.scale_target_label else None,  # type: ignore[arg-type]
         ),
-        gpus=GpuReader(api_client if settings.read_nodes else None),
+        gpus=GpuReader(api_client if settings.read_nodes else None, on_read=metrics.gpus_read.set),
         inference_pools=KubernetesInferencePools(api_client, settings.field_manager),
     )
     try:

@@ -45,6 +45,7 @@ import contextlib
 import json
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -281,16 +282,21 @@ class GpuReader:
         period_s: seconds between the starts of two reads (:data:`READ_PERIOD_S`), at least; longer
             when a read takes more than :data:`READ_DUTY` of it (:attr:`cycle_s`).
         loop_time: the event loop's clock, for the age of a read (tests pass a fake).
+        on_read: called after each read that succeeded with the Unix time (s) the read started: every
+            pod bound before then is in it (the operator exports it as
+            ``llmscale_gpus_free_read_timestamp_seconds``). Not called for a read that failed.
     """
 
     def __init__(self, api_client: kubernetes.client.ApiClient | None, period_s: float = READ_PERIOD_S,
-                 loop_time: Callable[[], float] | None = None) -> None:
+                 loop_time: Callable[[], float] | None = None,
+                 on_read: Callable[[float], None] | None = None) -> None:
         self._core = kubernetes.client.CoreV1Api(api_client) if api_client is not None else None
         self.period_s = period_s
         #: Seconds from the start of one read to the next: ``period_s``, or the last read's
         #: duration over :data:`READ_DUTY` when that is longer (at most :data:`READ_PERIOD_MAX_S`).
         self.cycle_s = period_s
         self._loop_time = loop_time
+        self._on_read = on_read
         self._task: asyncio.Task[None] | None = None
         self._latest: ClusterGPUs | None = None
         # free_on_nodes of the newest read per (resource, selector, tolerations): LLMDeployments that
@@ -363,7 +369,7 @@ class GpuReader:
         cause is in :attr:`unknown_because` and logged once)."""
         if self._core is None:
             return None
-        started = self._now()
+        started, started_unix = self._now(), time.time()
         try:
             cluster = await asyncio.to_thread(self._read_sync)
         except ApiException as exc:
@@ -383,6 +389,8 @@ class GpuReader:
         if self._logged is not None:
             _LOG.info(f"Read the GPUs free on {len(cluster.nodes)} nodes again")
         self.unknown_because = self._logged = None
+        if self._on_read is not None:
+            self._on_read(started_unix)
         return cluster
 
     def _read_sync(self) -> ClusterGPUs:

@@ -191,6 +191,8 @@ class OperatorMetrics:
     ``kube_deployment_spec_replicas``).
     - ``llmscale_last_tick_timestamp_seconds``: when a tick last finished (the not-ticking alert).
     - ``llmscale_status_writes_total``: status patches the ticks asked for.
+    - ``llmscale_gpus_free_read_timestamp_seconds``: when the newest successful read of nodes and
+      pods for the GPUs free started (0 while none has; :class:`~llmscale.controller.gpusfree.GpuReader`).
 
     Deprecated, exported beside their successors until 0.3.0 (:data:`DEPRECATED_ALIASES`):
     ``llmscale_signal{signal}``, ``llmscale_signal_target{signal}``, ``llmscale_busy_share``,
@@ -294,6 +296,9 @@ class OperatorMetrics:
         )
         self.last_tick = Gauge("llmscale_last_tick_timestamp_seconds", "When a tick last finished", registry=r)
         self.status_writes = Counter("llmscale_status_writes", "Status patches the ticks asked for", registry=r)
+        self.gpus_read = Gauge("llmscale_gpus_free_read_timestamp_seconds",
+                               "When the newest successful read of nodes and pods for the GPUs free started",
+                               registry=r)
 
     def set_signals(self, namespace: str, name: str, *, queue_depth: float | None, kv_cache_utilization: float | None,
                     preemption_rate: float | None, ttft_p95_s: float | None, itl_p95_s: float | None) -> None:
