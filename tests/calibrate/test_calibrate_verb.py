@@ -116,7 +116,6 @@ def test_calibrating_the_mock_recovers_its_efficiencies_into_a_spec_the_api_take
     [
         pytest.param(f"http://127.0.0.1:{free_port()}", id="nothing-listening"),
         pytest.param("http://127.0.0.1:1/v1", id="privileged-port"),
-        pytest.param("not-a-url", id="not-a-url"),
     ],
 )
 def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
@@ -148,6 +147,14 @@ def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--trace", "/nonexistent/trace.csv"], "--trace",
                      id="missing-trace"),
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--repeats", "x"], "an integer", id="repeats-not-a-number"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "not-a-url"], "expected http://HOST:PORT",
+                     id="url-without-scheme"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "ftp://127.0.0.1:21"], "expected http://HOST:PORT",
+                     id="url-not-http"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:99999"], "not a URL",
+                     id="url-port-out-of-range"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/?x=1"],
+                     "expected http://HOST:PORT", id="url-with-query"),
     ],
 )
 def test_usage_errors_exit_2_before_any_request(args: list[str], message: str) -> None:

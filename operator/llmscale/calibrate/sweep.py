@@ -196,7 +196,7 @@ async def measure_decode(
         tokens_per_s=len(gaps) / seconds,
     )
     progress(
-        f"decode {concurrency:>4} clients: running {point.running:6.1f}, ITL p50 {point.itl.p50_s * 1e3:7.2f} ms "
+        f"decode {concurrency:>4} clients, context {point.context_tokens:7,.0f}: running {point.running:6.1f}, ITL p50 {point.itl.p50_s * 1e3:7.2f} ms "
         f"p95 {point.itl.p95_s * 1e3:7.2f} ms, {point.tokens_per_s:8,.0f} tok/s"
     )
     return point
@@ -235,6 +235,9 @@ async def measure_rate(
         p, g = lengths[int(rng.integers(len(lengths)))]
         sent.append((loop.time() - t0, p, g))
         tasks.append(asyncio.create_task(client.complete(p, g)))
+    if in_flight := sum(1 for t in tasks if not t.done()):
+        progress(f"rate {rate_rps:7.2f} req/s: arrivals done, waiting up to {drain_s:.0f} s for {in_flight} "
+                 "requests in flight")
     done, pending = await asyncio.wait(tasks, timeout=drain_s) if tasks else (set(), set())
     for task in pending:
         task.cancel()

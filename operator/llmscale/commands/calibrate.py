@@ -52,6 +52,20 @@ def _count(text: str) -> int:
     return value
 
 
+def _base_url(text: str) -> str:
+    """An engine's base URL: ``http(s)://host[:port][/path]``, no query or fragment."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a URL: {text!r} ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT (the engine's base URL), got {text!r}")
+    return text
+
+
 def _seconds(text: str, *, zero: bool) -> float:
     try:
         value = float(text)
@@ -122,7 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from llmscale.data import BUNDLED_TRACES, DEFAULT_TRACE
     from llmscale.model import GPU_PRESETS, MODEL_PRESETS
 
-    parser.add_argument("--url", required=True, help="the engine's base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--url", required=True, type=_base_url, help="the engine's base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--served-model-name", default=None, help="model to ask for (default: the first /v1/models lists)")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", metavar="PRESET", help=f"model preset: {', '.join(MODEL_PRESETS)}")
