@@ -380,6 +380,7 @@ class _Grid:
     computed: NDArray[np.float64]  # tokens computed (after prefix hits) per prompt
     output_mean: float
     context: float  # decode-weighted mean context, tokens
+    output: NDArray[np.float64]  # output tokens per request, equal-probability points
 
 
 @lru_cache(maxsize=256)
@@ -392,7 +393,7 @@ def _grid(shape: WorkloadShape, limit: int) -> _Grid:
     # Decode-weighted mean context: a sequence decoding its g-th token holds P + g tokens; over a
     # request's outputs that averages P + (G + 1)/2, weighted by G: E[P] + E[G² + G] / (2 E[G]).
     context = float(prompt.mean() + (np.mean(output**2) + g_mean) / (2.0 * g_mean))
-    return _Grid(prompt, computed, g_mean, context)
+    return _Grid(prompt, computed, g_mean, context, output)
 
 
 @dataclass(frozen=True, slots=True)

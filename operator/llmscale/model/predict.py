@@ -3,10 +3,13 @@
 :func:`~llmscale.model.capacity.replica_point` judges a load against targets; a benchmark
 comparing the model with an engine needs the figures themselves. From the same steady state:
 
-- **ITL p95**: each step gives its duration as the gap of every running decode. Steps that carry
-  a prompt chunk are a share ``λ·E[n]/S`` of all steps (``n`` chunk steps per prompt, ``S`` steps
-  per second); when that share is over 5 % the p95 is the chunk step's time, else the pure decode
-  step's.
+- **ITL p95**: each step gives its duration as the gap of every running decode, so the quantile
+  is over tokens: a share ``w = λ·E[n]/S`` of gaps are chunk steps (``n`` chunk steps per prompt,
+  ``S`` steps per second), the rest decode steps. A token's decode step holds its own sequence at
+  its context (a prompt, plus a uniform position in an output; tokens weighted by output length)
+  beside ``k`` others at the mean context, ``k`` Poisson at the mean batch (the running decodes
+  seen from one of them, M/G/∞). The quantile of that mixture (docs/calibrate.md, "How it
+  fits").
 - **TTFT p95**: the M/G/1 prefill queue of :mod:`~llmscale.model.capacity` (Pollaczek–Khinchine
   mean wait, exponential tail ``P(W > t) = ρ·exp(−t·ρ/E[W])``) plus the request's own chunk
   steps; the quantile of ``W + t_pf(P)`` over the prompt distribution, found by bisection.
@@ -20,11 +23,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from llmscale.model.capacity import (
     EngineLimits,
     StepModel,
     WorkloadShape,
+    _Grid,
     _grid,
     _prefill,
     replica_point,
@@ -70,7 +75,8 @@ def predict_latency(
     busy = point.prefill_busy
     s = point.steps_per_s
     chunk_share = (s - max(1.0 - busy, 0.0) / t_d) / s if s > 0 else 0.0
-    itl = max(point.chunk_step_s, t_d) if chunk_share > 1.0 - quantile else t_d
+    itl = _itl_quantile(model, grid, limits, point.running, min(max(chunk_share, 0.0), 1.0),
+                        max(point.chunk_step_s, t_d), quantile)
     if busy >= 1.0:
         return PredictedLatency(lam, point.running, itl, math.inf, t_d)
     mean_wait = lam * float(np.mean(time**2)) / (2.0 * (1.0 - busy)) if lam > 0 else 0.0
@@ -93,3 +99,50 @@ def predict_latency(
         else:
             hi = mid
     return PredictedLatency(lam, point.running, itl, hi, t_d)
+
+
+#: Positions within an output a token's context is taken at (the midpoints of ``OUTPUT_POSITIONS``
+#: equal parts of it).
+OUTPUT_POSITIONS = 4
+
+#: Own contexts kept for the mixture (weighted quantile points of the own-context distribution).
+CONTEXT_NODES = 64
+
+
+def _itl_quantile(
+    model: StepModel, grid: _Grid, limits: EngineLimits, running: float, chunk_share: float, chunk_step_s: float,
+    quantile: float,
+) -> float:
+    """The ``quantile`` of the token gaps (module docstring), seconds: a share ``chunk_share`` of
+    them ``chunk_step_s``, the rest decode steps over the own context and the Poisson batch."""
+    prompt, output = grid.prompt, grid.output
+    u = (np.arange(OUTPUT_POSITIONS) + 0.5) / OUTPUT_POSITIONS
+    own = (prompt[:, None, None] + u[None, None, :] * output[None, :, None]).ravel()
+    weight = np.broadcast_to(output[None, :, None], (len(prompt), len(output), OUTPUT_POSITIONS)).ravel()
+    order = np.argsort(own)
+    own, weight = own[order], weight[order] / weight.sum()
+    # Weighted quantile points of the own context: CONTEXT_NODES of equal weight.
+    edges = np.cumsum(weight) - weight / 2.0
+    own = np.interp((np.arange(CONTEXT_NODES) + 0.5) / CONTEXT_NODES, edges, own)
+    k, pk = _poisson(running, max(limits.max_num_seqs - 1, 0))
+    gaps = model.step_time(1.0 + k[:, None], own[None, :] + k[:, None] * grid.context, 0.0)
+    gaps = np.asarray(gaps, dtype=np.float64).ravel()
+    p = np.broadcast_to(pk[:, None] / CONTEXT_NODES, (len(k), CONTEXT_NODES)).ravel() * (1.0 - chunk_share)
+    gaps = np.append(gaps, chunk_step_s)
+    p = np.append(p, chunk_share)
+    order = np.argsort(gaps)
+    gaps, p = gaps[order], np.cumsum(p[order])
+    return float(gaps[min(int(np.searchsorted(p, quantile * p[-1])), len(gaps) - 1)])
+
+
+def _poisson(mean: float, most: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(k, P(k))`` of a Poisson count of mean ``mean`` over ``0 … most`` (the tail folded into
+    ``most``), dropping the ends below 1e-9."""
+    mean = max(float(mean), 0.0)
+    top = min(most, math.ceil(mean + 10.0 * math.sqrt(mean) + 10.0))
+    k = np.arange(top + 1, dtype=np.float64)
+    log_p = k * math.log(mean) - mean - np.array([math.lgamma(x + 1.0) for x in k]) if mean > 0 else None
+    pk = np.exp(log_p) if log_p is not None else (k == 0).astype(np.float64)
+    pk[-1] += max(1.0 - float(pk.sum()), 0.0)
+    keep = pk > 1e-9
+    return k[keep], pk[keep]
