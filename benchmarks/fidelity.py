@@ -121,13 +121,19 @@ def table(doc: dict[str, Any], target: float) -> str:
     return "\n".join([*lines, "", verdict])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """This script's own options, and the rest for ``llmscale calibrate``. No abbreviations: the
+    calibration's ``--rates`` would otherwise be read as this script's ``--rates-only``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--from-json", type=Path, default=None, help="format a saved llmscale calibrate -o json")
     parser.add_argument("--target", type=float, default=0.15, help="largest relative error allowed (default 0.15)")
     parser.add_argument("--save-json", type=Path, default=None, help="also write the calibrate document here")
     parser.add_argument("--rates-only", action="store_true", help="print the rate points and the verdict only")
-    args, rest = parser.parse_known_args()
+    return parser.parse_known_args(argv)
+
+
+def main() -> int:
+    args, rest = parse()
     if args.from_json is not None:
         doc = json.loads(args.from_json.read_text(encoding="utf-8"))
     else:

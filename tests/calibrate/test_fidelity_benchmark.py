@@ -46,3 +46,12 @@ def test_the_verdict_follows_the_largest_error_after_calibration() -> None:
     assert fidelity.table(_doc([0.05, -0.14]), 0.15).endswith("target 15%: met.")
     assert fidelity.table(_doc([0.05, -0.16]), 0.15).endswith("target 15%: NOT met.")
     assert fidelity.rate_table(_doc([0.05, -0.16]), 0.15).endswith("target 15%: NOT met.")
+
+
+def test_the_calibrations_own_options_pass_through_untouched() -> None:
+    """``--rates`` is the calibration's, not an abbreviation of this script's ``--rates-only``."""
+    args, rest = _fidelity().parse(["--url", "http://127.0.0.1:8000", "--rates", "1,2,3,4", "--save-json", "x.json"])
+    assert rest == ["--url", "http://127.0.0.1:8000", "--rates", "1,2,3,4"]
+    assert args.rates_only is False and str(args.save_json) == "x.json"
+    args, rest = _fidelity().parse(["--rates-only", "--rates", "1,2"])
+    assert args.rates_only is True and rest == ["--rates", "1,2"]
