@@ -11,7 +11,7 @@ prints the rate points and that line alone (the README's table).
 
 Usage (the run in docs/benchmarks.md, real vLLM on the CPU with the tiny local model):
 ``.venv/bin/python benchmarks/fidelity.py --url http://127.0.0.1:8000 --config MODEL/config.json
---accelerator name=cpu-2core,memory=8589934592,bandwidth=45e9,flops=333e9
+--accelerator name=cpu-2core-xeon,memory=8589934592,bandwidth=21.8e9,flops=662e9
 --max-num-batched-tokens 2048 --max-num-seqs 128 --rates 1,2,3,4``; ``--from-json FILE`` formats a
 saved ``llmscale calibrate -o json`` document instead of measuring.
 """

@@ -21,9 +21,10 @@ import yaml
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.calibrate.sweep import DecodePoint, LatencyStats, RatePoint
-from llmscale.commands.calibrate import MeasurementFailed, _check_points
+from llmscale.commands.calibrate import MeasurementFailed, _check_points, fit_warnings
 from llmscale.localcluster.ports import free_port
 from llmscale.model import ReplicaModel
+from llmscale.model.fit import EfficiencyFit
 
 _LISTENING = re.compile(r"Started vLLM-compatible server for \S+ on http://([\d.]+):(\d+)")
 
@@ -176,3 +177,22 @@ def test_a_point_that_measured_nothing_fails_the_run_naming_it() -> None:
     with pytest.raises(MeasurementFailed, match="9 of 10 requests failed"):
         _check_points([], [], [rate])
     _check_points([], [_point(1, 50), _point(8, 20)], [])  # every point measured: no error
+
+
+def _fit(bandwidth: float, compute: float, *, identified: bool = True) -> EfficiencyFit:
+    return EfficiencyFit(bandwidth_efficiency=bandwidth, compute_efficiency=compute, step_overhead_s=0.001,
+                         seq_overhead_s=0.0, attention_efficiency=None, request_overhead_s=0.0, rms_relative_error=0.05, max_relative_error=0.1, observations=10,
+                         bandwidth_identified=identified, compute_identified=identified)
+
+
+@pytest.mark.parametrize(("bandwidth", "compute", "named"), [
+    (1.0, 0.5, "bandwidth"), (0.5, 1.0, "compute"), (1.0, 0.9999, "bandwidth and compute")])
+def test_an_efficiency_at_its_bound_says_the_accelerator_understates_the_hardware(
+        bandwidth: float, compute: float, named: str) -> None:
+    (line,) = fit_warnings(_fit(bandwidth, compute))
+    assert f"the fitted {named} efficiency is at its bound 1.0" in line and "--accelerator" in line
+
+
+def test_efficiencies_below_the_bound_or_not_identified_say_nothing() -> None:
+    assert fit_warnings(_fit(0.8, 0.5)) == []
+    assert fit_warnings(_fit(1.0, 1.0, identified=False)) == []

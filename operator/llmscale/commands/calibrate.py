@@ -29,7 +29,7 @@ from typing import Any
 
 from llmscale.commands.output import add_output_argument, write_document
 
-__all__ = ["add_arguments", "default_prompt_lengths", "main"]
+__all__ = ["add_arguments", "default_prompt_lengths", "fit_warnings", "main"]
 
 
 def _ints(text: str) -> list[int]:
@@ -213,6 +213,19 @@ def _progress(line: str) -> None:
     print(f"  {line}", file=sys.stderr, flush=True)
 
 
+def fit_warnings(fit: Any) -> list[str]:
+    """What a user should check about an :class:`~llmscale.model.fit.EfficiencyFit`: an identified
+    efficiency at its bound 1.0 (the engine at or above the accelerator's stated peak, so the
+    figures the fit was given understate the hardware). Empty when there is nothing to say."""
+    at_one = [what for what, eff, known in (("bandwidth", fit.bandwidth_efficiency, fit.bandwidth_identified),
+                                            ("compute", fit.compute_efficiency, fit.compute_identified))
+              if known and eff >= 0.999]
+    if not at_one:
+        return []
+    return [f"the fitted {' and '.join(at_one)} efficiency is at its bound 1.0: the engine is as fast as, or faster "
+            "than, the accelerator's peak says; check --accelerator (or --gpu) against the hardware"]
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``llmscale calibrate``; returns the exit status."""
     from llmscale.calibrate.client import EngineUnreachable
@@ -262,6 +275,8 @@ def main(args: argparse.Namespace) -> int:
         return _error(f"no calibration written: {exc}", 1)
     except ValueError as exc:
         return _error(f"nothing to fit: {exc}", 1)
+    for line in fit_warnings(result[2]):
+        _progress(f"warning: {line}")
     if result[2].rms_relative_error > POOR_FIT:
         _progress(f"warning: the fit explains the measurements poorly (rms error {result[2].rms_relative_error:.0%}): "
                   "check --max-num-batched-tokens, --max-num-seqs and the model against the engine's")
