@@ -57,6 +57,7 @@ def _rate_rows(doc: dict[str, Any], target: float) -> tuple[list[str], str]:
     ]
     worst_after: float = 0.0
     worst_sim: float = 0.0
+    compared = 0
     for fig in doc["figures"]:
         if fig["fitted"] or " p95 at " not in fig["name"]:
             continue
@@ -66,9 +67,12 @@ def _rate_rows(doc: dict[str, Any], target: float) -> tuple[list[str], str]:
             f"| {_ms(fig['calibrated'])}{_err(fig['calibrated_error'])} | {_ms(fig['simulated'])}{_err(fig['simulated_error'])} |"
         )
         if fig["calibrated_error"] is not None:
+            compared += 1
             worst_after = max(worst_after, abs(fig["calibrated_error"]))
         if fig["simulated_error"] is not None:
             worst_sim = max(worst_sim, abs(fig["simulated_error"]))
+    if not compared:
+        return lines, f"No rate point was compared (a run with --no-rates, or none measured); target {target:.0%}: not judged."
     met = worst_after <= target
     verdict = (
         f"Largest error after calibration at the rate points: {worst_after:.0%} (capacity model), "
@@ -121,12 +125,22 @@ def table(doc: dict[str, Any], target: float) -> str:
     return "\n".join([*lines, "", verdict])
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"a share between 0 and 1 (0.15 for 15 %), got {text!r}")
+    return value
+
+
 def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     """This script's own options, and the rest for ``llmscale calibrate``. No abbreviations: the
     calibration's ``--rates`` would otherwise be read as this script's ``--rates-only``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--from-json", type=Path, default=None, help="format a saved llmscale calibrate -o json")
-    parser.add_argument("--target", type=float, default=0.15, help="largest relative error allowed (default 0.15)")
+    parser.add_argument("--target", type=_share, default=0.15, help="largest relative error allowed, 0-1 (default 0.15)")
     parser.add_argument("--save-json", type=Path, default=None, help="also write the calibrate document here")
     parser.add_argument("--rates-only", action="store_true", help="print the rate points and the verdict only")
     return parser.parse_known_args(argv)
@@ -135,8 +149,21 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]
 def main() -> int:
     args, rest = parse()
     if args.from_json is not None:
-        doc = json.loads(args.from_json.read_text(encoding="utf-8"))
+        if rest or args.save_json is not None:
+            print(f"fidelity.py: error: --from-json formats a saved document; these apply to a measurement: "
+                  f"{' '.join([*(['--save-json'] if args.save_json is not None else []), *rest])}", file=sys.stderr)
+            return 2
+        try:
+            doc = json.loads(args.from_json.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict) or not {"fit", "figures"} <= doc.keys():
+                raise ValueError("not an llmscale calibrate -o json document (no fit and figures)")
+        except (OSError, ValueError) as exc:
+            print(f"fidelity.py: error: --from-json {args.from_json}: {exc}", file=sys.stderr)
+            return 2
     else:
+        if args.save_json is not None and (args.save_json.is_dir() or not args.save_json.parent.is_dir()):
+            print(f"fidelity.py: error: --save-json {args.save_json}: not a file in an existing folder", file=sys.stderr)
+            return 2
         done = subprocess.run(
             [sys.executable, "-m", "llmscale.cli", "calibrate", *rest, "-o", "json"],
             stdout=subprocess.PIPE, text=True, check=False,

@@ -116,7 +116,9 @@ def test_calibrating_the_mock_recovers_its_efficiencies_into_a_spec_the_api_take
     "url",
     [
         pytest.param(f"http://127.0.0.1:{free_port()}", id="nothing-listening"),
-        pytest.param("http://127.0.0.1:1/v1", id="privileged-port"),
+        pytest.param("http://127.0.0.1:1", id="privileged-port"),
+        pytest.param(f"http://[::1]:{free_port()}/", id="ipv6-trailing-slash"),
+        pytest.param(f"HTTP://127.0.0.1:{free_port()}/engine-a", id="upper-case-scheme-with-prefix"),
     ],
 )
 def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
@@ -156,6 +158,24 @@ def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
                      id="url-port-out-of-range"),
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/?x=1"],
                      "expected http://HOST:PORT", id="url-with-query"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000?"],
+                     "expected http://HOST:PORT", id="url-with-empty-query"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/#"],
+                     "expected http://HOST:PORT", id="url-with-empty-fragment"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000\n"],
+                     "expected http://HOST:PORT", id="url-with-newline"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.\t0.1:8000"],
+                     "expected http://HOST:PORT", id="url-with-tab"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:0"],
+                     "expected http://HOST:PORT", id="url-port-zero"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://" + "a" * 64 + ":8000"],
+                     "not a URL", id="url-host-label-too-long"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://a..b:8000"],
+                     "not a URL", id="url-host-empty-label"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/v1"],
+                     "without /v1", id="url-with-v1"),
+        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/v1/models"],
+                     "without /v1", id="url-with-v1-models"),
     ],
 )
 def test_usage_errors_exit_2_before_any_request(args: list[str], message: str) -> None:

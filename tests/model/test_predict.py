@@ -114,3 +114,14 @@ def test_chunk_steps_over_a_twentieth_of_the_gaps_set_the_itl_p95() -> None:
     busy = predict_latency(MODEL, shape, limits, 1.0)
     assert busy.itl_p95_s == pytest.approx(replica_point(MODEL, shape, limits, 1.0, 1.0, 1.0).chunk_step_s)
     assert busy.itl_p95_s > 2 * busy.decode_step_s
+
+
+def test_a_short_prompts_chunk_step_is_its_own_size_not_the_budgets() -> None:
+    """1,000-token prompts under an 8,192-token budget: the gaps that carry a prompt are steps of
+    1,000 prompt tokens, whatever the budget would allow (a full-budget step is 8× the work)."""
+    shape = WorkloadShape(LengthDistribution(1000.0, 0.001), LengthDistribution(200.0, 0.001))
+    predicted = predict_latency(MODEL, shape, LIMITS, 10.0)
+    point = replica_point(MODEL, shape, LIMITS, 1.0, 1.0, 10.0)
+    one_prompt = MODEL.step_time(point.running, point.running * point.context_tokens, 1000.0, 1000.0**2 / 2.0)
+    assert predicted.itl_p95_s <= one_prompt * 1.01
+    assert predicted.itl_p95_s < 0.5 * point.chunk_step_s

@@ -100,7 +100,7 @@ class EngineClient:
                 if resp.status != 200:
                     raise EngineUnreachable(f"GET {url} answered HTTP {resp.status}")
                 body = await resp.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:  # ValueError: bad JSON, a host IDNA refuses
             raise EngineUnreachable(f"cannot reach {url}: {exc or type(exc).__name__}") from None
         data = body.get("data") if isinstance(body, dict) else None
         cards = [c for c in data if isinstance(c, dict) and c.get("id")] if isinstance(data, list) else []

@@ -53,16 +53,24 @@ def _count(text: str) -> int:
 
 
 def _base_url(text: str) -> str:
-    """An engine's base URL: ``http(s)://host[:port][/path]``, no query or fragment."""
+    """An engine's base URL: ``http(s)://host[:port][/prefix]``, no query, fragment, whitespace or
+    ``/v1`` (the client adds ``/v1/…`` itself), a port in 1–65535, a host name IDNA can encode."""
+    import re
     from urllib.parse import urlsplit
 
+    if any(c.isspace() or not c.isprintable() for c in text) or "?" in text or "#" in text:
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT (the engine's base URL), got {text!r}")
     try:
         parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
-    except ValueError as exc:
+        port = parts.port  # raises ValueError on a port that is not a number in 0-65535
+        if parts.hostname:
+            parts.hostname.encode("idna")
+    except (ValueError, UnicodeError) as exc:
         raise argparse.ArgumentTypeError(f"not a URL: {text!r} ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         raise argparse.ArgumentTypeError(f"expected http://HOST:PORT (the engine's base URL), got {text!r}")
+    if re.search(r"(^|/)v1(/|$)", parts.path):
+        raise argparse.ArgumentTypeError(f"give the engine's base URL without /v1 (its API paths are added), got {text!r}")
     return text
 
 

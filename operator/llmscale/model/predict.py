@@ -5,7 +5,7 @@ comparing the model with an engine needs the figures themselves. From the same s
 
 - **ITL p95**: each step gives its duration as the gap of every running decode, so the quantile
   is over tokens: a share ``w = λ·E[n]/S`` of gaps are chunk steps (``n`` chunk steps per prompt,
-  ``S`` steps per second), the rest decode steps. A token's decode step holds its own sequence at
+  ``S`` steps per second; each prompt's own chunks, full and the rest), the rest decode steps. A token's decode step holds its own sequence at
   its context (a prompt, plus a uniform position in an output; tokens weighted by output length)
   beside ``k`` others at the mean context, ``k`` Poisson at the mean batch (the running decodes
   seen from one of them, M/G/∞). The quantile of that mixture (docs/calibrate.md, "How it
@@ -75,8 +75,8 @@ def predict_latency(
     busy = point.prefill_busy
     s = point.steps_per_s
     chunk_share = (s - max(1.0 - busy, 0.0) / t_d) / s if s > 0 else 0.0
-    itl = _itl_quantile(model, grid, limits, point.running, min(max(chunk_share, 0.0), 1.0),
-                        max(point.chunk_step_s, t_d), quantile)
+    chunks = np.maximum(_chunk_steps(model, grid, point.running, limits.max_num_batched_tokens), t_d)
+    itl = _itl_quantile(model, grid, limits, point.running, min(max(chunk_share, 0.0), 1.0), chunks, quantile)
     if busy >= 1.0:
         return PredictedLatency(lam, point.running, itl, math.inf, t_d)
     mean_wait = lam * float(np.mean(time**2)) / (2.0 * (1.0 - busy)) if lam > 0 else 0.0
@@ -109,12 +109,35 @@ OUTPUT_POSITIONS = 4
 CONTEXT_NODES = 64
 
 
+def _chunk_steps(model: StepModel, grid: _Grid, running: float, budget: int) -> NDArray[np.float64]:
+    """Every chunk step of the grid's prompts, seconds, one entry a step (a prompt of ``n`` chunks
+    gives ``n``; the grid's prompts are equally likely): full chunks of ``budget − running`` tokens
+    and the rest, each beside ``running`` decodes at the grid's context, attending to the tokens of
+    its prompt before it (as :func:`~llmscale.model.capacity._prefill`)."""
+    room = max(float(budget) - running, 1.0)
+    computed = grid.computed
+    cached = grid.prompt - computed
+    full = np.floor(computed / room)
+    rest = computed - full * room
+    kv = running * grid.context
+    k = np.arange(int(full.max()) if len(full) else 0, dtype=np.float64)
+    earlier = cached[:, None] + k[None, :] * room
+    t_full = np.asarray(model.step_time(running, kv, room, room * earlier + room * room / 2.0), dtype=np.float64)
+    times = np.broadcast_to(t_full, earlier.shape)[k[None, :] < full[:, None]]
+    last = rest > 1e-9
+    before = cached[last] + full[last] * room
+    t_rest = np.asarray(model.step_time(running, kv, rest[last], rest[last] * before + rest[last] ** 2 / 2.0),
+                        dtype=np.float64)
+    return np.concatenate([times.ravel(), np.broadcast_to(t_rest, before.shape).ravel()])
+
+
 def _itl_quantile(
-    model: StepModel, grid: _Grid, limits: EngineLimits, running: float, chunk_share: float, chunk_step_s: float,
-    quantile: float,
+    model: StepModel, grid: _Grid, limits: EngineLimits, running: float, chunk_share: float,
+    chunk_steps_s: NDArray[np.float64], quantile: float,
 ) -> float:
     """The ``quantile`` of the token gaps (module docstring), seconds: a share ``chunk_share`` of
-    them ``chunk_step_s``, the rest decode steps over the own context and the Poisson batch."""
+    them the chunk steps ``chunk_steps_s`` (equally likely), the rest decode steps over the own
+    context and the Poisson batch."""
     prompt, output = grid.prompt, grid.output
     u = (np.arange(OUTPUT_POSITIONS) + 0.5) / OUTPUT_POSITIONS
     own = (prompt[:, None, None] + u[None, None, :] * output[None, :, None]).ravel()
@@ -128,8 +151,9 @@ def _itl_quantile(
     gaps = model.step_time(1.0 + k[:, None], own[None, :] + k[:, None] * grid.context, 0.0)
     gaps = np.asarray(gaps, dtype=np.float64).ravel()
     p = np.broadcast_to(pk[:, None] / CONTEXT_NODES, (len(k), CONTEXT_NODES)).ravel() * (1.0 - chunk_share)
-    gaps = np.append(gaps, chunk_step_s)
-    p = np.append(p, chunk_share)
+    if len(chunk_steps_s):
+        gaps = np.concatenate([gaps, chunk_steps_s])
+        p = np.concatenate([p, np.full(len(chunk_steps_s), chunk_share / len(chunk_steps_s))])
     order = np.argsort(gaps)
     gaps, p = gaps[order], np.cumsum(p[order])
     return float(gaps[min(int(np.searchsorted(p, quantile * p[-1])), len(gaps) - 1)])
