@@ -150,36 +150,35 @@ def test_an_unreachable_engine_fails_with_exit_1_on_one_line(url: str) -> None:
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--trace", "/nonexistent/trace.csv"], "--trace",
                      id="missing-trace"),
         pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--repeats", "x"], "an integer", id="repeats-not-a-number"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "not-a-url"], "expected http://HOST:PORT",
-                     id="url-without-scheme"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "ftp://127.0.0.1:21"], "expected http://HOST:PORT",
-                     id="url-not-http"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:99999"], "not a URL",
-                     id="url-port-out-of-range"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/?x=1"],
-                     "expected http://HOST:PORT", id="url-with-query"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000?"],
-                     "expected http://HOST:PORT", id="url-with-empty-query"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/#"],
-                     "expected http://HOST:PORT", id="url-with-empty-fragment"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000\n"],
-                     "expected http://HOST:PORT", id="url-with-newline"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.\t0.1:8000"],
-                     "expected http://HOST:PORT", id="url-with-tab"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:0"],
-                     "expected http://HOST:PORT", id="url-port-zero"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://" + "a" * 64 + ":8000"],
-                     "not a URL", id="url-host-label-too-long"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://a..b:8000"],
-                     "not a URL", id="url-host-empty-label"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/v1"],
-                     "without /v1", id="url-with-v1"),
-        pytest.param(["--model", "llama-3.1-8b", "--gpu", "l40s", "--url", "http://127.0.0.1:8000/v1/models"],
-                     "without /v1", id="url-with-v1-models"),
     ],
 )
 def test_usage_errors_exit_2_before_any_request(args: list[str], message: str) -> None:
     done = _calibrate("--url", "http://127.0.0.1:9", *args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        pytest.param("not-a-url", "expected http://HOST:PORT", id="url-without-scheme"),
+        pytest.param("ftp://127.0.0.1:21", "expected http://HOST:PORT", id="url-not-http"),
+        pytest.param("http://127.0.0.1:99999", "not a URL", id="url-port-out-of-range"),
+        pytest.param("http://127.0.0.1:8000/?x=1", "expected http://HOST:PORT", id="url-with-query"),
+        pytest.param("http://127.0.0.1:8000?", "expected http://HOST:PORT", id="url-with-empty-query"),
+        pytest.param("http://127.0.0.1:8000/#", "expected http://HOST:PORT", id="url-with-empty-fragment"),
+        pytest.param("http://127.0.0.1:8000\n", "expected http://HOST:PORT", id="url-with-newline"),
+        pytest.param("http://127.0.\t0.1:8000", "expected http://HOST:PORT", id="url-with-tab"),
+        pytest.param("http://127.0.0.1:0", "expected http://HOST:PORT", id="url-port-zero"),
+        pytest.param("http://" + "a" * 64 + ":8000", "not a URL", id="url-host-label-too-long"),
+        pytest.param("http://a..b:8000", "not a URL", id="url-host-empty-label"),
+        pytest.param("http://127.0.0.1:8000/v1", "without /v1", id="url-with-v1"),
+        pytest.param("http://127.0.0.1:8000/v1/models", "without /v1", id="url-with-v1-models"),
+    ],
+)
+def test_a_url_that_is_not_an_engines_base_url_exits_2_before_any_request(url: str, message: str) -> None:
+    done = _calibrate("--url", url, "--model", "llama-3.1-8b", "--gpu", "l40s")
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
