@@ -11,6 +11,7 @@ import pytest
 from llmscale.api import LLMDeploymentSpec
 from llmscale.model import DEFAULT_SHAPE, ReplicaModel
 from llmscale.model.capacity import POISSON
+from llmscale.model.fit import EfficiencyFit
 from llmscale.policy.livefit import (
     LIVE_FIT_MIN_MINUTES,
     LIVE_FIT_MINUTES,
@@ -23,7 +24,7 @@ from llmscale.policy.livefit import (
     live_window,
     refit_due,
 )
-from llmscale.policy.load import capacity_context
+from llmscale.policy.load import capacity_context, faster_only
 from llmscale.signals.minute import MinuteSample
 
 SPEC = LLMDeploymentSpec.model_validate({
@@ -160,16 +161,57 @@ def test_an_upgrade_compares_the_capacity_note_with_the_one_before() -> None:
     assert text.startswith("ITL at batch 1 ") and "(-" in text.split(",")[0]
 
 
-def test_a_slower_engine_than_the_prior_needs_more_replicas() -> None:
-    # The policy sizes the pool with the live fit applied over the prior.
-    slow = _truth(0.02, bw=0.2)
-    record = fold(None, 7, [_minute(slow, 60.0 * k, b) for k, b in enumerate((1, 4, 16, 64, 2, 8), 1)], 4096, 0)
+def _fitted(truth: ReplicaModel) -> LiveCalibration:
+    record = fold(None, 7, [_minute(truth, 60.0 * k, b) for k, b in enumerate((1, 4, 16, 64, 2, 8), 1)], 4096, 0)
     cal = calibrate(SPEC, record)
     assert cal is not None and cal.used
+    return cal
+
+
+def test_a_fit_that_says_slower_leaves_the_prior() -> None:
+    # The live windows read steps slower than they are: the SLO's breaches, not the fit, say slower.
+    cal = _fitted(_truth(0.02, bw=0.2))
     prior = capacity_context(SPEC, DEFAULT_SHAPE, False, POISSON, 1.0)
     live = capacity_context(SPEC, DEFAULT_SHAPE, False, POISSON, 1.0, cal.fit)
-    assert prior is not None and live is not None and live.calibrated_live and not prior.calibrated_live
-    assert live.need(20.0).replicas > prior.need(20.0).replicas
+    assert prior is not None and live is not None and not live.calibrated_live and not prior.calibrated_live
+    assert live.model == prior.model
+    assert live.need(20.0).replicas == prior.need(20.0).replicas
+
+
+def test_a_fit_that_says_faster_needs_fewer_replicas() -> None:
+    fast = ReplicaModel.from_spec(SPEC).with_changes(bandwidth_efficiency=1.0, compute_efficiency=1.0)
+    cal = _fitted(fast)
+    prior = capacity_context(SPEC, DEFAULT_SHAPE, False, POISSON, 1.0)
+    live = capacity_context(SPEC, DEFAULT_SHAPE, False, POISSON, 1.0, cal.fit)
+    assert prior is not None and live is not None and live.calibrated_live
+    assert live.need(40.0).replicas < prior.need(40.0).replicas
+
+
+def _fit(bw: float, compute: float, step_s: float, seq_s: float, attention: float | None) -> EfficiencyFit:
+    return EfficiencyFit(bw, compute, step_s, seq_s, attention, 0.0, 0.0, 0.0, True, True, 0)
+
+
+@pytest.mark.parametrize(("field", "faster", "slower"), [
+    ("bandwidth_efficiency", 0.95, 0.3),
+    ("compute_efficiency", 0.9, 0.2),
+    ("step_overhead_s", 0.0, 0.01),
+    ("seq_overhead_s", 0.0, 1e-4),
+])
+def test_each_figure_of_a_fit_is_taken_only_where_it_makes_a_step_faster(field: str, faster: float,
+                                                                          slower: float) -> None:
+    prior = ReplicaModel.from_spec(SPEC).with_changes(bandwidth_efficiency=0.8, compute_efficiency=0.5,
+                                                      step_overhead_s=0.002, seq_overhead_s=2e-5)
+    base = _fit(0.8, 0.5, 0.002, 2e-5, None)
+    assert getattr(faster_only(replace(base, **{field: faster}), prior), field) == faster
+    assert getattr(faster_only(replace(base, **{field: slower}), prior), field) == getattr(prior, field)
+
+
+def test_an_attention_term_is_not_added_by_a_fit() -> None:
+    prior = ReplicaModel.from_spec(SPEC)
+    assert prior.attention_efficiency is None
+    fit = _fit(0.8, 0.5, 0.0, 0.0, 0.4)
+    assert faster_only(fit, prior).attention_efficiency is None
+    assert faster_only(fit, prior.with_changes(attention_efficiency=0.2)).attention_efficiency == 0.4
 
 
 def test_a_used_fit_is_refitted_every_five_minutes_not_every_minute() -> None:

@@ -61,3 +61,35 @@ def test_cold_starts_are_the_last_ones_ready() -> None:
     records = [(0.0, 300.0), (10.0, 330.0), (20.0, math.inf), (T0, T0), (50.0, 400.0)]
     assert cold_starts(records, now=350.0) == (300.0, 320.0)
     assert cold_starts(records, now=1e9) == (300.0, 320.0, 350.0)
+
+
+def test_a_minute_holds_the_histograms_sums_of_the_requests_that_finished_in_it() -> None:
+    c = RequestCounters(T0, 8192)
+    c.running(T0 + 15, 4.0)
+    c.running(T0 + 45, 6.0)
+    c.finished(T0 + 20, 1000, 11, decode_s=0.5, prefill_s=0.1)
+    c.finished(T0 + 50, 3000, 1, decode_s=0.0, prefill_s=0.3)  # one token: no gap
+    c.finished(T0 + 70, 500, 5, decode_s=0.2, prefill_s=0.05)  # the next minute
+    first, second = c.minutes(T0 + 125)
+    assert (first.end_s, second.end_s) == (T0 + 60, T0 + 120)
+    assert first.running_mean == 5.0
+    assert (first.itl_sum_s, first.itl_count) == (0.5, 10)
+    assert first.prefill_sum_s == pytest.approx(0.4) and first.prefill_count == 2
+    assert (first.prompt_tokens_sum, first.prompt_tokens_count) == (4000, 2)
+    assert (first.output_tokens_sum, first.output_tokens_count) == (12, 2)
+    assert second.running_mean is None  # no scrape in it
+    assert (second.itl_sum_s, second.itl_count, second.prompt_tokens_count) == (0.2, 4, 1)
+
+
+def test_a_minute_without_a_finished_request_has_unknown_sums() -> None:
+    c = RequestCounters(T0, 8192)
+    c.finished(T0 + 70, 500, 5, decode_s=0.2, prefill_s=0.05)
+    (only,) = c.minutes(T0 + 119, last=2)
+    assert only.end_s == T0 + 60 and only.itl_sum_s is None and only.prompt_tokens_count is None
+
+
+def test_a_minute_not_yet_ended_is_not_read() -> None:
+    c = RequestCounters(T0, 8192)
+    c.finished(T0 + 10, 500, 5, decode_s=0.2, prefill_s=0.05)
+    assert c.minutes(T0 + 30) == ()
+    assert [m.end_s for m in c.minutes(T0 + 60)] == [T0 + 60]

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 from tests.benchscripts import load_benchmark
 
-from llmscale.api import LLMDeploymentSpec, ModelSpec, ResourcesSpec
+from llmscale.api import LLMDeployment, LLMDeploymentSpec, ModelSpec, ResourcesSpec
+from llmscale.data import trace_path
 from llmscale.model import ReplicaModel
 from llmscale.sim.skew import SkewedCost
+from llmscale.sim.trace import load_azure_csv
 
 
 def _model() -> ReplicaModel:
@@ -153,3 +156,14 @@ def test_explain_prints_every_judged_minute_with_the_reasons_of_a_missed_one(cap
     assert missed, "a ×5 step within a minute misses minutes while replicas start"
     for i in missed:
         assert lines[i + 1].startswith("  step-x5:     ") and "demand" in lines[i + 1], lines[i + 1]
+
+
+def test_a_model_pessimistic_about_its_engine_is_corrected_by_the_engines_own_histograms() -> None:
+    # The engine computes 3x faster than the model says: no minute breaches, so only the live
+    # calibration (the simulator's llmscale folds the minutes as the operator does) can say so.
+    bench = _bench()
+    spec = LLMDeployment.model_validate(yaml.safe_load(bench.SPEC_FILE.read_text(encoding="utf-8"))).spec
+    case = next(c for c in bench.CASES if c.key == "compute-x3")
+    row = bench.run_case(case, spec, load_azure_csv(trace_path("azure-llm-2023-conv")), 60, 30, 20.0)
+    assert row["minutes"] == 1.0
+    assert row["peak"] == row["limit_peak"] and float(row["ratio"]) <= 1.05

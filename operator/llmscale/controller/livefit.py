@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -24,15 +23,12 @@ from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.events import clip
 from llmscale.controller.memory import ObjectMemory
 from llmscale.controller.report import engine_spec_digest
-from llmscale.model.capacity import engine_limits
 from llmscale.model.fit import EfficiencyFit
 from llmscale.policy.livefit import (
     LIVE_FIT_MAX_ERROR,
     LIVE_FIT_MIN_MINUTES,
-    calibrate,
+    advance,
     describe_change,
-    fold,
-    refit_due,
 )
 from llmscale.policy.types import ConditionResult
 from llmscale.signals.minute import MinuteSample
@@ -50,13 +46,7 @@ def live_calibration(mem: ObjectMemory, spec: LLMDeploymentSpec, minutes: Iterab
     """Fold ``minutes`` into ``mem.live_record`` (none while ``rolling_out``: the pods run two
     engines), fit again when one was added, and return the ``EngineCalibrated`` condition and the
     fit the policy uses (``None``: the prior as it is)."""
-    before = mem.live_record
-    record = fold(before, engine_spec_digest(spec), minutes, engine_limits(spec).max_num_batched_tokens, now,
-                  rolling_out=rolling_out)
-    if (before is None or record.windows is not before.windows) and refit_due(record):
-        cal = calibrate(spec, record)
-        if cal is not None:
-            record = replace(record, last=cal)
+    record = advance(mem.live_record, spec, engine_spec_digest(spec), minutes, now, rolling_out=rolling_out)
     mem.live_record = record
     cal = record.last
     if cal is None:

@@ -434,7 +434,7 @@ def _model_condition(cap: Capacity | None, shape: WorkloadShape, live: bool, fac
     )
     corr = f"; capacity correction × {factor:.2f} learnt from the p95s" if abs(factor - 1) >= 0.005 else ""
     if cap is not None and cap.calibrated_live:
-        corr += "; efficiencies calibrated live from the engines' histograms (EngineCalibrated)"
+        corr += "; the engines' own histograms say they are faster than the model, and it is sized so (EngineCalibrated)"
     if cap is None:
         return ConditionResult(
             "False", Reason.DefaultWorkloadMix, "the performance model cannot place this deployment: no load signal"

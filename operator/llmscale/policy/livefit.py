@@ -21,13 +21,12 @@ traffic and explains them within :data:`LIVE_FIT_MAX_ERROR` (rms relative error)
 image and args (a digest the shell computes). When the digest changes, the windows are dropped, the
 last calibration is kept as ``before``, and once the new engine has its own, the capacity note of
 each (:class:`CapacityNote`) is compared: the shell reports the difference as an Event and a
-condition; while the pool rolls out (its pods run two engines) no minute is folded. Limits: the
-mean ITL also carries the steps that held a prompt chunk, and the running
-mean is a time average (the token-weighted batch is larger under bursts): both make the decode
-efficiency read low on prefill-heavy or bursty traffic — the p95 correction
-(:mod:`llmscale.policy.load`) stays on top of it. The record lives in the operator's memory: a
-restart fits again from the next minutes, and an upgrade made while the operator restarts is not
-compared.
+condition; while the pool rolls out (its pods run two engines) no minute is folded. The windows
+read steps slower than they are on prefill-heavy or bursty traffic (docs/calibrate.md, "In
+production"), so the policy takes a fit only where it says faster
+(:func:`llmscale.policy.load.faster_only`); the SLO's breaches say slower. The record lives in the
+operator's memory: a restart fits again from the next minutes, and an upgrade made while the
+operator restarts is not compared.
 
 Pure: no clock, no I/O.
 """
@@ -54,12 +53,14 @@ __all__ = [
     "CapacityNote",
     "LiveCalibration",
     "LiveRecord",
+    "advance",
     "calibrate",
     "capacity_note",
     "describe_change",
     "fold",
     "live_window",
     "refit_due",
+    "used_fit",
 ]
 
 #: Minutes of windows fitted: 30, long enough for the load to move (several batch sizes), short
@@ -307,6 +308,25 @@ def calibrate(spec: LLMDeploymentSpec, record: LiveRecord) -> LiveCalibration | 
         prior_note=capacity_note(model, spec),
         used=minutes >= LIVE_FIT_MIN_MINUTES and rms <= LIVE_FIT_MAX_ERROR,
     )
+
+
+def advance(record: LiveRecord | None, spec: LLMDeploymentSpec, digest: int, samples: Iterable[MinuteSample],
+            now: float, *, rolling_out: bool = False) -> LiveRecord:
+    """One tick of the live calibration: :func:`fold` ``samples`` into ``record`` and, when a minute
+    was added and :func:`refit_due`, :func:`calibrate` again (the new fit becomes ``last``). The
+    operator's shell and the simulator's llmscale both call this, so both size the pool with the
+    same fit. The fit the policy uses is ``last.fit`` when ``last.used``."""
+    folded = fold(record, digest, samples, engine_limits(spec).max_num_batched_tokens, now, rolling_out=rolling_out)
+    if (record is None or folded.windows is not record.windows) and refit_due(folded):
+        cal = calibrate(spec, folded)
+        if cal is not None:
+            folded = replace(folded, last=cal)
+    return folded
+
+
+def used_fit(record: LiveRecord | None) -> EfficiencyFit | None:
+    """The fit the policy sizes the pool with: the newest calibration's when it is used, else ``None``."""
+    return record.last.fit if record is not None and record.last is not None and record.last.used else None
 
 
 def _change(before: float, after: float) -> str:

@@ -62,6 +62,7 @@ __all__ = [
     "correct",
     "factor_in_force",
     "factor_needing",
+    "faster_only",
 ]
 
 
@@ -113,7 +114,8 @@ class Capacity:
         factor: the capacity correction in force, [CAPACITY_FACTOR_MIN, CAPACITY_FACTOR_MAX].
         itl_s / ttft_s: the SLO's p95 targets, seconds.
         max_replicas: ``spec.replicas.max``: the most any need is reported as.
-        calibrated_live: whether ``model`` carries the live calibration (``PoolState.live_fit``).
+        calibrated_live: whether the live calibration (``PoolState.live_fit``) made ``model`` faster
+            than the prior (:func:`faster_only`).
     """
 
     model: ReplicaModel
@@ -156,12 +158,14 @@ def capacity_context(
     """The :class:`Capacity` of ``spec``'s replicas, or ``None`` when the model cannot place them
     (the weights do not fit the GPUs): the policy then scales on its leading signals alone.
     ``live_fit``: the efficiencies the engines' own histograms gave (:mod:`llmscale.policy.livefit`),
-    applied over the prior (``spec.model.calibration`` or the planning defaults)."""
+    applied over the prior (``spec.model.calibration`` or the planning defaults) where it says the
+    engines are faster (:func:`faster_only`)."""
     model = _model(spec.model, spec.resources)
     if model is None:
         return None
+    prior = model
     if live_fit is not None:
-        model = live_fit.apply(model)
+        model = faster_only(live_fit, model)
     return Capacity(
         model,
         engine_limits(spec),
@@ -172,7 +176,29 @@ def capacity_context(
         spec.slo.itl_p95_seconds,
         spec.slo.ttft_p95_seconds,
         spec.replicas.max,
-        live_fit is not None,
+        model != prior,
+    )
+
+
+def faster_only(fit: EfficiencyFit, model: ReplicaModel) -> ReplicaModel:
+    """``model`` with each of ``fit``'s figures that makes a step faster: the higher bandwidth,
+    compute and attention efficiency, the lower step and per-sequence overhead (no attention term
+    where the prior has none).
+
+    The live windows read a step slower than it is on bursty or prefill-heavy traffic (a mean ITL
+    carries the chunk steps, a prefill time the prompts sharing its steps; measured in
+    docs/calibrate.md, "In production"), so a fit that says *slower* is not evidence: the SLO's
+    breaches are, and the capacity correction learns from them. A fit that says *faster* is
+    evidence the correction cannot gather (a pool sized above its need never breaches)."""
+    attention = model.attention_efficiency
+    if attention is not None and fit.attention_efficiency is not None:
+        attention = max(attention, fit.attention_efficiency)
+    return model.with_changes(
+        bandwidth_efficiency=max(model.bandwidth_efficiency, fit.bandwidth_efficiency),
+        compute_efficiency=max(model.compute_efficiency, fit.compute_efficiency),
+        step_overhead_s=min(model.step_overhead_s, fit.step_overhead_s),
+        seq_overhead_s=min(model.seq_overhead_s, fit.seq_overhead_s),
+        attention_efficiency=attention,
     )
 
 

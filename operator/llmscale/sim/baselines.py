@@ -41,13 +41,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy.history import history_seconds, record_snapshot
+from llmscale.policy.livefit import LiveRecord, advance, used_fit
 from llmscale.policy.types import PolicyMemory
 from llmscale.signals.snapshot import SignalSnapshot
 from llmscale.sim.fleet import Observation, ScaleDecision
@@ -528,7 +529,11 @@ class LlmscalePolicy:
     :class:`~llmscale.signals.SignalSnapshot` recorded in the history by
     :func:`llmscale.policy.history.record_snapshot` (the operator's own rule, kept for
     :func:`~llmscale.policy.history.history_seconds`: one cold start), :func:`llmscale.policy.decide`
-    runs with the pool state, and ``Decision.memory`` is carried to the next tick.
+    runs with the pool state, and ``Decision.memory`` is carried to the next tick. The judged
+    minutes (``Observation.minutes``) go through the live calibration as the operator's shell puts
+    them (:func:`llmscale.policy.livefit.advance`), and its fit, once used, is the state's
+    ``live_fit``: the simulated engine may differ from the model (``llmscale.sim.skew``), and the
+    operator measures its own.
 
     Args:
         spec: the LLMDeployment spec under test.
@@ -543,13 +548,17 @@ class LlmscalePolicy:
         self.history: tuple[SignalSnapshot, ...] = ()
         self.memory = PolicyMemory()
         self.last_reasons: tuple[str, ...] = ()
+        self.live: LiveRecord | None = None
 
     def decide(self, obs: Observation) -> ScaleDecision:
         """Run :func:`llmscale.policy.decide` on the history and carry its memory."""
         from llmscale.policy import decide
 
         self.history = record_snapshot(self.history, obs.snapshot, obs.now, self.keep_s)
-        d = decide(self.spec, self.history, obs.state, self.memory, obs.now)
+        # One engine all run: its digest is a constant.
+        self.live = advance(self.live, self.spec, 0, obs.minutes, obs.now)
+        state = replace(obs.state, live_fit=used_fit(self.live))
+        d = decide(self.spec, self.history, state, self.memory, obs.now)
         self.memory = d.memory
         self.last_reasons = d.reasons
         batch = d.batch_replicas if self.spec.batch is not None else 0

@@ -11,6 +11,9 @@ API server. :class:`RequestCounters` keeps the same for a simulated pool, so tha
   last rate window: rates, means (``_sum``/``_count``), and the p90/p95 as ``histogram_quantile`` over
   vLLM's 1-2-5 length buckets (``build_1_2_5_buckets(max_model_len)`` in ``vllm/v1/metrics/loggers.py``);
 - :meth:`RequestCounters.seasonal` — the finished-request rate one day and one week ago, per minute;
+- :meth:`RequestCounters.minutes` — the judged minutes the live calibration folds
+  (:class:`~llmscale.signals.minute.MinuteSample`: the mean running batch, and the ``_sum``/``_count``
+  of the ITL, prefill-time and length histograms over each minute);
 - :func:`cold_starts` — the measured creation → Ready of the pool's recent replicas.
 
 A request is counted when it finishes (the histograms' observation time). Pure bookkeeping.
@@ -28,6 +31,7 @@ import numpy as np
 from llmscale.model.capacity import vllm_length_buckets
 from llmscale.policy.leadtime import COLD_START_SAMPLES
 from llmscale.policy.types import RateSeries, SeasonalHistory
+from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import WorkloadMix
 
 __all__ = ["RequestCounters", "cold_starts"]
@@ -39,6 +43,10 @@ _WEEK_S = 7 * _DAY_S
 # forecast's smoothing (5 min) before it and the longest lead time considered (30 min) after it.
 _SEASONAL_BEFORE_S = 600.0
 _SEASONAL_AFTER_S = 1800.0
+
+# A minute's accumulators: prompt tokens, requests, output tokens, ITL sum (s), ITL count (gaps),
+# prefill sum (s), prefill count, running-gauge sum over scrapes, scrapes.
+_MINUTE_FIELDS = 9
 
 
 def _quantile(q: float, bounds: Sequence[float], counts: Sequence[int]) -> float | None:
@@ -77,9 +85,27 @@ class RequestCounters:
         self._head = 0
         self._per_minute: list[int] = []  # finished requests per minute since start_s
         self._prefix: deque[tuple[float, float, float]] = deque()
+        # Per minute since start_s: the histograms' _sum/_count increases and the running gauge's
+        # scrapes (_MINUTE_FIELDS).
+        self._minute_sums: list[list[float]] = []
 
-    def finished(self, t: float, prompt_tokens: int, output_tokens: int) -> None:
-        """Count one interactive request that finished at ``t`` (non-decreasing)."""
+    def _minute(self, t: float) -> list[float] | None:
+        m = int((t - self.start_s) // 60.0)
+        if m < 0:
+            return None
+        if m >= len(self._minute_sums):
+            self._minute_sums.extend([0.0] * _MINUTE_FIELDS for _ in range(m + 1 - len(self._minute_sums)))
+        return self._minute_sums[m]
+
+    def finished(self, t: float, prompt_tokens: int, output_tokens: int,
+                 decode_s: float | None = None, prefill_s: float | None = None) -> None:
+        """Count one interactive request that finished at ``t`` (non-decreasing).
+
+        Args:
+            decode_s: first token → finish, seconds: the sum of its ``output_tokens − 1`` inter-token
+                gaps (``vllm:inter_token_latency_seconds``); ``None``: not recorded.
+            prefill_s: first scheduled → first token, seconds (``vllm:request_prefill_time_seconds``).
+        """
         self._t.append(t)
         self._prompt.append(prompt_tokens)
         self._output.append(output_tokens)
@@ -88,6 +114,48 @@ class RequestCounters:
             if minute >= len(self._per_minute):
                 self._per_minute.extend([0] * (minute + 1 - len(self._per_minute)))
             self._per_minute[minute] += 1
+        acc = self._minute(t)
+        if acc is not None:
+            acc[0] += prompt_tokens
+            acc[1] += 1.0
+            acc[2] += output_tokens
+            if decode_s is not None and output_tokens > 1:
+                acc[3] += decode_s
+                acc[4] += output_tokens - 1
+            if prefill_s is not None and prefill_s >= 0:
+                acc[5] += prefill_s
+                acc[6] += 1.0
+
+    def running(self, t: float, mean_running: float) -> None:
+        """Record one scrape at ``t`` of the pool's running batch, averaged over its ready pods."""
+        acc = self._minute(t)
+        if acc is not None:
+            acc[7] += mean_running
+            acc[8] += 1.0
+
+    def minutes(self, t: float, last: int = 2) -> tuple[MinuteSample, ...]:
+        """The ``last`` whole minutes ended by ``t``, oldest first, as the operator's minute query
+        reads them (``avg_over_time`` of the running gauge, ``increase`` of each histogram's ``_sum``
+        and ``_count``); a minute without a scrape or a finished request has ``None`` there. A request
+        is counted in the minute it finished, its gaps with it."""
+        end = int((t - self.start_s + 1e-9) // 60.0)  # minutes [0, end) have ended by t
+        out = []
+        for m in range(max(end - last, 0), end):
+            acc = self._minute_sums[m] if m < len(self._minute_sums) else [0.0] * _MINUTE_FIELDS
+            done = acc[1] > 0
+            out.append(MinuteSample(
+                end_s=self.start_s + 60.0 * (m + 1),
+                running_mean=acc[7] / acc[8] if acc[8] > 0 else None,
+                itl_sum_s=acc[3] if done else None,
+                itl_count=acc[4] if done else None,
+                prefill_sum_s=acc[5] if acc[6] > 0 else None,
+                prefill_count=acc[6] if acc[6] > 0 else None,
+                prompt_tokens_sum=acc[0] if done else None,
+                prompt_tokens_count=acc[1] if done else None,
+                output_tokens_sum=acc[2] if done else None,
+                output_tokens_count=acc[1] if done else None,
+            ))
+        return tuple(out)
 
     def prefix_cache(self, t: float, queries: float, hits: float) -> None:
         """Record the pool's cumulative prefix-cache query and hit counters (tokens) at a scrape at ``t``."""

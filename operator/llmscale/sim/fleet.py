@@ -52,6 +52,7 @@ from numpy.typing import NDArray
 
 from llmscale.policy.types import PoolState
 from llmscale.pools import BATCH, INTERACTIVE
+from llmscale.signals.minute import MinuteSample
 from llmscale.signals.snapshot import SignalSnapshot, WorkloadMix
 from llmscale.sim.counters import RequestCounters, cold_starts
 from llmscale.sim.latency import BIN_S, LatencyRecorder
@@ -99,6 +100,8 @@ class Observation:
             request·seconds — what Knative's queue-proxies report as average concurrency when
             differenced over a window.
         scrape_time: time of the last scrape, seconds since the epoch (−inf before the first).
+        minutes: the interactive pool's last two whole minutes as the operator's minute query reads
+            them (what its live calibration folds), oldest first.
     """
 
     now: float
@@ -107,6 +110,7 @@ class Observation:
     state: PoolState
     inflight_integral: float
     scrape_time: float
+    minutes: tuple[MinuteSample, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +399,9 @@ def simulate(
             inflight_t = t
             inflight -= 1
             unfinished_interactive -= 1
-            counters.finished(t, table.prompt[req], table.output[req])
+            first = table.first_token[req]
+            counters.finished(t, table.prompt[req], table.output[req], t - first,
+                              first - table.scheduled[req] if table.scheduled[req] >= 0 else None)
         rep = by_engine[eng.index]
         if source is not None and is_batch[req]:
             source.finished(req, t)
@@ -563,6 +569,7 @@ def simulate(
         last_scrape_t = t
         last_pods = pods
         if pods:
+            counters.running(t, sum(p.running for p in pods) / len(pods))
             ttft, itl = latency.window_p95(t)
             last_snapshot = SignalSnapshot(
                 observed_at=t,
@@ -593,7 +600,8 @@ def simulate(
             interactive_cold_starts_s=cold_starts(((r.created_s, r.ready_s) for r in records if r.pool == INTERACTIVE), t),
             seasonal=counters.seasonal(t),
         )
-        obs = Observation(t, last_snapshot, last_pods, state, inflight_integral, last_scrape_t)
+        obs = Observation(t, last_snapshot, last_pods, state, inflight_integral, last_scrape_t,
+                          counters.minutes(t))
         d = autoscaler.decide(obs)
         want = min(max(int(d.interactive), fleet.min_replicas), fleet.max_replicas)
         if t < hold_until and want < initial_size:

@@ -141,7 +141,9 @@ class RequestTable:
     blocks' hashes as a CSR pair ``hash_offsets`` (``n + 1`` offsets, a list) and ``hash_ids`` (a
     numpy array: a day of Mooncake blocks as Python ints would take gigabytes), blocks of
     ``block_tokens`` tokens. Filled in while the simulation runs: ``first_token`` and ``finish`` (s
-    since the epoch; −1 until they happen), ``preemptions`` (count), ``replica`` (index of the replica
+    since the epoch; −1 until they happen), ``scheduled`` (when it was first admitted to a step, s
+    since the epoch; −1 until then: vLLM's ``request_prefill_time_seconds`` runs from it to the first
+    token), ``preemptions`` (count), ``replica`` (index of the replica
     that served it, −1 if none), ``slow_gaps`` (its inter-token gaps longer than the ITL target,
     once finished); and the scheduler's working state ``generated``, ``need`` (KV tokens at admission),
     ``start_step``, ``ctx0`` and ``finish_step``.
@@ -162,6 +164,7 @@ class RequestTable:
         "preemptions",
         "prompt",
         "replica",
+        "scheduled",
         "slow_gaps",
         "start_step",
     )
@@ -191,6 +194,7 @@ class RequestTable:
         self.slow_gaps: list[int] = [0] * n
         self.first_token: list[float] = [-1.0] * n
         self.finish: list[float] = [-1.0] * n
+        self.scheduled: list[float] = [-1.0] * n
         self.preemptions: list[int] = [0] * n
         self.replica: list[int] = [-1] * n
         self.generated: list[int] = [0] * n
@@ -536,7 +540,7 @@ class ReplicaEngine:
         if waiting and p < budget:
             used = kv_dec + self.kv_reserved + ndec  # after the decodes' new tokens
             nseq = ndec + len(pre)
-            prompt, generated, need_col = tab.prompt, tab.generated, tab.need
+            prompt, generated, need_col, scheduled = tab.prompt, tab.generated, tab.need, tab.scheduled
             cache = self._cache
             while waiting and p < budget and nseq < self.max_seqs:
                 r = waiting[0]
@@ -545,6 +549,8 @@ class ReplicaEngine:
                     break  # FCFS: later requests do not overtake the head
                 waiting.popleft()
                 need_col[r] = need
+                if scheduled[r] < 0:
+                    scheduled[r] = t
                 compute = need - self._cached_tokens(r, prompt[r], need) if cache is not None else need
                 pre[r] = compute
                 self.kv_reserved += need
