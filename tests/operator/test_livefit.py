@@ -10,7 +10,7 @@ import kopf
 import pytest
 from tests.policy.test_livefit import SPEC, _minute, _truth
 
-from llmscale.controller.livefit import live_calibration, note_live_calibration
+from llmscale.controller.livefit import SIZED, live_calibration, note_live_calibration
 from llmscale.controller.memory import ObjectMemory
 from llmscale.model import ReplicaModel
 from llmscale.signals.minute import MinuteSample
@@ -32,6 +32,7 @@ def test_measuring_then_calibrated_then_upgraded_with_one_event(monkeypatch: pyt
     cond, fit = live_calibration(mem, SPEC, _minutes(_truth(0.004), 3, (32, 4, 16, 64)), 360.0)
     assert (cond.status, cond.reason) == ("True", "Calibrated") and fit is not None
     assert "bandwidth" in cond.message and "(model " in cond.message
+    assert cond.message.endswith(SIZED)  # what the policy takes of the fit
     note_live_calibration(mem, BODY, log, cond)
     assert events == []
     # The engine's args change: its windows start again, the old calibration is kept.

@@ -33,10 +33,13 @@ from llmscale.policy.livefit import (
 from llmscale.policy.types import ConditionResult
 from llmscale.signals.minute import MinuteSample
 
-__all__ = ["ENGINE_CALIBRATED", "ENGINE_CALIBRATED_REASONS", "live_calibration", "note_live_calibration"]
+__all__ = ["ENGINE_CALIBRATED", "ENGINE_CALIBRATED_REASONS", "SIZED", "live_calibration", "note_live_calibration"]
 
 #: The condition type.
 ENGINE_CALIBRATED = "EngineCalibrated"
+#: What the policy takes of a used fit (llmscale.policy.load.faster_only), said in the condition.
+SIZED = ("; the pool is sized with each figure only where it is faster than the prior's "
+         "(the slower direction is learnt from the SLO's breaches: CapacityModel)")
 #: Its reasons (docs/troubleshooting.md has a row for each).
 ENGINE_CALIBRATED_REASONS = ("Measuring", "PoorFit", "Calibrated", "EngineUpgraded")
 
@@ -61,9 +64,10 @@ def live_calibration(mem: ObjectMemory, spec: LLMDeploymentSpec, minutes: Iterab
         return ConditionResult("False", reason, f"Not used ({why}): {cal.describe()}"), None
     if record.before is not None:
         change = describe_change(record.before.note, cal.note)
-        return ConditionResult("True", "EngineUpgraded", f"After the engine upgrade: {change}; {cal.describe()}"), cal.fit
+        return ConditionResult("True", "EngineUpgraded",
+                               f"After the engine upgrade: {change}; {cal.describe()}{SIZED}"), cal.fit
     text = cal.describe()
-    return ConditionResult("True", "Calibrated", text[0].upper() + text[1:]), cal.fit
+    return ConditionResult("True", "Calibrated", text[0].upper() + text[1:] + SIZED), cal.fit
 
 
 def note_live_calibration(mem: ObjectMemory, body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any],
