@@ -10,7 +10,7 @@ import pytest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.model import DEFAULT_SHAPE, ReplicaModel
-from llmscale.model.capacity import POISSON
+from llmscale.model.capacity import POISSON, engine_limits
 from llmscale.model.fit import EfficiencyFit
 from llmscale.policy.livefit import (
     LIVE_FIT_MIN_MINUTES,
@@ -191,27 +191,41 @@ def _fit(bw: float, compute: float, step_s: float, seq_s: float, attention: floa
     return EfficiencyFit(bw, compute, step_s, seq_s, attention, 0.0, 0.0, 0.0, True, True, 0)
 
 
-@pytest.mark.parametrize(("field", "faster", "slower"), [
-    ("bandwidth_efficiency", 0.95, 0.3),
-    ("compute_efficiency", 0.9, 0.2),
-    ("step_overhead_s", 0.0, 0.01),
-    ("seq_overhead_s", 0.0, 1e-4),
+PRIOR = ReplicaModel.from_spec(SPEC).with_changes(bandwidth_efficiency=0.8, compute_efficiency=0.5,
+                                                  step_overhead_s=0.002, seq_overhead_s=2e-5)
+
+
+@pytest.mark.parametrize(("bw", "step_s", "seq_s", "taken"), [
+    (0.95, 0.002, 2e-5, True),   # a higher bandwidth alone
+    (0.8, 0.0, 0.0, True),       # lower overheads alone
+    (0.3, 0.002, 2e-5, False),   # a lower bandwidth
+    (0.95, 0.008, 2e-5, False),  # a higher bandwidth beside a larger overhead: one slower step
+    (0.8, 0.002, 1e-3, False),   # a larger per-sequence overhead
 ])
-def test_each_figure_of_a_fit_is_taken_only_where_it_makes_a_step_faster(field: str, faster: float,
-                                                                          slower: float) -> None:
-    prior = ReplicaModel.from_spec(SPEC).with_changes(bandwidth_efficiency=0.8, compute_efficiency=0.5,
-                                                      step_overhead_s=0.002, seq_overhead_s=2e-5)
-    base = _fit(0.8, 0.5, 0.002, 2e-5, None)
-    assert getattr(faster_only(replace(base, **{field: faster}), prior), field) == faster
-    assert getattr(faster_only(replace(base, **{field: slower}), prior), field) == getattr(prior, field)
+def test_the_decode_side_of_a_fit_is_taken_whole_only_where_no_step_is_slower(bw: float, step_s: float, seq_s: float,
+                                                                             taken: bool) -> None:
+    got = faster_only(_fit(bw, 0.5, step_s, seq_s, None), PRIOR, engine_limits(SPEC))
+    side = (got.bandwidth_efficiency, got.step_overhead_s, got.seq_overhead_s)
+    assert side == ((bw, step_s, seq_s) if taken else (0.8, 0.002, 2e-5))
+
+
+@pytest.mark.parametrize(("compute", "taken"), [(0.9, True), (0.2, False)])
+def test_the_prefill_side_of_a_fit_is_taken_only_where_it_is_faster(compute: float, taken: bool) -> None:
+    # An engine faster in compute read slower in bandwidth (robustness case compute-x2: the mean ITL
+    # carries the chunk steps): the compute is taken, the bandwidth is not.
+    got = faster_only(_fit(0.6, compute, 0.002, 2e-5, None), PRIOR, engine_limits(SPEC))
+    assert got.bandwidth_efficiency == 0.8
+    assert got.compute_efficiency == (compute if taken else 0.5)
 
 
 def test_an_attention_term_is_not_added_by_a_fit() -> None:
     prior = ReplicaModel.from_spec(SPEC)
     assert prior.attention_efficiency is None
     fit = _fit(0.8, 0.5, 0.0, 0.0, 0.4)
-    assert faster_only(fit, prior).attention_efficiency is None
-    assert faster_only(fit, prior.with_changes(attention_efficiency=0.2)).attention_efficiency == 0.4
+    assert faster_only(fit, prior, engine_limits(SPEC)).attention_efficiency is None
+    assert faster_only(fit, prior.with_changes(attention_efficiency=0.2), engine_limits(SPEC)).attention_efficiency == 0.4
+    assert faster_only(_fit(0.8, 0.5, 0.0, 0.0, 0.1), prior.with_changes(attention_efficiency=0.2),
+                       engine_limits(SPEC)).attention_efficiency == 0.2
 
 
 def test_a_used_fit_is_refitted_every_five_minutes_not_every_minute() -> None:

@@ -66,7 +66,8 @@ def test_cold_starts_are_the_last_ones_ready() -> None:
 def test_a_minute_holds_the_histograms_sums_of_the_requests_that_finished_in_it() -> None:
     c = RequestCounters(T0, 8192)
     c.running(T0 + 15, 4.0)
-    c.running(T0 + 45, 6.0)
+    c.running(T0 + 60, 6.0)  # on the boundary: the minute it ends, as (end - 60, end]
+    c.running(T0 + 75, 9.0)
     c.finished(T0 + 20, 1000, 11, decode_s=0.5, prefill_s=0.1)
     c.finished(T0 + 50, 3000, 1, decode_s=0.0, prefill_s=0.3)  # one token: no gap
     c.finished(T0 + 70, 500, 5, decode_s=0.2, prefill_s=0.05)  # the next minute
@@ -77,7 +78,7 @@ def test_a_minute_holds_the_histograms_sums_of_the_requests_that_finished_in_it(
     assert first.prefill_sum_s == pytest.approx(0.4) and first.prefill_count == 2
     assert (first.prompt_tokens_sum, first.prompt_tokens_count) == (4000, 2)
     assert (first.output_tokens_sum, first.output_tokens_count) == (12, 2)
-    assert second.running_mean is None  # no scrape in it
+    assert second.running_mean == 9.0
     assert (second.itl_sum_s, second.itl_count, second.prompt_tokens_count) == (0.2, 4, 1)
 
 
@@ -86,6 +87,7 @@ def test_a_minute_without_a_finished_request_has_unknown_sums() -> None:
     c.finished(T0 + 70, 500, 5, decode_s=0.2, prefill_s=0.05)
     (only,) = c.minutes(T0 + 119, last=2)
     assert only.end_s == T0 + 60 and only.itl_sum_s is None and only.prompt_tokens_count is None
+    assert only.running_mean is None  # no scrape in it
 
 
 def test_a_minute_not_yet_ended_is_not_read() -> None:

@@ -165,7 +165,7 @@ def capacity_context(
         return None
     prior = model
     if live_fit is not None:
-        model = faster_only(live_fit, model)
+        model = faster_only(live_fit, model, engine_limits(spec))
     return Capacity(
         model,
         engine_limits(spec),
@@ -180,26 +180,35 @@ def capacity_context(
     )
 
 
-def faster_only(fit: EfficiencyFit, model: ReplicaModel) -> ReplicaModel:
-    """``model`` with each of ``fit``'s figures that makes a step faster: the higher bandwidth,
-    compute and attention efficiency, the lower step and per-sequence overhead (no attention term
-    where the prior has none).
+def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -> ReplicaModel:
+    """``model`` with each side of ``fit`` that makes no step slower: the decode side (bandwidth,
+    step and per-sequence overhead) and then the prefill side (compute, and attention where the
+    prior has an attention term), each taken whole, and only where the model with it is no slower
+    than without at every anchor step (a decode step of 1 and of ``limits.max_num_seqs`` sequences
+    at 1,024 tokens of context, a lone budget-sized prefill chunk).
 
-    The live windows read a step slower than it is on bursty or prefill-heavy traffic (a mean ITL
-    carries the chunk steps, a prefill time the prompts sharing its steps; measured in
-    docs/calibrate.md, "In production"), so a fit that says *slower* is not evidence: the SLO's
-    breaches are, and the capacity correction learns from them. A fit that says *faster* is
-    evidence the correction cannot gather (a pool sized above its need never breaches)."""
-    attention = model.attention_efficiency
-    if attention is not None and fit.attention_efficiency is not None:
-        attention = max(attention, fit.attention_efficiency)
-    return model.with_changes(
-        bandwidth_efficiency=max(model.bandwidth_efficiency, fit.bandwidth_efficiency),
-        compute_efficiency=max(model.compute_efficiency, fit.compute_efficiency),
-        step_overhead_s=min(model.step_overhead_s, fit.step_overhead_s),
-        seq_overhead_s=min(model.seq_overhead_s, fit.seq_overhead_s),
-        attention_efficiency=attention,
-    )
+    Sides, not figures: a fit's figures are solved together, so a higher bandwidth beside a larger
+    overhead is one slower decode step, and taking only the bandwidth would make a model faster than
+    anything measured. One way: the live windows read a step slower than it is on bursty or
+    prefill-heavy traffic (a mean ITL carries the chunk steps, a prefill time the prompts sharing
+    its steps; measured in docs/calibrate.md, "In production"), so a fit that says *slower* is not
+    evidence: the SLO's breaches are, and the capacity correction learns from them. A fit that says
+    *faster* is evidence the correction cannot gather (a pool sized above its need never breaches)."""
+    seqs = float(limits.max_num_seqs)
+    chunk = float(limits.max_num_batched_tokens)
+    anchors = ((1.0, 1024.0, 0.0, 0.0), (seqs, seqs * 1024.0, 0.0, 0.0), (0.0, 0.0, chunk, chunk * chunk / 2.0))
+
+    def no_slower(candidate: ReplicaModel, than: ReplicaModel) -> bool:
+        return all(candidate.step_time(d, kv, p, pairs) <= than.step_time(d, kv, p, pairs) * (1.0 + 1e-9)
+                   for d, kv, p, pairs in anchors)
+
+    decode = model.with_changes(bandwidth_efficiency=fit.bandwidth_efficiency, step_overhead_s=fit.step_overhead_s,
+                                seq_overhead_s=fit.seq_overhead_s)
+    base = decode if no_slower(decode, model) else model
+    attention = fit.attention_efficiency if model.attention_efficiency is not None else None
+    prefill = base.with_changes(compute_efficiency=fit.compute_efficiency,
+                                attention_efficiency=attention if attention is not None else model.attention_efficiency)
+    return prefill if no_slower(prefill, base) else base
 
 
 def factor_in_force(correction: CapacityCorrection | None) -> float:

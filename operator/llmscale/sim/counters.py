@@ -90,7 +90,9 @@ class RequestCounters:
         self._minute_sums: list[list[float]] = []
 
     def _minute(self, t: float) -> list[float] | None:
-        m = int((t - self.start_s) // 60.0)
+        # The minute ending at start_s + 60·(m + 1) holds (end − 60, end], as Prometheus reads it:
+        # a scrape on a boundary belongs to the minute it ends.
+        m = math.ceil((t - self.start_s) / 60.0 - 1e-9) - 1
         if m < 0:
             return None
         if m >= len(self._minute_sums):
@@ -137,7 +139,8 @@ class RequestCounters:
         """The ``last`` whole minutes ended by ``t``, oldest first, as the operator's minute query
         reads them (``avg_over_time`` of the running gauge, ``increase`` of each histogram's ``_sum``
         and ``_count``); a minute without a scrape or a finished request has ``None`` there. A request
-        is counted in the minute it finished, its gaps with it."""
+        is counted in the minute it finished, its gaps with it (vLLM observes each gap as it
+        happens: a request spanning a boundary moves a few gaps one minute later here)."""
         end = int((t - self.start_s + 1e-9) // 60.0)  # minutes [0, end) have ended by t
         out = []
         for m in range(max(end - last, 0), end):
