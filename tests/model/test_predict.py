@@ -125,3 +125,10 @@ def test_a_short_prompts_chunk_step_is_its_own_size_not_the_budgets() -> None:
     one_prompt = MODEL.step_time(point.running, point.running * point.context_tokens, 1000.0, 1000.0**2 / 2.0)
     assert predicted.itl_p95_s <= one_prompt * 1.01
     assert predicted.itl_p95_s < 0.5 * point.chunk_step_s
+
+
+@pytest.mark.parametrize("quantile", [0.0, 1.0, 1.5, -0.1, math.nan])
+def test_a_quantile_outside_zero_to_one_is_refused(quantile: float) -> None:
+    # Above 1 the TTFT search would never end (no wait is long enough for a share above all).
+    with pytest.raises(ValueError, match="quantile"):
+        predict_latency(MODEL, SHAPE, LIMITS, 1.0, quantile=quantile)

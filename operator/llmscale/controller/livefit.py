@@ -38,8 +38,9 @@ __all__ = ["ENGINE_CALIBRATED", "ENGINE_CALIBRATED_REASONS", "SIZED", "live_cali
 #: The condition type.
 ENGINE_CALIBRATED = "EngineCalibrated"
 #: What the policy takes of a used fit (llmscale.policy.load.faster_only), said in the condition.
-SIZED = ("; the pool is sized with each figure only where it is faster than the prior's "
-         "(the slower direction is learnt from the SLO's breaches: CapacityModel)")
+SIZED = ("; the pool is sized with its decode side (bandwidth, overheads) and its prefill side (compute) "
+         "each only where it makes no step slower than the prior's (the slower direction is learnt from "
+         "the SLO's breaches: CapacityModel)")
 #: Its reasons (docs/troubleshooting.md has a row for each).
 ENGINE_CALIBRATED_REASONS = ("Measuring", "PoorFit", "Calibrated", "EngineUpgraded")
 

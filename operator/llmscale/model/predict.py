@@ -64,8 +64,10 @@ def predict_latency(
     docstring: the model).
 
     Raises:
-        ValueError: a negative or non-finite rate.
+        ValueError: a negative or non-finite rate, or a quantile outside (0, 1).
     """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     # The targets only shape the slow-step counts, which are not used here.
     point = replica_point(model, shape, limits, 1.0, 1.0, rate_rps)
     grid = _grid(shape, limits.context_limit_tokens)
