@@ -164,11 +164,12 @@ def capacity_context(
     if model is None:
         return None
     prior = model
+    limits = engine_limits(spec)
     if live_fit is not None:
-        model = faster_only(live_fit, model, engine_limits(spec))
+        model = faster_only(live_fit, model, limits)
     return Capacity(
         model,
-        engine_limits(spec),
+        limits,
         shape,
         live,
         burstiness,
@@ -205,9 +206,10 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
     decode = model.with_changes(bandwidth_efficiency=fit.bandwidth_efficiency, step_overhead_s=fit.step_overhead_s,
                                 seq_overhead_s=fit.seq_overhead_s)
     base = decode if no_slower(decode, model) else model
-    attention = fit.attention_efficiency if model.attention_efficiency is not None else None
+    # No attention term where the prior has none (the fit then has none either).
+    attention = model.attention_efficiency if fit.attention_efficiency is None else fit.attention_efficiency
     prefill = base.with_changes(compute_efficiency=fit.compute_efficiency,
-                                attention_efficiency=attention if attention is not None else model.attention_efficiency)
+                                attention_efficiency=attention if model.attention_efficiency is not None else None)
     return prefill if no_slower(prefill, base) else base
 
 
