@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,11 @@ import kubernetes.client
 import kubernetes.config
 
 from llmscale.controller.gpusfree import (
-    BOUND_PODS,
     READ_DUTY,
     READ_PERIOD_MAX_S,
     READ_PERIOD_S,
     ClusterGPUs,
-    _pages,
-    cluster_gpus,
+    read_cluster_gpus,
 )
 from llmscale.localcluster.cluster import nodes_manifest
 
@@ -61,20 +58,22 @@ class Read:
 
 
 def read_once(api: kubernetes.client.ApiClient) -> Read:
-    """The reader's read (``GpuReader._read_sync``), its pages counted."""
-    core = kubernetes.client.CoreV1Api(api)
+    """The reader's read (:func:`llmscale.controller.gpusfree.read_cluster_gpus`), its requests
+    (pages) counted."""
     calls = [0]
+    call_api = api.call_api
 
-    def counted(call: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapped(**kwargs: Any) -> Any:
-            calls[0] += 1
-            return call(**kwargs)
-        return wrapped
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return call_api(*args, **kwargs)
 
-    started = time.perf_counter()
-    cluster = cluster_gpus(_pages(counted(core.list_node)),
-                           _pages(counted(core.list_pod_for_all_namespaces), field_selector=BOUND_PODS))
-    return Read(calls[0], time.perf_counter() - started, cluster)
+    api.call_api = counted  # type: ignore[method-assign]
+    try:
+        started = time.perf_counter()
+        cluster = read_cluster_gpus(api)
+        return Read(calls[0], time.perf_counter() - started, cluster)
+    finally:
+        del api.call_api
 
 
 def populate(api: kubernetes.client.ApiClient, nodes: int, pods: int) -> str:

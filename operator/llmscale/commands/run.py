@@ -32,6 +32,7 @@ from llmscale.commands.logformat import formatter
 from llmscale.controller.deps import Decider, Dependencies, SignalSource
 from llmscale.controller.gpusfree import GpuReader
 from llmscale.controller.handlers import build_registry, configure_kopf
+from llmscale.controller.heap import trim_heap_forever
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.peers import PeeringConflict, check_peering
 from llmscale.controller.scaletarget import KubernetesScaleClient
@@ -206,6 +207,7 @@ async def serve(
         gpus=GpuReader(api_client if settings.read_nodes else None, on_read=metrics.gpus_read.set),
         inference_pools=KubernetesInferencePools(api_client, settings.field_manager),
     )
+    trimming = asyncio.create_task(trim_heap_forever(), name="llmscale-heap-trim")
     try:
         async with _serving(health_app(metrics, ready), settings.metrics_host, settings.metrics_port) as runner:
             for address in runner.addresses:
@@ -223,6 +225,7 @@ async def serve(
                 ready_flag=ready,
             )
     finally:
+        trimming.cancel()
         await deps.fleet.stop()  # Kopf's cleanup did, unless it never started
         if own_reader is not None:
             own_reader.close()

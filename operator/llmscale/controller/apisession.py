@@ -34,6 +34,7 @@ import kopf
 import kubernetes.client
 
 from llmscale.controller.settings import OperatorSettings
+from llmscale.controller.slimbodies import SlimResponse
 
 __all__ = [
     "PEERING_RESOURCES",
@@ -251,10 +252,11 @@ def _session(
 ) -> kopf.AiohttpSession:
     """An aiohttp session as Kopf builds one for ``info`` (``APIContext.__init__``), with a
     connector of at most ``limit`` connections (0: no limit; the peering keep-alive never waits,
-    :class:`PeeringFirst`), reporting queue waits to ``waited``."""
+    :class:`PeeringFirst`), reporting queue waits to ``waited``; LLMDeployments reach Kopf
+    without ``managedFields`` (:class:`~llmscale.controller.slimbodies.SlimResponse`)."""
     connector = PeeringFirst(limit=limit, ssl=info.as_ssl_context())
     session = aiohttp.ClientSession(connector=connector, headers=info.as_http_headers(),
-                                    proxy=info.proxy_url, trust_env=info.trust_env,
+                                    proxy=info.proxy_url, trust_env=info.trust_env, response_class=SlimResponse,
                                     trace_configs=[wait_trace(waited)] if waited is not None else None)
     return kopf.AiohttpSession(server=info.server, default_namespace=info.default_namespace,
                                aiohttp_session=session)

@@ -42,11 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +55,7 @@ from kubernetes.client.exceptions import ApiException
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.controller.indexes import PoolKey, extended_requests
+from llmscale.controller.kubecalls import pages
 from llmscale.controller.manifests.names import BATCH, INTERACTIVE, LABEL_DEPLOYMENT, LABEL_POOL
 
 __all__ = [
@@ -93,7 +93,6 @@ READ_DUTY = 0.05
 READ_PERIOD_MAX_S = 300.0
 #: The field selector of the pods that hold resources on a node (as ``kubectl describe node``).
 BOUND_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-_PAGE = 500
 #: ``(connect, read)`` timeouts of one page, seconds: a hung connection fails the read (the GPUs
 #: free turn unknown) instead of holding the reader's thread for ever.
 _TIMEOUT_S = (5.0, 30.0)
@@ -255,20 +254,14 @@ def pool_gpus_free(cluster: ClusterGPUs, spec: LLMDeploymentSpec, namespace: str
     return max(0, math.floor(free - max(0.0, sized - held) + 1e-9))
 
 
-def _pages(call: Callable[..., Any], **kwargs: Any) -> Iterator[dict[str, Any]]:
-    """Every item of a paginated list, one page (``_PAGE`` items) parsed at a time."""
-    token: str | None = None
-    while True:
-        response = call(limit=_PAGE, _continue=token, _preload_content=False, _request_timeout=_TIMEOUT_S,
-                        **kwargs)
-        try:
-            page = json.loads(response.data)
-        finally:
-            response.release_conn()
-        yield from page.get("items") or ()
-        token = (page.get("metadata") or {}).get("continue") or None
-        if token is None:
-            return
+def read_cluster_gpus(api_client: kubernetes.client.ApiClient) -> ClusterGPUs:
+    """One read of the nodes and the bound pods (:data:`BOUND_PODS`), a page at a time.
+
+    Raises:
+        kubernetes.client.exceptions.ApiException: a page was refused or failed.
+    """
+    return cluster_gpus(pages(api_client, "/api/v1/nodes", timeout=_TIMEOUT_S),
+                        pages(api_client, "/api/v1/pods", query=[("fieldSelector", BOUND_PODS)], timeout=_TIMEOUT_S))
 
 
 class GpuReader:
@@ -290,7 +283,7 @@ class GpuReader:
     def __init__(self, api_client: kubernetes.client.ApiClient | None, period_s: float = READ_PERIOD_S,
                  loop_time: Callable[[], float] | None = None,
                  on_read: Callable[[float], None] | None = None) -> None:
-        self._core = kubernetes.client.CoreV1Api(api_client) if api_client is not None else None
+        self._api = api_client
         self.period_s = period_s
         #: Seconds from the start of one read to the next: ``period_s``, or the last read's
         #: duration over :data:`READ_DUTY` when that is longer (at most :data:`READ_PERIOD_MAX_S`).
@@ -324,7 +317,7 @@ class GpuReader:
              batch_replicas: int) -> int | None:
         """Return :func:`pool_gpus_free` from the newest read, or ``None`` while unknown (module
         docstring). Starts the reader if it is not running. Never raises; never waits."""
-        if self._core is None or spec.scale_target_ref is not None:
+        if self._api is None or spec.scale_target_ref is not None:
             return None
         self.start()
         cluster = self.latest()
@@ -342,7 +335,7 @@ class GpuReader:
 
     def start(self) -> None:
         """Start the periodic read in the running event loop, unless it runs already or is off."""
-        if self._core is not None and not self._stopped and (self._task is None or self._task.done()):
+        if self._api is not None and not self._stopped and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self.run(), name="llmscale-gpu-reader")
 
     async def stop(self) -> None:
@@ -367,7 +360,7 @@ class GpuReader:
     async def read_once(self) -> ClusterGPUs | None:
         """Read the nodes and bound pods once; return the read, or ``None`` when it failed (the
         cause is in :attr:`unknown_because` and logged once)."""
-        if self._core is None:
+        if self._api is None:
             return None
         started, started_unix = self._now(), time.time()
         try:
@@ -394,9 +387,8 @@ class GpuReader:
         return cluster
 
     def _read_sync(self) -> ClusterGPUs:
-        assert self._core is not None
-        return cluster_gpus(_pages(self._core.list_node),
-                            _pages(self._core.list_pod_for_all_namespaces, field_selector=BOUND_PODS))
+        assert self._api is not None
+        return read_cluster_gpus(self._api)
 
     def _unknown(self, because: str) -> None:
         self.unknown_because = because

@@ -37,6 +37,7 @@ from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from llmscale.api import ScaleTargetRef
 from llmscale.controller.indexes import IndexedPod, indexed_pod
+from llmscale.controller.kubecalls import pages
 from llmscale.controller.manifests.names import MANAGER
 from llmscale.controller.state.pods import PodPhase
 
@@ -185,7 +186,6 @@ class KubernetesScaleClient:
         #: (issue 22: an LLMDeployment's author could otherwise scale any workload of a kind in
         #: ``rbac.scaleTargets`` in its namespace, another team's database included); ``None``: any.
         self.opt_in = opt_in
-        self._core = kubernetes.client.CoreV1Api(api_client)
         self._dynamic: DynamicClient | None = None
         self._lock = threading.Lock()
         # (apiVersion, kind) whose /scale refuses server-side apply (custom resources, see
@@ -282,13 +282,13 @@ class KubernetesScaleClient:
 
     def _pods_sync(self, namespace: str, selector: str, group_label: str | None = None) -> TargetPods:
         try:
-            items = self._core.list_namespaced_pod(namespace, label_selector=selector).items
+            items = list(pages(self.api_client, "/api/v1/namespaces/{namespace}/pods", path_params={"namespace": namespace},
+                               query=[("labelSelector", selector)]))
         except ApiException as exc:
             raise ScaleTargetError(
                 FAILED_GET_SCALE, f"could not list the pods of {namespace} selected by {selector!r}: {_answer(exc)}"
             ) from None
-        return pods_of((self.api_client.sanitize_for_serialization(pod) for pod in items),  # type: ignore[no-untyped-call]
-                       group_label)
+        return pods_of(items, group_label)
 
     async def pods(self, namespace: str, selector: str, group_label: str | None = None) -> TargetPods:
         """See :meth:`ScaleClient.pods`."""

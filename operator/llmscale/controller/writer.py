@@ -17,6 +17,7 @@ import kubernetes.client
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from llmscale.controller.kubecalls import APPLY, MERGE_PATCH, request
 from llmscale.controller.manifests.inferencepool import (
     INFERENCE_POOL_GROUP,
     INFERENCE_POOL_PLURAL,
@@ -68,6 +69,16 @@ class ChildWriter(Applier, Protocol):
         ...
 
 
+#: API paths of the objects the writer applies, by kind.
+_CHILD_PATHS = {
+    "Deployment": "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+    "Service": "/api/v1/namespaces/{namespace}/services/{name}",
+    "PodDisruptionBudget": "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}",
+}
+_POD_PATH = "/api/v1/namespaces/{namespace}/pods/{name}"
+_JOB_PATH = "/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+
+
 class KubernetesWriter:
     """:class:`ChildWriter` over the official (synchronous) Kubernetes client, run in threads.
 
@@ -84,27 +95,18 @@ class KubernetesWriter:
     def __init__(self, api_client: kubernetes.client.ApiClient, field_manager: str = MANAGER) -> None:
         self.api_client = api_client
         self.field_manager = field_manager
-        self._apps = kubernetes.client.AppsV1Api(api_client)
-        self._core = kubernetes.client.CoreV1Api(api_client)
-        self._policy = kubernetes.client.PolicyV1Api(api_client)
-        self._batch = kubernetes.client.BatchV1Api(api_client)
 
     def _apply_sync(self, manifest: Mapping[str, Any]) -> None:
         kind = manifest["kind"]
         name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
-        options: dict[str, Any] = {
-            "field_manager": self.field_manager,
-            "force": True,
-            "_content_type": "application/apply-patch+yaml",
-        }
-        if kind == "Deployment":
-            self._apps.patch_namespaced_deployment(name, namespace, dict(manifest), **options)
-        elif kind == "Service":
-            self._core.patch_namespaced_service(name, namespace, dict(manifest), **options)
-        elif kind == "PodDisruptionBudget":
-            self._policy.patch_namespaced_pod_disruption_budget(name, namespace, dict(manifest), **options)
-        else:
+        path = _CHILD_PATHS.get(kind)
+        if path is None:
             raise ValueError(f"llmscale does not apply objects of kind {kind}")
+        self._apply(path, namespace, name, dict(manifest))
+
+    def _apply(self, path: str, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        request(self.api_client, "PATCH", path, path_params={"namespace": namespace, "name": name},
+                query=[("fieldManager", self.field_manager), ("force", True)], body=body, content_type=APPLY)
 
     async def apply(self, manifest: Mapping[str, Any]) -> None:
         """Server-side apply one child.
@@ -118,8 +120,7 @@ class KubernetesWriter:
     def _annotate_pod_sync(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)}}
-        self._core.patch_namespaced_pod(name, namespace, body, field_manager=self.field_manager, force=True,
-                                        _content_type="application/apply-patch+yaml")
+        self._apply(_POD_PATH, namespace, name, body)
 
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
         """Server-side apply ``annotations`` on one pod: this manager owns those keys and nothing
@@ -133,8 +134,8 @@ class KubernetesWriter:
 
     def _remove_pod_annotations_sync(self, namespace: str, name: str, keys: Sequence[str]) -> None:
         body = {"metadata": {"annotations": dict.fromkeys(keys)}}
-        self._core.patch_namespaced_pod(name, namespace, body, field_manager=self.field_manager,
-                                        _content_type="application/merge-patch+json")
+        request(self.api_client, "PATCH", _POD_PATH, path_params={"namespace": namespace, "name": name},
+                query=[("fieldManager", self.field_manager)], body=body, content_type=MERGE_PATCH)
 
     async def remove_pod_annotations(self, namespace: str, name: str, keys: Sequence[str]) -> None:
         """Remove ``keys`` from one pod's annotations with a JSON merge patch (``null`` values): the
@@ -150,8 +151,7 @@ class KubernetesWriter:
     def _suspend_job_sync(self, namespace: str, name: str, suspend: bool) -> None:
         body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
                 "spec": {"suspend": suspend}}
-        self._batch.patch_namespaced_job(name, namespace, body, field_manager=self.field_manager, force=True,
-                                         _content_type="application/apply-patch+yaml")
+        self._apply(_JOB_PATH, namespace, name, body)
 
     async def suspend_job(self, namespace: str, name: str, suspend: bool) -> None:
         """Server-side apply ``spec.suspend`` of one batch Job: this manager owns that field and
@@ -166,12 +166,10 @@ class KubernetesWriter:
 
     def _delete_sync(self, kind: str, namespace: str, name: str) -> bool:
         try:
-            if kind == "Deployment":
-                self._apps.delete_namespaced_deployment(name, namespace, propagation_policy="Background")
-            elif kind == "Service":
-                self._core.delete_namespaced_service(name, namespace)
-            else:
+            if kind not in ("Deployment", "Service"):
                 raise ValueError(f"llmscale does not delete objects of kind {kind}")
+            request(self.api_client, "DELETE", _CHILD_PATHS[kind], path_params={"namespace": namespace, "name": name},
+                    query=[("propagationPolicy", "Background")] if kind == "Deployment" else ())
         except ApiException as exc:
             if exc.status == 404:
                 return False
