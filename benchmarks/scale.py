@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/scale.py [--deployments 1000] [--shards 1] [--namespaces 10]
         [--hold 120] [--settle 30] [--tick-seconds 15] [--scrape-interval 15] [--json PATH]
-        [--tracemalloc]
+        [--tracemalloc] [--census]
 
 Starts everything on 127.0.0.1, in a state dir of its own, and stops it all by PID at the end
 (also on Ctrl-C or an error; ``--keep`` leaves it running):
@@ -30,7 +30,9 @@ duration p50/p99 (``llmscale_tick_duration_seconds`` over the hold), API writes/
 log, by resource), failed signal reads (``llmscale_signal_read_errors_total``), time to reconcile
 all, and per shard which objects it wrote (none of the other shard's). ``--tracemalloc`` runs the
 operators under ``benchmarks/traced_operator.py`` and prints, after each hold, what each holds by
-allocating file, line and stack (slower and bigger: a breakdown, not the RSS figure).
+allocating file, line and stack (slower and bigger: a breakdown, not the RSS figure); ``--census``
+runs them under the same wrapper without tracing and prints, after each hold, their RSS, C heap and
+pymalloc figures and the bytes Kopf and llmscale keep per LLMDeployment, by part.
 Results of a run are in docs/benchmarks.md ("Scale") and docs/operator.md.
 """
 
@@ -202,21 +204,23 @@ def start_prometheus(sd: Path, port: int, scrape_s: float) -> str:
     return url
 
 
-def start_operator(sd: Path, shard: Shard, prometheus_url: str, traced: bool = False) -> None:
+def start_operator(sd: Path, shard: Shard, prometheus_url: str, traced: bool = False, census: bool = False) -> None:
     """``llmscale run`` with operator defaults for ``shard``'s namespaces, as ``shard.user``; under
-    ``benchmarks/traced_operator.py`` when ``traced`` (its snapshot: :func:`traced_dump`)."""
+    ``benchmarks/traced_operator.py`` when ``traced`` (its snapshot: :func:`traced_dump`) or
+    ``census`` (the wrapper without tracing: the census only, :func:`print_census`)."""
     kubeconfig = sd / f"{shard.user}.kubeconfig"
     cluster.write_kubeconfig(kubeconfig, _server(sd), sd / "pki", shard.user)
     shard.port = free_port()
     program = ([sys.executable, str(Path(__file__).with_name("traced_operator.py")), str(traced_dump(sd, shard))]
-               if traced else [str(Path(sys.executable).with_name("llmscale"))])
+               if traced or census else [str(Path(sys.executable).with_name("llmscale"))])
     argv = [*program, "run", "--kubeconfig", str(kubeconfig),
             "--prometheus-url", prometheus_url, "--peering", PEERING, "--metrics-host", "127.0.0.1",
             "--metrics-port", str(shard.port)]
     for namespace in shard.namespaces:
         argv += ["-n", namespace]
     name = f"operator-{shard.index}"
-    shard.pid = cluster.spawn(sd, name, argv, env={"KUBECONFIG": str(kubeconfig)})
+    env = {"KUBECONFIG": str(kubeconfig), **({"LLMSCALE_TRACEMALLOC_FRAMES": "0"} if census and not traced else {})}
+    shard.pid = cluster.spawn(sd, name, argv, env=env)
     shard.log = sd / "logs" / (name + ".log")
     _wait(f"{name}'s /readyz", lambda: _http(f"http://127.0.0.1:{shard.port}/readyz"), 120)
 
@@ -226,6 +230,16 @@ def traced_dump(sd: Path, shard: Shard) -> Path:
     return sd / f"operator-{shard.index}.tracemalloc"
 
 
+def print_census(sd: Path, shard: Shard) -> None:
+    """Ask a wrapped operator for its census (``traced_operator.census``: RSS, C heap, pymalloc, and
+    the bytes Kopf and llmscale keep per LLMDeployment) and print it."""
+    census = traced_dump(sd, shard).with_suffix(".census")
+    census.unlink(missing_ok=True)
+    os.kill(shard.pid, signal.SIGUSR1)
+    _wait("the census", census.exists, 300)
+    console.print(f"operator-{shard.index} (census):\n{census.read_text()}", soft_wrap=True, highlight=False)
+
+
 def print_traced(sd: Path, shard: Shard, top: int = 25) -> None:
     """Ask a traced operator for its snapshot and print what it holds by allocating file, then by
     allocating line (the biggest ``top`` of each), then the biggest stacks whole."""
@@ -233,7 +247,7 @@ def print_traced(sd: Path, shard: Shard, top: int = 25) -> None:
 
     dump = traced_dump(sd, shard)
     dump.unlink(missing_ok=True)
-    os.kill(shard.pid, signal.SIGUSR1)
+    print_census(sd, shard)
     _wait("the tracemalloc snapshot", dump.exists, 120)
     snapshot = tracemalloc.Snapshot.load(str(dump)).filter_traces(
         [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap>")])
@@ -600,7 +614,7 @@ def run(args: argparse.Namespace, sd: Path) -> dict[str, Any]:
         start_exporter(sd, exporter_port)
         prometheus_url = start_prometheus(sd, free_port(), args.scrape_interval)
         for s in shards:
-            start_operator(sd, s, prometheus_url, traced=args.tracemalloc)
+            start_operator(sd, s, prometheus_url, traced=args.tracemalloc, census=args.census)
     console.print(f"up in {time.monotonic() - t_start:.0f} s: {nodes} nodes, {len(namespaces)} namespaces, "
                   f"{len(shards)} operator(s) (PIDs {', '.join(str(s.pid) for s in shards)}), state {sd}")
     stop = threading.Event()
@@ -623,9 +637,11 @@ def run(args: argparse.Namespace, sd: Path) -> dict[str, Any]:
                                     args.tick_seconds)
             stages.append(figures)
             print_stage(figures, args.tick_seconds)
-            if args.tracemalloc:
-                for s in shards:
+            for s in shards:
+                if args.tracemalloc:
                     print_traced(sd, s)
+                elif args.census:
+                    print_census(sd, s)
         namespace, name = objects(biggest, namespaces)[0]
         change = metric_change(api, prometheus_url, exporter_port, namespace, name, audit_log,
                                {s.user for s in shards}, args.change_timeout)
@@ -679,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracemalloc", action="store_true",
                         help="run the operators under tracemalloc and print what they hold after each hold "
                              "(slower, bigger: not for the RSS figure)")
+    parser.add_argument("--census", action="store_true",
+                        help="print after each hold what each operator holds: RSS, C heap, pymalloc, and the bytes "
+                             "Kopf and llmscale keep per LLMDeployment (no tracing; the walk itself takes a few s)")
     parser.add_argument("--keep", action="store_true", help="leave everything running (stop: cluster.py down)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)

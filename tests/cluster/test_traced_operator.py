@@ -50,5 +50,32 @@ def test_a_traced_process_reports_what_it_holds(tmp_path: Path, capsys: pytest.C
         proc.wait(timeout=30)
     out = capsys.readouterr().out
     assert "operator-0 (tracemalloc):" in out and "MB traced" in out
+    assert "operator-0 (census):" in out and "VmRSS" in out and "Kopf: no watched object in this process" in out
     assert "allocated at (innermost last):" in out
     assert scale.traced_dump(tmp_path, shard).stat().st_size > 0
+
+
+async def test_the_census_counts_what_kopf_keeps_per_llmdeployment() -> None:
+    # The census walks Kopf's own memories (not stand-ins): a kept body's managedFields, status and
+    # the rest, and llmscale's ObjectMemory by attribute; the process figures come first.
+    import kopf
+    from kopf._core.reactor import inventory
+
+    from llmscale.controller.memory import MEMO_KEY, ObjectMemory
+
+    traced = load_benchmark("traced_operator")
+    memories = inventory.ResourceMemories()
+    raw = {"apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment",
+           "metadata": {"name": "chat", "namespace": "a", "uid": "u1",
+                        "managedFields": [{"manager": "kopf", "fieldsV1": {"f:status": {f"f:{i}": {} for i in range(200)}}}]},
+           "status": {"conditions": [{"type": f"T{i}", "message": "m" * 40} for i in range(20)]}}
+    memory = await memories.recall(raw, memobase=kopf.Memo(deps=None))
+    memory.memo[MEMO_KEY] = ObjectMemory()
+    memory.daemons_memory.live_fresh_body = kopf.Body(raw)
+    text = traced.census()
+    assert text.splitlines()[0].startswith("VmRSS ")
+    assert "Kopf: 1 watched objects, 1 bodies kept" in text
+    sizes = {line.split("  ")[-1]: float(line.split()[0]) for line in text.splitlines() if " KB an LLMDeployment " in line}
+    assert sizes["body: metadata.managedFields"] > 0.01 and sizes["body: status"] > 0.005, text
+    assert any(name.startswith("llmscale ObjectMemory") for name in sizes), text
+    del memories
