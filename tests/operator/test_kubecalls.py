@@ -1,5 +1,5 @@
 """Requests through the official client's ApiClient without its generated API classes (issue 26:
-CoreV1Api, AppsV1Api and BatchV1Api held 41 MB): what reaches a real HTTP server, the answers,
+CoreV1Api, AppsV1Api and BatchV1Api held 25 MB): what reaches a real HTTP server, the answers,
 the errors, the pages."""
 
 from __future__ import annotations
