@@ -36,6 +36,11 @@ class _Handler(BaseHTTPRequestHandler):
                                  "content_type": self.headers.get("Content-Type"),
                                  "authorization": self.headers.get("Authorization"),
                                  "body": json.loads(self.rfile.read(length)) if length else None})
+        if url.path.endswith("/empty"):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if url.path.endswith("/missing"):
             status, answer = 404, {"kind": "Status", "reason": "NotFound", "message": "missing not found", "code": 404}
         elif url.path == "/api/v1/pods":  # three pages of two
@@ -95,6 +100,10 @@ def test_a_refusal_is_the_clients_api_exception_with_its_status(
         request(client, "DELETE", "/api/v1/namespaces/{namespace}/services/{name}",
                 path_params={"namespace": "a", "name": "missing"})
     assert refused.value.status == 404 and "missing not found" in str(refused.value.body)
+
+
+def test_an_empty_answer_is_none(served: tuple[kubernetes.client.ApiClient, list[Any]]) -> None:
+    assert request(served[0], "DELETE", "/api/v1/namespaces/a/services/empty") is None
 
 
 def test_pages_follow_the_continue_token(served: tuple[kubernetes.client.ApiClient, list[Any]]) -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kopf._cogs.clients.api import iter_jsonlines
 
 from llmscale.controller.apisession import ConnectionBudget, session_login
-from llmscale.controller.slimbodies import resource_of, slim_line, slim_object
+from llmscale.controller.slimbodies import resource_of, slim_line, slim_object, slims
 
 LLMD = "/apis/llmscale.dev/v1alpha1/namespaces/team-a/llmdeployments"
 JOBS = "/apis/batch/v1/namespaces/llmdeployments/jobs"  # a namespace named like the resource
@@ -58,6 +58,20 @@ def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 ])
 def test_the_resource_of_a_path(path: str, resource: tuple[str, str] | None) -> None:
     assert resource_of(path) == resource
+
+
+@pytest.mark.parametrize(("path", "slim"), [
+    (LLMD, True),
+    (LLMD + "/chat/status", True),
+    ("/k8s/clusters/c-1" + LLMD, True),  # behind a server path (Rancher)
+    ("/api" + LLMD, True),  # a server path that is itself named api
+    ("/apis/llmscale.dev/v1alpha1/namespaces/apis/llmdeployments", True),
+    (JOBS, False),
+    ("/apis/batch/v1/namespaces/apis/jobs", False),
+    ("/k8s/clusters/c-1/api/v1/namespaces/llmdeployments/pods", False),
+])
+def test_which_paths_are_slimmed(path: str, slim: bool) -> None:
+    assert slims(path) is slim
 
 
 def test_an_object_a_list_an_event_lose_managed_fields_only() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import logging
 from collections.abc import Callable
 
@@ -26,12 +25,9 @@ TRIM_PERIOD_SECONDS = 10.0
 
 def malloc_trim() -> Callable[[], object] | None:
     """glibc's ``malloc_trim(0)`` as a callable of no arguments, or ``None`` where the process's C
-    library has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    library has none (looked up among the symbols the process has loaded: no ``ldconfig`` run)."""
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
     trim.argtypes = [ctypes.c_size_t]

@@ -53,7 +53,9 @@ def request(
 
     Raises:
         kubernetes.client.exceptions.ApiException: the API server answered outside 2xx (``status``
-            says which), or the request failed (``status`` 0).
+            says which; 0 for a TLS failure).
+        urllib3.exceptions.HTTPError: no answer (a refused connection, a timeout), as the
+            generated methods raised it.
     """
     headers = {"Accept": "application/json"}
     if content_type is not None:
@@ -63,7 +65,8 @@ def request(
         header_params=headers, body=body, auth_settings=["BearerToken"])
     response = api_client.call_api(*params, _request_timeout=timeout)  # type: ignore[no-untyped-call]
     response.read()  # type: ignore[no-untyped-call]
-    return api_client.response_deserialize(response, {"2XX": "object"}).data  # type: ignore[no-untyped-call]
+    answer = api_client.response_deserialize(response, {"2XX": "object"}).data  # type: ignore[no-untyped-call]
+    return None if answer == "" else answer
 
 
 def pages(api_client: kubernetes.client.ApiClient, path: str, *, path_params: Mapping[str, str] | None = None,

@@ -171,7 +171,8 @@ def _answer(exc: Exception) -> str:
 class KubernetesScaleClient:
     """:class:`ScaleClient` over the official client: discovery and ``/scale`` through
     ``kubernetes.dynamic.DynamicClient`` (created on first use, in a thread: it reads the API
-    server's discovery documents), pods through ``CoreV1Api``; every call in a thread.
+    server's discovery documents), pods through :func:`llmscale.controller.kubecalls.pages`; every
+    call in a thread.
 
     Args:
         api_client: a configured ``kubernetes.client.ApiClient``.

@@ -45,8 +45,12 @@ def resource_of(path: str) -> tuple[str, str] | None:
 
 
 def slims(path: str) -> bool:
-    """Whether an API server path addresses one of :data:`SLIM_RESOURCES`."""
-    return resource_of(path) in SLIM_RESOURCES
+    """Whether an API server path addresses one of :data:`SLIM_RESOURCES`, after the server's own
+    path if it has one (``https://rancher/k8s/clusters/c-1/apis/...``, even one named ``api``):
+    any ``api``/``apis`` segment from which the rest reads as such a resource."""
+    parts = [part for part in path.split("/") if part]
+    return any(resource_of("/".join(parts[i:])) in SLIM_RESOURCES
+               for i, part in enumerate(parts) if part in ("api", "apis"))
 
 
 def slim_object(obj: Any) -> Any:
