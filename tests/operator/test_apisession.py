@@ -15,6 +15,7 @@ import kubernetes.client
 import pytest
 from kopf._cogs.clients.auth import APIContext
 from kopf._cogs.structs.credentials import Vault
+from tests.aioserve import serving
 
 from llmscale.controller.apisession import (
     PEERING_RESOURCES,
@@ -204,15 +205,8 @@ async def _slow_server(delay_s: float) -> AsyncIterator[str]:
         await asyncio.sleep(delay_s)
         return web.Response(text="ok")
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", slow)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serving(slow) as base:
+        yield base
 
 
 @contextlib.asynccontextmanager

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kopf._cogs.clients.api import iter_jsonlines
+from tests.aioserve import serving
 
 from llmscale.controller.apisession import ConnectionBudget, session_login
 from llmscale.controller.slimbodies import resource_of, slim_line, slim_object, slims
@@ -126,15 +127,8 @@ async def _api_server(chunk: int) -> AsyncIterator[str]:
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_route("GET", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serving(handle, "GET") as base:
+        yield base
 
 
 @pytest.mark.parametrize("chunk", [7, 300, 1 << 20])
