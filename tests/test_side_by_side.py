@@ -15,6 +15,7 @@ import subprocess
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ E2E = """#!/usr/bin/env bash
 trap 'echo interrupted > e2e-interrupted; exit 2' INT
 echo "e2e: busy"; sleep {busy}
 date +%s.%N > e2e-busy-done; {touch}
-sleep 6 & wait
+sleep {tail} & wait
 date +%s.%N > e2e-ended; echo "e2e: done"; exit {rc}
 """
 UNIT = """#!/usr/bin/env bash
@@ -43,8 +44,9 @@ echo "timing: niceness $(nice)"; exit {rc}
 
 
 def _write(tmp_path: Path, e2e_rc: int = 0, unit_rc: int = 0, timing_rc: int = 0, touch: bool = True,
-           busy: float = 1) -> None:
-    (tmp_path / "e2e.sh").write_text(E2E.format(rc=e2e_rc, busy=busy,
+           busy: float = 1, tail: float = 6) -> None:
+    """The stand-ins: the e2e suite is busy for ``busy`` s, says so, and ends ``tail`` s later."""
+    (tmp_path / "e2e.sh").write_text(E2E.format(rc=e2e_rc, busy=busy, tail=tail,
                                                 touch='touch "$LLMSCALE_E2E_CPU_DONE"' if touch else ":"))
     (tmp_path / "unit.sh").write_text(UNIT.format(rc=unit_rc))
     (tmp_path / "timing.sh").write_text(TIMING.format(rc=timing_rc))
@@ -52,7 +54,7 @@ def _write(tmp_path: Path, e2e_rc: int = 0, unit_rc: int = 0, timing_rc: int = 0
         (tmp_path / f).chmod(0o755)
 
 
-def _run(tmp_path: Path, **stand_ins: int | bool) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, **stand_ins: float | bool) -> subprocess.CompletedProcess[str]:
     _write(tmp_path, **stand_ins)  # type: ignore[arg-type]
     return subprocess.run(["bash", str(SCRIPT), *SUITES], cwd=tmp_path, capture_output=True, text=True,
                           timeout=60, check=False)
@@ -62,34 +64,43 @@ def _time(tmp_path: Path, name: str) -> float:
     return float((tmp_path / name).read_text())
 
 
-def test_the_unit_suite_starts_once_the_busy_scenarios_are_done(tmp_path: Path) -> None:
-    proc = _run(tmp_path)
+@pytest.fixture(scope="module")
+def passing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One run of stand-ins that all pass (the tests below read different things of it)."""
+    tmp_path = tmp_path_factory.mktemp("passing")
+    return tmp_path, _run(tmp_path)
+
+
+def test_the_unit_suite_starts_once_the_busy_scenarios_are_done(passing: tuple[Path, Any]) -> None:
+    tmp_path, proc = passing
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # After the file, and well before the e2e suite's end (6 s later): the file started it.
     assert _time(tmp_path, "e2e-busy-done") <= _time(tmp_path, "unit-started") < _time(tmp_path, "e2e-ended") - 2
 
 
-def test_the_unit_suite_runs_at_nice_19(tmp_path: Path) -> None:
-    proc = _run(tmp_path)
+def test_the_unit_suite_runs_at_nice_19(passing: tuple[Path, Any]) -> None:
+    tmp_path, proc = passing
     assert (tmp_path / ".cluster" / "test-logs" / "unit.log").read_text().strip() == "unit: niceness 19", proc.stdout
 
 
-def test_the_timing_tests_start_once_the_e2e_suite_has_ended_at_the_scripts_niceness(tmp_path: Path) -> None:
-    proc = _run(tmp_path)
+def test_the_timing_tests_start_once_the_e2e_suite_has_ended_at_the_scripts_niceness(
+    passing: tuple[Path, Any]
+) -> None:
+    tmp_path, proc = passing
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _time(tmp_path, "timing-started") >= _time(tmp_path, "e2e-ended")
     assert (tmp_path / ".cluster" / "test-logs" / "timing.log").read_text().strip() == TIMING_NICE
 
 
-def test_the_unit_runs_output_comes_after_all_ended(tmp_path: Path) -> None:
-    out = _run(tmp_path).stdout
+def test_the_unit_runs_output_comes_after_all_ended(passing: tuple[Path, Any]) -> None:
+    out = passing[1].stdout
     ends = [out.index(s) for s in ("e2e: done", "test: unit suite ended", "test: timing tests ended",
                                    "unit: niceness 19", TIMING_NICE)]
     assert ends == sorted(ends), out
 
 
 def test_an_e2e_suite_that_never_says_starts_the_unit_suite_when_it_ends(tmp_path: Path) -> None:
-    proc = _run(tmp_path, touch=False)
+    proc = _run(tmp_path, touch=False, tail=1)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _time(tmp_path, "unit-started") >= _time(tmp_path, "e2e-ended")
 
@@ -99,7 +110,7 @@ def test_an_e2e_suite_that_never_says_starts_the_unit_suite_when_it_ends(tmp_pat
 def test_the_exit_status_is_the_first_failure_of_e2e_unit_timing(
     tmp_path: Path, e2e_rc: int, unit_rc: int, timing_rc: int, rc: int
 ) -> None:
-    proc = _run(tmp_path, e2e_rc=e2e_rc, unit_rc=unit_rc, timing_rc=timing_rc)
+    proc = _run(tmp_path, e2e_rc=e2e_rc, unit_rc=unit_rc, timing_rc=timing_rc, tail=0)
     assert proc.returncode == rc, proc.stdout + proc.stderr
     # All ran, whatever the others' outcome.
     assert "unit: niceness 19" in proc.stdout and TIMING_NICE in proc.stdout

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from tests.benchscripts import load_benchmark
-from tests.sim.batchday_spec import WINDOW_OPENS_H, trough_spec
+from tests.sim.batchday_spec import TROUGH_CURVE, WINDOW_OPENS_H, trough_spec
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.data import trace_path
@@ -22,7 +22,7 @@ from llmscale.sim.batchday import MODES, BatchDay, JobGate, batch_day, run_batch
 from llmscale.sim.runner import Scenario
 from llmscale.sim.trace import Trace, load_azure_csv
 
-#: The module's fixture simulates three 48-hour days (about 130 s of CPU): on a shared machine that
+#: The module's fixture simulates three 32-hour days (about 100 s of CPU): on a shared machine that
 #: can pass the suite's 300 s per-test limit, which counts a module fixture's setup in its first test.
 pytestmark = pytest.mark.timeout(900)
 
@@ -44,7 +44,7 @@ def day(base: Trace) -> BatchDay:
 
 @pytest.fixture(scope="module")
 def runs(base: Trace, day: BatchDay) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]], Any]]:
-    sc = Scenario.build(_spec(), day.trace, base, warmup_s=600)
+    sc = Scenario.build(_spec(), day.trace, base, warmup_s=600, capacity_curve=TROUGH_CURVE)
     return {mode: run_batch_day(sc, day, mode) for mode in MODES}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.sim.batchday_spec import WINDOW_OPENS_H, trough_spec
+from tests.sim.batchday_spec import TROUGH_CURVE, WINDOW_OPENS_H, trough_spec
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.data import trace_path
@@ -29,7 +29,7 @@ def small() -> tuple[Scenario, BatchDay]:
     base = load_azure_csv(trace_path("azure-llm-2023-conv"))
     # No short deadline: only the window or idle GPUs can release a Job.
     day = batch_day(base, _spec(), duration_s=32 * 3600.0, peak_rps=1.0, jobs=3, seed=1, short_deadline_fraction=0.0)
-    return Scenario.build(_spec(), day.trace, base, warmup_s=600), day
+    return Scenario.build(_spec(), day.trace, base, warmup_s=600, capacity_curve=TROUGH_CURVE), day
 
 
 def _run(small: tuple[Scenario, BatchDay], gpus: int) -> tuple[dict[str, Any], list[dict[str, Any]], BatchDayPolicy]:

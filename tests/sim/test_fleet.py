@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
-from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, SimResult, simulate
+from llmscale.sim.fleet import (
+    FleetConfig,
+    Observation,
+    ScaleDecision,
+    SimResult,
+    SimulationAbandoned,
+    simulate,
+)
+from llmscale.sim.latency import BIN_S, LatencyRecorder
 from llmscale.sim.trace import Trace
 
 MODEL = ReplicaModel(arch=MODEL_PRESETS["llama-3.1-8b"], gpu=GPU_PRESETS["h100-sxm"])
@@ -218,3 +226,34 @@ def test_a_batch_clients_requests_are_spread_over_the_batch_replicas() -> None:
     assert len(batch_replicas) == 4 and finished.all()
     counts = [int(np.sum(served == k)) for k in batch_replicas]
     assert min(counts) > 0.15 * n, counts  # an even share is 25 %
+
+
+def test_latency_bins_before_the_settled_time_never_change() -> None:
+    # give_up's promise: what it is shown before its settled time is final (decode leaps in flight
+    # are recorded when they end, so "settled" trails the tick while one spans a minute's end).
+    # Few arrivals and long outputs: decode leaps of tens of seconds, across bins and ticks.
+    rng = np.random.default_rng(1)
+    n = 60
+    arrival = T0 + np.sort(rng.uniform(0, 600, n))
+    trace = Trace(arrival, rng.integers(50, 500, n), rng.integers(1000, 4000, n), np.zeros(n, bool), T0, 600.0)
+    seen: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def watch(rec: LatencyRecorder, settled_s: float) -> bool:
+        k = max(0, int((settled_s - rec.start_s) // BIN_S))
+        seen.append((k, rec.counts("ttft")[:k].copy(), rec.counts("itl")[:k].copy()))
+        return False
+
+    res = simulate(trace, Script([(0, 2)]), MODEL, context_limit_tokens=8192, give_up=watch)
+    assert res.latency is not None
+    ttft, itl = res.latency.counts("ttft"), res.latency.counts("itl")
+    assert any(k for k, _, _ in seen)
+    for k, tt, it in seen:
+        assert (tt == ttft[:k]).all() and (it == itl[:k]).all(), k
+
+
+def test_a_run_given_up_raises_at_the_tick_it_was_given_up() -> None:
+    trace = _trace(20.0, 900.0)
+    with pytest.raises(SimulationAbandoned) as info:
+        simulate(trace, Script([(0, 4)]), MODEL, context_limit_tokens=8192,
+                 give_up=lambda rec, settled_s: settled_s >= T0 + 300.0)
+    assert T0 + 300.0 <= info.value.at_s < T0 + 330.0

@@ -26,7 +26,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.api import SloSpec
-from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, simulate
+from llmscale.sim.fleet import FleetConfig, Observation, ScaleDecision, SimulationAbandoned, simulate
+from llmscale.sim.latency import BIN_S, LatencyRecorder, histogram_quantile
 from llmscale.sim.replica import EngineConfig, StepCostModel
 from llmscale.sim.report import minute_scores
 from llmscale.sim.trace import Trace, synthesize
@@ -90,6 +91,35 @@ class _Sampler:
         return ScaleDecision(self.replicas)
 
 
+class _misses:
+    """``simulate``'s ``give_up`` for a probe that must meet the SLO in ``target`` of its minutes:
+    True once the minutes after the warm-up whose histograms are final already miss so many that
+    the run cannot reach ``target`` (judged as :func:`llmscale.sim.report.minute_scores` judges
+    them, less its stalled minutes, which can only add misses). ``bound``: the highest fraction the
+    run could still reach when it was given up."""
+
+    def __init__(self, slo: SloSpec, warmup_s: float, target: float) -> None:
+        self.slo = slo
+        self.first = math.ceil(warmup_s / 60.0 - 1e-9)  # as minute_scores skips the warm-up
+        self.target = target
+        self.judged = 0  # minutes judged so far, counted from the first after the warm-up
+        self.missed = 0
+        self.bound = 1.0
+
+    def __call__(self, rec: LatencyRecorder, settled_s: float) -> bool:
+        final = int((settled_s - rec.start_s) // 60.0)  # minutes 0 … final − 1 are final
+        if final - self.first <= self.judged:
+            return False
+        lo, hi = self.first + self.judged, final
+        ttft = histogram_quantile(0.95, rec.ttft_bounds, rec.minute_counts("ttft")[lo:hi])
+        itl = histogram_quantile(0.95, rec.itl_bounds, rec.minute_counts("itl")[lo:hi])
+        self.missed += int(np.count_nonzero((ttft > self.slo.ttft_p95_seconds) | (itl > self.slo.itl_p95_seconds)))
+        self.judged = final - self.first
+        total = math.ceil(rec.bins / round(60.0 / BIN_S)) - self.first
+        self.bound = (total - self.missed) / total if total > 0 else 1.0
+        return self.bound < self.target
+
+
 def _run(
     base: Trace,
     cost: StepCostModel,
@@ -101,15 +131,25 @@ def _run(
     warmup_s: float,
     seed: int,
     context_limit_tokens: int | None,
-) -> tuple[float, Capacity]:
+    fail_below: float | None = None,
+) -> tuple[float, Capacity | None]:
+    """One probe: ``(fraction of minutes meeting the SLO, what the fleet held)``. With ``fail_below``
+    (a fraction of minutes, 0–1) the probe stops at the first tick where its final minutes already
+    put it below that, and answers ``(an upper bound of the fraction, None)``: it fails as the
+    whole probe would."""
     # A flat envelope, the base detrended: the probe's load is steady at ``rate`` (a replay would
     # carry the real hour's rise and fall, compressed, into the probe).
     trace = synthesize(base, duration_s=duration_s, peak_rps=rate * replicas, envelope=_flat, seed=seed)
     inter = trace.select(np.flatnonzero(~trace.is_batch).astype(np.int64))
     sampler = _Sampler(replicas, inter.start_s + warmup_s)
     fleet = FleetConfig(initial_replicas=replicas, min_replicas=replicas, max_replicas=replicas, drain_cap_s=600)
-    res = simulate(inter, sampler, cost, engine=engine, fleet=fleet, context_limit_tokens=context_limit_tokens,
-                   itl_slo_s=slo.itl_p95_seconds)
+    give_up = None if fail_below is None else _misses(slo, warmup_s, fail_below)
+    try:
+        res = simulate(inter, sampler, cost, engine=engine, fleet=fleet, context_limit_tokens=context_limit_tokens,
+                       itl_slo_s=slo.itl_p95_seconds, give_up=give_up)
+    except SimulationAbandoned:
+        assert give_up is not None
+        return give_up.bound, None
     meets, _, _, _ = minute_scores(res, slo, warmup_s)
     frac = float(meets.mean())
     conc = 0.0
@@ -142,6 +182,7 @@ def calibrate(
     iterations: int = 9,
     seed: int = 0,
     rate_rps: float | None = None,
+    give_up_early: bool = True,
 ) -> Capacity:
     """Find the highest per-replica rate at which ``minute_target`` of minutes meet the SLO.
 
@@ -163,6 +204,8 @@ def calibrate(
         seed: seed of the probes' traces.
         rate_rps: skip the search: measure one probe at this per-replica rate and return it
             (its ``minutes_meeting`` says how well that rate does).
+        give_up_early: stop a probe once its final minutes already miss ``minute_target``
+            (the same answer; ``False`` runs every probe to its end, to check that).
 
     Returns:
         The :class:`Capacity` at the highest passing rate.
@@ -176,7 +219,9 @@ def calibrate(
     if rate_rps is not None:
         if rate_rps <= 0:
             raise ValueError("rate_rps must be positive")
-        return _run(base, cost, engine, slo, rate_rps, replicas, duration_s, warmup_s, seed, context_limit_tokens)[1]
+        measured = _run(base, cost, engine, slo, rate_rps, replicas, duration_s, warmup_s, seed, context_limit_tokens)[1]
+        assert measured is not None  # only a probe with fail_below is given up
+        return measured
     mean_prompt = float(np.mean(base.prompt_tokens))
     mean_out = float(np.mean(base.output_tokens))
     # Compute ceiling: every request's prompt and output pass the model once.
@@ -184,31 +229,33 @@ def calibrate(
     hi = 1.0 / per_req
     lo_cap: Capacity | None = None
 
-    def probe(rate: float) -> tuple[float, Capacity]:
-        return _run(base, cost, engine, slo, rate, replicas, duration_s, warmup_s, seed, context_limit_tokens)
+    def passes(rate: float) -> Capacity | None:
+        """The probe at ``rate`` when it meets ``minute_target``, else None (given up early)."""
+        frac, cap = _run(base, cost, engine, slo, rate, replicas, duration_s, warmup_s, seed, context_limit_tokens,
+                         fail_below=minute_target if give_up_early else None)
+        return cap if frac >= minute_target else None
 
-    frac, cap = probe(hi)
-    while frac >= minute_target:
+    cap = passes(hi)
+    while cap is not None:
         lo_cap = cap
         hi *= 2.0
-        frac, cap = probe(hi)
+        cap = passes(hi)
     lo = lo_cap.rate_rps if lo_cap else 0.0
     for _ in range(iterations):
         mid = (lo + hi) / 2.0
-        frac, cap = probe(mid)
-        if frac >= minute_target:
+        cap = passes(mid)
+        if cap is not None:
             lo, lo_cap = mid, cap
         else:
             hi = mid
     if lo_cap is None:
         tiny = hi / 2**iterations
-        frac, cap = probe(tiny)
-        if frac < minute_target:
+        lo_cap = passes(tiny)
+        if lo_cap is None:
             raise ValueError(
                 f"Not even {tiny * 60.0:.2g} requests a minute per replica meet the SLO on this replica: "
                 "the SLO is too tight for these request sizes"
             )
-        lo_cap = cap
     if not math.isfinite(lo_cap.rate_rps) or lo_cap.rate_rps <= 0:
         raise ValueError("Calibration found no positive capacity")
     if lo_cap.rate_rps * 60.0 < MIN_REQUESTS_PER_MINUTE:

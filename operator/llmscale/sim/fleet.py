@@ -68,8 +68,18 @@ __all__ = [
     "ReplicaRecord",
     "ScaleDecision",
     "SimResult",
+    "SimulationAbandoned",
     "simulate",
 ]
+
+
+class SimulationAbandoned(Exception):
+    """:func:`simulate` ended early because its ``give_up`` said so; ``at_s`` is the simulated
+    time it stopped at (seconds since the epoch). No result exists for such a run."""
+
+    def __init__(self, at_s: float) -> None:
+        super().__init__(f"the run was given up at {at_s:.0f} s")
+        self.at_s = at_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +312,7 @@ def simulate(
     itl_slo_s: float = math.inf,
     progress: Callable[[float], None] | None = None,
     latency_bounds_s: tuple[Sequence[float], Sequence[float]] | None = None,
+    give_up: Callable[[LatencyRecorder, float], bool] | None = None,
 ) -> SimResult:
     """Replay ``trace`` through a fleet sized by ``autoscaler``; return every request's fate.
 
@@ -318,12 +329,17 @@ def simulate(
         progress: called now and then with the simulated time reached (seconds since the epoch).
         latency_bounds_s: ``(itl, ttft)`` histogram bucket bounds, seconds (default vLLM's): finer
             ones let a benchmark read quantiles of a fast engine (a CPU's few-millisecond ITL).
+        give_up: called after each tick with the run's latency histograms so far and the time
+            before which they are final (the tick's, or the start of a decode leap still in flight,
+            whose steps are recorded when it ends); ``True`` ends the run there: a search that
+            already knows the run fails its test need not finish it.
 
     Returns:
         A :class:`SimResult`.
 
     Raises:
         ValueError: the model's KV cache cannot hold one request at the context limit.
+        SimulationAbandoned: ``give_up`` returned ``True``.
     """
     engine = engine or EngineConfig()
     fleet = fleet or FleetConfig()
@@ -689,6 +705,10 @@ def simulate(
         if next_tick == t:
             tick(t)
             next_tick += tick_s
+            if give_up is not None:
+                settled = min([t, *(r.engine.recorded_before for r in by_engine)])
+                if give_up(latency, settled):
+                    raise SimulationAbandoned(t)
         if progress is not None and t >= next_progress:
             progress(t)
             next_progress = t + 600.0

@@ -366,6 +366,12 @@ class ReplicaEngine:
         """True when the replica has no request at all."""
         return self.outstanding == 0
 
+    @property
+    def recorded_before(self) -> float:
+        """Time before which every latency sample of this replica is recorded, seconds since the
+        epoch: the start of a decode leap in flight (its steps are recorded when it ends), else inf."""
+        return self._seg_t0 if self._act == DECODE else math.inf
+
     # ------------------------------------------------------------------ inputs
 
     def add(self, req: int, t: float) -> float | None:
