@@ -9,15 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from tests.benchscripts import load_benchmark
+from tests.sim.test_fleet import MODEL, Script
+from tests.sim.test_fleet import _trace as _fleet_trace
 
-from llmscale.api import LLMDeployment, LLMDeploymentSpec
+from llmscale.api import LLMDeployment, LLMDeploymentSpec, SloSpec
 from llmscale.data import trace_path
 from llmscale.model.roofline import ReplicaModel
-from llmscale.sim.calibrate import Capacity, _run, calibrate
+from llmscale.sim.calibrate import Capacity, _misses, _run, calibrate
 from llmscale.sim.engine_args import engine_config
+from llmscale.sim.fleet import simulate
+from llmscale.sim.report import minute_scores
 from llmscale.sim.trace import Trace, load_azure_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +77,22 @@ def test_the_benchmark_script_runs_on_a_small_case(capsys: pytest.CaptureFixture
     rows = capsys.readouterr().out.splitlines()
     assert rows[1].startswith("chat-llama-8b-h100.yaml") and rows[1].endswith("yes"), rows
     assert rows[-1].startswith("all")
+
+
+@pytest.mark.parametrize(("rate", "plan"), [
+    (6.0, [(0, 2)]),  # every minute meets the SLO
+    (12.0, [(0, 1), (240, 3)]),  # the first minutes miss, the later ones meet it
+    (30.0, [(0, 2), (300, 6)]),  # every minute misses, one of them only as stalled
+])
+def test_a_finished_run_is_judged_as_minute_scores_judges_it(rate: float, plan: list[tuple[float, int]]) -> None:
+    # 630 s with a 90-s warm-up: a last partial minute, and a warm-up that ends inside a minute.
+    slo = SloSpec(ttftP95Seconds=1.0, itlP95Seconds=0.05)
+    res = simulate(_fleet_trace(rate, 630.0, seed=2), Script(plan), MODEL, context_limit_tokens=8192, itl_slo_s=0.05)
+    meets, ttft, itl, _ = minute_scores(res, slo, 90.0)
+    judge = _misses(slo, 90.0, 0.99)
+    assert res.latency is not None
+    judge(res.latency, res.end_s)
+    ended = int((res.end_s - res.start_s) // 60.0) - 2  # judged: the minutes after the warm-up that ended
+    assert judge.missed == int(np.count_nonzero((ttft[:ended] > 1.0) | (itl[:ended] > 0.05)))
+    assert judge.bound >= meets.mean(), "stalled minutes only miss more"
+    assert judge.bound == pytest.approx(1.0 - judge.missed / len(meets))

@@ -230,7 +230,7 @@ def calibrate(
     lo_cap: Capacity | None = None
 
     def passes(rate: float) -> Capacity | None:
-        """The probe at ``rate`` when it meets ``minute_target``, else None (given up early)."""
+        """The probe at ``rate`` when it meets ``minute_target``, else None (failed, whole or given up)."""
         frac, cap = _run(base, cost, engine, slo, rate, replicas, duration_s, warmup_s, seed, context_limit_tokens,
                          fail_below=minute_target if give_up_early else None)
         return cap if frac >= minute_target else None
