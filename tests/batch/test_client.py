@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from tenacity import AsyncRetrying, RetryCallState
+from tests.aioserve import serving_app
 
 from llmscale.batch.client import BackoffWait, ClientSettings, _Retryable, endpoint_url, run_batch
 from llmscale.batch.progress import make_reporter
@@ -62,14 +63,8 @@ async def canned() -> AsyncIterator[Canned]:
     app = web.Application()
     app.router.add_post("/v1/completions", server.handle)
     app.router.add_post("/v1/chat/completions", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    server.url = f"http://{host}:{port}"
-    yield server
-    await runner.cleanup()
+    async with serving_app(app) as server.url:
+        yield server
 
 
 def requests(n: int, url: str = "/v1/completions") -> list[BatchRequest]:

@@ -19,6 +19,8 @@ import aiohttp
 import numpy as np
 import pytest
 from aiohttp import web
+from tests.aioserve import start as start_app
+from tests.aioserve import url_of
 
 from llmscale.calibrate.client import PROMPT_ID_HIGH, PROMPT_ID_LOW, EngineClient, EngineUnreachable
 
@@ -86,12 +88,8 @@ def server_url() -> Iterator[str]:
         app.router.add_post("/{burst}/{logprobs}/v1/completions", _stream)
         app.router.add_get("/odd/{kind}/v1/models", _odd_models)
         app.router.add_get("/odd/{kind}/metrics", _html)
-        r = web.AppRunner(app)
-        await r.setup()
-        site = web.TCPSite(r, "127.0.0.1", 0)
-        await site.start()
-        port = r.addresses[0][1]
-        url.append(f"http://127.0.0.1:{port}")
+        r = await start_app(app)
+        url.append(url_of(r))
         runner.append(r)
         started.set()
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.aioserve import serving_app
 
 from llmscale.localcluster.ports import free_port
 from llmscale.signals.queries import GROUPS, SIGNAL_LABEL
@@ -137,16 +138,8 @@ async def canned() -> AsyncIterator[CannedPrometheus]:
     app = web.Application()
     app.router.add_route("*", "/api/v1/query", query)
     app.router.add_get("/api/v1/targets", targets)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state.url = f"http://127.0.0.1:{port}"
-    try:
+    async with serving_app(app) as state.url:
         yield state
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture

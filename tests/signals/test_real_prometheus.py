@@ -30,6 +30,7 @@ import bcrypt
 import pytest
 import requests
 from aiohttp import web
+from tests.aioserve import start
 from tests.signals.exposition import PROTOBUF_TYPE, Family, NativeHistogram, protobuf_page
 from tests.signals.prom import (
     POOL_LABELS,
@@ -142,11 +143,8 @@ async def serve(page: Callable[[], str | bytes], delay_s: Callable[[], float] = 
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner = await start(app)
+    return runner, runner.addresses[0][1]
 
 
 def static_config(targets: list[tuple[int, dict[str, str]]]) -> str:
