@@ -35,6 +35,7 @@ from llmscale.controller.tick import tick
 from llmscale.localcluster import SAMPLE
 from llmscale.policy import decide
 from llmscale.policy.types import Decision, PolicyMemory, PoolState
+from llmscale.signals.profiles import get_profile
 from llmscale.signals.queries import PoolRequest, PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
 
@@ -283,6 +284,38 @@ async def test_unknown_signals_hold_the_replicas(harness: Harness) -> None:
     assert harness.api.scaled_to() == []
     assert status["replicas"]["desired"] == 2
     assert harness.condition("MetricsAvailable")["status"] == "False"
+
+
+@dataclass
+class SlowPrometheus(CannedPrometheus):
+    """A loaded Prometheus: every read answers after ``delay_s`` loop seconds (within the timeout)."""
+
+    delay_s: float = 8.0
+
+    async def read_fleet(self, pools: Sequence[PoolRequest], now: float) -> Mapping[PoolTarget, SignalSnapshot]:
+        await asyncio.sleep(self.delay_s)
+        return await super().read_fleet(pools, now)
+
+
+async def test_a_tick_held_up_longer_than_two_ticks_keeps_its_pools_signals() -> None:
+    # tickSeconds 1 on the default 5-s base period: two ticks are 12 s. A tick held up longer (a
+    # slow status write) lapsed its pool, the snapshots went with it, and the next tick waited for
+    # a read started after it asked: with 8-s reads, none within the 10-s signal timeout, so
+    # MetricsAvailable=False on signals that were known all along.
+    scaling = {**llmdeployment()["spec"]["scaling"], "tickSeconds": 1}
+    async with running(llmdeployment(scaling=scaling), SlowPrometheus(), replicas=2) as h:
+        # Another object's pool, renewed all along, keeps the reader busy: reads run back to back.
+        loop = asyncio.get_running_loop()
+        h.deps.fleet.register(PoolTarget(NS, "other", "interactive"), get_profile("vllm"), pods=lambda: ("other-0",),
+                              wake_query=None, keep_s=3600.0, loop_now=loop.time())
+        await h.tick()
+        assert h.condition("MetricsAvailable")["status"] == "True"
+        # Reads of 8 s from loop time 0: the one starting at 24 s finds the pool lapsed (renewed at
+        # 8 s, when the first tick's wait ended), the tick asks at 26 s, the next read starts at
+        # 32 s and ends past 36 s.
+        await asyncio.sleep(18.0)
+        await h.tick()
+        assert h.condition("MetricsAvailable")["status"] == "True", h.condition("MetricsAvailable")
 
 
 async def _tick_with_the_deployment_refused(harness: Harness) -> dict[str, Any]:

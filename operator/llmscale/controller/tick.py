@@ -138,7 +138,7 @@ from llmscale.signals.profiles import get_profile
 from llmscale.signals.queries import PoolTarget
 from llmscale.signals.snapshot import SignalSnapshot
 
-__all__ = ["CHILDREN_GRACE_S", "Applied", "Gathered", "Observed", "PoolChange", "tick"]
+__all__ = ["CHILDREN_GRACE_S", "REGISTRATION_MIN_S", "Applied", "Gathered", "Observed", "PoolChange", "tick"]
 
 _Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -147,6 +147,13 @@ _Logger = logging.Logger | logging.LoggerAdapter[Any]
 #: this many loop seconds of ticks was deleted by someone, or never applied (a restored object whose
 #: Kopf annotations say "handled"), and is applied again.
 CHILDREN_GRACE_S = 10.0
+
+#: The shortest time a pool's registration with the fleet reader lasts without renewal, seconds. A
+#: lapse drops the pool's snapshots, and the tick after it waits for a read that starts after it
+#: asked: a tick held up by a slow API server lost its pool for two fast ticks' time (4 s at
+#: ``tickSeconds: 1``), then waited past the signal timeout on a slow Prometheus (a fresh-clone
+#: CI run: MetricsAvailable=False under real vLLM). Reading a pool a minute longer costs no query.
+REGISTRATION_MIN_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +212,9 @@ async def _read_signals(
         get_profile(spec.engine.profile()),
         pods=(lambda: pod_names(pods, key)) if signal_pods is None else (lambda: signal_pods),
         wake_query=spec.scaling.wake.query if spec.scaling.wake is not None else None,
-        # Two of the object's ticks: a deleted or no longer watched object stops being read soon.
-        keep_s=2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds),
+        # Two of the object's ticks, a minute at least: a deleted or no longer watched object stops
+        # being read soon, a slow tick keeps its pool's snapshots.
+        keep_s=max(2 * (spec.scaling.tick_seconds + deps.settings.tick_base_seconds), REGISTRATION_MIN_S),
         loop_now=loop_now,
         timezone=spec_timezone(spec),
     )
