@@ -11,6 +11,11 @@ from tests.benchscripts import load_benchmark
 from llmscale.api import LLMDeployment, LLMDeploymentSpec, ModelSpec, ResourcesSpec
 from llmscale.data import trace_path
 from llmscale.model import ReplicaModel
+from llmscale.sim.baselines import LlmscalePolicy
+from llmscale.sim.batchday import BatchDayPolicy
+from llmscale.sim.calibrate import Capacity
+from llmscale.sim.engine_args import engine_config
+from llmscale.sim.runner import Scenario
 from llmscale.sim.skew import SkewedCost
 from llmscale.sim.trace import load_azure_csv
 
@@ -167,3 +172,21 @@ def test_a_model_pessimistic_about_its_engine_is_corrected_by_the_engines_own_hi
     row = bench.run_case(case, spec, load_azure_csv(trace_path("azure-llm-2023-conv")), 60, 30, 20.0)
     assert row["minutes"] == 1.0
     assert row["peak"] == row["limit_peak"] and float(row["ratio"]) <= 1.05
+
+
+def test_the_batch_days_policy_sizes_the_interactive_pool_with_the_live_calibration() -> None:
+    # The batch day's tick (sim.batchday.BatchDayPolicy) runs the interactive pool's policy as the
+    # simulator's llmscale does, the live calibration included: on an engine 3x faster than the
+    # model it makes the very same decisions (without the fit it held 2 replicas for a need of 1).
+    bench = _bench()
+    spec = LLMDeployment.model_validate(yaml.safe_load(bench.SPEC_FILE.read_text(encoding="utf-8"))).spec
+    case = next(c for c in bench.CASES if c.key == "compute-x3")
+    trace = bench.build_trace(case, load_azure_csv(trace_path("azure-llm-2023-conv")), 60, 30, 20.0,
+                              spec.model.context_limit_tokens)
+    engine = SkewedCost(ReplicaModel.from_spec(spec), case.compute, case.bandwidth, case.overhead_s)
+    sc = Scenario(spec, trace, engine, engine_config(spec), Capacity(1.0, 1.0, 1.0, 0.0, 1.0, 4, 0.1),
+                  warmup_s=1800.0)
+    alone = bench._run(sc, LlmscalePolicy(spec), 2)
+    day = bench._run(sc, BatchDayPolicy(spec, None, "llmscale, interactive-only"), 2)
+    assert day.interactive_changes == alone.interactive_changes
+    assert alone.interactive_changes and alone.interactive_changes[-1][2] == 1, alone.interactive_changes

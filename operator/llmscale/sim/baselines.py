@@ -49,7 +49,7 @@ from numpy.typing import NDArray
 from llmscale.api import LLMDeploymentSpec
 from llmscale.policy.history import history_seconds, record_snapshot
 from llmscale.policy.livefit import LiveRecord, advance, used_fit
-from llmscale.policy.types import PolicyMemory
+from llmscale.policy.types import Decision, PolicyMemory, PoolState
 from llmscale.signals.snapshot import SignalSnapshot
 from llmscale.sim.fleet import Observation, ScaleDecision
 
@@ -550,8 +550,10 @@ class LlmscalePolicy:
         self.last_reasons: tuple[str, ...] = ()
         self.live: LiveRecord | None = None
 
-    def decide(self, obs: Observation) -> ScaleDecision:
-        """Run :func:`llmscale.policy.decide` on the history and carry its memory."""
+    def tick(self, obs: Observation) -> tuple[Decision, PoolState]:
+        """Record the snapshot, fold the judged minutes into the live calibration, run
+        :func:`llmscale.policy.decide` and carry its memory; return the decision and the pool state
+        it was made on (``obs.state`` with the live fit), which the batch step takes too."""
         from llmscale.policy import decide
 
         self.history = record_snapshot(self.history, obs.snapshot, obs.now, self.keep_s)
@@ -561,5 +563,10 @@ class LlmscalePolicy:
         d = decide(self.spec, self.history, state, self.memory, obs.now)
         self.memory = d.memory
         self.last_reasons = d.reasons
+        return d, state
+
+    def decide(self, obs: Observation) -> ScaleDecision:
+        """:meth:`tick`, as the simulator's :class:`~llmscale.sim.fleet.ScaleDecision`."""
+        d, _ = self.tick(obs)
         batch = d.batch_replicas if self.spec.batch is not None else 0
         return ScaleDecision(d.interactive_replicas, batch, reason="; ".join(d.reasons))

@@ -12,7 +12,9 @@ request of a Job arrives at the Job's creation (the Job is created with its whol
 
 Three ways to run it, on the same requests (:func:`run_batch_day`):
 
-- ``trough``: the interactive pool by :func:`llmscale.policy.decide`, then the batch step
+- ``trough``: the interactive pool by the simulator's llmscale
+  (:class:`~llmscale.sim.baselines.LlmscalePolicy`: :func:`llmscale.policy.decide` with the live
+  calibration folded from the judged minutes, as the operator's tick runs it), then the batch step
   (:func:`llmscale.policy.batch.step.batch_step`, what the operator runs) on the Jobs as the
   simulated cluster shows them; its releases and pauses are applied to the Jobs, its size to the
   batch pool; released Jobs' clients send to the batch pool;
@@ -49,12 +51,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from llmscale.api import LLMDeploymentSpec
-from llmscale.policy import PolicyMemory, decide
 from llmscale.policy.batch.jobs import BatchJob, JobState
 from llmscale.policy.batch.plan import BatchPlan
 from llmscale.policy.batch.step import batch_step
-from llmscale.policy.history import history_seconds, record_snapshot
-from llmscale.signals.snapshot import SignalSnapshot
+from llmscale.sim.baselines import LlmscalePolicy
 from llmscale.sim.fleet import Observation, ScaleDecision, SimResult, simulate
 from llmscale.sim.report import summarize
 from llmscale.sim.runner import Scenario
@@ -311,9 +311,10 @@ class JobGate:
 
 
 class BatchDayPolicy:
-    """The operator's tick in the simulator: :func:`~llmscale.policy.decide` for the interactive
-    pool, then (``gate`` given) the batch step on the gate's Jobs, whose actions go to the gate and
-    whose size goes to the batch pool; without a gate the batch pool is 0.
+    """The operator's tick in the simulator: :meth:`LlmscalePolicy.tick
+    <llmscale.sim.baselines.LlmscalePolicy.tick>` for the interactive pool, then (``gate`` given)
+    the batch step on the gate's Jobs, whose actions go to the gate and whose size goes to the batch
+    pool; without a gate the batch pool is 0.
 
     Args:
         spec: the LLMDeployment spec.
@@ -336,24 +337,22 @@ class BatchDayPolicy:
         self.cluster_gpus = cluster_gpus
         self.gpus: list[tuple[float, int | None, int, int, int]] = []
         self.tick_s = float(spec.scaling.tick_seconds)
-        self.keep_s = history_seconds(spec)
-        self.history: tuple[SignalSnapshot, ...] = ()
-        self.memory = PolicyMemory()
+        # The interactive pool's policy as the simulator's llmscale runs it: the history, the
+        # live calibration folded from the judged minutes, the memory carried.
+        self.core = LlmscalePolicy(spec)
         self.backlog: list[tuple[float, float, int]] = []  # (t, tokens outstanding, batch replicas)
 
     def decide(self, obs: Observation) -> ScaleDecision:
         """One tick: decide, then plan the Jobs (module docstring)."""
-        self.history = record_snapshot(self.history, obs.snapshot, obs.now, self.keep_s)
-        d = decide(self.spec, self.history, obs.state, self.memory, obs.now)
-        self.memory = d.memory
+        d, state = self.core.tick(obs)
         if self.gate is None:
             return ScaleDecision(d.interactive_replicas, 0)
         free = None
         if self.cluster_gpus is not None:
-            held = max(d.interactive_replicas, obs.state.interactive_replicas) + obs.state.batch_replicas
+            held = max(d.interactive_replicas, state.interactive_replicas) + state.batch_replicas
             free = max(0, self.cluster_gpus - self.spec.resources.gpus_per_replica * held)
-        step = batch_step(self.spec, self.gate.batch_jobs(), d, obs.state, obs.snapshot, obs.now, free)
-        self.gpus.append((obs.now, free, d.interactive_replicas, obs.state.batch_replicas,
+        step = batch_step(self.spec, self.gate.batch_jobs(), d, state, obs.snapshot, obs.now, free)
+        self.gpus.append((obs.now, free, d.interactive_replicas, state.batch_replicas,
                           step.decision.batch_replicas))
         if step.plan is not None:
             self.gate.apply(step.plan, obs.now)
