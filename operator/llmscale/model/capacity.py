@@ -230,8 +230,11 @@ def interpolated_quantile(q: float, dist: LengthDistribution, bounds: Sequence[f
     finite upper bounds ``bounds`` (``promql/quantile.go``: linear inside the bucket holding the rank,
     0 as the first bucket's lower bound, the highest finite bound for the ``+Inf`` bucket)."""
     lower, below = 0.0, 0.0
+    median, sigma = dist.median, dist.sigma
+    plain = median > 0 and sigma > 0  # LengthDistribution.cdf's own formula inline (the hot path of a fit)
     for bound in bounds:
-        at = dist.cdf(bound)
+        at = (0.5 * (1.0 + math.erf(math.log(bound / median) / sigma / _SQRT2)) if plain and bound > 0
+              else dist.cdf(bound))
         if at >= q:
             return lower + (bound - lower) * (q - below) / (at - below) if at > below else bound
         lower, below = bound, at
@@ -530,13 +533,18 @@ def replica_point(
     budget = limits.max_num_batched_tokens
     g_minus_1 = max(grid.output_mean - 1.0, 0.0)
 
+    seen: dict[float, float] = {}  # the bracketing asks for its ends again
+
     def excess(b: float) -> float:
         """``λ(E[G] − 1)/S(B) − B``: zero at the running batch Little's law gives."""
+        if (known := seen.get(b)) is not None:
+            return known
         steps, time, _, _, _ = _prefill(model, grid, b, budget, None)
         t_d = model.step_time(b, b * ctx, 0)
         busy = lam * _mean(time)
         s_rate = lam * _mean(steps) / busy if busy >= 1.0 else lam * _mean(steps) + (1.0 - busy) / t_d
-        return (lam * g_minus_1 / s_rate if s_rate > 0 else 0.0) - b
+        seen[b] = value = (lam * g_minus_1 / s_rate if s_rate > 0 else 0.0) - b
+        return value
 
     # excess(B) falls as B grows (steps slow down, but never enough to shrink B·S): bracket the root
     # below max_num_seqs (vLLM runs no more; the rest would wait), then bisect on a secant guess.

@@ -135,40 +135,61 @@ def _unit_times(
     return m, f
 
 
-def _solve(
-    x: NDArray[np.float64],
-    d: NDArray[np.float64],
-    att: NDArray[np.float64],
-    req: NDArray[np.float64],
-    y: NDArray[np.float64],
-    w: NDArray[np.float64],
-) -> tuple[float, float, float, float, float, float]:
+class _Design:
+    """The least squares of :func:`_solve` for one search: the columns ``[1, d, att, req, x]`` and
+    their ``sqrt(w)``-weighted copy, of which only ``x`` changes from one grid point to the next
+    (written in place: the same arrays, so the same figures, as stacking them anew)."""
+
+    __slots__ = ("cols", "colsw", "sw", "w", "y", "ysw")
+
+    def __init__(self, d: NDArray[np.float64], att: NDArray[np.float64], req: NDArray[np.float64],
+                 y: NDArray[np.float64], w: NDArray[np.float64]) -> None:
+        self.sw = np.sqrt(w)
+        self.cols = np.stack([np.ones_like(y), d, att, req, np.zeros_like(y)], axis=1)
+        self.colsw = self.cols * self.sw[:, None]
+        self.ysw = y * self.sw
+        self.y, self.w = y, w
+
+    def at(self, x: NDArray[np.float64]) -> None:
+        """Set the last column to ``x``."""
+        self.cols[:, 4] = x
+        self.colsw[:, 4] = x * self.sw
+
+
+_BOUNDS = (0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def _solve(design: _Design, x: NDArray[np.float64]) -> tuple[float, float, float, float, float, float]:
     """Weighted least squares of ``y ≈ o + s·d + a·att + q·req + u·x`` with ``o, s, a, q ≥ 0`` and
     ``u ≥ 1`` (a small active set: a coefficient that leaves its bound is fixed there and the rest
     re-solved); returns ``(o, s, a, q, u, loss)``."""
-    sw = np.sqrt(w)
-    cols = np.stack([np.ones_like(x), d, att, req, x], axis=1)
-    bounds = (0.0, 0.0, 0.0, 0.0, 1.0)
+    design.at(x)
+    cols, y, sw = design.cols, design.y, design.sw
+    bounds = _BOUNDS
     k = len(bounds)
     fixed: dict[int, float] = {}
     coef = np.zeros(k)
     for _ in range(k + 1):
-        free = [i for i in range(k) if i not in fixed]
-        target = y - sum((cols[:, i] * v for i, v in fixed.items()), np.zeros_like(y))
-        sol = np.linalg.lstsq(cols[:, free] * sw[:, None], target * sw, rcond=None)[0] if free else np.zeros(0)
-        coef = np.zeros(k)
-        for i, v in fixed.items():
-            coef[i] = v
-        for i, v in zip(free, sol, strict=True):
-            coef[i] = v
-        low = [i for i in free if coef[i] < bounds[i]]
+        if not fixed:
+            sol = np.linalg.lstsq(design.colsw, design.ysw, rcond=None)[0]
+            coef = sol.copy()
+        else:
+            free = [i for i in range(k) if i not in fixed]
+            target = y - sum((cols[:, i] * v for i, v in fixed.items()), np.zeros_like(y))
+            sol = np.linalg.lstsq(design.colsw[:, free], target * sw, rcond=None)[0] if free else np.zeros(0)
+            coef = np.zeros(k)
+            for i, v in fixed.items():
+                coef[i] = v
+            for i, v in zip(free, sol, strict=True):
+                coef[i] = v
+        low = [i for i in range(k) if i not in fixed and coef[i] < bounds[i]]
         if not low:
             break
         for i in low:
             fixed[i] = bounds[i]
     resid = cols @ coef - y
     o, s, a, q, u = (float(c) for c in coef)
-    return o, s, a, q, u, float((w * resid * resid).sum())
+    return o, s, a, q, u, float((design.w * resid * resid).sum())
 
 
 def _attention_units(model: ReplicaModel, obs: Sequence[StepObservation]) -> NDArray[np.float64]:
@@ -216,12 +237,13 @@ def fit_efficiencies(
     req = np.array([ob.request_share for ob in obs], dtype=np.float64)
 
     def search(att: NDArray[np.float64]) -> tuple[float, float, float, float, float, float, float]:
+        design = _Design(d, att, req, y, w)
         lo_, hi_ = lo, hi
         grid = np.logspace(lo_, hi_, 121)
         best = (math.inf, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)  # loss, r, o, s, a, q, u
         for _ in range(5):  # refine around the best ratio, four times
             for r in grid:
-                o_r, s_r, a_r, q_r, u_r, loss = _solve(np.maximum(m, r * f), d, att, req, y, w)
+                o_r, s_r, a_r, q_r, u_r, loss = _solve(design, np.maximum(m, r * f))
                 if r * u_r >= 1.0 - 1e-12 and loss < best[0]:  # v = r·u ≥ 1
                     best = (loss, float(r), o_r, s_r, a_r, q_r, u_r)
             step = (hi_ - lo_) / (len(grid) - 1)

@@ -457,11 +457,12 @@ def read_load(
     # for them, and counting them would switch the backlog's drain off for the whole pool.
     asked = max(state.interactive_starting,
                 state.interactive_replicas - state.interactive_ready - state.interactive_failed)
-    base = cap.need(arrivals.rate_rps, hint=hint).replicas if cap is not None and arrivals.rate_rps is not None else 1
-    drain = backlog_drain(excess, arrivals, lead.seconds, asked, base)
-    if cap is None or arrivals.rate_rps is None:
+    base = cap.need(arrivals.rate_rps, hint=hint) if cap is not None and arrivals.rate_rps is not None else None
+    drain = backlog_drain(excess, arrivals, lead.seconds, asked, base.replicas if base is not None else 1)
+    if cap is None or arrivals.rate_rps is None or base is None:
         return Load(arrivals, drain, None, None, "unknown", None, "")
-    now_need = cap.need(arrivals.rate_rps + drain, hint=hint)
+    # No backlog to drain (most ticks): the need is the one just found (fleet_need is pure).
+    now_need = base if drain == 0 else cap.need(arrivals.rate_rps + drain, hint=hint)
     high = cap.need((arrivals.rate_rps + drain) * (1 + spec.scaling.tolerance), hint=now_need.replicas).replicas
     fc = forecast_rate(
         arrivals.rate_rps, history, state.seasonal, now, lead.seconds, spec.headroom.growth_factor
