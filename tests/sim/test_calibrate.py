@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 import yaml
 from tests.benchscripts import load_benchmark
-from tests.sim.test_fleet import MODEL, Script
-from tests.sim.test_fleet import _trace as _fleet_trace
+from tests.sim.scripted import MODEL, Script, uniform_trace
 
 from llmscale.api import LLMDeployment, LLMDeploymentSpec, SloSpec
 from llmscale.data import trace_path
@@ -87,7 +86,7 @@ def test_the_benchmark_script_runs_on_a_small_case(capsys: pytest.CaptureFixture
 def test_a_finished_run_is_judged_as_minute_scores_judges_it(rate: float, plan: list[tuple[float, int]]) -> None:
     # 630 s with a 90-s warm-up: a last partial minute, and a warm-up that ends inside a minute.
     slo = SloSpec(ttftP95Seconds=1.0, itlP95Seconds=0.05)
-    res = simulate(_fleet_trace(rate, 630.0, seed=2), Script(plan), MODEL, context_limit_tokens=8192, itl_slo_s=0.05)
+    res = simulate(uniform_trace(rate, 630.0, seed=2), Script(plan), MODEL, context_limit_tokens=8192, itl_slo_s=0.05)
     meets, ttft, itl, _ = minute_scores(res, slo, 90.0)
     judge = _misses(slo, 90.0, 0.99)
     assert res.latency is not None

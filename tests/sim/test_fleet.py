@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.sim.scripted import MODEL, T0, Script, uniform_trace
 
-from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
 from llmscale.sim.fleet import (
     FleetConfig,
-    Observation,
-    ScaleDecision,
     SimResult,
     SimulationAbandoned,
     simulate,
@@ -17,39 +15,9 @@ from llmscale.sim.fleet import (
 from llmscale.sim.latency import BIN_S, LatencyRecorder
 from llmscale.sim.trace import Trace
 
-MODEL = ReplicaModel(arch=MODEL_PRESETS["llama-3.1-8b"], gpu=GPU_PRESETS["h100-sxm"])
-T0 = 1_700_000_000.0
-
-
-def _trace(rate: float, seconds: float, seed: int = 0, batch: float = 0.0, long_every: int = 0) -> Trace:
-    rng = np.random.default_rng(seed)
-    n = int(rng.poisson(rate * seconds))
-    t = T0 + np.sort(rng.uniform(0, seconds, n))
-    prompt = rng.integers(50, 3000, n)
-    if long_every:
-        prompt[::long_every] = 9000  # over the 8192-token context limit: rejected
-    return Trace(t, prompt, rng.integers(1, 800, n), rng.random(n) < batch, T0, seconds)
-
-
-class Script:
-    """An autoscaler that follows a fixed timetable and records what it saw."""
-
-    name = "script"
-
-    def __init__(self, plan: list[tuple[float, int]], tick_s: float = 15.0, batch: int | None = None) -> None:
-        self.plan = plan
-        self.tick_s = tick_s
-        self.batch = batch
-        self.seen: list[Observation] = []
-
-    def decide(self, obs: Observation) -> ScaleDecision:
-        self.seen.append(obs)
-        want = [n for t, n in self.plan if t <= obs.now - T0]
-        return ScaleDecision(want[-1] if want else obs.state.interactive_replicas, self.batch)
-
 
 def _scaled_up_and_down() -> tuple[Trace, SimResult]:
-    trace = _trace(20.0, 900.0, long_every=97)
+    trace = uniform_trace(20.0, 900.0, long_every=97)
     # 4 → 8 → 1 → 3 replicas: removals drain busy replicas, additions cold-start.
     auto = Script([(0, 4), (120, 8), (400, 1), (600, 3)])
     res = simulate(trace, auto, MODEL, fleet=FleetConfig(cold_start_s=60, initial_replicas=4),
@@ -78,7 +46,7 @@ def test_a_replica_removed_while_busy_is_gone_only_once_drained() -> None:
 
 
 def test_replicas_in_their_cold_start_serve_nothing() -> None:
-    trace = _trace(10.0, 600.0)
+    trace = uniform_trace(10.0, 600.0)
     auto = Script([(0, 3)])
     res = simulate(trace, auto, MODEL, fleet=FleetConfig(cold_start_s=200, initial_replicas=1))
     served_by = np.array(res.requests.replica)
@@ -92,7 +60,7 @@ def test_replicas_in_their_cold_start_serve_nothing() -> None:
 
 
 def _seen_by_a_script() -> Script:
-    trace = _trace(10.0, 300.0)
+    trace = uniform_trace(10.0, 300.0)
     auto = Script([], tick_s=15.0)
     simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=2, scrape_interval_s=15, tick_offset_s=5))
     return auto
@@ -116,7 +84,7 @@ def test_an_unknown_signal_is_none_not_zero() -> None:
 
 
 def _cold_fleet() -> tuple[Trace, Script, SimResult]:
-    trace = _trace(5.0, 400.0)
+    trace = uniform_trace(5.0, 400.0)
     auto = Script([(0, 1)])
     res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=0, cold_start_s=100))
     return trace, auto, res
@@ -136,7 +104,7 @@ def test_with_no_ready_replica_the_signals_are_unknown() -> None:
 
 
 def test_batch_requests_run_only_on_the_batch_pool() -> None:
-    trace = _trace(6.0, 600.0, batch=0.3)
+    trace = uniform_trace(6.0, 600.0, batch=0.3)
     auto = Script([], batch=0)
     res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=2))
     finish = np.array(res.requests.finish)
@@ -151,7 +119,7 @@ def test_batch_requests_run_only_on_the_batch_pool() -> None:
 
 
 def test_the_same_inputs_give_the_same_run() -> None:
-    trace = _trace(15.0, 600.0, seed=4)
+    trace = uniform_trace(15.0, 600.0, seed=4)
     runs = [
         simulate(trace, Script([(0, 2), (200, 5), (400, 2)]), MODEL, fleet=FleetConfig(cold_start_s=60))
         for _ in range(2)
@@ -164,7 +132,7 @@ def test_the_same_inputs_give_the_same_run() -> None:
 def test_the_policy_inputs_reach_the_autoscaler() -> None:
     # The operator reads the workload mix from the engines' counters and measures each pod's
     # creation -> Ready; the simulator hands the same to the autoscaler.
-    trace = _trace(10.0, 900.0)
+    trace = uniform_trace(10.0, 900.0)
     auto = Script([(0, 1), (60, 2)])
     simulate(trace, auto, MODEL, fleet=FleetConfig(cold_start_s=120, initial_replicas=1), context_limit_tokens=8192)
     late = [o for o in auto.seen if o.now - T0 > 300]
@@ -179,7 +147,7 @@ def test_the_policy_inputs_reach_the_autoscaler() -> None:
 def test_the_warm_pool_is_not_shrunk_while_it_is_still_filling_up() -> None:
     # The run starts with empty replicas: a scale-down asked for in the first hold_initial_s is not
     # applied (a scale-up is), and applies once the hold is over.
-    trace = _trace(10.0, 600.0)
+    trace = uniform_trace(10.0, 600.0)
     auto = Script([(0, 1), (30, 6), (60, 1)])
     res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=4, cold_start_s=20, hold_initial_s=120))
     changes = [(round(t - T0), before, after) for t, before, after in res.interactive_changes]
@@ -252,7 +220,7 @@ def test_latency_bins_before_the_settled_time_never_change() -> None:
 
 
 def test_a_run_given_up_raises_at_the_tick_it_was_given_up() -> None:
-    trace = _trace(20.0, 900.0)
+    trace = uniform_trace(20.0, 900.0)
     with pytest.raises(SimulationAbandoned) as info:
         simulate(trace, Script([(0, 4)]), MODEL, context_limit_tokens=8192,
                  give_up=lambda rec, settled_s: settled_s >= T0 + 300.0)
