@@ -9,8 +9,10 @@ the mean milliseconds of ``decide`` a tick, the refits and their mean millisecon
 share of a core at 1,000 LLMDeployments ticking every 15 s, and a digest of every decision's
 replicas and reasons (and every refit's efficiencies), with whether it is the digest of what the
 run itself was answered: the policy is a pure function of its arguments, so a replay must answer
-the same (the script exits 1 when it does not), and a change meant to make the policy faster and
-nothing else must leave the digests as they were.
+the same (the script exits 1 when it does not). A change meant to make the policy faster and
+nothing else must leave the digests as they were: run the script on the tree before and after it
+(e.g. the commit before in a ``git worktree``) on the same machine — the digests are not a constant
+to keep, since numpy's BLAS may round a least-squares solve differently on another CPU.
 
     .venv/bin/python benchmarks/policy_cost.py [--hours 4] [--repeat 2] [--cases all]
 
@@ -69,10 +71,11 @@ class Recorded:
 
 
 def answer_of(value: Any) -> str:
-    """What a digest keeps of a ``decide`` answer (replicas, reasons) or a refit (the fitted
-    efficiencies and whether the policy uses them; ``None`` when no fit was possible)."""
+    """What a digest keeps of a ``decide`` answer (the whole :class:`~llmscale.policy.Decision`:
+    replicas, reasons, the memory carried) or a refit (the fitted efficiencies and whether the
+    policy uses them; ``None`` when no fit was possible)."""
     if isinstance(value, policy.Decision):
-        return repr((value.interactive_replicas, value.batch_replicas, value.reasons))
+        return repr(value)  # every field, the policy memory's floats to the last digit
     if value is None:
         return "None"
     f = value.fit
@@ -120,17 +123,16 @@ def record(spec_file: str, peak_rps: float, compute: float, hours: float) -> Rec
 
 
 def replay(rec: Recorded, repeat: int) -> tuple[float, float, str]:
-    """Mean seconds of a ``decide`` and of a refit over ``repeat`` replays, and the digest of the
-    first replay's answers (as :attr:`Recorded.digest`)."""
+    """Replay ``rec``'s calls once for their answers (:attr:`Recorded.digest`'s order), then
+    ``repeat`` times timed; return the mean seconds of a ``decide`` and of a refit, and the digest."""
     answers: list[str] = []
     seconds = []
     for calls, fn in ((rec.decides, policy.decide), (rec.refits, livefit.calibrate)):
+        answers += [answer_of(fn(*args)) for args in calls]
         started = time.perf_counter()
-        for i in range(repeat):
+        for _ in range(repeat):
             for args in calls:
-                answer = fn(*args)
-                if i == 0:
-                    answers.append(answer_of(answer))
+                fn(*args)
         seconds.append((time.perf_counter() - started) / repeat / max(len(calls), 1))
     return seconds[0], seconds[1], digest_of(answers)
 

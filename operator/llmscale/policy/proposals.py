@@ -461,8 +461,11 @@ def read_load(
     drain = backlog_drain(excess, arrivals, lead.seconds, asked, base.replicas if base is not None else 1)
     if cap is None or arrivals.rate_rps is None or base is None:
         return Load(arrivals, drain, None, None, "unknown", None, "")
-    # No backlog to drain (most ticks): the need is the one just found (fleet_need is pure).
-    now_need = base if drain == 0 else cap.need(arrivals.rate_rps + drain, hint=hint)
+    rate = arrivals.rate_rps + drain
+    # No backlog to drain (most ticks): the need is the one just found (fleet_need is pure; the
+    # sign test keeps it the very same float: -0.0 + 0.0 is 0.0).
+    same = drain == 0 and math.copysign(1.0, rate) == math.copysign(1.0, arrivals.rate_rps)
+    now_need = base if same else cap.need(rate, hint=hint)
     high = cap.need((arrivals.rate_rps + drain) * (1 + spec.scaling.tolerance), hint=now_need.replicas).replicas
     fc = forecast_rate(
         arrivals.rate_rps, history, state.seasonal, now, lead.seconds, spec.headroom.growth_factor

@@ -553,7 +553,8 @@ class LlmscalePolicy:
     def tick(self, obs: Observation) -> tuple[Decision, PoolState]:
         """Record the snapshot, fold the judged minutes into the live calibration, run
         :func:`llmscale.policy.decide` and carry its memory; return the decision and the pool state
-        it was made on (``obs.state`` with the live fit), which the batch step takes too."""
+        it was made on (``obs.state`` with the live fit), which the batch step takes too, as in the
+        operator's tick (the batch planner sizes from the spec's model: it does not read the fit)."""
         from llmscale.policy import decide
 
         self.history = record_snapshot(self.history, obs.snapshot, obs.now, self.keep_s)
