@@ -466,7 +466,7 @@ def read_load(
     # sign test keeps it the very same float: -0.0 + 0.0 is 0.0).
     same = drain == 0 and math.copysign(1.0, rate) == math.copysign(1.0, arrivals.rate_rps)
     now_need = base if same else cap.need(rate, hint=hint)
-    high = cap.need((arrivals.rate_rps + drain) * (1 + spec.scaling.tolerance), hint=now_need.replicas).replicas
+    high = cap.need(rate * (1 + spec.scaling.tolerance), hint=now_need.replicas).replicas
     fc = forecast_rate(
         arrivals.rate_rps, history, state.seasonal, now, lead.seconds, spec.headroom.growth_factor
     )
