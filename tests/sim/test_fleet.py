@@ -118,6 +118,44 @@ def test_batch_requests_run_only_on_the_batch_pool() -> None:
     assert not set(served[~res2.is_batch]) & batch_replicas
 
 
+class _ToInteractive:
+    """A batch source whose client sends each batch request through the interactive router as it
+    arrives (the batch day's alongside mode, without its Jobs)."""
+
+    to_interactive = True
+
+    def __init__(self) -> None:
+        self.waiting: list[int] = []
+        self.done = 0
+
+    def arrived(self, req: int, t: float) -> None:
+        self.waiting.append(req)
+
+    def take(self, t: float) -> int | None:
+        return self.waiting.pop(0) if self.waiting else None
+
+    def finished(self, req: int, t: float) -> None:
+        self.done += 1
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.7])
+def test_batch_requests_sent_to_the_interactive_pool_are_in_its_counters(share: float) -> None:
+    # vLLM counts every request its engine serves: batch requests sent to the interactive Service
+    # are in the pool's request rate and length means, as the operator reads them. The simulator
+    # once counted interactive requests alone there (while its running gauge and ITL held every
+    # sequence), and its llmscale took the batch day's alongside load for a capacity 4x too small.
+    trace = uniform_trace(8.0, 900.0, seed=2, batch=share)
+    source = _ToInteractive()
+    auto = Script([(0, 4)])
+    res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=4, batch_source=source),
+                   context_limit_tokens=8192)
+    assert source.done >= 0.99 * int(res.is_batch.sum())  # a few may be in flight when the run ends
+    rates = [o.snapshot.workload.request_rate for o in auto.seen if 300 < o.now - T0 < 900]
+    assert all(r is not None for r in rates)
+    mean = float(np.mean([r for r in rates if r is not None]))
+    assert mean == pytest.approx(8.0, rel=0.15), (share, mean)
+
+
 def test_the_same_inputs_give_the_same_run() -> None:
     trace = uniform_trace(15.0, 600.0, seed=4)
     runs = [

@@ -31,7 +31,9 @@ hours). The autoscaler sees what it would see on a cluster:
   :mod:`llmscale.sim.batchday`), wait in it until it hands them out: to the batch pool within the
   same per-replica room, each to the ready batch replica with the fewest outstanding requests (the
   ``<name>-batch`` Service spreads the clients' connections), or to the interactive router
-  (``to_interactive``).
+  (``to_interactive``), whose engines then count them in the interactive pool's request counters
+  and length histograms as vLLM does (the TTFT the autoscaler reads stays the interactive
+  requests', one recorder serving both it and the score; the ITL was always every sequence's).
 
 Fast by construction: replicas advance in event-driven leaps (:mod:`llmscale.sim.replica`), the
 loop merges three sorted sources (arrivals, replica wake-ups, controller ticks) with ``heapq``.
@@ -410,15 +412,18 @@ def simulate(
 
     def on_finish(eng: ReplicaEngine, req: int, t: float) -> None:
         nonlocal inflight, inflight_integral, inflight_t, unfinished_interactive
+        rep = by_engine[eng.index]
         if not is_batch[req]:
             inflight_integral += inflight * (t - inflight_t)
             inflight_t = t
             inflight -= 1
             unfinished_interactive -= 1
+        if not is_batch[req] or rep.record.pool == INTERACTIVE:
+            # The pool's counters are its engines' own: a batch request sent to the interactive
+            # Service (the alongside mode) is counted as vLLM counts it, in the rate and the mix.
             first = table.first_token[req]
             counters.finished(t, table.prompt[req], table.output[req], t - first,
                               first - table.scheduled[req] if table.scheduled[req] >= 0 else None)
-        rep = by_engine[eng.index]
         if source is not None and is_batch[req]:
             source.finished(req, t)
         if rep.state == "draining" and eng.outstanding == 0:
