@@ -231,7 +231,8 @@ def test_live_windows_recover_an_upgrade_that_halves_the_overhead() -> None:
                     context_tokens=ctx,
                     itl_mean_s=truth.step_time(running, running * ctx, 0),
                     prompt_tokens=prompt,
-                    prefill_mean_s=n * truth.step_time(0, 0, prompt / n),
+                    # vLLM's prefill time: the chunk steps, each beside the running batch's decodes.
+                    prefill_mean_s=n * truth.step_time(running, running * ctx, prompt / n),
                     tokens=1000,
                 )
             )
@@ -247,6 +248,48 @@ def test_live_windows_recover_an_upgrade_that_halves_the_overhead() -> None:
     # Idle windows (no running requests, no prompts) are not evidence.
     idle = [LiveWindow(0.0, 0.0, float("nan"), 0.0, float("nan"))] * 3
     assert fit_live(prior, idle) is None
+
+
+@pytest.mark.parametrize(("bandwidth", "compute", "overhead"), [(0.8, 0.5, 0.0), (0.6, 0.4, 0.002), (0.8, 0.15, 0.0),
+                                                                 (0.3, 0.5, 0.001)])
+def test_live_windows_whose_mean_itl_carries_the_chunk_steps_give_the_engine(bandwidth: float, compute: float,
+                                                                             overhead: float) -> None:
+    """A window's mean ITL is the mean of its steps, a share of which also computed a prompt chunk
+    (vLLM's chunked prefill): read as decode steps alone, the fit put the chunks' time into a
+    per-sequence overhead and a slower bandwidth (the simulator's engine equal to the model read
+    0.89-0.91 of its batch-1 decode speed); read as the mixture, it gives the engine."""
+    from llmscale.model.fit import LiveWindow, fit_live, lone_prompt_steps
+
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", bandwidth, compute, overhead)
+
+    def windows(mixture: bool) -> list[LiveWindow]:
+        out = []
+        for running, prompt, rate in ((2, 300, 1.0), (10, 900, 3.0), (40, 2000, 6.0), (120, 4000, 4.0), (60, 1500, 9.0)):
+            ctx = prompt + 100
+            n, c, pairs = lone_prompt_steps(prompt, 8192)
+            decode = truth.step_time(running, running * ctx, 0)
+            chunked = truth.step_time(running, running * ctx, c, pairs)
+            # Steps a second: each ITL second holds 1/mean-step steps; the prompts' n chunks take
+            # rate·n of them, so the mean step solves  mean = decode + rate·n·mean·(chunked − decode).
+            share = rate * n * decode / (1.0 - rate * n * (chunked - decode))
+            mean = (1.0 - share) * decode + share * chunked
+            steps = 60.0 / mean
+            out.append(LiveWindow(running=running, context_tokens=ctx, itl_mean_s=mean, prompt_tokens=prompt,
+                                  prefill_mean_s=n * chunked, tokens=steps * running,
+                                  requests=60.0 * rate if mixture else 0.0))
+        return out
+
+    fit = fit_live(prior, windows(mixture=True))
+    assert fit is not None
+    fitted = fit.apply(prior)
+    for d, ctx in ((1, 1024), (64, 1024), (256, 2048)):
+        assert fitted.step_time(d, d * ctx, 0) == pytest.approx(truth.step_time(d, d * ctx, 0), rel=0.03), d
+    assert fitted.prefill_time(4096) == pytest.approx(truth.prefill_time(4096), rel=0.03)
+    # The neighbour: the same windows read as decode steps alone make each decode step slower.
+    alone = fit_live(prior, windows(mixture=False))
+    assert alone is not None
+    assert alone.apply(prior).step_time(64, 64 * 1024, 0) > fitted.step_time(64, 64 * 1024, 0)
 
 
 def test_recovers_attention_that_dominates_a_small_models_long_prompts() -> None:

@@ -36,13 +36,17 @@ PROMPT, OUTPUT = 900.0, 200.0
 
 
 def _minute(truth: ReplicaModel, end_s: float, running: float, tokens: float = 2000.0) -> MinuteSample:
-    """A minute as the minute query reads it, from an engine that runs as ``truth`` says."""
+    """A minute as the minute query reads it, from an engine that runs as ``truth`` says: its
+    ``tokens / running`` steps, of which each prompt's one chunk took one (the mean ITL is their
+    mean), and each prompt's prefill time its chunk step beside the running batch's decodes."""
     ctx = PROMPT + OUTPUT / 2
-    itl = truth.step_time(running, running * ctx, 0)
     requests = tokens / OUTPUT
+    share = requests / (tokens / running)
+    chunked = truth.step_time(running, running * ctx, PROMPT)
+    itl = (1.0 - share) * truth.step_time(running, running * ctx, 0) + share * chunked
     return MinuteSample(
         end_s=end_s, running_mean=running, itl_sum_s=itl * tokens, itl_count=tokens,
-        prefill_sum_s=truth.step_time(0, 0, PROMPT) * requests, prefill_count=requests,
+        prefill_sum_s=chunked * requests, prefill_count=requests,
         prompt_tokens_sum=PROMPT * requests, prompt_tokens_count=requests,
         output_tokens_sum=OUTPUT * requests, output_tokens_count=requests,
     )
@@ -58,8 +62,11 @@ def test_a_minute_becomes_the_window_of_its_means() -> None:
     assert w is not None
     assert w.running == 12.0 and w.prompt_tokens == pytest.approx(PROMPT)
     assert w.context_tokens == pytest.approx(PROMPT + OUTPUT / 2)
-    assert w.itl_mean_s == pytest.approx(_truth(0.003).step_time(12, 12 * 1000, 0))
+    minute = _minute(_truth(0.003), 60.0, 12.0)
+    assert minute.itl_sum_s is not None and minute.itl_count is not None
+    assert w.itl_mean_s == pytest.approx(minute.itl_sum_s / minute.itl_count)
     assert w.budget_tokens == 4096 and w.tokens == 2000.0
+    assert w.requests == pytest.approx(2000.0 / OUTPUT)  # the prompts, for the share of chunk steps
 
 
 @pytest.mark.parametrize("sample", [

@@ -17,6 +17,10 @@ measurement tell it from ``o``. Given measured steps (a decode batch's median IT
 TTFT), this finds ``(o, s, a, q, u, v)`` by weighted least squares on the *relative* error
 (an error of 1 ms matters at a 2 ms step, not at a 2 s prefill).
 
+A figure that averages two kinds of step (a live window's mean ITL: decode steps, and a share
+``φ`` of steps that also computed a prompt chunk of ``c`` tokens) is their mean,
+``(1 − φ)·max(u·m, v·f) + φ·max(u·m, v·(f + f_c))`` with ``f_c`` the chunk's FLOPs over the peak.
+
 For a fixed ratio ``r = v/u`` the model is ``o + s·d + a·A + q + u·max(m, r·f)``: linear in ``(o, s, a, q, u)``,
 solved by least squares with the bounds kept; the ratio is searched on a log grid, then refined
 around the best point. Where no
@@ -43,6 +47,7 @@ __all__ = [
     "EfficiencyFit",
     "LiveWindow",
     "StepObservation",
+    "figure_time",
     "fit_efficiencies",
     "fit_live",
     "live_observations",
@@ -65,6 +70,10 @@ class StepObservation:
         request_share: the share of a request's per-request cost ``q`` the figure carries: 1 for
             a lone prompt's TTFT, ``1/n`` for one of its ``n`` chunk steps' share of it, 0 for a
             step the engine timed (a decode step, an engine-side prefill time).
+        chunk_share: the share ``φ`` of the steps this figure averages that also computed a prompt
+            chunk (a live window's mean ITL carries its chunk steps), in [0, 1]; 0: one shape.
+        chunk_tokens: the prompt tokens of such a chunk, tokens.
+        chunk_pairs: its query-key pairs (:func:`lone_prompt_steps`).
     """
 
     decode_seqs: float
@@ -74,6 +83,9 @@ class StepObservation:
     weight: float = 1.0
     prefill_pairs: float | None = None
     request_share: float = 0.0
+    chunk_share: float = 0.0
+    chunk_tokens: float = 0.0
+    chunk_pairs: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,16 +135,29 @@ class EfficiencyFit:
 
 def _unit_times(
     model: ReplicaModel, obs: Sequence[StepObservation]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(m, f)``: each step's memory and compute time at efficiency 1, seconds."""
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """``(m, f, f_c)``: each step's memory and compute time at efficiency 1, and its chunk's compute
+    time (:attr:`StepObservation.chunk_tokens`), seconds."""
     d = np.array([o.decode_seqs for o in obs], dtype=np.float64)
     kv = np.array([o.kv_tokens_read for o in obs], dtype=np.float64)
     p = np.array([o.prefill_tokens for o in obs], dtype=np.float64)
+    c = np.array([o.chunk_tokens if o.chunk_share > 0 else 0.0 for o in obs], dtype=np.float64)
     peak_bw = model.gpu.hbm_bandwidth_bytes_s * model.gpus
     peak_flops = model.peak_flops * model.gpus
     m = (model.weight_bytes + kv * model.kv_bytes_per_token) / peak_bw
     f = (d + p) * model.flops_per_token / peak_flops
-    return m, f
+    return m, f, c * model.flops_per_token / peak_flops
+
+
+def _roof(m: NDArray[np.float64], f: NDArray[np.float64], fc: NDArray[np.float64], phi: NDArray[np.float64],
+          r: float) -> NDArray[np.float64]:
+    """Each figure's roofline term at ``u = 1``, ``v = r``: ``max(m, r·f)``, or the mean over the
+    share ``φ`` of its steps that also computed a chunk (module docstring); exactly ``max(m, r·f)``
+    where ``φ = 0``."""
+    base = np.maximum(m, r * f)
+    if not phi.any():
+        return base
+    return np.where(phi > 0, (1.0 - phi) * base + phi * np.maximum(m, r * (f + fc)), base)
 
 
 class _Design:
@@ -199,7 +224,8 @@ def _attention_units(model: ReplicaModel, obs: Sequence[StepObservation]) -> NDA
         [o.prefill_tokens * o.prefill_tokens / 2.0 if o.prefill_pairs is None else o.prefill_pairs for o in obs],
         dtype=np.float64,
     )
-    return (kv + pairs) * model.attention_flops_per_token_pair / (model.peak_flops * model.gpus)
+    chunk = np.array([o.chunk_share * o.chunk_pairs for o in obs], dtype=np.float64)
+    return (kv + pairs + chunk) * model.attention_flops_per_token_pair / (model.peak_flops * model.gpus)
 
 
 def fit_efficiencies(
@@ -222,14 +248,19 @@ def fit_efficiencies(
             raise ValueError(f"observation durations and weights must be positive and finite: {ob}")
         if not 0.0 <= ob.request_share <= 1.0:
             raise ValueError(f"an observation's request_share must be in [0, 1]: {ob}")
-    m, f = _unit_times(model, obs)
+        if not (0.0 <= ob.chunk_share <= 1.0 and math.isfinite(ob.chunk_tokens) and ob.chunk_tokens >= 0
+                and math.isfinite(ob.chunk_pairs) and ob.chunk_pairs >= 0):
+            raise ValueError(f"an observation's chunk_share must be in [0, 1], its chunk finite and >= 0: {ob}")
+    m, f, fc = _unit_times(model, obs)
+    phi = np.array([ob.chunk_share for ob in obs], dtype=np.float64)
+    fmix = np.where(phi > 0, f + fc, f)  # the compute of a figure's heaviest step
     y = np.array([ob.seconds for ob in obs], dtype=np.float64)
     # Relative error: weight each squared residual by 1/y².
     w = np.array([ob.weight for ob in obs], dtype=np.float64) / (y * y)
 
-    positive = f > 0
+    positive = fmix > 0
     if positive.any():
-        ratios = m[positive] / f[positive]
+        ratios = np.concatenate([m[f > 0] / f[f > 0], m[positive] / fmix[positive]])
         lo, hi = math.log10(float(ratios.min())) - 3.0, math.log10(float(ratios.max())) + 3.0
     else:
         lo, hi = 0.0, 1.0
@@ -243,7 +274,7 @@ def fit_efficiencies(
         best = (math.inf, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)  # loss, r, o, s, a, q, u
         for _ in range(5):  # refine around the best ratio, four times
             for r in grid:
-                o_r, s_r, a_r, q_r, u_r, loss = _solve(design, np.maximum(m, r * f))
+                o_r, s_r, a_r, q_r, u_r, loss = _solve(design, _roof(m, f, fc, phi, float(r)))
                 if r * u_r >= 1.0 - 1e-12 and loss < best[0]:  # v = r·u ≥ 1
                     best = (loss, float(r), o_r, s_r, a_r, q_r, u_r)
             step = (hi_ - lo_) / (len(grid) - 1)
@@ -265,18 +296,22 @@ def fit_efficiencies(
     if attention_efficiency is None:
         a = 0.0
 
-    memory_bound = u * m >= v * f
+    # A figure's decode steps (a share 1 − φ) are memory-bound where u·m ≥ v·f; its chunk steps
+    # compute-bound where u·m < v·(f + f_c).
+    memory_bound = (u * m >= v * f) & (phi < 1.0)
     bandwidth_identified = bool(memory_bound.any())
-    compute_identified = bool((~memory_bound).any())
+    compute_identified = bool(((u * m < v * f) | ((phi > 0) & (u * m < v * fmix))).any())
     prior_u, prior_v = 1.0 / model.bandwidth_efficiency, 1.0 / model.compute_efficiency
     if not compute_identified and positive.any():
         # Any v up to the one that would turn the first step compute-bound explains the data.
-        v_max = float((u * m[positive] / f[positive]).min())
+        v_max = float((u * m[positive] / fmix[positive]).min())
         v = max(min(prior_v, v_max), 1.0)
     if not bandwidth_identified:
         u_max = float((v * f / m).min())
         u = max(min(prior_u, u_max), 1.0)
-    pred = o + seq * d + a * att + q * req + np.maximum(u * m, v * f)
+    roof = np.maximum(u * m, v * f)
+    roof = np.where(phi > 0, (1.0 - phi) * roof + phi * np.maximum(u * m, v * fmix), roof)
+    pred = o + seq * d + a * att + q * req + roof
     rel = (pred - y) / y
     return EfficiencyFit(
         bandwidth_efficiency=min(1.0 / u, 1.0),
@@ -291,6 +326,20 @@ def fit_efficiencies(
         compute_identified=compute_identified,
         observations=len(obs),
     )
+
+
+def figure_time(model: ReplicaModel, ob: StepObservation) -> float:
+    """What ``model`` says figure ``ob`` measures, seconds: its step
+    (:meth:`~llmscale.model.ReplicaModel.step_time`), or the mean of its decode steps and the
+    share ``ob.chunk_share`` of them that also computed a chunk (module docstring). A request's
+    share of ``q`` is not included."""
+    t = model.step_time(ob.decode_seqs, ob.kv_tokens_read, ob.prefill_tokens, ob.prefill_pairs)
+    if ob.chunk_share <= 0:
+        return t
+    pairs = ob.prefill_tokens * ob.prefill_tokens / 2.0 if ob.prefill_pairs is None else ob.prefill_pairs
+    chunked = model.step_time(ob.decode_seqs, ob.kv_tokens_read, ob.prefill_tokens + ob.chunk_tokens,
+                              pairs + ob.chunk_pairs)
+    return (1.0 - ob.chunk_share) * t + ob.chunk_share * chunked
 
 
 def lone_prompt_steps(prompt_tokens: float, budget: int) -> tuple[int, float, float]:
@@ -318,6 +367,8 @@ class LiveWindow:
         prefill_mean_s: mean prefill time per request, seconds.
         tokens: output tokens the window's ITL mean stands on (its weight).
         budget_tokens: the engine's step token budget (``--max-num-batched-tokens``).
+        requests: prompts the window's prompt-token histogram counts (0: unknown; the mean ITL is
+            then read as decode steps alone).
     """
 
     running: float
@@ -327,16 +378,16 @@ class LiveWindow:
     prefill_mean_s: float
     tokens: float = 1.0
     budget_tokens: int = 8192
+    requests: float = 0.0
 
 
 def fit_live(model: ReplicaModel, windows: Sequence[LiveWindow]) -> EfficiencyFit | None:
     """Fit the efficiencies to a deployment's live histograms (the production side of
-    ``llmscale calibrate``): each window's mean ITL is a decode step of its mean running batch,
-    its mean prefill time the chunk steps of its mean prompt. Windows with no traffic or
-    non-finite figures are skipped; ``None`` when fewer than two observations remain.
-
-    The mean ITL also carries the steps that held a prompt chunk, so on prefill-heavy traffic the
-    decode efficiency reads low; the fit still tracks a *change* (an engine upgrade) faithfully.
+    ``llmscale calibrate``): each window's mean ITL is the mean of its steps, decode steps of its
+    mean running batch of which a share also computed a chunk of its mean prompt, and its mean
+    prefill time the chunk steps of its mean prompt beside that batch
+    (:func:`live_observations`). Windows with no traffic or non-finite figures are skipped;
+    ``None`` when fewer than two observations remain.
     """
     obs = live_observations(windows)
     if len(obs) < 2:
@@ -345,14 +396,33 @@ def fit_live(model: ReplicaModel, windows: Sequence[LiveWindow]) -> EfficiencyFi
 
 
 def live_observations(windows: Sequence[LiveWindow]) -> list[StepObservation]:
-    """The steps ``windows`` stand for (:func:`fit_live`): a decode step of each window's mean
-    running batch, and the chunk steps of its mean prompt; idle or non-finite figures give none."""
+    """The steps ``windows`` stand for (:func:`fit_live`); idle or non-finite figures give none.
+
+    A window's mean ITL is the mean step its running requests saw: ``tokens / running`` steps
+    across the pool (each gives every running request a token), of which the ``requests`` prompts'
+    ``n`` chunks each took one (:func:`lone_prompt_steps`; all of them when the chunks outnumber
+    the steps, each chunk the prompt tokens over the steps). Its mean prefill time is ``n`` such
+    chunk steps, each beside the running batch's decodes (vLLM's prefill time runs from scheduling
+    to the first token, and a chunk shares its step with every decode).
+    """
     obs: list[StepObservation] = []
     for w in windows:
         weight = max(w.tokens, 1.0)
-        if w.running >= 1.0 and math.isfinite(w.itl_mean_s) and w.itl_mean_s > 0 and math.isfinite(w.context_tokens):
-            obs.append(StepObservation(w.running, w.running * w.context_tokens, 0.0, w.itl_mean_s, weight))
-        if w.prompt_tokens >= 1 and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:
-            n, c, pairs = lone_prompt_steps(w.prompt_tokens, w.budget_tokens)
-            obs.append(StepObservation(0.0, 0.0, c, w.prefill_mean_s / n, weight, prefill_pairs=pairs))
+        running = w.running >= 1.0 and math.isfinite(w.context_tokens)
+        prompt = w.prompt_tokens >= 1 and math.isfinite(w.prompt_tokens)
+        n, c, pairs = lone_prompt_steps(w.prompt_tokens, w.budget_tokens) if prompt else (0, 0.0, 0.0)
+        if running and math.isfinite(w.itl_mean_s) and w.itl_mean_s > 0:
+            share, chunk, chunk_pairs = 0.0, 0.0, 0.0
+            steps = w.tokens / w.running
+            if prompt and math.isfinite(w.requests) and w.requests > 0 and steps > 0:
+                chunks = w.requests * n
+                share = min(chunks / steps, 1.0)
+                chunk = c if chunks <= steps else w.requests * w.prompt_tokens / steps
+                chunk_pairs = pairs * (chunk / c) ** 2
+            obs.append(StepObservation(w.running, w.running * w.context_tokens, 0.0, w.itl_mean_s, weight,
+                                       chunk_share=share, chunk_tokens=chunk, chunk_pairs=chunk_pairs))
+        if prompt and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:
+            d = w.running if running else 0.0
+            obs.append(StepObservation(d, d * w.context_tokens if running else 0.0, c, w.prefill_mean_s / n, weight,
+                                       prefill_pairs=pairs))
     return obs

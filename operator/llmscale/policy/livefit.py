@@ -40,7 +40,14 @@ from dataclasses import dataclass, replace
 from llmscale.api import LLMDeploymentSpec
 from llmscale.model import ModelDoesNotFit, ReplicaModel
 from llmscale.model.capacity import engine_limits
-from llmscale.model.fit import EfficiencyFit, LiveWindow, StepObservation, fit_efficiencies, live_observations
+from llmscale.model.fit import (
+    EfficiencyFit,
+    LiveWindow,
+    StepObservation,
+    figure_time,
+    fit_efficiencies,
+    live_observations,
+)
 from llmscale.signals.minute import MinuteSample
 
 __all__ = [
@@ -109,6 +116,7 @@ def live_window(sample: MinuteSample, budget_tokens: int) -> LiveWindow | None:
         prefill_mean_s=prefill,
         tokens=s.itl_count,
         budget_tokens=budget_tokens,
+        requests=s.prompt_tokens_count,
     )
 
 
@@ -253,7 +261,7 @@ def _near(anchor: tuple[float, float, float], ob: StepObservation) -> bool:
     d, _, p = anchor
     if p > 0:
         return ob.prefill_tokens > 0 and 0.5 <= ob.prefill_tokens / p <= 2.0
-    return ob.decode_seqs > 0 and 0.5 <= ob.decode_seqs / d <= 2.0
+    return ob.prefill_tokens == 0 and ob.decode_seqs > 0 and 0.5 <= ob.decode_seqs / d <= 2.0
 
 
 def calibrate(spec: LLMDeploymentSpec, record: LiveRecord) -> LiveCalibration | None:
@@ -281,9 +289,7 @@ def calibrate(spec: LLMDeploymentSpec, record: LiveRecord) -> LiveCalibration | 
         kind = [o for o in live if (o.prefill_tokens > 0) == prefill]
         if not kind:
             return None
-        return math.exp(sum(o.weight * math.log(o.seconds / model.step_time(o.decode_seqs, o.kv_tokens_read,
-                                                                           o.prefill_tokens, o.prefill_pairs))
-                            for o in kind)
+        return math.exp(sum(o.weight * math.log(o.seconds / figure_time(model, o)) for o in kind)
                         / sum(o.weight for o in kind))
 
     decode_ratio, prefill_ratio = ratio(False), ratio(True)
@@ -296,7 +302,7 @@ def calibrate(spec: LLMDeploymentSpec, record: LiveRecord) -> LiveCalibration | 
     fit = fit_efficiencies(model, live + prior, attention=model.attention_efficiency is not None)
     # The error that matters is on what the engines measured, not on the prior's own points.
     fitted = fit.apply(model)
-    rel = [(fitted.step_time(o.decode_seqs, o.kv_tokens_read, o.prefill_tokens, o.prefill_pairs) - o.seconds) / o.seconds for o in live]
+    rel = [(figure_time(fitted, o) - o.seconds) / o.seconds for o in live]
     rms = math.sqrt(sum(r * r for r in rel) / len(rel))
     fit = replace(fit, rms_relative_error=rms, max_relative_error=max(abs(r) for r in rel), observations=len(live))
     minutes = len(windows)

@@ -190,11 +190,12 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
 
     Sides, not figures: a fit's figures are solved together, so a higher bandwidth beside a larger
     overhead is one slower decode step, and taking only the bandwidth would make a model faster than
-    anything measured. One way: the live windows read a step slower than it is on bursty or
-    prefill-heavy traffic (a mean ITL carries the chunk steps, a prefill time the prompts sharing
-    its steps; measured in docs/calibrate.md, "In production"), so a fit that says *slower* is not
-    evidence: the SLO's breaches are, and the capacity correction learns from them. A fit that says
-    *faster* is evidence the correction cannot gather (a pool sized above its need never breaches)."""
+    anything measured. One way: the live windows still read some steps slower than they are (the
+    full batch extrapolated, bursts, prompts sharing steps; measured in docs/calibrate.md, "In
+    production", where both ways cost 1.33-1.41x the limit on robustness cases one way meets at
+    1.00x), so a fit that says *slower* is not evidence: the SLO's breaches are, and the capacity
+    correction learns from them. A fit that says *faster* is evidence the correction cannot gather
+    (a pool sized above its need never breaches)."""
     seqs = float(limits.max_num_seqs)
     chunk = float(limits.max_num_batched_tokens)
     anchors = ((1.0, 1024.0, 0.0, 0.0), (seqs, seqs * 1024.0, 0.0, 0.0), (0.0, 0.0, chunk, chunk * chunk / 2.0))
