@@ -3,12 +3,14 @@ efficiencies and overhead, with and without noise, and sides the data cannot rea
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from llmscale.api import LLMDeploymentSpec
 from llmscale.model import GPU_PRESETS, MODEL_PRESETS, ReplicaModel
-from llmscale.model.fit import EfficiencyFit, StepObservation, fit_efficiencies
+from llmscale.model.fit import EfficiencyFit, StepObservation, figure_time, fit_efficiencies
 from llmscale.model.presets import GPU
 
 CPU = GPU(
@@ -290,6 +292,27 @@ def test_live_windows_whose_mean_itl_carries_the_chunk_steps_give_the_engine(ban
     alone = fit_live(prior, windows(mixture=False))
     assert alone is not None
     assert alone.apply(prior).step_time(64, 64 * 1024, 0) > fitted.step_time(64, 64 * 1024, 0)
+
+
+def test_figures_of_chunk_steps_alone_still_say_the_bandwidth() -> None:
+    """Outputs of a few tokens: every step the window timed also took a chunk (a share of 1). Those
+    chunk steps are memory-bound when the chunk is small, so they identify the bandwidth: they once
+    left it to the prior (0.8 for 0.6) with a 24 % error."""
+    prior = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.8, 0.5, 0.0)
+    truth = _truth(GPU_PRESETS["h100-sxm"], "llama-3.1-8b", 0.6, 0.4, 0.0)
+    obs = []
+    for running in (8.0, 32.0, 64.0, 128.0):
+        ob = StepObservation(running, running * 1100.0, 0.0, 1.0, chunk_share=1.0, chunk_tokens=64.0,
+                             chunk_pairs=64.0 * 64.0 / 2.0)
+        obs.append(dataclasses.replace(ob, seconds=figure_time(truth, ob)))
+    for prompt in (2048.0, 4096.0, 8192.0):
+        ob = StepObservation(0.0, 0.0, prompt, 1.0)
+        obs.append(dataclasses.replace(ob, seconds=figure_time(truth, ob)))
+    fit = fit_efficiencies(prior, obs)
+    assert fit.bandwidth_identified
+    assert fit.bandwidth_efficiency == pytest.approx(0.6, rel=0.02)
+    assert fit.compute_efficiency == pytest.approx(0.4, rel=0.02)
+    assert fit.rms_relative_error < 0.01
 
 
 def test_recovers_attention_that_dominates_a_small_models_long_prompts() -> None:

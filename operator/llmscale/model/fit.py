@@ -296,9 +296,9 @@ def fit_efficiencies(
     if attention_efficiency is None:
         a = 0.0
 
-    # A figure's decode steps (a share 1 − φ) are memory-bound where u·m ≥ v·f; its chunk steps
-    # compute-bound where u·m < v·(f + f_c).
-    memory_bound = (u * m >= v * f) & (phi < 1.0)
+    # A figure's decode steps (a share 1 − φ) are memory-bound where u·m ≥ v·f, its chunk steps (a
+    # share φ) where u·m ≥ v·(f + f_c); either says the bandwidth. Compute-bound the other way.
+    memory_bound = ((u * m >= v * f) & (phi < 1.0)) | ((phi > 0) & (u * m >= v * fmix))
     bandwidth_identified = bool(memory_bound.any())
     compute_identified = bool(((u * m < v * f) | ((phi > 0) & (u * m < v * fmix))).any())
     prior_u, prior_v = 1.0 / model.bandwidth_efficiency, 1.0 / model.compute_efficiency
@@ -307,7 +307,9 @@ def fit_efficiencies(
         v_max = float((u * m[positive] / fmix[positive]).min())
         v = max(min(prior_v, v_max), 1.0)
     if not bandwidth_identified:
-        u_max = float((v * f / m).min())
+        # Any u up to the one that would turn the first step memory-bound (a figure of chunk steps
+        # alone: its chunk step).
+        u_max = float((v * np.where(phi >= 1.0, fmix, f) / m).min())
         u = max(min(prior_u, u_max), 1.0)
     roof = np.maximum(u * m, v * f)
     roof = np.where(phi > 0, (1.0 - phi) * roof + phi * np.maximum(u * m, v * fmix), roof)
@@ -414,11 +416,13 @@ def live_observations(windows: Sequence[LiveWindow]) -> list[StepObservation]:
         if running and math.isfinite(w.itl_mean_s) and w.itl_mean_s > 0:
             share, chunk, chunk_pairs = 0.0, 0.0, 0.0
             steps = w.tokens / w.running
-            if prompt and math.isfinite(w.requests) and w.requests > 0 and steps > 0:
+            if prompt and w.requests is not None and math.isfinite(w.requests) and w.requests > 0 and steps > 0:
                 chunks = w.requests * n
                 share = min(chunks / steps, 1.0)
-                chunk = c if chunks <= steps else w.requests * w.prompt_tokens / steps
-                chunk_pairs = pairs * (chunk / c) ** 2
+                # More chunks than steps: every step took a share of the prompts, at most a budget
+                # (the rest ran in steps that timed no gap); a prompt's pairs are P²/2 however cut.
+                chunk = c if chunks <= steps else min(w.requests * w.prompt_tokens / steps, float(max(w.budget_tokens, 1)))
+                chunk_pairs = pairs * chunk / c
             obs.append(StepObservation(w.running, w.running * w.context_tokens, 0.0, w.itl_mean_s, weight,
                                        chunk_share=share, chunk_tokens=chunk, chunk_pairs=chunk_pairs))
         if prompt and math.isfinite(w.prefill_mean_s) and w.prefill_mean_s > 0:

@@ -21,10 +21,11 @@ traffic and explains them within :data:`LIVE_FIT_MAX_ERROR` (rms relative error)
 image and args (a digest the shell computes). When the digest changes, the windows are dropped, the
 last calibration is kept as ``before``, and once the new engine has its own, the capacity note of
 each (:class:`CapacityNote`) is compared: the shell reports the difference as an Event and a
-condition; while the pool rolls out (its pods run two engines) no minute is folded. The windows
-read steps slower than they are on prefill-heavy or bursty traffic (docs/calibrate.md, "In
-production"), so the policy takes a fit only where it says faster
-(:func:`llmscale.policy.load.faster_only`); the SLO's breaches say slower. The record lives in the
+condition; while the pool rolls out (its pods run two engines) no minute is folded. A window's
+mean ITL is read as the mixture of decode and chunk steps it is; what the windows still misread
+(the full batch beyond them, bursts; docs/calibrate.md, "In production") makes the policy take a
+fit only where it and its sides say faster (:func:`llmscale.policy.load.faster_only`); the SLO's
+breaches say slower. The record lives in the
 operator's memory: a restart fits again from the next minutes, and an upgrade made while the
 operator restarts is not compared.
 

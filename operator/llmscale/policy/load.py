@@ -186,7 +186,8 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
     step and per-sequence overhead) and then the prefill side (compute, and attention where the
     prior has an attention term), each taken whole, and only where the model with it is no slower
     than without at every anchor step (a decode step of 1 and of ``limits.max_num_seqs`` sequences
-    at 1,024 tokens of context, a lone budget-sized prefill chunk).
+    at 1,024 tokens of context, a lone budget-sized prefill chunk) and the whole fit is no slower
+    than the model at that side's anchors.
 
     Sides, not figures: a fit's figures are solved together, so a higher bandwidth beside a larger
     overhead is one slower decode step, and taking only the bandwidth would make a model faster than
@@ -200,18 +201,25 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
     chunk = float(limits.max_num_batched_tokens)
     anchors = ((1.0, 1024.0, 0.0, 0.0), (seqs, seqs * 1024.0, 0.0, 0.0), (0.0, 0.0, chunk, chunk * chunk / 2.0))
 
-    def no_slower(candidate: ReplicaModel, than: ReplicaModel) -> bool:
+    def no_slower(candidate: ReplicaModel, than: ReplicaModel,
+                  at: tuple[tuple[float, float, float, float], ...] = anchors) -> bool:
         return all(candidate.step_time(d, kv, p, pairs) <= than.step_time(d, kv, p, pairs) * (1.0 + 1e-9)
-                   for d, kv, p, pairs in anchors)
+                   for d, kv, p, pairs in at)
 
-    decode = model.with_changes(bandwidth_efficiency=fit.bandwidth_efficiency, step_overhead_s=fit.step_overhead_s,
-                                seq_overhead_s=fit.seq_overhead_s)
-    base = decode if no_slower(decode, model) else model
     # No attention term where the prior has none (the fit then has none either).
     attention = model.attention_efficiency if fit.attention_efficiency is None else fit.attention_efficiency
+    whole = fit.apply(model).with_changes(
+        attention_efficiency=attention if model.attention_efficiency is not None else None)
+    decode_anchors, prefill_anchors = anchors[:2], anchors[2:]
+    decode = model.with_changes(bandwidth_efficiency=fit.bandwidth_efficiency, step_overhead_s=fit.step_overhead_s,
+                                seq_overhead_s=fit.seq_overhead_s)
+    # A side is taken where the whole fit says so too: the sides are solved together, and a faster
+    # bandwidth beside a slower compute can be one way of explaining steps that mix decodes and
+    # chunks (a 70B engine equal to its model read bandwidth x1.08 beside compute x0.90).
+    base = decode if no_slower(decode, model) and no_slower(whole, model, decode_anchors) else model
     prefill = base.with_changes(compute_efficiency=fit.compute_efficiency,
                                 attention_efficiency=attention if model.attention_efficiency is not None else None)
-    return prefill if no_slower(prefill, base) else base
+    return prefill if no_slower(prefill, base) and no_slower(whole, model, prefill_anchors) else base
 
 
 def factor_in_force(correction: CapacityCorrection | None) -> float:

@@ -101,7 +101,8 @@ class RequestCounters:
 
     def finished(self, t: float, prompt_tokens: int, output_tokens: int,
                  decode_s: float | None = None, prefill_s: float | None = None) -> None:
-        """Count one interactive request that finished at ``t`` (non-decreasing).
+        """Count one request an interactive replica finished at ``t`` (non-decreasing): an
+        interactive one, or a batch one sent to the interactive Service (vLLM counts every request).
 
         Args:
             decode_s: first token → finish, seconds: the sum of its ``output_tokens − 1`` inter-token
