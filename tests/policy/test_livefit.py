@@ -227,6 +227,16 @@ def test_the_decode_side_is_not_taken_where_the_whole_fit_is_slower_at_its_steps
     assert got.compute_efficiency == 0.5  # never faster here
 
 
+@pytest.mark.parametrize(("compute", "rms", "taken"), [(0.505, 0.05, False), (0.505, 0.0, True), (0.6, 0.05, True),
+                                                       (1.0, 0.3, True), (1.0, 0.6, False)])
+def test_a_side_within_the_fits_own_error_is_the_model(compute: float, rms: float, taken: bool) -> None:
+    # mooncake-day: the prefill side read x1.00-1.01 of the model at an rms of 5 % and was taken on
+    # most ticks; a side counts only where it is faster than the fit's error can explain.
+    fit = replace(_fit(0.8, compute, 0.002, 2e-5, None), rms_relative_error=rms)
+    got = faster_only(fit, PRIOR, engine_limits(SPEC))
+    assert got.compute_efficiency == (compute if taken else 0.5)
+
+
 @pytest.mark.parametrize(("compute", "taken"), [(0.9, True), (0.2, False)])
 def test_the_prefill_side_of_a_fit_is_taken_only_where_it_is_faster(compute: float, taken: bool) -> None:
     # An engine faster in compute read slower in bandwidth (robustness case compute-x2: the mean ITL

@@ -187,7 +187,8 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
     prior has an attention term), each taken whole, and only where the model with it is no slower
     than without at every anchor step (a decode step of 1 and of ``limits.max_num_seqs`` sequences
     at 1,024 tokens of context, a lone budget-sized prefill chunk) and the whole fit is no slower
-    than the model at that side's anchors.
+    than the model at that side's anchors, and faster at one of them by more than the fit's rms
+    relative error (within its error, a side is the model measured).
 
     Sides, not figures: a fit's figures are solved together, so a higher bandwidth beside a larger
     overhead is one slower decode step, and taking only the bandwidth would make a model faster than
@@ -216,10 +217,21 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
     # A side is taken where the whole fit says so too: the sides are solved together, and a faster
     # bandwidth beside a slower compute can be one way of explaining steps that mix decodes and
     # chunks (a 70B engine equal to its model read bandwidth x1.08 beside compute x0.90).
-    base = decode if no_slower(decode, model) and no_slower(whole, model, decode_anchors) else model
+    # And only beyond the fit's own error: a side within it of the model is the model, measured
+    # (mooncake-day's prefill read x1.00-1.01 at an rms of 5 % was taken on most ticks).
+    margin = fit.rms_relative_error if math.isfinite(fit.rms_relative_error) else math.inf
+
+    def beyond(candidate: ReplicaModel, than: ReplicaModel, at: tuple[tuple[float, float, float, float], ...]) -> bool:
+        return any(candidate.step_time(d, kv, p, pairs) < than.step_time(d, kv, p, pairs) * (1.0 - margin)
+                   for d, kv, p, pairs in at)
+
+    base = (decode if no_slower(decode, model) and no_slower(whole, model, decode_anchors)
+            and beyond(decode, model, decode_anchors) else model)
     prefill = base.with_changes(compute_efficiency=fit.compute_efficiency,
                                 attention_efficiency=attention if model.attention_efficiency is not None else None)
-    return prefill if no_slower(prefill, base) and no_slower(whole, model, prefill_anchors) else base
+    taken = (no_slower(prefill, base) and no_slower(whole, model, prefill_anchors)
+             and beyond(prefill, base, prefill_anchors))
+    return prefill if taken else base
 
 
 def factor_in_force(correction: CapacityCorrection | None) -> float:
