@@ -156,6 +156,18 @@ def test_batch_requests_sent_to_the_interactive_pool_are_in_its_counters(share: 
     assert mean == pytest.approx(8.0, rel=0.15), (share, mean)
 
 
+def test_batch_requests_served_by_the_batch_pool_stay_out_of_the_interactive_counters() -> None:
+    # The neighbour: with a batch pool, its engines count the batch requests, not the interactive
+    # pool's; the interactive pool's rate and prompt mean are its own requests'.
+    trace = uniform_trace(8.0, 900.0, seed=2, batch=0.5)
+    auto = Script([(0, 4)], batch=2)
+    res = simulate(trace, auto, MODEL, fleet=FleetConfig(initial_replicas=4), context_limit_tokens=8192)
+    assert (np.array(res.requests.finish)[res.is_batch] > 0).mean() > 0.9  # the batch pool served them
+    rates = [o.snapshot.workload.request_rate for o in auto.seen if 300 < o.now - T0 < 900]
+    mean = float(np.mean([r for r in rates if r is not None]))
+    assert mean == pytest.approx(4.0, rel=0.15), mean
+
+
 def test_the_same_inputs_give_the_same_run() -> None:
     trace = uniform_trace(15.0, 600.0, seed=4)
     runs = [
