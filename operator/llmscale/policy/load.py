@@ -208,9 +208,9 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
                    for d, kv, p, pairs in at)
 
     # No attention term where the prior has none (the fit then has none either).
-    attention = model.attention_efficiency if fit.attention_efficiency is None else fit.attention_efficiency
-    whole = fit.apply(model).with_changes(
-        attention_efficiency=attention if model.attention_efficiency is not None else None)
+    fitted_attention = model.attention_efficiency if fit.attention_efficiency is None else fit.attention_efficiency
+    attention = fitted_attention if model.attention_efficiency is not None else None
+    whole = fit.apply(model).with_changes(attention_efficiency=attention)
     decode_anchors, prefill_anchors = anchors[:2], anchors[2:]
     decode = model.with_changes(bandwidth_efficiency=fit.bandwidth_efficiency, step_overhead_s=fit.step_overhead_s,
                                 seq_overhead_s=fit.seq_overhead_s)
@@ -227,8 +227,7 @@ def faster_only(fit: EfficiencyFit, model: ReplicaModel, limits: EngineLimits) -
 
     base = (decode if no_slower(decode, model) and no_slower(whole, model, decode_anchors)
             and beyond(decode, model, decode_anchors) else model)
-    prefill = base.with_changes(compute_efficiency=fit.compute_efficiency,
-                                attention_efficiency=attention if model.attention_efficiency is not None else None)
+    prefill = base.with_changes(compute_efficiency=fit.compute_efficiency, attention_efficiency=attention)
     taken = (no_slower(prefill, base) and no_slower(whole, model, prefill_anchors)
              and beyond(prefill, base, prefill_anchors))
     return prefill if taken else base
