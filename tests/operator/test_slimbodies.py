@@ -1,6 +1,6 @@
 """LLMDeployments reach Kopf without ``metadata.managedFields`` (issue 26: 38 of a body's 70 KB of
-Python objects), through the login's own session, read as Kopf reads them; other resources keep
-theirs (a Job's say who manages it)."""
+Python objects) and with their ``status`` kept compressed beside it (24 KB), through the login's own
+session, read as Kopf reads them; other resources keep both (a Job's fields say who manages it)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,15 @@ from kopf._cogs.clients.api import iter_jsonlines
 from tests.aioserve import serving
 
 from llmscale.controller.apisession import ConnectionBudget, session_login
-from llmscale.controller.slimbodies import resource_of, slim_line, slim_object, slims
+from llmscale.controller.slimbodies import (
+    STATUSES,
+    StatusStore,
+    resource_of,
+    slim_line,
+    slim_object,
+    slims,
+    status_of,
+)
 
 LLMD = "/apis/llmscale.dev/v1alpha1/namespaces/team-a/llmdeployments"
 JOBS = "/apis/batch/v1/namespaces/llmdeployments/jobs"  # a namespace named like the resource
@@ -28,7 +36,7 @@ JOBS = "/apis/batch/v1/namespaces/llmdeployments/jobs"  # a namespace named like
 def _object(name: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "llmscale.dev/v1alpha1", "kind": "LLMDeployment",
-        "metadata": {"name": name, "namespace": "team-a", "resourceVersion": "7",
+        "metadata": {"name": name, "namespace": "team-a", "resourceVersion": "7", "uid": f"uid-{name}",
                      "annotations": {"a": "b"},
                      "managedFields": [{"manager": "kopf", "operation": "Update", "subresource": "status",
                                         "fieldsType": "FieldsV1",
@@ -38,9 +46,10 @@ def _object(name: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+def _as_kopf_sees(obj: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     out["metadata"].pop("managedFields", None)
+    out.pop("status", None)
     return out
 
 
@@ -75,23 +84,83 @@ def test_which_paths_are_slimmed(path: str, slim: bool) -> None:
     assert slims(path) is slim
 
 
-def test_an_object_a_list_an_event_lose_managed_fields_only() -> None:
-    one = _object("chat")
-    assert slim_object(copy.deepcopy(one)) == _without_managed_fields(one)
+def test_an_object_a_list_an_event_lose_managed_fields_with_the_status_kept_aside() -> None:
+    store = StatusStore()
+    one = _object("chat", {"conditions": [{"type": "Ready", "status": "False"}], "replicas": 3})
+    assert slim_object(copy.deepcopy(one), store) == _as_kopf_sees(one)
+    assert store.get("uid-chat") == one["status"]
     listed = {"kind": "LLMDeploymentList", "metadata": {"resourceVersion": "9"}, "items": [one, _object("b")]}
-    assert slim_object(copy.deepcopy(listed))["items"] == [_without_managed_fields(one),
-                                                             _without_managed_fields(_object("b"))]
-    event = {"type": "MODIFIED", "object": one}
-    assert slim_object(copy.deepcopy(event)) == {"type": "MODIFIED", "object": _without_managed_fields(one)}
+    assert slim_object(copy.deepcopy(listed), store)["items"] == [_as_kopf_sees(one), _as_kopf_sees(_object("b"))]
+    assert store.get("uid-b") == _object("b")["status"]
+    event = {"type": "MODIFIED", "object": _object("chat")}
+    assert slim_object(copy.deepcopy(event), store) == {"type": "MODIFIED", "object": _as_kopf_sees(one)}
+    assert store.get("uid-chat") == _object("chat")["status"], "the newest status is kept"
     for other in (None, 3, "text", [one], {"metadata": "not a mapping"}):
-        assert slim_object(copy.deepcopy(other)) == other
+        assert slim_object(copy.deepcopy(other), store) == other
+    assert len(store) == 2
 
 
-def test_a_line_without_the_field_or_not_json_is_passed_as_it_is() -> None:
-    plain = json.dumps({"type": "ADDED", "object": _without_managed_fields(_object("x"))}).encode()
-    assert slim_line(plain) is plain
+def test_a_deleted_object_is_forgotten_another_kept() -> None:
+    store = StatusStore()
+    slim_object({"items": [_object("a"), _object("b")]}, store)
+    slim_object({"type": "DELETED", "object": _object("a")}, store)
+    assert store.get("uid-a") is None
+    assert store.get("uid-b") == _object("b")["status"]
+    store.drop("uid-never-seen")
+    assert len(store) == 1
+
+
+def test_an_object_read_without_a_status_has_none_kept() -> None:
+    # Its status was cleared, or the uid is seen again (a test API server's objects).
+    store = StatusStore()
+    slim_object(_object("a"), store)
+    bare = _object("a")
+    del bare["status"]
+    slim_object({"type": "MODIFIED", "object": bare}, store)
+    assert store.get("uid-a") is None
+
+
+def test_the_answer_to_a_write_keeps_its_status_in_place() -> None:
+    # Kopf checks a patch's answer against its patch: a missing status reads as an inconsistency.
+    store, written = StatusStore(), _object("a", {"replicas": 7})
+    answer = slim_object(copy.deepcopy(written), store, keep_status=True)
+    assert answer["status"] == {"replicas": 7}
+    assert "managedFields" not in answer["metadata"]
+    assert store.get("uid-a") == {"replicas": 7}
+
+
+def test_an_object_without_a_uid_keeps_its_status() -> None:
+    # A watch's ERROR event carries a Status object (its status is a word, and it has no uid).
+    store = StatusStore()
+    gone = {"type": "ERROR", "object": {"kind": "Status", "metadata": {}, "status": "Failure", "code": 410}}
+    assert slim_object(copy.deepcopy(gone), store) == gone
+    no_uid = _object("x")
+    del no_uid["metadata"]["uid"]
+    assert slim_object(copy.deepcopy(no_uid), store)["status"] == no_uid["status"]
+    assert len(store) == 0
+
+
+def test_the_status_of_a_body_its_own_else_the_kept_one() -> None:
+    STATUSES.put("uid-kept", {"replicas": 4})
+    try:
+        assert status_of({"metadata": {"uid": "uid-kept"}}) == {"replicas": 4}
+        assert status_of({"metadata": {"uid": "uid-kept"}, "status": {"replicas": 5}}) == {"replicas": 5}
+        assert status_of({"metadata": {"uid": "uid-unknown"}}) is None
+        assert status_of({"metadata": {}}) is None
+        assert status_of({}) is None
+        mine = status_of({"metadata": {"uid": "uid-kept"}})
+        assert mine is not None
+        mine["replicas"] = 9  # a caller's copy: the kept status is unchanged
+        assert status_of({"metadata": {"uid": "uid-kept"}}) == {"replicas": 4}
+    finally:
+        STATUSES.drop("uid-kept")
+
+
+def test_a_line_without_either_field_or_not_json_is_passed_as_it_is() -> None:
+    plain = json.dumps({"type": "ADDED", "object": _as_kopf_sees(_object("x"))}).encode()
+    assert slim_line(plain, StatusStore()) is plain
     broken = b'{"type": "ADDED", "object": {"metadata": {"managedFields": ['
-    assert slim_line(broken) is broken
+    assert slim_line(broken, StatusStore()) is broken
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -100,10 +169,11 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_siz
 
 
 @given(status=st.dictionaries(st.text(max_size=8), _JSON, max_size=4), kind=st.sampled_from(["ADDED", "MODIFIED"]))
-def test_a_slimmed_line_parses_to_the_same_event_without_managed_fields(status: dict[str, Any], kind: str) -> None:
-    obj = _object("x", status)
+def test_a_slimmed_line_parses_to_the_same_event_without_either_field(status: dict[str, Any], kind: str) -> None:
+    obj, store = _object("x", status), StatusStore()
     line = json.dumps({"type": kind, "object": obj}).encode()
-    assert json.loads(slim_line(line)) == {"type": kind, "object": _without_managed_fields(obj)}
+    assert json.loads(slim_line(line, store)) == {"type": kind, "object": _as_kopf_sees(obj)}
+    assert store.get("uid-x") == obj["status"]
 
 
 @contextlib.asynccontextmanager
@@ -132,7 +202,7 @@ async def _api_server(chunk: int) -> AsyncIterator[str]:
 
 
 @pytest.mark.parametrize("chunk", [7, 300, 1 << 20])
-async def test_kopf_reads_llmdeployments_without_managed_fields_jobs_with_theirs(chunk: int) -> None:
+async def test_kopf_reads_llmdeployments_slimmed_jobs_whole(chunk: int) -> None:
     config = kubernetes.client.Configuration(host="https://127.0.0.1:6443")
     login = session_login(lambda memo: config, lambda: ConnectionBudget(0, 2))
     session = (await login(memo=None)).aiohttp_session
@@ -144,9 +214,14 @@ async def test_kopf_reads_llmdeployments_without_managed_fields_jobs_with_theirs
                     events = [json.loads(line.decode("utf-8")) async for line in iter_jsonlines(response.content)]
                 assert [e["object"]["metadata"]["name"] for e in events] == ["o0", "o1", "o2"]
                 assert all(("managedFields" in e["object"]["metadata"]) is not slim for e in events), path
+                assert all(("status" in e["object"]) is not slim for e in events), path
+                assert [status_of(e["object"]) for e in events] == [_object(f"o{i}")["status"] for i in range(3)]
                 # As Kopf reads a LIST or a patch's answer.
                 async with session.get(f"{base}{path}") as response:
                     listed = await response.json()
                 assert [("managedFields" in item["metadata"]) is not slim for item in listed["items"]] == [True] * 2
+                assert [("status" in item) is not slim for item in listed["items"]] == [True] * 2
     finally:
         await session.close()
+        for uid in ("uid-a", "uid-b", "uid-o0", "uid-o1", "uid-o2"):
+            STATUSES.drop(uid)

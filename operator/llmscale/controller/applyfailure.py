@@ -16,6 +16,7 @@ import kopf
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_apply_failed
 from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.slimbodies import status_of
 from llmscale.controller.status.conditions import merge_conditions
 from llmscale.policy.types import ConditionResult
 
@@ -109,7 +110,7 @@ def record_apply(
     note_apply(mem, body, logger, error)
     error = children_error(mem)
     meta = body.get("metadata", {})
-    previous = dict(body.get("status") or {})
+    previous = status_of(body) or {}
     recorded = [c for c in previous.get("conditions") or () if isinstance(c, dict) and c.get("type") == CHILDREN_APPLIED]
     if error is None and all(c.get("status") == "True" for c in recorded):
         return

@@ -11,7 +11,7 @@ Each handler only takes Kopf's keyword arguments, fetches the injected
 - create / update(spec) / resume: :func:`llmscale.controller.ensure.ensure_children`;
 - a timer every ``settings.tick_base_seconds``: :func:`llmscale.controller.tick.tick`, which runs
   when the object's own ``spec.scaling.tickSeconds`` is due;
-- delete: drop the object's metric series and stop reading its pools;
+- delete: drop the object's metric series and kept status and stop reading its pools;
 - startup / cleanup: start and stop the fleet signal reader (:mod:`llmscale.controller.signals.fleet`).
 
 The registry is built by :func:`build_registry` (no import-time decorators), so tests and
@@ -57,6 +57,7 @@ from llmscale.controller.placeholders import (
     index_placeholder_pods,
 )
 from llmscale.controller.settings import OperatorSettings
+from llmscale.controller.slimbodies import STATUSES
 from llmscale.controller.tick import tick
 from llmscale.policy.batch.jobs import LABEL_DEPLOYMENT as JOB_LABEL
 
@@ -90,10 +91,12 @@ async def _tick(
                placeholder_pods=llmscale_placeholder_pods, jobs=llmscale_jobs, rollouts=llmscale_rollouts)
 
 
-async def _forget(*, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+async def _forget(*, namespace: str | None, name: str, uid: str | None, memo: Any, **_: Any) -> None:
     deps = dependencies(memo)
     deps.metrics.forget(namespace or "", name)
     deps.fleet.forget(namespace or "", name)
+    if uid:
+        STATUSES.drop(uid)
 
 
 async def _start_reading(*, memo: Any, **_: Any) -> None:

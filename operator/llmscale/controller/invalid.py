@@ -13,6 +13,7 @@ import kopf
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_invalid
 from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.slimbodies import status_of
 from llmscale.controller.status.build import invalid_status
 
 __all__ = ["report_invalid"]
@@ -32,7 +33,7 @@ def report_invalid(
     condition's ``lastTransitionTime`` comes from ``deps.clock`` (wall clock).
     """
     meta = body.get("metadata", {})
-    previous = dict(body.get("status") or {})
+    previous = status_of(body) or {}
     desired = invalid_status(message, meta.get("generation"), previous, deps.clock())
     mem.write_status(patch.status, previous, desired, refresh_seconds=deps.settings.status_refresh_seconds)
     if mem.last_invalid != message:

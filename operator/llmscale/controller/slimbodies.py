@@ -1,31 +1,82 @@
-"""LLMDeployment bodies without ``metadata.managedFields``, as Kopf reads them from the API server.
+"""LLMDeployment bodies without ``metadata.managedFields`` or ``status``, as Kopf reads them.
 
 Kopf keeps the newest body of every object with a timer (``DaemonsMemory.live_fresh_body``, Kopf
-1.45), parsed from the watch stream. An LLMDeployment's ``managedFields`` list every status leaf
-its writers set, one dict per leaf: 38 of the body's 70 KB of Python objects (issue 26), which
-neither Kopf nor llmscale reads (Kopf diffs its own ``last-handled-configuration``). The session
-Kopf is given (:mod:`llmscale.controller.apisession`) answers with :class:`SlimResponse`, which
-drops them from the objects of the resources named in :data:`SLIM_RESOURCES` — in watch lines and
-in JSON answers (the LIST before a watch, a patch's answer) — before Kopf parses them. Jobs keep
-theirs: llmscale reads who manages a Job from them (:mod:`llmscale.policy.batch.jobs`).
+1.45), parsed from the watch stream. The session Kopf is given (:mod:`llmscale.controller.apisession`)
+answers with :class:`SlimResponse`, which edits the objects of :data:`SLIM_RESOURCES` in watch
+lines and JSON answers (the LIST before a watch, a patch's answer) before Kopf parses them:
+``managedFields`` are dropped (nothing reads them; Kopf diffs its own
+``last-handled-configuration``), and ``status`` moves to :data:`STATUSES`, one compressed JSON
+document per object uid, read back with :func:`status_of`. Kopf itself never reads an
+LLMDeployment's status (its progress and diff base are annotations, :mod:`.handlers`). Jobs keep
+both: llmscale reads who manages a Job from its ``managedFields`` (:mod:`llmscale.policy.batch.jobs`).
+Sizes and costs: docs/operator.md, "Scale".
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import zlib
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
 
 from llmscale.api import GROUP, PLURAL
 
-__all__ = ["SLIM_RESOURCES", "SlimResponse", "resource_of", "slim_line", "slim_object", "slims"]
+__all__ = ["SLIM_RESOURCES", "STATUSES", "SlimResponse", "StatusStore", "resource_of", "slim_line", "slim_object",
+           "slims", "status_of"]
 
 #: Resources (API group, plural) whose objects reach Kopf without ``metadata.managedFields``.
 SLIM_RESOURCES: frozenset[tuple[str, str]] = frozenset({(GROUP, PLURAL)})
 
-_MARK = b'"managedFields"'
+_MARKS = (b'"managedFields"', b'"status"')
+
+
+class StatusStore:
+    """The newest ``status`` of each object the session read, by ``metadata.uid``, as zlib-compressed
+    compact JSON (an LLMDeployment's 19 conditions and figures: ~24 KB of Python objects, ~2 KB here).
+
+    Written from the event loop's thread only (the session's answers); :meth:`get` parses a fresh
+    copy each time, so callers may keep or change what it returns."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, bytes] = {}
+
+    def put(self, uid: str, status: Any) -> None:
+        """Keep ``status`` (any JSON value) as the newest of object ``uid``."""
+        self._by_uid[uid] = zlib.compress(json.dumps(status, separators=(",", ":")).encode(), 1)
+
+    def drop(self, uid: str) -> None:
+        """Forget object ``uid`` (deleted); nothing happens for one never kept."""
+        self._by_uid.pop(uid, None)
+
+    def get(self, uid: str) -> Any:
+        """The newest status kept for ``uid``, parsed afresh, or ``None`` where none is kept."""
+        kept = self._by_uid.get(uid)
+        return None if kept is None else json.loads(zlib.decompress(kept))
+
+    def __len__(self) -> int:
+        return len(self._by_uid)
+
+    def nbytes(self) -> int:
+        """Bytes of compressed JSON kept, all objects together."""
+        return sum(len(kept) for kept in self._by_uid.values())
+
+
+#: The statuses this process's sessions moved out of the bodies they handed Kopf.
+STATUSES = StatusStore()
+
+
+def status_of(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``status`` of an LLMDeployment ``body`` as Kopf hands it over: the body's own where it has
+    one (an object not read through :class:`SlimResponse`), else the newest :data:`STATUSES` keeps
+    for its uid, else ``None`` (no status written yet)."""
+    status = body.get("status")
+    if isinstance(status, Mapping):
+        return dict(status)
+    uid = (body.get("metadata") or {}).get("uid")
+    kept = STATUSES.get(uid) if isinstance(uid, str) else None
+    return kept if isinstance(kept, dict) else None
 
 
 def resource_of(path: str) -> tuple[str, str] | None:
@@ -53,30 +104,48 @@ def slims(path: str) -> bool:
                for i, part in enumerate(parts) if part in ("api", "apis"))
 
 
-def slim_object(obj: Any) -> Any:
+def slim_object(obj: Any, store: StatusStore | None = None, *, keep_status: bool = False) -> Any:
     """``obj`` (a parsed object, a list of them with ``items``, or a watch event with ``object``)
-    with ``metadata.managedFields`` removed in place; anything else unchanged. Returns ``obj``."""
+    with ``metadata.managedFields`` removed and ``status`` moved to ``store`` (default
+    :data:`STATUSES`) under the object's uid, in place; returns ``obj``.
+
+    An object with a uid and no status is dropped from ``store``, and so is a ``DELETED`` event's
+    object; an object without a uid keeps its status (a watch's ``ERROR`` event carries a ``Status``
+    whose ``status`` is a word); anything else is unchanged. With ``keep_status`` the status is
+    stored and also left in place (a patch's answer, which Kopf checks against its patch)."""
     if not isinstance(obj, dict):
         return obj
+    store = STATUSES if store is None else store
     for inner in (obj.get("object"), *(obj.get("items") or ())):
         if isinstance(inner, dict):
-            slim_object(inner)
+            slim_object(inner, store, keep_status=keep_status)
     metadata = obj.get("metadata")
     if isinstance(metadata, dict):
         metadata.pop("managedFields", None)
+        uid = metadata.get("uid")
+        if isinstance(uid, str):
+            if "status" in obj:
+                store.put(uid, obj["status"] if keep_status else obj.pop("status"))
+            else:
+                store.drop(uid)
+    inner = obj.get("object")
+    if obj.get("type") == "DELETED" and isinstance(inner, dict) and isinstance(inner.get("metadata"), dict):
+        uid = inner["metadata"].get("uid")
+        if isinstance(uid, str):
+            store.drop(uid)
     return obj
 
 
-def slim_line(line: bytes) -> bytes:
-    """One JSON line of a watch stream without ``managedFields``; a line that names none, or is
-    not JSON, unchanged (Kopf reports what it cannot parse)."""
-    if _MARK not in line:
+def slim_line(line: bytes, store: StatusStore | None = None) -> bytes:
+    """One JSON line of a watch stream through :func:`slim_object`; a line that names neither
+    field, or is not JSON, unchanged (Kopf reports what it cannot parse)."""
+    if not any(mark in line for mark in _MARKS):
         return line
     try:
         event = json.loads(line)
     except ValueError:
         return line
-    return json.dumps(slim_object(event), separators=(",", ":")).encode()
+    return json.dumps(slim_object(event, store), separators=(",", ":")).encode()
 
 
 class _SlimLines:
@@ -101,8 +170,9 @@ class _SlimLines:
 
 
 class SlimResponse(aiohttp.ClientResponse):
-    """An aiohttp response that drops ``managedFields`` from the objects of :data:`SLIM_RESOURCES`
-    (any other resource's answer is untouched)."""
+    """An aiohttp response that passes the objects of :data:`SLIM_RESOURCES` through
+    :func:`slim_object` (any other resource's answer is untouched); the answer to a write keeps its
+    status in place too."""
 
     async def start(self, connection: Any) -> SlimResponse:
         await super().start(connection)
@@ -112,4 +182,4 @@ class SlimResponse(aiohttp.ClientResponse):
 
     async def json(self, **kwargs: Any) -> Any:
         answer = await super().json(**kwargs)
-        return slim_object(answer) if slims(self.url.path) else answer
+        return slim_object(answer, keep_status=self.method != "GET") if slims(self.url.path) else answer

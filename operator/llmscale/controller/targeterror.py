@@ -14,6 +14,7 @@ import kopf
 from llmscale.controller.deps import Dependencies
 from llmscale.controller.events import post_target_error
 from llmscale.controller.memory import ObjectMemory
+from llmscale.controller.slimbodies import status_of
 from llmscale.controller.status.conditions import merge_conditions
 from llmscale.policy.types import ConditionResult
 
@@ -34,7 +35,7 @@ def report_target_error(
     Must run inside the event loop: the status write is throttled on the loop's clock.
     """
     meta = body.get("metadata", {})
-    previous = dict(body.get("status") or {})
+    previous = status_of(body) or {}
     now = deps.clock()
     conditions = merge_conditions(
         previous.get("conditions"),

@@ -116,6 +116,7 @@ from llmscale.controller.scaletarget import (
     read_target,
 )
 from llmscale.controller.signals.seasonal import spec_timezone
+from llmscale.controller.slimbodies import status_of
 from llmscale.controller.slobuckets import SLO_TARGETS_ON_BUCKETS, slo_buckets_condition
 from llmscale.controller.spec import InvalidSpec, read_spec
 from llmscale.controller.state.pods import pool_state
@@ -449,6 +450,8 @@ class Gathered:
         rollout: the interactive pool's ``RolloutProgressing`` condition.
         calibrated: the ``EngineCalibrated`` condition (the live calibration).
         progressing: the interactive Deployment's own ``Progressing`` condition, or ``None``.
+        status: the object's ``status`` as the API server has it
+            (:func:`~llmscale.controller.slimbodies.status_of`), read once after the signal read.
     """
 
     spec: LLMDeploymentSpec
@@ -463,6 +466,7 @@ class Gathered:
     rollout: ConditionResult
     calibrated: ConditionResult
     progressing: tuple[str, str, str] | None = None
+    status: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,6 +542,7 @@ async def _gather(
     if active and spec.scale_target_ref is None and await routing_due(deps, mem):
         await follow_routing(deps, mem, body, spec, namespace=namespace, name=name, logger=logger)
     snapshot = await _read_signals(deps, spec, namespace, name, pods, started_loop_s, observed.signal_pods)
+    status = status_of(body)
     # After the read, which may have waited: the pools as they are when the policy decides (the
     # indexes are live; a scale target's were read from its /scale just before), each pod not Ready
     # past the pool's startup budget judged failed (:mod:`llmscale.controller.failedpods`).
@@ -557,7 +562,7 @@ async def _gather(
     # read; None (the forecast uses the trend alone) when not read yet, failed or too old.
     state = dataclasses.replace(state, seasonal=deps.fleet.seasonal(PoolTarget(namespace, name, INTERACTIVE)))
     reports = observe_pools(
-        mem, spec=spec, status=body.get("status"),
+        mem, spec=spec, status=status,
         pods=live,
         snapshot=snapshot,
         minutes={pool: deps.fleet.minutes(PoolTarget(namespace, name, pool)) for pool in POOLS},
@@ -580,7 +585,7 @@ async def _gather(
     keep_s = max(deps.settings.signal_history_seconds, history_seconds(spec))
     mem.history = record_snapshot(mem.history, snapshot, wall_now, keep_s)
     restoring = mem.policy_memory is None
-    memory = mem.restored_policy_memory(body.get("status"), wall_now,
+    memory = mem.restored_policy_memory(status, wall_now,
                                         state.interactive_replicas if active else None)
     if restoring and memory.unreadable is not None:
         # Once per start: the policy reports it in PolicyStateReadable while it matters.
@@ -589,7 +594,7 @@ async def _gather(
         logger.warning(dropped)
         post_policy_state_unreadable(body, dropped)
     return Gathered(spec, active, observed, snapshot, state, reports, memory, wall_now, live, rollout, calibrated,
-                    progressing)
+                    progressing, status)
 
 
 def _decide(deps: Dependencies, mem: ObjectMemory, g: Gathered, body: kopf.Body, namespace: str, name: str,
@@ -723,7 +728,7 @@ def _record(
     scaling_active = mode_condition(spec, state.interactive_replicas, decision.interactive_replicas)
     if refused is not None:
         scaling_active = ConditionResult("False", refused.reason, refused.message)
-    previous = dict(body.get("status") or {})
+    previous = dict(g.status or {})
     desired = build_status(
         decision=decision, snapshot=snapshot, state=state, applied_interactive=desired_i,
         applied_batch=desired_b, generation=body.get("metadata", {}).get("generation"),
