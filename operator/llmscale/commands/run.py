@@ -32,7 +32,7 @@ from llmscale.commands.logformat import formatter
 from llmscale.controller.deps import Decider, Dependencies, SignalSource
 from llmscale.controller.gpusfree import GpuReader
 from llmscale.controller.handlers import build_registry, configure_kopf
-from llmscale.controller.heap import trim_heap_forever
+from llmscale.controller.heap import limit_arenas, trim_heap_forever
 from llmscale.controller.metrics import OperatorMetrics
 from llmscale.controller.peers import PeeringConflict, check_peering
 from llmscale.controller.scaletarget import KubernetesScaleClient
@@ -271,6 +271,7 @@ def api_server_problem(config: kubernetes.client.Configuration, timeout_s: float
 def main(args: argparse.Namespace) -> int:
     """Run the operator; return 0 on a clean stop, 2 on a configuration error, 1 when the API
     server cannot be reached or refuses the credentials (one line on stderr, no traceback)."""
+    limit_arenas()  # before any thread starts
     try:
         settings = load_settings(args, os.environ)
     except ValueError as exc:
