@@ -4,6 +4,7 @@ LLMDeployments 57 of 100 MB of C heap were free pages after a restart), and caps
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import platform
@@ -79,7 +80,8 @@ with tempfile.NamedTemporaryFile("r") as out:
 def _arenas_used(mode: str, **environ: str) -> tuple[str, int]:
     """What ``limit_arenas`` said in a fresh interpreter (``mode`` "limit"; else not called) and the
     arenas glibc holds after eight threads allocated at once there."""
-    env = {key: value for key, value in os.environ.items() if key != "MALLOC_ARENA_MAX"} | environ
+    env = {key: value for key, value in os.environ.items() if key not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
+    env |= environ
     out = subprocess.run([sys.executable, "-c", _ARENAS_USED, mode], env=env, capture_output=True, text=True,
                          check=True, timeout=60).stdout.split()
     return out[0], int(out[1])
@@ -93,8 +95,25 @@ def test_threads_that_allocate_share_the_capped_arenas() -> None:
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's arenas")
-def test_malloc_arena_max_set_by_the_user_wins() -> None:
-    assert _arenas_used("limit", MALLOC_ARENA_MAX="4") == ("False", 4)
+@pytest.mark.parametrize("environ", [{"MALLOC_ARENA_MAX": "4"}, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=4"}])
+def test_a_cap_set_by_the_user_wins(environ: dict[str, str]) -> None:
+    assert _arenas_used("limit", **environ) == ("False", 4)
+
+
+def test_llmscale_run_caps_the_arenas_before_anything_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before the settings are read: the call comes even when they are refused.
+    from llmscale.commands import run
+
+    calls: list[str] = []
+
+    def refused(*_: object) -> None:
+        calls.append("settings")
+        raise ValueError("bad settings")
+
+    monkeypatch.setattr(run, "limit_arenas", lambda: calls.append("capped") or True)
+    monkeypatch.setattr(run, "load_settings", refused)
+    assert run.main(argparse.Namespace()) == 2
+    assert calls == ["capped", "settings"]
 
 
 def test_fewer_than_one_arena_is_refused() -> None:

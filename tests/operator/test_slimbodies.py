@@ -24,6 +24,7 @@ from llmscale.controller.slimbodies import (
     StatusStore,
     resource_of,
     slim_line,
+    slim_list,
     slim_object,
     slims,
     status_of,
@@ -156,11 +157,50 @@ def test_the_status_of_a_body_its_own_else_the_kept_one() -> None:
         STATUSES.drop("uid-kept")
 
 
-def test_a_line_without_either_field_or_not_json_is_passed_as_it_is() -> None:
-    plain = json.dumps({"type": "ADDED", "object": _as_kopf_sees(_object("x"))}).encode()
-    assert slim_line(plain, StatusStore()) is plain
+def test_a_line_that_is_not_json_is_passed_as_it_is() -> None:
     broken = b'{"type": "ADDED", "object": {"metadata": {"managedFields": ['
     assert slim_line(broken, StatusStore()) is broken
+
+
+@pytest.mark.parametrize("kind", ["ADDED", "MODIFIED", "DELETED"])
+def test_a_line_naming_neither_field_still_drops_the_kept_status(kind: str) -> None:
+    # A test API server's objects carry no managedFields, and may reuse a uid.
+    store = StatusStore()
+    slim_object(_object("x"), store)
+    plain = json.dumps({"type": kind, "object": _as_kopf_sees(_object("x"))}).encode()
+    assert json.loads(slim_line(plain, store)) == json.loads(plain)
+    assert store.get("uid-x") is None
+
+
+def test_the_answer_removing_the_last_finalizer_keeps_no_status() -> None:
+    # The delete handler forgot the object; the finalizer patch's answer must not bring it back.
+    store = StatusStore()
+    slim_object(_object("x"), store)
+    deleting = _object("x")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-06T12:00:00Z"
+    answer = slim_object(copy.deepcopy(deleting), store, keep_status=True)
+    assert answer["status"] == deleting["status"]
+    assert store.get("uid-x") is None
+
+
+def _in(name: str, namespace: str) -> dict[str, Any]:
+    obj = _object(name, {"replicas": len(name)})
+    obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+def test_a_whole_list_forgets_what_it_lacks_in_its_scope_only() -> None:
+    store = StatusStore()
+    slim_object({"items": [_in("a", "team-a"), _in("b", "team-a"), _in("c", "team-b")]}, store)
+    paged = {"metadata": {"continue": "next"}, "items": [_in("a", "team-a")]}
+    slim_list(paged, "/apis/llmscale.dev/v1alpha1/namespaces/team-a/llmdeployments", store)
+    assert len(store) == 3, "a page is not the whole list"
+    slim_list({"metadata": {}, "items": [_in("a", "team-a")]},
+              "/apis/llmscale.dev/v1alpha1/namespaces/team-a/llmdeployments", store)
+    assert (store.get("uid-a"), store.get("uid-b"), store.get("uid-c")) == ({"replicas": 1}, None, {"replicas": 1})
+    slim_list({"items": [_in("a", "team-a")]}, "/apis/llmscale.dev/v1alpha1/llmdeployments", store)
+    assert store.get("uid-c") is None, "a cluster-wide list speaks for every namespace"
+    assert store.get("uid-a") == {"replicas": 1}
 
 
 _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -179,17 +219,20 @@ def test_a_slimmed_line_parses_to_the_same_event_without_either_field(status: di
 @contextlib.asynccontextmanager
 async def _api_server(chunk: int) -> AsyncIterator[str]:
     """A real aiohttp server on 127.0.0.1: a watch (``?watch=true``) of LLMDeployments or Jobs
-    streams three events, ``chunk`` bytes per write (lines split across writes); a GET without
-    ``watch`` answers a LIST of two; yields its base URL."""
+    streams three events, each with a status of its own, ``chunk`` bytes per write (lines split
+    across writes); a GET without ``watch`` answers a LIST of two; a PATCH answers the patched
+    object; yields its base URL."""
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        if request.method == "PATCH":
+            return web.json_response(_object("p", await request.json()))
         if request.query.get("watch") != "true":
             return web.json_response({"kind": "List", "items": [_object("a"), _object("b")]})
         response = web.StreamResponse()
         response.content_type = "application/json"
         await response.prepare(request)
-        body = b"".join(json.dumps({"type": "MODIFIED", "object": _object(f"o{i}")}).encode() + b"\n"
+        body = b"".join(json.dumps({"type": "MODIFIED", "object": _object(f"o{i}", {"replicas": i})}).encode() + b"\n"
                         for i in range(3))
         for start in range(0, len(body), chunk):
             await response.write(body[start:start + chunk])
@@ -197,7 +240,7 @@ async def _api_server(chunk: int) -> AsyncIterator[str]:
         await response.write_eof()
         return response
 
-    async with serving(handle, "GET") as base:
+    async with serving(handle) as base:
         yield base
 
 
@@ -215,13 +258,20 @@ async def test_kopf_reads_llmdeployments_slimmed_jobs_whole(chunk: int) -> None:
                 assert [e["object"]["metadata"]["name"] for e in events] == ["o0", "o1", "o2"]
                 assert all(("managedFields" in e["object"]["metadata"]) is not slim for e in events), path
                 assert all(("status" in e["object"]) is not slim for e in events), path
-                assert [status_of(e["object"]) for e in events] == [_object(f"o{i}")["status"] for i in range(3)]
+                assert [status_of(e["object"]) for e in events] == [{"replicas": i} for i in range(3)]
                 # As Kopf reads a LIST or a patch's answer.
                 async with session.get(f"{base}{path}") as response:
                     listed = await response.json()
                 assert [("managedFields" in item["metadata"]) is not slim for item in listed["items"]] == [True] * 2
                 assert [("status" in item) is not slim for item in listed["items"]] == [True] * 2
+                # As Kopf reads a patch's answer, which it checks against the patch.
+                STATUSES.drop("uid-p")
+                async with session.patch(f"{base}{path}/p", json={"replicas": 5}) as response:
+                    patched = await response.json()
+                assert patched["status"] == {"replicas": 5}
+                assert ("managedFields" in patched["metadata"]) is not slim
+                assert STATUSES.get("uid-p") == ({"replicas": 5} if slim else None)
     finally:
         await session.close()
-        for uid in ("uid-a", "uid-b", "uid-o0", "uid-o1", "uid-o2"):
+        for uid in ("uid-a", "uid-b", "uid-o0", "uid-o1", "uid-o2", "uid-p"):
             STATUSES.drop(uid)

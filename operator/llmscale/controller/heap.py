@@ -10,7 +10,7 @@ it took 1.5–15 ms there. Where the C library has no ``malloc_trim`` (musl, mac
 glibc also gives each thread that allocates an arena of its own (up to 8 per core), and a burst
 parsed in one leaves that arena's free pages to that thread: at 1,000 LLMDeployments 15 thread
 arenas held 37.7 MB, 34.6 of them free (issue 26). :func:`limit_arenas` caps them at start, as
-``MALLOC_ARENA_MAX`` does, unless that variable is set.
+``MALLOC_ARENA_MAX`` does, unless the user set a cap.
 """
 
 from __future__ import annotations
@@ -36,17 +36,18 @@ _M_ARENA_MAX = -8  # glibc's malloc.h
 
 
 def limit_arenas(arenas: int = ARENAS, environ: Mapping[str, str] = os.environ) -> bool:
-    """Cap glibc's arenas at ``arenas`` (``mallopt(M_ARENA_MAX)``) unless ``environ`` sets
-    ``MALLOC_ARENA_MAX`` (glibc read it itself); return whether the cap was set. Call it before the
-    process starts threads: glibc fixes its limit when a thread first needs an arena. Where the C
-    library has no ``mallopt`` (musl, macOS), or refuses, nothing changes.
+    """Cap glibc's arenas at ``arenas`` (``mallopt(M_ARENA_MAX)``) unless ``environ`` sets one
+    (``MALLOC_ARENA_MAX``, or ``glibc.malloc.arena_max`` in ``GLIBC_TUNABLES``: glibc read it
+    itself); return whether the cap was set. Call it before the process starts threads, so that no
+    thread holds an arena of its own yet. Where the C library has no ``mallopt`` (musl, macOS), or
+    refuses, nothing changes.
 
     Raises:
         ValueError: ``arenas`` is below 1.
     """
     if arenas < 1:
         raise ValueError(f"{arenas} malloc arenas: at least one is needed")
-    if "MALLOC_ARENA_MAX" in environ:
+    if "MALLOC_ARENA_MAX" in environ or "glibc.malloc.arena_max" in environ.get("GLIBC_TUNABLES", ""):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -16,51 +16,57 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import aiohttp
 
 from llmscale.api import GROUP, PLURAL
 
-__all__ = ["SLIM_RESOURCES", "STATUSES", "SlimResponse", "StatusStore", "resource_of", "slim_line", "slim_object",
-           "slims", "status_of"]
+__all__ = ["SLIM_RESOURCES", "STATUSES", "SlimResponse", "StatusStore", "resource_of", "slim_line", "slim_list",
+           "slim_object", "slims", "status_of"]
 
 #: Resources (API group, plural) whose objects reach Kopf without ``metadata.managedFields``.
 SLIM_RESOURCES: frozenset[tuple[str, str]] = frozenset({(GROUP, PLURAL)})
 
-_MARKS = (b'"managedFields"', b'"status"')
-
-
 class StatusStore:
     """The newest ``status`` of each object the session read, by ``metadata.uid``, as zlib-compressed
-    compact JSON (an LLMDeployment's 19 conditions and figures: ~24 KB of Python objects, ~2 KB here).
+    compact JSON (an LLMDeployment's 19 conditions and figures: ~24 KB of Python objects, ~2 KB here),
+    with the object's namespace (for :meth:`keep_only`).
 
-    Written from the event loop's thread only (the session's answers); :meth:`get` parses a fresh
-    copy each time, so callers may keep or change what it returns."""
+    One store a process: an operator runs one session, whose answers write it on the event loop's
+    thread (tests run several operators in one process; their objects' uids differ). :meth:`get`
+    parses a fresh copy each time, so callers may keep or change what it returns."""
 
     def __init__(self) -> None:
-        self._by_uid: dict[str, bytes] = {}
+        self._by_uid: dict[str, tuple[str, bytes]] = {}
 
-    def put(self, uid: str, status: Any) -> None:
-        """Keep ``status`` (any JSON value) as the newest of object ``uid``."""
-        self._by_uid[uid] = zlib.compress(json.dumps(status, separators=(",", ":")).encode(), 1)
+    def put(self, uid: str, status: Any, namespace: str = "") -> None:
+        """Keep ``status`` (any JSON value) as the newest of object ``uid`` in ``namespace``."""
+        self._by_uid[uid] = (namespace, zlib.compress(json.dumps(status, separators=(",", ":")).encode(), 1))
 
     def drop(self, uid: str) -> None:
         """Forget object ``uid`` (deleted); nothing happens for one never kept."""
         self._by_uid.pop(uid, None)
 
+    def keep_only(self, uids: Collection[str], namespace: str | None) -> None:
+        """Forget every object of ``namespace`` (``None``: of every namespace) whose uid is not in
+        ``uids``: what a whole LIST says is gone, deleted while no watch ran (Kopf's own memory of
+        such an object is not told either)."""
+        for uid in [u for u, (ns, _) in self._by_uid.items() if namespace in (None, ns) and u not in uids]:
+            del self._by_uid[uid]
+
     def get(self, uid: str) -> Any:
         """The newest status kept for ``uid``, parsed afresh, or ``None`` where none is kept."""
         kept = self._by_uid.get(uid)
-        return None if kept is None else json.loads(zlib.decompress(kept))
+        return None if kept is None else json.loads(zlib.decompress(kept[1]))
 
     def __len__(self) -> int:
         return len(self._by_uid)
 
     def nbytes(self) -> int:
         """Bytes of compressed JSON kept, all objects together."""
-        return sum(len(kept) for kept in self._by_uid.values())
+        return sum(len(kept) for _, kept in self._by_uid.values())
 
 
 #: The statuses this process's sessions moved out of the bodies they handed Kopf.
@@ -111,8 +117,9 @@ def slim_object(obj: Any, store: StatusStore | None = None, *, keep_status: bool
 
     An object with a uid and no status is dropped from ``store``, and so is a ``DELETED`` event's
     object; an object without a uid keeps its status (a watch's ``ERROR`` event carries a ``Status``
-    whose ``status`` is a word); anything else is unchanged. With ``keep_status`` the status is
-    stored and also left in place (a patch's answer, which Kopf checks against its patch)."""
+    whose ``status`` is a word); anything else is unchanged. With ``keep_status`` (a write's answer,
+    which Kopf checks against its patch) the status is also left in place, and stored unless the
+    object is being deleted (the answer to the patch that removes the last finalizer)."""
     if not isinstance(obj, dict):
         return obj
     store = STATUSES if store is None else store
@@ -124,8 +131,9 @@ def slim_object(obj: Any, store: StatusStore | None = None, *, keep_status: bool
         metadata.pop("managedFields", None)
         uid = metadata.get("uid")
         if isinstance(uid, str):
-            if "status" in obj:
-                store.put(uid, obj["status"] if keep_status else obj.pop("status"))
+            deleting = keep_status and metadata.get("deletionTimestamp") is not None
+            if "status" in obj and not deleting:
+                store.put(uid, obj["status"] if keep_status else obj.pop("status"), str(metadata.get("namespace") or ""))
             else:
                 store.drop(uid)
     inner = obj.get("object")
@@ -136,11 +144,26 @@ def slim_object(obj: Any, store: StatusStore | None = None, *, keep_status: bool
     return obj
 
 
+def slim_list(answer: Any, path: str, store: StatusStore | None = None) -> Any:
+    """A GET answer of ``path`` through :func:`slim_object`; when it is a whole LIST (``items``, no
+    ``metadata.continue``), every object of its scope that it lacks is also forgotten
+    (:meth:`StatusStore.keep_only`). Returns ``answer``."""
+    store = STATUSES if store is None else store
+    slim_object(answer, store)
+    items = answer.get("items") if isinstance(answer, dict) else None
+    if isinstance(items, list) and not (answer.get("metadata") or {}).get("continue"):
+        parts = [part for part in path.split("/") if part]  # a LIST's path ends [namespaces/NS/]PLURAL
+        namespace = parts[-2] if len(parts) >= 3 and parts[-3] == "namespaces" else None
+        uids = {item["metadata"]["uid"] for item in items if isinstance(item, dict)
+                and isinstance(item.get("metadata"), dict) and isinstance(item["metadata"].get("uid"), str)}
+        store.keep_only(uids, namespace)
+    return answer
+
+
 def slim_line(line: bytes, store: StatusStore | None = None) -> bytes:
-    """One JSON line of a watch stream through :func:`slim_object`; a line that names neither
-    field, or is not JSON, unchanged (Kopf reports what it cannot parse)."""
-    if not any(mark in line for mark in _MARKS):
-        return line
+    """One JSON line of a watch stream through :func:`slim_object`; a line that is not JSON
+    unchanged (Kopf reports what it cannot parse). Every line is read, whatever it names: a line
+    without a status still drops the one kept."""
     try:
         event = json.loads(line)
     except ValueError:
@@ -182,4 +205,6 @@ class SlimResponse(aiohttp.ClientResponse):
 
     async def json(self, **kwargs: Any) -> Any:
         answer = await super().json(**kwargs)
-        return slim_object(answer, keep_status=self.method != "GET") if slims(self.url.path) else answer
+        if not slims(self.url.path):
+            return answer
+        return slim_list(answer, self.url.path) if self.method == "GET" else slim_object(answer, keep_status=True)
