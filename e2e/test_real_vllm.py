@@ -176,9 +176,11 @@ def test_real_engines_scale_up_on_queue_with_kv_cache_pressure_then_back_down(
     # 64 blocks x 128 tokens: four running 32 + 1,900-token requests fill 4 x 16 = 64 of them.
     args = ["--max-num-seqs", "4", "--num-gpu-blocks-override", "64", "--no-enable-prefix-caching"]
     cluster.apply(ns, vllm_sample(args, scaling={
-        # Fresh within 20 s (the default is 90): one read that overruns the operator's 5 s timeout on a
-        # busy 2-core machine is not "no signals".
-        "tickSeconds": 1, "metricsMaxAgeSeconds": 20,
+        # Fresh within 30 s (the default is 90): one read that overruns the fleet reader's 10 s wait on a
+        # busy 2-core machine is carried, not "no signals"; the carried snapshot is then as old as its
+        # newest sample when read (up to a scrape interval and Prometheus's lag) plus the failed read's
+        # 10 s and a tick, which came to 24 s in a fresh-clone CI on 2026-12-06 (20 s failed there).
+        "tickSeconds": 1, "metricsMaxAgeSeconds": 30,
         "targets": {"queueDepthPerReplica": 2, "kvCacheUtilization": 0.5},
         "scaleUp": {"stabilizationWindowSeconds": 0},
         "scaleDown": {"stabilizationWindowSeconds": STABILISATION_S, "maxReplicasPerPeriod": 1, "periodSeconds": 5},
