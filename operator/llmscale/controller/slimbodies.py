@@ -29,6 +29,7 @@ __all__ = ["SLIM_RESOURCES", "STATUSES", "SlimResponse", "StatusStore", "resourc
 #: Resources (API group, plural) whose objects reach Kopf without ``metadata.managedFields``.
 SLIM_RESOURCES: frozenset[tuple[str, str]] = frozenset({(GROUP, PLURAL)})
 
+
 class StatusStore:
     """The newest ``status`` of each object the session read, by ``metadata.uid``, as zlib-compressed
     compact JSON (an LLMDeployment's 19 conditions and figures: ~24 KB of Python objects, ~2 KB here),
@@ -63,10 +64,6 @@ class StatusStore:
 
     def __len__(self) -> int:
         return len(self._by_uid)
-
-    def nbytes(self) -> int:
-        """Bytes of compressed JSON kept, all objects together."""
-        return sum(len(kept) for _, kept in self._by_uid.values())
 
 
 #: The statuses this process's sessions moved out of the bodies they handed Kopf.
